@@ -1,0 +1,65 @@
+"""Divergences between distributions held in xarray objects, reduced over a named dimension.
+
+All use the natural log. ``kl(p, q)`` is KL(p ‖ q); when comparing to an oracle,
+pass the oracle first (as in *From Prompts to Posteriors*). Where an input is NaN
+(e.g. a probe without an oracle) the result is NaN, never a silent number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+_EPS = 1e-12
+
+
+def _check(p: xr.DataArray, q: xr.DataArray, dim: str) -> None:
+    if dim not in p.dims or dim not in q.dims:
+        raise ValueError(f"dimension {dim!r} must be in both inputs (got {p.dims} and {q.dims})")
+
+
+def _sum(x: xr.DataArray, dim: str) -> xr.DataArray:
+    return x.sum(dim, skipna=False)
+
+
+def l1(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """L1 distance: sum of absolute differences over ``dim``."""
+    _check(p, q, dim)
+    return _sum(abs(p - q), dim)
+
+
+def tvd(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """Total variation distance: half the L1 distance, in [0, 1]."""
+    return 0.5 * l1(p, q, dim)
+
+
+def chebyshev(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """Chebyshev distance: the largest absolute difference over ``dim``."""
+    _check(p, q, dim)
+    return abs(p - q).max(dim, skipna=False)
+
+
+def kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """KL(p ‖ q) in nats; terms with p = 0 contribute 0; q is floored at 1e-12."""
+    _check(p, q, dim)
+    qq = q.clip(min=_EPS)
+    terms = xr.where(p > 0, p * (np.log(p.clip(min=_EPS)) - np.log(qq)), 0.0)
+    terms = terms.where(~(p.isnull() | q.isnull()))
+    return _sum(terms, dim)
+
+
+def sym_kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """Symmetric KL: KL(p ‖ q) + KL(q ‖ p)."""
+    return kl(p, q, dim) + kl(q, p, dim)
+
+
+def js(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """Jensen-Shannon divergence in nats, in [0, ln 2]."""
+    m = 0.5 * (p + q)
+    return 0.5 * kl(p, m, dim) + 0.5 * kl(q, m, dim)
+
+
+def mae(x: xr.DataArray, y: xr.DataArray, dim: str | None = None) -> xr.DataArray:
+    """Mean absolute error of point estimates, averaged over ``dim`` (all dims if ``None``)."""
+    err = abs(x - y)
+    return err.mean(dim, skipna=True) if dim is not None else err.mean(skipna=True)
