@@ -1,4 +1,4 @@
-"""Analysis: debiased beliefs, lens beliefs per layer, divergences from the oracle, plots, reports."""
+"""Analysis: debiased beliefs, lens beliefs per layer, divergences from the oracle, plots."""
 
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, mae, sym_kl, tvd
 

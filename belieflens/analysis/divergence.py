@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 _EPS = 1e-12
+_TINY = float(np.finfo(np.float64).tiny)
 
 
 def _check(p: xr.DataArray, q: xr.DataArray, dim: str) -> None:
@@ -39,13 +40,28 @@ def chebyshev(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.Data
     return abs(p - q).max(dim, skipna=False)
 
 
-def kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
-    """KL(p ‖ q) in nats; terms with p = 0 contribute 0; q is floored at 1e-12."""
-    _check(p, q, dim)
-    qq = q.clip(min=_EPS)
-    terms = xr.where(p > 0, p * (np.log(p.clip(min=_EPS)) - np.log(qq)), 0.0)
+def _kl_sum(p: xr.DataArray, q: xr.DataArray, dim: str, floor: float) -> xr.DataArray:
+    """Sum over ``dim`` of p (log p - log max(q, floor)), 0 where p = 0, NaN where any input is."""
+    p_pos = p > 0
+    log_p = np.log(p.where(p_pos, 1.0))
+    log_q = np.log(q.clip(min=floor).where(p_pos, 1.0))
+    terms = (p * (log_p - log_q)).where(p_pos, 0.0)
     terms = terms.where(~(p.isnull() | q.isnull()))
     return _sum(terms, dim)
+
+
+def kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
+    """KL(p ‖ q) in nats; terms with p = 0 contribute 0; q is floored at 1e-12.
+
+    The result is clipped at 0: flooring ``q`` (and rounding) could otherwise push a
+    sum that is mathematically non-negative slightly below zero.
+    """
+    _check(p, q, dim)
+    return _sum_clip(_kl_sum(p, q, dim, _EPS), 0.0, None)
+
+
+def _sum_clip(x: xr.DataArray, lo: float | None, hi: float | None) -> xr.DataArray:
+    return x.clip(min=lo, max=hi)  # NaN stays NaN
 
 
 def sym_kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
@@ -54,9 +70,15 @@ def sym_kl(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArr
 
 
 def js(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
-    """Jensen-Shannon divergence in nats, in [0, ln 2]."""
+    """Jensen-Shannon divergence in nats, in [0, ln 2].
+
+    No 1e-12 floor is needed: wherever p > 0 the mixture m = (p + q) / 2 is too
+    (up to underflow of subnormals, guarded by the smallest normal float).
+    """
+    _check(p, q, dim)
     m = 0.5 * (p + q)
-    return 0.5 * kl(p, m, dim) + 0.5 * kl(q, m, dim)
+    out = 0.5 * _kl_sum(p, m, dim, _TINY) + 0.5 * _kl_sum(q, m, dim, _TINY)
+    return _sum_clip(out, 0.0, float(np.log(2.0)))
 
 
 def mae(x: xr.DataArray, y: xr.DataArray, dim: str | None = None) -> xr.DataArray:

@@ -16,6 +16,17 @@ from belieflens.errors import ParameterError
 # name -> "module:Class"; the class has a ``Params`` dataclass and is built as ``Class(params)``.
 _REGISTRY: dict[str, str] = {
     "coin-flip": "belieflens.envs.coin_flip:CoinFlip",
+    "recommender": "belieflens.envs.recommender:Recommender",
+    "social-judgment": "belieflens.envs.judgment:SocialJudgment",
+    "medical-triage": "belieflens.envs.judgment:MedicalTriage",
+    "dice": "belieflens.envs.revealed.dice:Dice",
+    "coins": "belieflens.envs.revealed.coins:Coins",
+    "preference": "belieflens.envs.revealed.preference:Preference",
+    "choice": "belieflens.envs.revealed.choice:Choice",
+    "protein-world": "belieflens.envs.protein_world:ProteinWorld",
+    "dutch-book": "belieflens.envs.dutch_book:DutchBook",
+    "belief-attribution": "belieflens.envs.belief_attribution:BeliefAttribution",
+    "case-study": "belieflens.envs.revealed.case_study:CaseStudy",
 }
 
 

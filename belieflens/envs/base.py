@@ -79,7 +79,9 @@ class Probe:
     def __post_init__(self) -> None:
         k = len(self.labels)
         if self.oracle is not None and len(self.oracle) != k:
-            raise ValueError(f"probe {self.name}: oracle has {len(self.oracle)} entries, {k} labels")
+            raise ValueError(
+                f"probe {self.name}: oracle has {len(self.oracle)} entries for {k} labels"
+            )
         for q in self.queries:
             if any(o < 0 or o >= k for o in q.outcome):
                 raise ValueError(f"probe {self.name}: outcome index out of range")

@@ -20,7 +20,7 @@ from belieflens.errors import ParameterError
 P = TypeVar("P")
 
 
-def param(default: Any, help: str) -> Any:  # noqa: A002 - mirrors argparse vocabulary
+def param(default: Any, help: str) -> Any:
     """Declare a parameter field with a default and a one-line help text."""
     return dataclasses.field(default=default, metadata={"help": help})
 
@@ -64,9 +64,9 @@ def _convert(name: str, tp: Any, raw: object) -> object:
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         options = get_args(tp)
-        if raw is None or (isinstance(raw, str) and raw.lower() in ("none", "")):
-            if type(None) in options:
-                return None
+        is_none = raw is None or (isinstance(raw, str) and raw.lower() in ("none", ""))
+        if is_none and type(None) in options:
+            return None
         errors = []
         for option in options:
             if option is type(None):

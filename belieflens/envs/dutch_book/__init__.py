@@ -1,0 +1,176 @@
+"""Dutch-book coherence: credences in related yes/no forecast questions.
+
+Each episode is one :class:`~belieflens.envs.dutch_book.scenarios.Scenario`;
+turn ``t`` asks its ``t``-th question (in the episode's question order) as a
+Yes/No MCQ under both answer orders. The credence in the question is P(Yes)
+debiased over the two rotations; :mod:`belieflens.analysis.coherence` turns a
+scenario's credences into a Dutch book and its sure loss.
+
+Deliveries:
+
+- ``single-turn`` (across conversations): every question in a fresh chat.
+- ``multi-turn`` (within one dialogue): the earlier questions stay in context,
+  each followed by the assistant turn :data:`PLACEHOLDER_ANSWER`. The model's
+  own earlier answers need the model, so this environment (which never runs
+  one) puts a fixed neutral placeholder there; a runner that generates the
+  model's answers can rebuild the context with :func:`dialogue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from belieflens.envs.base import Episode, Message, Probe, Turn
+from belieflens.envs.dutch_book.scenarios import (
+    Scenario,
+    load_scenarios,
+    shipped_scenarios,
+)
+from belieflens.envs.params import bad, param
+from belieflens.probes.mcq import mcq_probe, mcq_text
+from belieflens.types import Delivery
+
+LABELS = ("Yes", "No")
+"""Outcome labels of every question: outcome 0 is Yes."""
+
+PREAMBLE = "Here is a forecasting question. Give your best judgement."
+"""Opening line of every question."""
+
+PLACEHOLDER_ANSWER = "I have given my answer to this question."
+"""Neutral assistant turn standing in for the model's own earlier answers (``multi-turn``)."""
+
+PROBE = "credence"
+"""Name of the Yes/No probe."""
+
+
+@dataclass(frozen=True)
+class DutchBookParams:
+    """Parameters of the Dutch-book environment."""
+
+    questions: str | None = param(
+        None, "path of a JSON scenario set; default: the shipped set (36 scenarios)"
+    )
+    kind: Literal["all", "normalisation", "monotonicity", "extensionality"] = param(
+        "all", "which scenarios to ask"
+    )
+    order: Literal["listed", "shuffled"] = param(
+        "listed", "ask a scenario's questions in listed order or a seeded shuffle"
+    )
+    delivery: Literal["single-turn", "multi-turn", "all"] = param(
+        "all", "single-turn: each question in a fresh chat; multi-turn: one dialogue"
+    )
+
+    def __post_init__(self) -> None:
+        if self.questions is not None and not self.questions.strip():
+            raise bad("questions", self.questions, "a path to a JSON file or none")
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        if self.delivery == "all":
+            return ("single-turn", "multi-turn")
+        return (self.delivery,)
+
+
+def question_text(question: str) -> str:
+    """The user's words asking one forecast question (before the MCQ options)."""
+    return f"{PREAMBLE}\n{question}"
+
+
+def dialogue(
+    questions: Sequence[str], answers: Sequence[str] | None = None
+) -> tuple[Message, ...]:
+    """The within-dialogue context after ``questions`` were asked and answered.
+
+    Each question is asked as the Yes/No MCQ in the first answer order; the
+    assistant's reply is ``answers[i]`` when given (e.g. the model's own greedy
+    answer), else :data:`PLACEHOLDER_ANSWER`.
+    """
+    if answers is not None and len(answers) != len(questions):
+        raise ValueError("dialogue needs one answer per question")
+    out: list[Message] = []
+    for i, q in enumerate(questions):
+        out.append(Message("user", mcq_text(question_text(q), LABELS)))
+        out.append(Message("assistant", PLACEHOLDER_ANSWER if answers is None else answers[i]))
+    return tuple(out)
+
+
+class DutchBook:
+    """Coherence of credences: normalisation, monotonicity and extensionality scenarios.
+
+    Each episode asks one scenario's questions, one per turn, as Yes/No MCQs in a
+    fresh chat (``single-turn``) or within one dialogue (``multi-turn``). There is
+    no oracle: coherence is judged by the Dutch book on the read credences.
+    """
+
+    name = "dutch-book"
+    Params = DutchBookParams
+
+    def __init__(self, params: DutchBookParams) -> None:
+        self._params = params
+        pool = shipped_scenarios() if params.questions is None else load_scenarios(
+            params.questions
+        )
+        self._scenarios = tuple(s for s in pool if params.kind in ("all", s.kind))
+        if not self._scenarios:
+            raise bad("kind", params.kind, "a kind present in the scenario set")
+
+    @property
+    def params(self) -> DutchBookParams:
+        """The validated parameters."""
+        return self._params
+
+    @property
+    def scenarios(self) -> tuple[Scenario, ...]:
+        """The scenarios episodes draw from (after the ``kind`` filter)."""
+        return self._scenarios
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes, one scenario each.
+
+        Scenarios are visited in a seeded permutation (``default_rng([seed, 2**31 + b])``
+        for block ``b``), a fresh one every ``len(scenarios)`` episodes; episode ``i``
+        shuffles its questions (``order="shuffled"``) with ``default_rng([seed, i])``.
+        """
+        count = len(self._scenarios)
+        perm = np.arange(0)
+        for i in range(n):
+            if i % count == 0:
+                perm = np.random.default_rng([seed, 2**31 + i // count]).permutation(count)
+            scenario = self._scenarios[int(perm[i % count])]
+            yield self._episode(i, scenario, np.random.default_rng([seed, i]))
+
+    def _episode(self, index: int, scenario: Scenario, rng: np.random.Generator) -> Episode:
+        p = self._params
+        m = len(scenario.questions)
+        order = list(range(m)) if p.order == "listed" else [int(x) for x in rng.permutation(m)]
+        asked = [scenario.questions[j] for j in order]
+        turns = []
+        for t in range(m):
+            messages: dict[Delivery, tuple[Message, ...]] = {
+                "single-turn": (),
+                "multi-turn": dialogue(asked[:t]),
+            }
+            probes: list[Probe] = [
+                mcq_probe(PROBE, messages[d], question_text(asked[t]), LABELS, None, d)
+                for d in p.deliveries
+            ]
+            turns.append(
+                Turn(
+                    index=t,
+                    observation=asked[t - 1] if t else "",
+                    messages={d: messages[d] for d in p.deliveries},
+                    probes=tuple(probes),
+                )
+            )
+        truth: dict[str, float | str] = {
+            "scenario": scenario.id,
+            "kind": scenario.kind,
+            "domain": scenario.domain,
+            "order": ",".join(str(j) for j in order),
+        }
+        return Episode(index=index, turns=tuple(turns), truth=truth)

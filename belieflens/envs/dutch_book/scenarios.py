@@ -1,0 +1,123 @@
+"""Dutch-book scenario sets: the shipped set and user JSON files.
+
+A scenario set is JSON of the form::
+
+    {"scenarios": [
+        {"id": "norm-rain", "kind": "normalisation",
+         "questions": ["Will it rain ...?", "Will it stay dry ...?"]},
+        {"id": "mono-temp", "kind": "monotonicity",
+         "questions": ["Will ... exceed 40 C?", ..., "Will ... exceed 30 C?"]},
+        {"id": "ext-bank", "kind": "extensionality",
+         "questions": ["Will the bank cut rates ...?", "Will the bank lower rates ...?"]}
+    ]}
+
+- ``normalisation``: exactly two questions, an event and its complement.
+- ``monotonicity``: two or more questions on nested events listed from the
+  smallest to the largest (``A1 ⊂ A2 ⊂ ...``), so coherent credences never decrease.
+- ``extensionality``: two or more wordings of one event.
+
+Optional per-scenario fields: ``"domain"`` (a string). Ids must be unique.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from belieflens.analysis.coherence import SCENARIO_KINDS, ScenarioKind
+from belieflens.errors import ImportFormatError
+
+SHIPPED = "scenarios.json"
+"""File name of the shipped scenario set under ``belieflens/data/dutch_book``."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One set of related yes/no forecast questions.
+
+    Attributes:
+        id: a unique name within its set.
+        kind: which coherence law the questions test.
+        questions: the question texts, in the order the law refers to.
+        domain: free-text topic, e.g. ``weather`` ("" when not given).
+    """
+
+    id: str
+    kind: ScenarioKind
+    questions: tuple[str, ...]
+    domain: str = ""
+
+
+def _fail(source: str, field: str, why: str) -> ImportFormatError:
+    return ImportFormatError(f"{source}: field '{field}' {why}")
+
+
+def _kind(source: str, where: str, raw: object) -> ScenarioKind:
+    for k in SCENARIO_KINDS:
+        if raw == k:
+            return k
+    raise _fail(source, where, f"must be one of {', '.join(SCENARIO_KINDS)}, got {raw!r}")
+
+
+def _scenario(source: str, i: int, raw: object) -> Scenario:
+    where = f"scenarios[{i}]"
+    if not isinstance(raw, dict):
+        raise _fail(source, where, "must be an object")
+    unknown = set(raw) - {"id", "kind", "questions", "domain"}
+    if unknown:
+        raise _fail(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
+    sid = raw.get("id")
+    if not isinstance(sid, str) or not sid.strip():
+        raise _fail(source, f"{where}.id", "must be a non-empty string")
+    kind = _kind(source, f"{where}.kind", raw.get("kind"))
+    qs = raw.get("questions")
+    if not isinstance(qs, list) or not all(isinstance(q, str) and q.strip() for q in qs):
+        raise _fail(source, f"{where}.questions", "must be a list of non-empty strings")
+    if kind == "normalisation" and len(qs) != 2:
+        raise _fail(source, f"{where}.questions", f"must hold exactly 2 questions, got {len(qs)}")
+    if len(qs) < 2:
+        raise _fail(source, f"{where}.questions", f"must hold at least 2 questions, got {len(qs)}")
+    if len(set(qs)) != len(qs):
+        raise _fail(source, f"{where}.questions", "must not repeat a question")
+    domain = raw.get("domain", "")
+    if not isinstance(domain, str):
+        raise _fail(source, f"{where}.domain", "must be a string")
+    return Scenario(sid, kind, tuple(q.strip() for q in qs), domain)
+
+
+def parse_scenarios(data: object, source: str) -> tuple[Scenario, ...]:
+    """Validate decoded JSON as a scenario set; ``source`` names it in errors."""
+    if not isinstance(data, dict) or "scenarios" not in data:
+        raise _fail(source, "scenarios", "is missing (expected an object with a 'scenarios' list)")
+    items = data["scenarios"]
+    if not isinstance(items, list) or not items:
+        raise _fail(source, "scenarios", "must be a non-empty list")
+    out = tuple(_scenario(source, i, raw) for i, raw in enumerate(items))
+    seen: set[str] = set()
+    for i, s in enumerate(out):
+        if s.id in seen:
+            raise _fail(source, f"scenarios[{i}].id", f"repeats id {s.id!r}")
+        seen.add(s.id)
+    return out
+
+
+def load_scenarios(path: str | Path) -> tuple[Scenario, ...]:
+    """Load a user scenario set; malformed content raises :class:`ImportFormatError`."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ImportFormatError(f"{p}: cannot read scenario file ({e.strerror})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ImportFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    return parse_scenarios(data, str(p))
+
+
+def shipped_scenarios() -> tuple[Scenario, ...]:
+    """The scenario set shipped with belieflens (written for this project)."""
+    ref = resources.files("belieflens").joinpath("data").joinpath("dutch_book").joinpath(SHIPPED)
+    return parse_scenarios(json.loads(ref.read_text(encoding="utf-8")), f"belieflens:{SHIPPED}")

@@ -1,0 +1,180 @@
+"""The shared machinery of the judgment environments: parameters, case units, episodes."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal, Self
+
+import numpy as np
+
+from belieflens.envs.base import Episode
+from belieflens.envs.delivery import require_generator, resolve
+from belieflens.envs.generation import GenerationSettings, TextGenerator
+from belieflens.envs.judgment.case import Case, Kind
+from belieflens.envs.judgment.cases import load
+from belieflens.envs.judgment.episode import Generation, build_episode
+from belieflens.envs.judgment.styles import Style, styles_of
+from belieflens.envs.judgment.task import Task
+from belieflens.envs.params import bad, param
+from belieflens.types import Delivery
+
+
+@dataclass(frozen=True)
+class JudgmentParams:
+    """Parameters shared by the judgment environments (subclasses set ``KIND``)."""
+
+    KIND: ClassVar[Kind] = "social"
+
+    cases: str = param(
+        "builtin",
+        "'builtin' (our shipped cases), a directory of BayesBench storyboard JSON files, "
+        "or one JSON file in our format",
+    )
+    engagement: Literal["passive", "active", "both"] = param(
+        "passive",
+        "passive: clean segments; active: each segment rewritten in a style by the simulator",
+    )
+    styles: str = param("all", "comma-separated styles of active episodes, or 'all'")
+    delivery: Literal["single-turn", "multi-turn", "multi-turn-self", "all", "all+self"] = param(
+        "all", "single-turn, multi-turn, multi-turn-self, all (single and multi) or all+self"
+    )
+    max_segments: int = param(0, "deliver at most this many segments per case (0 = all)")
+    temperature: float = param(0.7, "sampling temperature of generated replies (multi-turn-self)")
+    reply_tokens: int = param(96, "max new tokens of a generated reply (multi-turn-self)")
+    sim_temperature: float = param(0.7, "sampling temperature of the simulator (active)")
+    sim_tokens: int = param(256, "max new tokens of one simulator output (active)")
+    sim_retries: int = param(3, "retries with a new seed when the simulator gives no <message> tag")
+
+    def __post_init__(self) -> None:
+        if self.cases != "builtin" and not Path(self.cases).exists():
+            raise bad(
+                "cases",
+                self.cases,
+                "'builtin', a directory of BayesBench storyboards or a JSON case file",
+            )
+        _ = self.style_names  # raises on invalid names
+        if not 0 <= self.max_segments <= 1000:
+            raise bad("max_segments", self.max_segments, "an integer in 0..1000")
+        for name in ("temperature", "sim_temperature"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 5.0:
+                raise bad(name, value, "a number in [0, 5]")
+        for name in ("reply_tokens", "sim_tokens"):
+            value = getattr(self, name)
+            if not 1 <= value <= 4096:
+                raise bad(name, value, "an integer in 1..4096")
+        if not 0 <= self.sim_retries <= 20:
+            raise bad("sim_retries", self.sim_retries, "an integer in 0..20")
+
+    @property
+    def style_names(self) -> tuple[str, ...]:
+        """The styles of active episodes, in canonical order."""
+        allowed = tuple(s.name for s in styles_of(self.KIND))
+        if self.styles.strip() == "all":
+            return allowed
+        chosen = [s.strip() for s in self.styles.split(",") if s.strip()]
+        if not chosen or any(s not in allowed for s in chosen) or len(set(chosen)) != len(chosen):
+            raise bad("styles", self.styles, "'all' or distinct names from " + ", ".join(allowed))
+        return tuple(s for s in allowed if s in chosen)
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        return resolve(self.delivery)
+
+
+class JudgmentEnvironment:
+    """Base of the judgment environments; subclasses set ``name``, ``Params`` and ``TASK``.
+
+    Episodes run over units (case, engagement, style): the cases in an order
+    permuted by ``seed``, each case passive first (if requested), then active in
+    each style. Episode ``i`` is unit ``i % units``; ``truth['repeat']`` counts
+    passes beyond the first.
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[JudgmentParams]] = JudgmentParams
+    TASK: ClassVar[Task]
+
+    def __init__(self, params: JudgmentParams) -> None:
+        self._params = params
+        self._cases = load(params.cases, self.TASK.kind)
+        self._generator: TextGenerator | None = None
+        self._simulator: TextGenerator | None = None
+
+    @property
+    def params(self) -> JudgmentParams:
+        """The validated parameters."""
+        return self._params
+
+    @property
+    def cases(self) -> tuple[Case, ...]:
+        """The case set."""
+        return self._cases
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether these parameters need generated text (multi-turn-self or active engagement)."""
+        p = self._params
+        return "multi-turn-self" in p.deliveries or p.engagement != "passive"
+
+    def bind_generator(
+        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
+    ) -> Self:
+        """A copy whose generated replies come from ``generator`` and simulated users from
+        ``simulator`` (default: ``generator``)."""
+        new = copy.copy(self)
+        new._generator = generator
+        new._simulator = simulator if simulator is not None else generator
+        return new
+
+    def units(self, seed: int) -> list[tuple[Case, Style | None]]:
+        """The (case, style) units in episode order; style ``None`` is a passive episode."""
+        p = self._params
+        order = np.random.default_rng([seed, 0x5EED]).permutation(len(self._cases))
+        styles = [s for s in styles_of(self.TASK.kind) if s.name in p.style_names]
+        out: list[tuple[Case, Style | None]] = []
+        for i in order:
+            case = self._cases[int(i)]
+            if p.engagement in ("passive", "both"):
+                out.append((case, None))
+            if p.engagement in ("active", "both"):
+                out += [(case, s) for s in styles]
+        return out
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes, deterministic in ``seed`` (and in the bound generators)."""
+        p = self._params
+        if "multi-turn-self" in p.deliveries:
+            require_generator("delivery multi-turn-self", self._generator, self.name)
+        if p.engagement != "passive":
+            require_generator(f"engagement={p.engagement}", self._simulator, self.name)
+        return self._episodes(n, seed)
+
+    def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        p = self._params
+        units = self.units(seed)
+        generation = Generation(
+            generator=self._generator,
+            simulator=self._simulator,
+            reply=GenerationSettings(p.temperature, p.reply_tokens),
+            simulation=GenerationSettings(p.sim_temperature, p.sim_tokens),
+            retries=p.sim_retries,
+        )
+        for i in range(n):
+            case, style = units[i % len(units)]
+            yield build_episode(
+                self.TASK,
+                case,
+                index=i,
+                seed=seed,
+                style=style,
+                deliveries=p.deliveries,
+                max_segments=p.max_segments,
+                generation=generation,
+                env=self.name,
+                repeat=i // len(units),
+            )

@@ -1,0 +1,281 @@
+"""Recommender (BayesBench Task 2): infer a user's type from ratings, predict a held-out one."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Self
+
+import numpy as np
+
+from belieflens.envs.base import Episode, Probe, Turn
+from belieflens.envs.delivery import conversations, require_generator, resolve
+from belieflens.envs.generation import GenerationSettings, TextGenerator, derive_seed
+from belieflens.envs.params import bad, param
+from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
+from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
+from belieflens.envs.recommender.synthetic import default_world, load_titles
+from belieflens.envs.recommender.world import STARS, World, type_profiles
+from belieflens.probes.mcq import mcq_probe
+from belieflens.types import Delivery
+
+RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" for s in STARS)
+"""Outcome labels of the rating probes, in star order."""
+
+TYPE_Q = "Based on the ratings so far, which type of user is this most likely to be?"
+"""The type probe's question."""
+
+
+@dataclass(frozen=True)
+class RecommenderParams:
+    """Parameters of the recommender environment."""
+
+    world: str = param(
+        "default",
+        f"'default' (generated from world_seed) or a directory with BayesBench's {FITTED} "
+        f"and {SELECTION}",
+    )
+    world_seed: int = param(0, "seed of the default world (types, tables, titles)")
+    types: int = param(4, "user types K of the default world (2..8)")
+    movies: int = param(12, "movies in the default world's rated sequence (1..30)")
+    targets: int = param(4, "held-out target movies of the default world (1..10)")
+    turns: int = param(10, "evidence turns T: ratings revealed, at most the sequence length")
+    titles: Literal["anonymised", "explicit"] = param(
+        "anonymised", "movie names: 'Movie N' with genres, or the titles with genres"
+    )
+    conditional: bool = param(True, "ask the type-conditional rating probe for every type")
+    delivery: Literal["single-turn", "multi-turn", "multi-turn-self", "all", "all+self"] = param(
+        "all", "single-turn, multi-turn, multi-turn-self, all (single and multi) or all+self"
+    )
+    temperature: float = param(0.7, "sampling temperature of generated replies (multi-turn-self)")
+    reply_tokens: int = param(96, "max new tokens of a generated reply (multi-turn-self)")
+
+    def __post_init__(self) -> None:
+        if self.world != "default" and not Path(self.world).is_dir():
+            raise bad(
+                "world", self.world, f"'default' or a directory holding {FITTED} and {SELECTION}"
+            )
+        if not 2 <= self.types <= 8:
+            raise bad("types", self.types, "an integer in 2..8")
+        if not 1 <= self.movies <= 30:
+            raise bad("movies", self.movies, "an integer in 1..30")
+        if not 1 <= self.targets <= 10:
+            raise bad("targets", self.targets, "an integer in 1..10")
+        if self.world == "default" and self.movies + self.targets > len(load_titles().titles):
+            raise bad("targets", self.targets, "movies + targets within the shipped title list")
+        if not 1 <= self.turns <= 1000:
+            raise bad("turns", self.turns, "an integer in 1..1000")
+        if self.world == "default" and self.turns > self.movies:
+            raise bad("turns", self.turns, f"at most movies = {self.movies}")
+        if not 0.0 <= self.temperature <= 5.0:
+            raise bad("temperature", self.temperature, "a number in [0, 5]")
+        if not 1 <= self.reply_tokens <= 4096:
+            raise bad("reply_tokens", self.reply_tokens, "an integer in 1..4096")
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        return resolve(self.delivery)
+
+
+def movie_names(world: World, titles: Literal["anonymised", "explicit"]) -> tuple[str, ...]:
+    """How each movie is named in prompts: ``Movie N (genres)`` or ``Title (genres)``.
+
+    Anonymised numbers run over the rated sequence first, then the targets, then
+    the rest of the world's movies.
+    """
+    order = [*world.sequence, *world.targets]
+    rest = [m for m in range(len(world.movie_ids)) if m not in set(order)]
+    number = {m: i + 1 for i, m in enumerate([*order, *rest])}
+    names = []
+    for m in range(len(world.movie_ids)):
+        base = world.titles[m] if titles == "explicit" else f"Movie {number[m]}"
+        names.append(f"{base} ({', '.join(world.genres[m])})" if world.genres[m] else base)
+    return tuple(names)
+
+
+def type_labels(k: int) -> tuple[str, ...]:
+    """Outcome labels of the type probe: ``Type 1`` .. ``Type K``."""
+    return tuple(f"Type {i + 1}" for i in range(k))
+
+
+def intro_text(world: World) -> str:
+    """The introduction: the service, each type's share and tastes, the task."""
+    lines = [
+        "I run a movie recommendation service. Our users fall into "
+        f"{world.n_types} types with different tastes in movies:"
+    ]
+    if world.descriptions:
+        profiles = list(world.descriptions)
+    else:
+        profiles = []
+        for liked, disliked, mean in type_profiles(world):
+            parts = [f"likes {' and '.join(liked)}"] if liked else []
+            parts += [f"dislikes {' and '.join(disliked)}"] if disliked else []
+            parts.append(f"rates movies {mean:.1f} stars on average")
+            profiles.append("; ".join(parts))
+    for k, text in enumerate(profiles):
+        lines.append(f"- Type {k + 1} (about {100 * world.pi[k]:.0f}% of users): {text}.")
+    lines.append(
+        "I will tell you how one of our users, whose type we do not know, rated some movies "
+        "on a scale of 1 to 5 stars."
+    )
+    return "\n".join(lines)
+
+
+def _stars(y: int) -> str:
+    return RATING_LABELS[y - 1]
+
+
+class Recommender:
+    """Recommender: a user of unknown type rates movies; the model infers the type and predicts.
+
+    Each episode draws a user type z from the prior, reveals the user's ratings of
+    the world's movie sequence one per turn, and asks for the type (oracle: the exact
+    posterior over types), the rating of a held-out target movie (oracle: the
+    posterior predictive) and, for every type k, the rating given type k (oracle:
+    the rating table of the target under k). Target ``i % targets`` serves episode i.
+    """
+
+    name = "recommender"
+    Params = RecommenderParams
+
+    def __init__(self, params: RecommenderParams) -> None:
+        self._params = params
+        self._generator: TextGenerator | None = None
+        if params.world == "default":
+            self._world = default_world(
+                params.world_seed, types=params.types, movies=params.movies, targets=params.targets
+            )
+        else:
+            self._world = load_world(params.world)
+            if params.types != 4 and params.types != self._world.n_types:
+                raise bad("types", params.types, f"{self._world.n_types} (the imported world's K)")
+            if params.turns > len(self._world.sequence):
+                raise bad(
+                    "turns",
+                    params.turns,
+                    f"at most {len(self._world.sequence)} (the imported sequence)",
+                )
+        self._names = movie_names(self._world, params.titles)
+
+    @property
+    def params(self) -> RecommenderParams:
+        """The validated parameters."""
+        return self._params
+
+    @property
+    def world(self) -> World:
+        """The world episodes are drawn from."""
+        return self._world
+
+    @property
+    def generator(self) -> TextGenerator | None:
+        """The bound text generator, if any."""
+        return self._generator
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether these parameters need generated text (delivery multi-turn-self)."""
+        return "multi-turn-self" in self._params.deliveries
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy of this environment whose ``multi-turn-self`` replies come from ``generator``."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
+        if self.requires_generator:
+            require_generator("delivery multi-turn-self", self._generator, self.name)
+        return self._episodes(n, seed)
+
+    def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        for i in range(n):
+            yield self._episode(i, seed, np.random.default_rng([seed, i]))
+
+    def _episode(self, index: int, seed: int, rng: np.random.Generator) -> Episode:
+        p, w = self._params, self._world
+        z = int(rng.choice(w.n_types, p=w.pi))
+        target = w.targets[index % len(w.targets)]
+        movies = list(w.sequence[: p.turns])
+        ratings = [int(rng.choice(len(STARS), p=w.phi[m, z])) + 1 for m in movies]
+        target_rating = int(rng.choice(len(STARS), p=w.phi[target, z])) + 1
+
+        intro = intro_text(w)
+        observations = [
+            f"They rated {self._names[m]}: {_stars(y)}."
+            for m, y in zip(movies, ratings, strict=True)
+        ]
+        single = []
+        for t in range(p.turns + 1):
+            if t:
+                seen = "\n".join(
+                    f"- {self._names[m]}: {_stars(y)}"
+                    for m, y in zip(movies[:t], ratings[:t], strict=True)
+                )
+                single.append(f"{intro}\n\nTheir ratings so far:\n{seen}")
+            else:
+                single.append(f"{intro}\n\nThey have not rated any movies yet.")
+        convs = conversations(
+            intro,
+            observations,
+            single,
+            p.deliveries,
+            generator=self._generator,
+            settings=GenerationSettings(p.temperature, p.reply_tokens),
+            seeds=[derive_seed(seed, index, 1, t) for t in range(p.turns + 1)],
+            env=self.name,
+        )
+
+        target_name = self._names[target]
+        rating_q = f"How many stars (1 to 5) will this user give {target_name}?"
+        turns = []
+        for t in range(p.turns + 1):
+            post = type_posterior(w, movies[:t], ratings[:t])
+            oracle_type = tuple(float(x) for x in post)
+            pred = tuple(float(x) for x in predictive(w, post, target))
+            probes: list[Probe] = []
+            for delivery in p.deliveries:
+                ctx = convs[t][delivery]
+                probes.append(
+                    mcq_probe("type", ctx, TYPE_Q, type_labels(w.n_types), oracle_type, delivery)
+                )
+                probes.append(mcq_probe("rating", ctx, rating_q, RATING_LABELS, pred, delivery))
+                if p.conditional:
+                    for k in range(w.n_types):
+                        q = (
+                            f"Suppose this user is of Type {k + 1}. How many stars (1 to 5) "
+                            f"would they give {target_name}?"
+                        )
+                        probes.append(
+                            mcq_probe(
+                                f"rating|type={k}",
+                                ctx,
+                                q,
+                                RATING_LABELS,
+                                tuple(float(x) for x in conditional(w, target, k)),
+                                delivery,
+                            )
+                        )
+            turns.append(
+                Turn(
+                    index=t,
+                    observation=observations[t - 1] if t else "",
+                    messages=dict(convs[t]),
+                    probes=tuple(probes),
+                )
+            )
+        truth: dict[str, float | str] = {
+            "type": float(z),
+            "type_label": type_labels(w.n_types)[z],
+            "target": w.movie_ids[target],
+            "target_rating": float(target_rating),
+            "movies": ",".join(w.movie_ids[m] for m in movies),
+            "ratings": ",".join(str(y) for y in ratings),
+            "world": w.source,
+        }
+        return Episode(index=index, turns=tuple(turns), truth=truth)

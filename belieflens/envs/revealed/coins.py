@@ -1,0 +1,128 @@
+"""Coins: how many of 2-4 (possibly biased) coins land on the focus face."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from belieflens.envs.params import bad, param
+from belieflens.envs.revealed.exact import Exact, focus_count, shift
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+
+CoinsVariant = Literal["regular", "independent", "dependent"]
+"""one toss; a previous toss then a new independent one; the total over both tosses."""
+
+VARIANTS: tuple[CoinsVariant, ...] = ("regular", "independent", "dependent")
+"""Variants in grid order."""
+
+Face = Literal["Heads", "Tails"]
+"""A coin face."""
+
+COINS = (2, 3, 4)
+"""Numbers of coins in the paper's grid."""
+
+FACES: tuple[Face, ...] = ("Heads", "Tails")
+"""Focus faces in grid order."""
+
+BIASES = (1, 3, 5)
+"""Each coin is ``bias`` times more likely to land on the focus face than on the other."""
+
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+@dataclass(frozen=True)
+class CoinsParams(RevealedParams):
+    """Parameters of the coins grid (defaults: the paper's full grid)."""
+
+    coins: int | None = param(None, "number of coins, 2..4; default: all")
+    focus: Literal["all", "Heads", "Tails"] = param("all", "the face that is counted and favoured")
+    bias: int | None = param(None, "focus face k times likelier, one of 1, 3, 5; default: all")
+    variant: Literal["all", "regular", "independent", "dependent"] = param(
+        "all", "which variant(s) of the grid"
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.coins is not None and self.coins not in COINS:
+            raise bad("coins", self.coins, "2, 3, 4 or none")
+        if self.bias is not None and self.bias not in BIASES:
+            raise bad("bias", self.bias, "1, 3, 5 or none")
+
+
+def _setup(n: int, focus: Face, bias: int) -> str:
+    other = "Tails" if focus == "Heads" else "Heads"
+    kind = (
+        " The coins are fair." if bias == 1
+        else f" Each coin is {bias} times more likely to land on {focus} than on {other}."
+    )
+    return f"I toss {NUMBER_WORDS[n]} coins.{kind} I count how many coins land on {focus}."
+
+
+def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int) -> Iterator[GridPoint]:
+    """The grid points of one variant and coin configuration, in grid order."""
+    setup = _setup(n, focus, bias)
+    prior = focus_count(n, bias)
+    count = f"the number of coins showing {focus}"
+
+    def point(dist: Exact, scenario: str, stem: str, question: str, previous: float) -> GridPoint:
+        return GridPoint(
+            scenario=scenario, stem=stem, question=question,
+            labels=tuple(str(v) for v in dist.values), probs=dist.probs,
+            observation="" if previous != previous else f"previous count {int(previous)}",
+            truth={"scenario": "coins", "variant": variant, "coins": float(n), "focus": focus,
+                   "bias": float(bias), "previous": previous},
+        )
+
+    if variant == "regular":
+        yield point(prior, setup, f"The number of coins showing {focus} is",
+                    f"What is the probability that {count} is {{outcome}}?", float("nan"))
+        return
+    for r in prior.values:
+        first = f"{setup} The first time, {r} {'coin' if r == 1 else 'coins'} landed on {focus}."
+        if variant == "independent":
+            yield point(
+                prior,
+                f"{first} I toss all {n} coins again; the new toss does not depend on the first "
+                "one.",
+                f"This time, the number of coins showing {focus} is",
+                f"What is the probability that {count} in the new toss is {{outcome}}?", float(r),
+            )
+        else:
+            yield point(
+                shift(prior, r),
+                f"{first} I toss all {n} coins again and add the new count to the first one.",
+                f"The total number of {focus} over both tosses is",
+                f"What is the probability that the total number of {focus} over both tosses is "
+                "{outcome}?",
+                float(r),
+            )
+
+
+class Coins(GridEnvironment[CoinsParams]):
+    """Coins: the number of 2-4 coins landing on the focus face (Heads or Tails).
+
+    Each coin is 1, 3 or 5 times more likely to land on the focus face. Variants:
+    one toss; a previous count is stated and a new independent toss is predicted
+    (every previous count); the total over the previous and a new toss (every
+    previous count). Grid order: variant, coins, focus, bias, previous count.
+    """
+
+    name = "coins"
+    Params = CoinsParams
+
+    def grid(self) -> Sequence[GridPoint]:
+        """Every grid point the parameters select, in grid order."""
+        p = self.params
+        variants = VARIANTS if p.variant == "all" else (p.variant,)
+        coins = COINS if p.coins is None else (p.coins,)
+        faces = FACES if p.focus == "all" else (p.focus,)
+        biases = BIASES if p.bias is None else (p.bias,)
+        return [
+            point
+            for v in variants
+            for n in coins
+            for f in faces
+            for b in biases
+            for point in coins_points(v, n, f, b)
+        ]

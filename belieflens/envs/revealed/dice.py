@@ -1,0 +1,176 @@
+"""Dice: sums of 1-3 fair dice with 4-12 faces, repeated rolls and observations."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from belieflens.envs.params import bad, param
+from belieflens.envs.revealed.exact import Exact, Observation, condition, dice_sum, shift
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+
+DiceVariant = Literal["single", "independent", "dependent", "observation"]
+"""single roll; a previous roll then a new independent one; the total of both; observations."""
+
+VARIANTS: tuple[DiceVariant, ...] = ("single", "independent", "dependent", "observation")
+"""Variants in grid order."""
+
+DICE = (1, 2, 3)
+"""Numbers of dice in the paper's grid."""
+
+FACES = (4, 6, 8, 10, 12)
+"""Faces per die in the paper's grid."""
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three"}
+
+
+@dataclass(frozen=True)
+class DiceParams(RevealedParams):
+    """Parameters of the dice grid (defaults: the paper's full grid)."""
+
+    dice: int | None = param(None, "number of dice, 1..3; default: all")
+    faces: int | None = param(None, "faces per die, one of 4, 6, 8, 10, 12; default: all")
+    variant: Literal["all", "single", "independent", "dependent", "observation"] = param(
+        "all", "which variant(s) of the grid"
+    )
+    support: Literal["prior", "posterior"] = param(
+        "prior",
+        "observation variant: outcomes are every value the roll can take (prior) or only "
+        "those consistent with the observations (posterior)",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.dice is not None and self.dice not in DICE:
+            raise bad("dice", self.dice, "1, 2, 3 or none")
+        if self.faces is not None and self.faces not in FACES:
+            raise bad("faces", self.faces, "4, 6, 8, 10, 12 or none")
+
+
+def middle(n_dice: int, faces: int) -> int:
+    """The middle value of the result's range ``n..n*faces``, rounded down (2d6: 7)."""
+    return (n_dice + n_dice * faces) // 2
+
+
+def observation_sets(n_dice: int, faces: int) -> Iterator[tuple[Observation, ...]]:
+    """One or two observations about the result that leave at least two possible results.
+
+    The candidates, in order: even, odd, smaller than the middle value, greater
+    than the middle value, not equal to 1, not equal to the middle value; first
+    each alone, then each pair (in ``itertools.combinations`` order).
+    """
+    m = middle(n_dice, faces)
+    single = (
+        Observation("even"), Observation("odd"), Observation("smaller", m),
+        Observation("greater", m), Observation("not-equal", 1), Observation("not-equal", m),
+    )
+    prior = dice_sum(n_dice, faces)
+    for combo in itertools.chain(((o,) for o in single), itertools.combinations(single, 2)):
+        if sum(all(o.holds(v) for o in combo) for v in prior.values) >= 2:
+            yield combo
+
+
+def _roll_words(n_dice: int) -> tuple[str, str]:
+    """(what the result is called, how the dice are named) for ``n_dice`` dice."""
+    return ("result", "the die") if n_dice == 1 else ("sum", "the dice")
+
+
+def _setup(n_dice: int, faces: int) -> str:
+    if n_dice == 1:
+        return f"I roll a fair {faces}-sided die with faces numbered 1 to {faces}."
+    return (
+        f"I roll {NUMBER_WORDS[n_dice]} fair {faces}-sided dice with faces numbered 1 to "
+        f"{faces} and add up the numbers they show."
+    )
+
+
+def _point(
+    variant: DiceVariant, n_dice: int, faces: int, dist: Exact, scenario: str, stem: str,
+    question: str, previous: float, observation: str,
+) -> GridPoint:
+    return GridPoint(
+        scenario=scenario,
+        stem=stem,
+        question=question,
+        labels=tuple(str(v) for v in dist.values),
+        probs=dist.probs,
+        observation=observation,
+        truth={
+            "scenario": "dice", "variant": variant, "dice": float(n_dice),
+            "faces": float(faces), "previous": previous, "observation": observation,
+        },
+    )
+
+
+def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str) -> Iterator[GridPoint]:
+    """The grid points of one variant and die configuration, in grid order."""
+    result, them = _roll_words(n_dice)
+    setup = _setup(n_dice, faces)
+    prior = dice_sum(n_dice, faces)
+    nan = math.nan
+    if variant == "single":
+        yield _point(variant, n_dice, faces, prior, setup, f"The {result} is",
+                     f"What is the probability that the {result} is {{outcome}}?", nan, "")
+        return
+    if variant == "observation":
+        for combo in observation_sets(n_dice, faces):
+            said = " and ".join(o.text for o in combo)
+            dist = condition(prior, combo)
+            dist = dist.nonzero() if support == "posterior" else dist
+            yield _point(
+                variant, n_dice, faces, dist,
+                f"{setup} I tell you that the {result} is {said}.", f"The {result} is",
+                f"Given this, what is the probability that the {result} is {{outcome}}?",
+                nan, said,
+            )
+        return
+    for r in prior.values:
+        first = f"{setup} The first time, the {result} was {r}."
+        if variant == "independent":
+            yield _point(
+                variant, n_dice, faces, prior,
+                f"{first} I roll {them} again; the new roll does not depend on the first one.",
+                f"This time, the {result} is",
+                f"What is the probability that the {result} of the new roll is {{outcome}}?",
+                float(r), f"previous {result} {r}",
+            )
+        else:
+            yield _point(
+                variant, n_dice, faces, shift(prior, r),
+                f"{first} I roll {them} again and add the new {result} to the first one.",
+                "The total of both rolls is",
+                "What is the probability that the total of both rolls is {outcome}?",
+                float(r), f"previous {result} {r}",
+            )
+
+
+class Dice(GridEnvironment[DiceParams]):
+    """Dice: the sum of 1-3 fair dice with 4, 6, 8, 10 or 12 faces.
+
+    Variants: a single roll; a previous roll is stated and a new independent roll
+    is predicted (every previous result); the total of the previous and a new roll
+    (every previous result); one or two observations about the result (even, odd,
+    smaller/greater than the middle value, not 1, not the middle value) that leave
+    two or more possible results. Grid
+    order: variant, number of dice, faces, then previous result or observations.
+    """
+
+    name = "dice"
+    Params = DiceParams
+
+    def grid(self) -> Sequence[GridPoint]:
+        """Every grid point the parameters select, in grid order."""
+        p = self.params
+        variants = VARIANTS if p.variant == "all" else (p.variant,)
+        dice = DICE if p.dice is None else (p.dice,)
+        faces = FACES if p.faces is None else (p.faces,)
+        return [
+            point
+            for v in variants
+            for n in dice
+            for f in faces
+            for point in dice_points(v, n, f, p.support)
+        ]

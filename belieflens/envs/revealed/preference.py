@@ -1,0 +1,111 @@
+"""Preference: a person choosing between two options, one of them favoured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from belieflens.envs.params import bad, param
+from belieflens.envs.revealed.exact import categorical
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+
+PreferenceVariant = Literal["regular", "independent"]
+"""one choice; or a previous choice is stated and a new independent one predicted."""
+
+VARIANTS: tuple[PreferenceVariant, ...] = ("regular", "independent")
+"""Variants in grid order."""
+
+PAIRS: dict[str, tuple[str, str]] = {
+    "left-right": ("Left", "Right"),
+    "heads-tails": ("Heads", "Tails"),
+}
+"""The option pairs, in their forward order."""
+
+ORDERS = ("forward", "reverse")
+"""Whether the pair is presented as listed in :data:`PAIRS` or reversed."""
+
+FOCUSES = ("first", "second")
+"""Which presented option is favoured."""
+
+BIASES = (1, 2, 3)
+"""The favoured option is ``bias`` times more likely to be chosen."""
+
+
+@dataclass(frozen=True)
+class PreferenceParams(RevealedParams):
+    """Parameters of the preference grid (defaults: the paper's full grid)."""
+
+    pair: Literal["all", "left-right", "heads-tails"] = param("all", "the two options")
+    order: Literal["all", "forward", "reverse"] = param("all", "order the options are presented in")
+    focus: Literal["all", "first", "second"] = param("all", "which presented option is favoured")
+    bias: int | None = param(None, "favoured option k times likelier, one of 1, 2, 3; default: all")
+    variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.bias is not None and self.bias not in BIASES:
+            raise bad("bias", self.bias, "1, 2, 3 or none")
+
+
+def preference_points(
+    variant: PreferenceVariant, pair: str, order: str, focus: str, bias: int
+) -> Iterator[GridPoint]:
+    """The grid points of one variant and configuration, in grid order."""
+    shown = PAIRS[pair] if order == "forward" else PAIRS[pair][::-1]
+    fav = 0 if focus == "first" else 1
+    favoured, other = shown[fav], shown[1 - fav]
+    weights = [bias if i == fav else 1 for i in range(2)]
+    dist = categorical(weights)
+    liking = (
+        f"Sam is as likely to choose {favoured} as {other}." if bias == 1
+        else f"Sam is {bias} times more likely to choose {favoured} than {other}."
+    )
+    setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
+    truth: dict[str, float | str] = {
+        "scenario": "preference", "variant": variant, "pair": pair, "order": order,
+        "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
+    }
+    if variant == "regular":
+        yield GridPoint(setup, "Sam chooses", "What is the probability that Sam chooses {outcome}?",
+                        shown, dist.probs, "", truth)
+        return
+    for prev in shown:
+        yield GridPoint(
+            f"{setup} Last time, Sam chose {prev}. Now Sam chooses again; this choice does not "
+            "depend on the last one.",
+            "This time, Sam chooses",
+            "What is the probability that Sam chooses {outcome} this time?",
+            shown, dist.probs, f"previous choice {prev}", {**truth, "previous": prev},
+        )
+
+
+class Preference(GridEnvironment[PreferenceParams]):
+    """Preference: Sam chooses Left/Right or Heads/Tails, one option 1-3 times likelier.
+
+    Both presentation orders, either option favoured, bias 1, 2 or 3. Variants:
+    one choice; a previous choice is stated and a new independent choice is
+    predicted (every previous choice). Outcomes are listed in presentation order.
+    Grid order: variant, pair, order, focus, bias, previous choice.
+    """
+
+    name = "preference"
+    Params = PreferenceParams
+
+    def grid(self) -> Sequence[GridPoint]:
+        """Every grid point the parameters select, in grid order."""
+        p = self.params
+        variants = VARIANTS if p.variant == "all" else (p.variant,)
+        pairs = tuple(PAIRS) if p.pair == "all" else (p.pair,)
+        orders = ORDERS if p.order == "all" else (p.order,)
+        focuses = FOCUSES if p.focus == "all" else (p.focus,)
+        biases = BIASES if p.bias is None else (p.bias,)
+        return [
+            point
+            for v in variants
+            for pair in pairs
+            for o in orders
+            for f in focuses
+            for b in biases
+            for point in preference_points(v, pair, o, f, b)
+        ]

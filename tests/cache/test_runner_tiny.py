@@ -1,0 +1,112 @@
+"""Runner on a tiny random model: batching parity, hook capture, multi-token options, store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import belieflens.envs as envs
+from belieflens.cache import runner
+from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.envs.base import Query
+from belieflens.probes.render import TokenizedQuery, bos_policy, render
+
+
+def _coin_queries(model: Any, n_turns: int = 3) -> list[TokenizedQuery]:
+    env = envs.get("coin-flip", turns=n_turns)
+    bos = bos_policy(model.tokenizer)
+    return [
+        render(model.tokenizer, q, bos=bos)
+        for ep in env.episodes(1, seed=3)
+        for t in ep.turns
+        for p in t.probes
+        for q in p.queries
+    ]
+
+
+def _raw(model: Any, prompt: str, options: tuple[str, ...]) -> TokenizedQuery:
+    q = Query((), prompt, options, tuple(range(len(options))), format="raw", terminator=".")
+    return render(model.tokenizer, q, bos=bos_policy(model.tokenizer))
+
+
+@pytest.mark.parametrize("padding", ["right", "left"])
+def test_batched_equals_one_by_one_uneven_lengths(tiny_model: Any, padding: str) -> None:
+    tqs = _coin_queries(tiny_model)
+    pick = [tqs[0], tqs[-1], tqs[len(tqs) // 2], tqs[3]]
+    assert len({len(t.context_ids) for t in pick}) > 1  # uneven lengths
+    batched = runner.run_batch(tiny_model, pick, padding_side=padding)  # type: ignore[arg-type]
+    for tq, b in zip(pick, batched, strict=True):
+        (one,) = runner.run_batch(tiny_model, [tq])
+        assert np.abs(b.resid - one.resid).max() <= 1e-4 * max(1.0, np.abs(one.resid).max())
+        assert np.allclose(b.option_logprob, one.option_logprob, atol=1e-4)
+
+
+def test_hook_capture_equals_run_with_cache(tiny_model: Any) -> None:
+    tq = _coin_queries(tiny_model)[5]
+    (out,) = runner.run_batch(tiny_model, [tq])
+    ids = torch.tensor([tq.context_ids])
+    with torch.inference_mode():
+        logits, cache = tiny_model.bridge.run_with_cache(ids)
+    names = runner.resid_hook_names(tiny_model.info.n_layers)
+    full = np.stack([cache[n][0, tq.answer_pos].float().numpy() for n in names])
+    assert np.allclose(out.resid, full, atol=1e-5)
+    lp = torch.log_softmax(logits[0, tq.answer_pos].float(), -1)
+    expected = [float(lp[c[0]]) for c in tq.option_ids]
+    assert np.allclose(out.option_logprob, expected, atol=1e-5)
+
+
+def test_multi_token_option_is_sum_over_its_tokens(tiny_model: Any) -> None:
+    tq = _raw(tiny_model, "The total is", (" 1", " 12", " 7"))
+    assert not tq.single_token
+    (out,) = runner.run_batch(tiny_model, [tq])
+    for j, cont in enumerate(tq.option_ids):
+        ids = torch.tensor([tq.context_ids + cont])
+        with torch.inference_mode():
+            logits = tiny_model.bridge(ids)
+        lp = torch.log_softmax(logits[0].float(), -1)
+        total = sum(float(lp[tq.answer_pos + i, t]) for i, t in enumerate(cont))
+        assert out.option_logprob[j] == pytest.approx(total, abs=1e-4)
+
+
+def test_plan_batches_respects_budgets_and_covers_all(tiny_model: Any) -> None:
+    tqs = _coin_queries(tiny_model)
+    batches = runner.plan_batches(tqs, max_rows=3, max_tokens=10_000)
+    assert sorted(i for b in batches for i in b) == list(range(len(tqs)))
+    assert all(sum(runner.row_count(tqs[i]) for i in b) <= 3 for b in batches)
+
+
+def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path) -> None:
+    env = envs.get("coin-flip", turns=2)
+    out = extract(env, tiny_model, tmp_path / "c.h5",
+                  ExtractOptions(episodes=2, max_rows=5, window=7))
+    ds = xr.open_dataset(out, engine="h5netcdf")
+    n = 2 * 3 * 2 * (2 + 5)
+    assert ds.sizes["query"] == n
+    assert ds.sizes["layer"] == tiny_model.info.n_layers + 1
+    for name in ("resid", "option_logprob", "input_ids", "answer_pos", "option_ids",
+                 "outcome", "outcome_label", "oracle"):
+        assert name in ds.variables
+    for c in ("episode", "turn", "rotation", "probe", "env", "delivery"):
+        assert c in ds.coords
+    assert ds["input_ids"].dtype.kind == "i"
+    assert int(ds["complete"].sum()) == n
+    assert ds.attrs["status"] == "complete"
+    assert ds.attrs["model_id"] == "tiny-random"
+    # the first row's context ids and read-outs match a direct run
+    bos = bos_policy(tiny_model.tokenizer)
+    first = next(iter(env.episodes(1, seed=0))).turns[0].probes[0].queries[0]
+    tq = render(tiny_model.tokenizer, first, bos=bos)
+    row = ds.isel(query=0)
+    ids = row["input_ids"].values
+    assert tuple(int(x) for x in ids[ids >= 0]) == tq.context_ids
+    (direct,) = runner.run_batch(tiny_model, [tq])
+    assert np.allclose(row["resid"].values, direct.resid, atol=1e-4)
+    assert np.allclose(row["option_logprob"].values[:2], direct.option_logprob, atol=1e-5)
+    assert np.allclose(ds["oracle"].sum("outcome", skipna=True).values, 1.0)
+    assert not Path(str(out) + ".partial").exists()
+    ds.close()

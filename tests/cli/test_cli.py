@@ -1,0 +1,74 @@
+"""CLI: listing, and bad input -> one line on stderr, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from belieflens.cli.main import app
+
+runner = CliRunner()
+
+
+def test_envs_lists_parameters() -> None:
+    r = runner.invoke(app, ["envs"])
+    assert r.exit_code == 0
+    assert "coin-flip" in r.output and "bins (int, default 5)" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["extract", "coin-flip", "--set", "bins=1"], "'bins'"),
+        (["extract", "coin-flip", "--set", "bins"], "NAME=VALUE"),
+        (["extract", "roulette"], "unknown environment"),
+        (["extract", "coin-flip", "--model", "nope"], "unknown model"),
+        (["extract", "coin-flip", "--device", "tpu"], "'--device'"),
+        (["extract", "coin-flip", "--episodes", "0"], "'--episodes'"),
+    ],
+)
+def test_bad_extract_input(args: list[str], fragment: str, tmp_path: Path) -> None:
+    out = tmp_path / "x.h5"
+    r = runner.invoke(app, [*args, "--out", str(out)])
+    assert r.exit_code == 2
+    assert fragment in r.output
+    assert "Traceback" not in r.output
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_existing_output_is_not_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "x.h5"
+    out.write_bytes(b"precious")
+    r = runner.invoke(app, ["extract", "coin-flip", "--out", str(out)])
+    assert r.exit_code == 2 and "--overwrite" in r.output
+    assert out.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("content", [b"", b"not hdf5 at all", b"\x89HDF\r\n\x1a\n" + b"\0" * 64])
+def test_bad_cache_files(tmp_path: Path, content: bytes) -> None:
+    f = tmp_path / "bad.h5"
+    f.write_bytes(content)
+    for cmd in ("info", "analyze"):
+        r = runner.invoke(app, [cmd, str(f)])
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith("error: ") and "Traceback" not in r.output
+
+
+def test_missing_file_mentions_partial(tmp_path: Path) -> None:
+    (tmp_path / "run.h5.partial").write_bytes(b"x")
+    r = runner.invoke(app, ["info", str(tmp_path / "run.h5")])
+    assert r.exit_code == 2 and "partial" in r.output
+
+
+def test_console_script_exit_code() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "belieflens.cli.main", "extract", "coin-flip", "--set", "a0=-1",
+         "--out", "/tmp/never-written.h5"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "'a0'" in r.stderr

@@ -1,0 +1,76 @@
+"""Shared fixtures: the embedded tokenizer, a tiny random model, the real embedded model.
+
+Heavy fixtures are session-scoped: the real model loads once per test session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _threads() -> Iterator[None]:
+    import torch
+
+    torch.set_num_threads(2)
+    yield
+
+
+@pytest.fixture(scope="session")
+def smol_source() -> Any:
+    from belieflens.cache.models import resolve
+
+    return resolve("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer(smol_source: Any) -> Any:
+    """The embedded model's tokenizer, read from its GGUF (or the dequantised cache)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smol_source.path, gguf_file=smol_source.gguf_file)
+
+
+def tiny_llama(tokenizer: Any, seed: int = 0) -> Any:
+    """A 2-layer random Llama with the embedded tokenizer's vocabulary (no download)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        max_position_embeddings=1024, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).eval()
+    # random init gives tiny logits; scale up so beliefs are not all uniform
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(50.0)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tiny_model(smol_tokenizer: Any) -> Any:
+    """A LoadedModel wrapping a tiny random Llama through the TransformerBridge."""
+    from belieflens.cache.models import ModelSource, bridge_from_hf
+
+    src = ModelSource("tiny-random", "directory", __import__("pathlib").Path("."), "tiny-random")
+    return bridge_from_hf(src, "cpu", "float32", tiny_llama(smol_tokenizer), smol_tokenizer,
+                          "random", "", 0.0)
+
+
+@pytest.fixture(scope="session")
+def smol_model() -> Any:
+    """The real embedded model (SmolLM2-135M-Instruct), loaded once per session."""
+    from belieflens.cache.models import load
+
+    return load("smollm2-135m")

@@ -1,0 +1,104 @@
+"""Belief-attribution environment: shipped questions, conditions, pairing and the loader."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from belieflens import envs
+from belieflens.envs.belief_attribution import (
+    ACK,
+    BeliefAttribution,
+    contradiction,
+    stated_context,
+)
+from belieflens.envs.belief_attribution.questions import load_questions, shipped_questions
+from belieflens.errors import ImportFormatError, ParameterError
+
+
+def test_shipped_questions() -> None:
+    items = shipped_questions()
+    assert len(items) >= 100
+    domains = Counter(q.domain for q in items)
+    assert len(domains) >= 4 and min(domains.values()) >= 10
+    assert len({q.question for q in items}) == len(items)
+
+
+def test_registered_and_paired_conditions() -> None:
+    env = envs.get("belief-attribution")
+    assert isinstance(env, BeliefAttribution)
+    eps = list(env.episodes(6, seed=1))
+    assert [e.truth["condition"] for e in eps] == ["self", "user"] * 3
+    for a, b in zip(eps[::2], eps[1::2], strict=True):
+        assert a.truth["item"] == b.truth["item"]
+        assert a.truth["contradiction"] == b.truth["contradiction"]
+        assert a.turns[0].probes[0].labels == b.turns[0].probes[0].labels
+    assert len({e.truth["item"] for e in eps}) == 3
+
+
+def test_turns_and_probes() -> None:
+    env = envs.get("belief-attribution", condition="self")
+    ep = next(env.episodes(1, seed=0))
+    labels = ep.turns[0].probes[0].labels
+    correct, stated, contra = (int(ep.truth[k]) for k in ("correct", "stated", "contradiction"))
+    assert stated == correct != contra
+    assert len(ep.turns) == 3
+    for turn in ep.turns:
+        (probe,) = turn.probes
+        assert probe.name == "answer-self"
+        assert probe.delivery == "multi-turn"
+        assert len(probe.queries) == 3 and probe.oracle is None
+        assert probe.labels == labels
+    msgs = ep.turns[2].messages["multi-turn"]
+    assert [m.role for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[1].content == f"The answer is {labels[correct]}."
+    assert msgs[2].content == contradiction(labels[contra])
+    last = ep.turns[2].probes[0].queries[0].messages
+    assert last[-1].role == "user" and last[-1].content.startswith(msgs[2].content)
+
+
+def test_user_condition_and_stated_distractor() -> None:
+    env = envs.get("belief-attribution", condition="user", stated="distractor")
+    for ep in env.episodes(5, seed=2):
+        c, s, x = (int(ep.truth[k]) for k in ("correct", "stated", "contradiction"))
+        assert len({c, s, x}) == 3
+        msgs = ep.turns[1].messages["multi-turn"]
+        labels = ep.turns[1].probes[0].labels
+        assert msgs[0].content.endswith(f"I believe the answer is {labels[s]}.")
+        assert msgs[1].content == ACK
+        assert ep.turns[1].probes[0].name == "answer-user"
+
+
+def test_deterministic_and_domain_filter() -> None:
+    env = envs.get("belief-attribution", domain="mathematics")
+    assert list(env.episodes(8, seed=5)) == list(env.episodes(8, seed=5))
+    assert {e.truth["domain"] for e in env.episodes(8, seed=5)} == {"mathematics"}
+    with pytest.raises(ParameterError, match="domain"):
+        envs.get("belief-attribution", domain="astrology")
+
+
+def test_stated_context_hook() -> None:
+    item = shipped_questions()[0]
+    ctx = stated_context(item, "self", "X", assistant_text="I think it is X.")
+    assert ctx[-1].content == "I think it is X."
+
+
+def test_user_question_set(tmp_path: Path) -> None:
+    good = {"questions": [{"id": "q1", "domain": "d", "question": "Q?", "answer": "a",
+                           "distractors": ["b", "c"]}]}
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(good), encoding="utf-8")
+    env = envs.get("belief-attribution", questions=str(path))
+    assert {e.truth["item"] for e in env.episodes(4, seed=0)} == {"q1"}
+    bad = {"questions": [{"id": "q1", "domain": "d", "question": "Q?", "answer": "a",
+                          "distractors": ["a", "c"]}]}
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(ImportFormatError) as err:
+        load_questions(path)
+    assert str(path) in str(err.value) and "'questions[0].distractors'" in str(err.value)
+    path.write_text(json.dumps({"questions": [{"id": "q1"}]}), encoding="utf-8")
+    with pytest.raises(ImportFormatError, match=r"'questions\[0\].domain'"):
+        load_questions(path)
