@@ -29,7 +29,7 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/mypy --strict belieflens
-	$(VENV)/bin/ruff check belieflens tests bench
+	$(VENV)/bin/ruff check .
 
 bench: setup
 	$(PY) bench/extract.py

@@ -60,6 +60,7 @@ class ExtractOptions:
     resid_dtype: StoreDTypeName = "float32"
     window: int = 256
     threads: int = 0
+    reuse_prefix: bool = True
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -171,7 +172,9 @@ def extract(
         episodes=options.episodes,
         threads=threads,
         extra={"padding_side": options.padding_side, "resid_dtype": options.resid_dtype,
-               "save_logits": options.save_logits, **(extra_attrs or {})},
+               "save_logits": options.save_logits,
+               "prefix_reuse": options.reuse_prefix and model.info.prefix_reuse,
+               **(extra_attrs or {})},
     )
     norm = final_norm(model.bridge)
     unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
@@ -194,16 +197,14 @@ def extract(
             stop = min(start + options.window, len(recs))
             w_tqs = tqs[start:stop]
             results: list[runner.ReadOut | None] = [None] * len(w_tqs)
-            for batch in runner.plan_batches(
-                w_tqs, max_rows=options.max_rows, max_tokens=options.max_tokens
+            for batch, outs, n_tok in runner.run_queries(
+                model, w_tqs, max_rows=options.max_rows, max_tokens=options.max_tokens,
+                save_logits=options.save_logits, padding_side=options.padding_side,
+                reuse_prefix=options.reuse_prefix,
             ):
-                outs = runner.run_batch(
-                    model, [w_tqs[i] for i in batch], save_logits=options.save_logits,
-                    padding_side=options.padding_side,
-                )
                 for i, o in zip(batch, outs, strict=True):
                     results[i] = o
-                tokens += sum(len(w_tqs[i].context_ids) for i in batch)
+                tokens += n_tok
                 if on_progress is not None:
                     done = start + sum(r is not None for r in results)
                     on_progress(Progress(done, len(recs), tokens, time.perf_counter() - t0))

@@ -87,6 +87,7 @@ class ModelInfo:
     vocab_size: int
     load_seconds: float
     weights_cache: str
+    prefix_reuse: bool
 
 
 @dataclass(frozen=True)
@@ -321,7 +322,10 @@ def bridge_from_hf(
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    from belieflens.cache.kv_cache import install_cache_fix, prefix_reuse_works
     from belieflens.probes.render import chat_template_hash
+
+    install_cache_fix()
 
     model = model.to(device).eval()
     if not getattr(model.config, "architectures", None):
@@ -346,5 +350,6 @@ def bridge_from_hf(
         vocab_size=int(model.get_output_embeddings().weight.shape[0]),
         load_seconds=round(load_seconds, 3),
         weights_cache=weights_cache,
+        prefix_reuse=prefix_reuse_works(bridge),
     )
     return LoadedModel(bridge=bridge, tokenizer=tokenizer, info=info)

@@ -12,7 +12,7 @@ option's tokens but the last), and log P(option) sums over all its tokens.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +69,27 @@ def run_batch(
     *,
     save_logits: bool = False,
     padding_side: PaddingSide = "right",
+    prefix: tuple[int, Any] | None = None,
 ) -> list[ReadOut]:
-    """Run one padded batch of queries and return one :class:`ReadOut` per query."""
+    """Run one padded batch of queries and return one :class:`ReadOut` per query.
+
+    ``prefix = (length, cache)``: every query's context starts with the same
+    ``length`` tokens, already encoded in ``cache`` (a batch-1 KV cache from
+    :func:`belieflens.cache.kv_cache.encode_prefix`); only the suffixes are run.
+    """
     import torch
 
+    from belieflens.cache.kv_cache import expand
+
     bridge = model.bridge
-    rows = _rows(tqs)
+    start = 0 if prefix is None else prefix[0]
+    rows = [
+        _Row(r.query, r.ids[start:], r.answer_pos - start, r.option) for r in _rows(tqs)
+    ]
+    if any(r.answer_pos < 0 for r in rows):
+        raise ValueError("a prefix must leave at least one context token to every query")
+    if prefix is not None:
+        padding_side = "right"  # exact without a mask: pads only follow real tokens
     n_layers = model.info.n_layers
     device = next(bridge.original_model.parameters()).device
     width = max(len(r.ids) for r in rows)
@@ -94,7 +109,8 @@ def run_batch(
         first_row.setdefault(r.query, b)
     q_rows = torch.tensor([first_row[q] for q in range(len(tqs))], device=device)
     q_pos = torch.tensor(
-        [offset[first_row[q]] + tqs[q].answer_pos for q in range(len(tqs))], device=device
+        [offset[first_row[q]] + rows[first_row[q]].answer_pos for q in range(len(tqs))],
+        device=device,
     )
     captured: dict[int, Any] = {}
 
@@ -106,14 +122,7 @@ def run_batch(
         return hook
 
     hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
-    kwargs: dict[str, Any] = {}
-    if padding_side == "left" and bool((mask == 0).any()):
-        kwargs["attention_mask"] = mask.to(device)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        kwargs["position_ids"] = pos.to(device)
-    with torch.inference_mode():
-        logits = bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
-    # gather the positions whose next-token distributions are read
+    # read positions (padded coordinates): the unembedding runs only there
     read_b: list[int] = []
     read_p: list[int] = []
     for b, r in enumerate(rows):
@@ -121,8 +130,22 @@ def run_batch(
         for i in range(n_read):
             read_b.append(b)
             read_p.append(offset[b] + r.answer_pos + i)
+    keep = sorted(set(read_p))
+    col = {p: i for i, p in enumerate(keep)}
+    kwargs: dict[str, Any] = {"logits_to_keep": torch.tensor(keep, device=device)}
+    if prefix is not None:
+        kwargs["past_key_values"] = expand(prefix[1], len(rows))
+    if padding_side == "left" and bool((mask == 0).any()):
+        kwargs["attention_mask"] = mask.to(device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs["position_ids"] = pos.to(device)
     with torch.inference_mode():
-        sel = logits[torch.tensor(read_b, device=device), torch.tensor(read_p, device=device)]
+        logits = bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
+    with torch.inference_mode():
+        sel = logits[
+            torch.tensor(read_b, device=device),
+            torch.tensor([col[p] for p in read_p], device=device),
+        ]
         logp = torch.log_softmax(sel.float(), dim=-1)
         lse = torch.logsumexp(sel.float(), dim=-1).cpu().numpy()
     logp_np = logp.cpu().numpy() if save_logits else None
@@ -157,12 +180,13 @@ def run_batch(
 
 
 def plan_batches(
-    tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int
+    tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int, start: int = 0
 ) -> list[list[int]]:
     """Group query indices into length-bucketed batches under a row and padded-token budget.
 
     Queries are sorted by length so that a batch pads little; a query's rows are
-    never split across batches.
+    never split across batches. ``start`` tokens of every context are already encoded
+    (a shared prefix) and do not count.
     """
     order = sorted(range(len(tqs)), key=lambda i: len(tqs[i].context_ids))
     batches: list[list[int]] = []
@@ -172,7 +196,7 @@ def plan_batches(
     for i in order:
         tq = tqs[i]
         n = row_count(tq)
-        w = len(tq.context_ids) + max(len(c) for c in tq.option_ids)
+        w = len(tq.context_ids) - start + max(len(c) for c in tq.option_ids)
         width = max(cur_width, w)
         if cur and (cur_rows + n > max_rows or (cur_rows + n) * width > max_tokens):
             batches.append(cur)
@@ -183,3 +207,80 @@ def plan_batches(
     if cur:
         batches.append(cur)
     return batches
+
+
+def _lcp(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefix_groups(
+    tqs: Sequence[TokenizedQuery], *, min_prefix: int = 16, keep: float = 0.75
+) -> list[tuple[list[int], int]]:
+    """Group queries that share a long token prefix: ``[(indices, prefix_length), ...]``.
+
+    Queries are sorted by their context tokens; a group grows while the prefix all
+    its members share stays at least ``keep`` times the prefix it started with (and
+    at least ``min_prefix`` tokens). Each prefix leaves at least one context token
+    to every member, so every answer position is computed in the suffix run.
+    Groups whose prefix is shorter than ``min_prefix`` have prefix length 0.
+    """
+    order = sorted(range(len(tqs)), key=lambda i: tqs[i].context_ids)
+    groups: list[tuple[list[int], int]] = []
+    i = 0
+    while i < len(order):
+        first = tqs[order[i]].context_ids
+        members = [order[i]]
+        shared = len(first) - 1
+        initial = -1
+        j = i + 1
+        while j < len(order):
+            ctx = tqs[order[j]].context_ids
+            p = min(_lcp(first, ctx, shared), len(ctx) - 1)
+            if initial < 0:
+                initial = p
+            if p < min_prefix or p < keep * initial:
+                break
+            shared = p
+            members.append(order[j])
+            j += 1
+        groups.append((members, shared if shared >= min_prefix else 0))
+        i = j
+    return groups
+
+
+def run_queries(
+    model: LoadedModel,
+    tqs: Sequence[TokenizedQuery],
+    *,
+    max_rows: int,
+    max_tokens: int,
+    save_logits: bool = False,
+    padding_side: PaddingSide = "right",
+    reuse_prefix: bool = True,
+) -> Iterator[tuple[list[int], list[ReadOut], int]]:
+    """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
+
+    With ``reuse_prefix`` (and a model that passed the KV-cache self-check) each
+    group's shared prefix is encoded once and only the suffixes are batched.
+    """
+    from belieflens.cache.kv_cache import encode_prefix
+
+    use = reuse_prefix and model.info.prefix_reuse
+    groups = prefix_groups(tqs) if use else [(list(range(len(tqs))), 0)]
+    for members, start in groups:
+        sub = [tqs[i] for i in members]
+        cache = encode_prefix(model.bridge, list(sub[0].context_ids[:start])) if start else None
+        first = True
+        for batch in plan_batches(sub, max_rows=max_rows, max_tokens=max_tokens, start=start):
+            outs = run_batch(
+                model, [sub[i] for i in batch], save_logits=save_logits,
+                padding_side=padding_side, prefix=(start, cache) if cache is not None else None,
+            )
+            tokens = sum(len(sub[i].context_ids) - start for i in batch)
+            tokens += start if first else 0
+            first = False
+            yield [members[i] for i in batch], outs, tokens

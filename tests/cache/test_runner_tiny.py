@@ -110,3 +110,35 @@ def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path
     assert np.allclose(ds["oracle"].sum("outcome", skipna=True).values, 1.0)
     assert not Path(str(out) + ".partial").exists()
     ds.close()
+
+
+def test_prefix_groups_share_prefix_and_leave_a_suffix(tiny_model: Any) -> None:
+    tqs = _coin_queries(tiny_model, n_turns=4)
+    groups = runner.prefix_groups(tqs)
+    assert sorted(i for g, _ in groups for i in g) == list(range(len(tqs)))
+    assert any(p > 0 for _, p in groups)
+    for members, p in groups:
+        ref = tqs[members[0]].context_ids[:p]
+        for i in members:
+            assert tqs[i].context_ids[:p] == ref
+            assert len(tqs[i].context_ids) > p
+
+
+def test_prefix_reuse_equals_full_prompt_run(tiny_model: Any) -> None:
+    assert tiny_model.info.prefix_reuse  # the KV-cache self-check passed at load
+    tqs = _coin_queries(tiny_model, n_turns=3)
+    tqs.append(_raw(tiny_model, "The total is", (" 1", " 12", " 7")))  # multi-token rows
+    full: dict[int, Any] = {}
+    for batch, outs, _ in runner.run_queries(tiny_model, tqs, max_rows=4, max_tokens=4096,
+                                             reuse_prefix=False):
+        full.update(zip(batch, outs, strict=True))
+    reused: dict[int, Any] = {}
+    for batch, outs, _ in runner.run_queries(tiny_model, tqs, max_rows=4, max_tokens=4096,
+                                             reuse_prefix=True):
+        reused.update(zip(batch, outs, strict=True))
+    assert sorted(full) == sorted(reused) == list(range(len(tqs)))
+    for i in range(len(tqs)):
+        a, b = full[i], reused[i]
+        scale = max(1.0, float(np.abs(a.resid).max()))
+        assert np.abs(a.resid - b.resid).max() <= 1e-4 * scale
+        assert np.allclose(a.option_logprob, b.option_logprob, atol=1e-4)

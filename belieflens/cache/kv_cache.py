@@ -1,0 +1,75 @@
+"""Prefix reuse through the bridge's key/value cache, with the fix it needs and a self-check.
+
+Under transformers 5 the TransformerBridge silently ignores a KV cache: HF hands
+the cache to attention as ``cache=``, while ``AttentionBridge._update_kv_cache``
+only reads ``past_key_values`` / ``layer_past`` (see DESIGN.md, "Known pitfalls").
+:func:`install_cache_fix` maps ``cache`` to ``past_key_values`` there (idempotent),
+and :func:`prefix_reuse_works` checks on the loaded model that a prefix run
+followed by a suffix run reproduces the full run; extraction reuses prefixes only
+when it does.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+_INSTALLED = False
+
+
+def install_cache_fix() -> None:
+    """Make ``AttentionBridge`` honour the cache HF passes as ``cache=`` (idempotent)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
+
+    original = AttentionBridge._update_kv_cache
+
+    def _update_kv_cache(self: Any, k: Any, v: Any, **kwargs: Any) -> Any:
+        if (
+            kwargs.get("past_key_values") is None
+            and kwargs.get("layer_past") is None
+            and kwargs.get("cache") is not None
+        ):
+            kwargs["past_key_values"] = kwargs["cache"]
+        return original(self, k, v, **kwargs)
+
+    AttentionBridge._update_kv_cache = _update_kv_cache
+    _INSTALLED = True
+
+
+def encode_prefix(bridge: Any, ids: list[int]) -> Any:
+    """Run ``ids`` once and return its key/value cache (batch size 1)."""
+    import torch
+
+    device = next(bridge.original_model.parameters()).device
+    with torch.inference_mode():
+        _, cache = bridge(
+            torch.tensor([ids], device=device), return_type="logits_and_cache", use_cache=True,
+            logits_to_keep=1,
+        )
+    return cache
+
+
+def expand(cache: Any, batch: int) -> Any:
+    """A fresh copy of a batch-1 cache repeated ``batch`` times (the original is untouched)."""
+    out = copy.deepcopy(cache)
+    if batch > 1:
+        out.batch_repeat_interleave(batch)
+    return out
+
+
+def prefix_reuse_works(bridge: Any, *, tol: float = 1e-3) -> bool:
+    """Whether prefix + suffix through the cache reproduces the full run on this model."""
+    import torch
+
+    install_cache_fix()
+    device = next(bridge.original_model.parameters()).device
+    vocab = int(bridge.cfg.d_vocab)
+    ids = [(i * 7919 + 13) % vocab for i in range(24)]
+    with torch.inference_mode():
+        full = bridge(torch.tensor([ids], device=device))[0, -1].float()
+        cache = encode_prefix(bridge, ids[:16])
+        part = bridge(torch.tensor([ids[16:]], device=device), past_key_values=cache)[0, -1]
+    return bool((full - part.float()).abs().max().item() < tol)
