@@ -9,6 +9,7 @@ from pathlib import Path
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.plots import lens_heatmap, trajectory_plot
+from belieflens.analysis.sections import sections_for
 from belieflens.analysis.tables import (
     format_lens_table,
     format_turn_table,
@@ -33,12 +34,16 @@ def analyze(
 ) -> Analysis:
     """Analyse a cache file: debiased beliefs, TVD/MAE to the oracle per turn, lens per layer."""
     ds = open_cache(path)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     try:
         beliefs = output_beliefs(ds, method=method)
         table = turn_table(beliefs)
         lens = lens_beliefs(ds, method=method)
         ltable = lens_table(lens, beliefs["oracle"], beliefs["outcome_label"])
         attrs = dict(ds.attrs)
+        extra = [fn(ds, out, method=method) for fn in sections_for(str(attrs.get("env_name")))]
     finally:
         ds.close()
     turn_text = format_turn_table(table)
@@ -57,15 +62,17 @@ def analyze(
         f" | episodes {attrs.get('episodes')} | seed {attrs.get('seed')} | debias {method}\n\n"
         f"{turn_text}\n{lens_text}\n\n{headline}\n"
     )
-    files: list[Path] = []
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+    for sec in extra:
+        text += f"\n== {sec.title} ==\n{sec.text}\n"
+    files: list[Path] = [f for sec in extra for f in sec.files]
+    if out is not None:
         traj = trajectory_plot(table, out / "trajectory.png")
         heat = lens_heatmap(ltable, out / "lens_tvd.png")
         report = out / "report.md"
-        report.write_text(_markdown(attrs, method, turn_text, lens_text, headline, table))
-        files = [traj, heat, report]
+        body = _markdown(attrs, method, turn_text, lens_text, headline, table)
+        body += "".join(f"\n## {sec.title}\n\n{sec.markdown}\n" for sec in extra)
+        report.write_text(body)
+        files = [traj, heat, *files, report]
     return Analysis(text=text, headline=headline, files=tuple(files))
 
 

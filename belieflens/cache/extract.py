@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class QueryRecord:
     labels: tuple[str, ...]
     oracle: tuple[float, ...] | None
     query: Query
+    truth: Mapping[str, float | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]
                     yield QueryRecord(
                         episode=ep.index, turn=turn.index, probe=probe.name, kind=probe.kind,
                         delivery=probe.delivery, rotation=q.rotation, labels=probe.labels,
-                        oracle=probe.oracle, query=q,
+                        oracle=probe.oracle, query=q, truth=ep.truth,
                     )
 
 
@@ -88,6 +89,40 @@ def _pad2(rows: Sequence[Sequence[int]], width: int) -> np.ndarray:
     out = np.full((len(rows), width), -1, dtype=np.int32)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
+    return out
+
+
+TRUTH_PREFIX = "truth_"
+"""Episode truth values (latent state, scenario variables) are stored as ``truth_<key>``."""
+
+
+def truth_schema(recs: Sequence[QueryRecord]) -> dict[str, tuple[tuple[str, ...], str, str]]:
+    """One ``(query,)`` variable per episode-truth key: text if any value is text, else float."""
+    kinds: dict[str, str] = {}
+    for r in recs:
+        for k, v in r.truth.items():
+            if isinstance(v, str) or kinds.get(k) == "str":
+                kinds[k] = "str"
+            else:
+                kinds.setdefault(k, "f8")
+    return {
+        f"{TRUTH_PREFIX}{k}": (("query",), kind, f"episode truth {k!r}")
+        for k, kind in sorted(kinds.items())
+    }
+
+
+def _truth_rows(
+    recs: Sequence[QueryRecord], schema: Mapping[str, tuple[tuple[str, ...], str, str]]
+) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, (_, kind, _) in schema.items():
+        key = name[len(TRUTH_PREFIX):]
+        if kind == "str":
+            out[name] = np.array([str(r.truth.get(key, "")) for r in recs], dtype=object)
+        else:
+            out[name] = np.array(
+                [float(r.truth.get(key, np.nan)) for r in recs], dtype=np.float64
+            )
     return out
 
 
@@ -180,7 +215,8 @@ def extract(
     unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
     attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps})
     out.parent.mkdir(parents=True, exist_ok=True)
-    writer = CacheWriter(out, sizes, attrs, resid_dtype=options.resid_dtype)
+    tschema = truth_schema(recs)
+    writer = CacheWriter(out, sizes, attrs, resid_dtype=options.resid_dtype, extra=tschema)
     ok = False
     try:
         writer.write_static({
@@ -210,6 +246,7 @@ def extract(
                     on_progress(Progress(done, len(recs), tokens, time.perf_counter() - t0))
             done_results = [r for r in results if r is not None]
             values = _static_rows(recs[start:stop], w_tqs, sizes, lens_index, env_name)
+            values.update(_truth_rows(recs[start:stop], tschema))
             values["resid"] = np.stack([r.resid for r in done_results])
             values["option_logprob"] = np.full((stop - start, sizes.option), np.nan)
             for i, r in enumerate(done_results):

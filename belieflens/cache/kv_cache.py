@@ -35,7 +35,7 @@ def install_cache_fix() -> None:
             kwargs["past_key_values"] = kwargs["cache"]
         return original(self, k, v, **kwargs)
 
-    AttentionBridge._update_kv_cache = _update_kv_cache
+    AttentionBridge._update_kv_cache = _update_kv_cache  # type: ignore[method-assign]
     _INSTALLED = True
 
 

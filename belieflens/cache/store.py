@@ -104,6 +104,7 @@ class CacheWriter:
         *,
         resid_dtype: str = "float32",
         chunk_rows: int = 64,
+        extra: Mapping[str, tuple[tuple[str, ...], str, str]] | None = None,
     ) -> None:
         import h5netcdf
 
@@ -115,7 +116,7 @@ class CacheWriter:
         for dim, n in vars(sizes).items():
             if n > 0:
                 f.dimensions[dim] = n
-        for name, (dims, dtype, meaning) in SCHEMA.items():
+        for name, (dims, dtype, meaning) in {**SCHEMA, **(extra or {})}.items():
             if any(getattr(sizes, d) == 0 for d in dims):
                 continue
             if dtype == STR:

@@ -69,6 +69,9 @@ def extract(
         False
     ),
     quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    no_prefix_reuse: Annotated[
+        bool, typer.Option("--no-prefix-reuse", help="run every query on its full prompt")
+    ] = False,
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file."""
     from belieflens import envs as registry
@@ -91,6 +94,7 @@ def extract(
             episodes=episodes, seed=seed, max_rows=batch_size, max_tokens=max_tokens,
             save_logits=save_logits, padding_side=padding,  # type: ignore[arg-type]
             resid_dtype=resid_dtype, threads=threads,  # type: ignore[arg-type]
+            reuse_prefix=not no_prefix_reuse,
         )
         environment = registry.get(env, **parse_assignments(set_ or []))
         from belieflens.cache.models import resolve
