@@ -11,6 +11,7 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``d_model``: residual-stream width
 - ``token``: a context token position
 - ``cont_token``: a token position inside an option's continuation
+- ``cont_extra``: continuation positions 0..n-2 whose residuals predict tokens 1..n-1
 - ``vocab``: the model's vocabulary
 - ``lens_token``: the subset of vocabulary rows stored for the offline logit lens
 """
@@ -29,6 +30,7 @@ LAYER: Final = "layer"
 D_MODEL: Final = "d_model"
 TOKEN: Final = "token"
 CONT_TOKEN: Final = "cont_token"
+CONT_EXTRA: Final = "cont_extra"
 VOCAB: Final = "vocab"
 LENS_TOKEN: Final = "lens_token"
 PROBE: Final = "probe"
@@ -44,6 +46,7 @@ ALL: Final = (
     D_MODEL,
     TOKEN,
     CONT_TOKEN,
+    CONT_EXTRA,
     VOCAB,
     LENS_TOKEN,
     PROBE,

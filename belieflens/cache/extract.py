@@ -62,6 +62,7 @@ class ExtractOptions:
     window: int = 256
     threads: int = 0
     reuse_prefix: bool = True
+    cont_resid: bool = False
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -197,6 +198,9 @@ def extract(
         outcome=max(len(r.labels) for r in recs),
         lens_token=len(lens_ids),
         vocab=model.info.vocab_size if options.save_logits else 0,
+        cont_extra=(
+            max(len(c) for tq in tqs for c in tq.option_ids) - 1 if options.cont_resid else 0
+        ),
     )
     threads = torch.get_num_threads()
     attrs = provenance(
@@ -236,7 +240,7 @@ def extract(
             for batch, outs, n_tok in runner.run_queries(
                 model, w_tqs, max_rows=options.max_rows, max_tokens=options.max_tokens,
                 save_logits=options.save_logits, padding_side=options.padding_side,
-                reuse_prefix=options.reuse_prefix,
+                reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
             ):
                 for i, o in zip(batch, outs, strict=True):
                     results[i] = o
@@ -252,6 +256,14 @@ def extract(
             for i, r in enumerate(done_results):
                 values["option_logprob"][i, : len(r.option_logprob)] = r.option_logprob
             values["answer_lse"] = np.array([r.answer_lse for r in done_results])
+            if sizes.cont_extra > 0:
+                cr = np.full((stop - start, sizes.option, sizes.cont_extra, sizes.layer,
+                              sizes.d_model), np.nan, dtype=np.float32)
+                for i, r in enumerate(done_results):
+                    if r.cont_resid is not None:
+                        o, e = r.cont_resid.shape[:2]
+                        cr[i, :o, :e] = r.cont_resid
+                values["cont_resid"] = cr
             if options.save_logits:
                 values["logprobs"] = np.stack(
                     [np.asarray(r.logprobs, dtype=np.float32) for r in done_results]

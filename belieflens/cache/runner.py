@@ -32,6 +32,7 @@ class ReadOut:
     option_logprob: Float[np.ndarray, " option"]
     answer_lse: float
     logprobs: Float[np.ndarray, " vocab"] | None = None
+    cont_resid: Float[np.ndarray, "option cont_extra layer d_model"] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,16 @@ def run_batch(
     save_logits: bool = False,
     padding_side: PaddingSide = "right",
     prefix: tuple[int, Any] | None = None,
+    cont_resid: bool = False,
 ) -> list[ReadOut]:
     """Run one padded batch of queries and return one :class:`ReadOut` per query.
 
     ``prefix = (length, cache)``: every query's context starts with the same
     ``length`` tokens, already encoded in ``cache`` (a batch-1 KV cache from
     :func:`belieflens.cache.kv_cache.encode_prefix`); only the suffixes are run.
+    ``cont_resid``: also return, for multi-token options, the residuals at the
+    positions of continuation tokens 0..n-2 of each option's own row (the inputs
+    that predict tokens 1..n-1), for the multi-token logit lens.
     """
     import torch
 
@@ -113,10 +118,26 @@ def run_batch(
         device=device,
     )
     captured: dict[int, Any] = {}
+    extra_at: list[tuple[int, int, int]] = []  # (query, option, i) of each extra capture
+    extra_b: list[int] = []
+    extra_p: list[int] = []
+    if cont_resid:
+        for b, r in enumerate(rows):
+            if r.option is None:
+                continue
+            for i in range(len(tqs[r.query].option_ids[r.option]) - 1):
+                extra_at.append((r.query, r.option, i))
+                extra_b.append(b)
+                extra_p.append(offset[b] + r.answer_pos + 1 + i)
+    e_rows = torch.tensor(extra_b, dtype=torch.long, device=device)
+    e_pos = torch.tensor(extra_p, dtype=torch.long, device=device)
+    captured_extra: dict[int, Any] = {}
 
     def make_hook(layer: int) -> Any:
         def hook(tensor: Any, hook: Any) -> Any:
             captured[layer] = tensor[q_rows, q_pos].detach().float().cpu()
+            if extra_at:
+                captured_extra[layer] = tensor[e_rows, e_pos].detach().float().cpu()
             return tensor
 
         return hook
@@ -150,6 +171,17 @@ def run_batch(
         lse = torch.logsumexp(sel.float(), dim=-1).cpu().numpy()
     logp_np = logp.cpu().numpy() if save_logits else None
     resid = torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
+    conts: list[np.ndarray | None] = [None] * len(tqs)
+    if extra_at:
+        ex = torch.stack([captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
+        for (q, j, i), vec in zip(extra_at, ex, strict=True):
+            if conts[q] is None:
+                n_extra = max(len(c) for c in tqs[q].option_ids) - 1
+                conts[q] = np.full(
+                    (len(tqs[q].option_ids), n_extra, n_layers + 1, resid.shape[-1]), np.nan,
+                    dtype=np.float32,
+                )
+            conts[q][j, i] = vec  # type: ignore[index]
     out_lp = [np.zeros(len(tq.option_ids), dtype=np.float64) for tq in tqs]
     answer_lse = [0.0] * len(tqs)
     full: list[np.ndarray | None] = [None] * len(tqs)
@@ -174,7 +206,7 @@ def run_batch(
             k += len(cont)
     return [
         ReadOut(resid=resid[q], option_logprob=out_lp[q], answer_lse=answer_lse[q],
-                logprobs=full[q])
+                logprobs=full[q], cont_resid=conts[q])
         for q in range(len(tqs))
     ]
 
@@ -261,6 +293,7 @@ def run_queries(
     save_logits: bool = False,
     padding_side: PaddingSide = "right",
     reuse_prefix: bool = True,
+    cont_resid: bool = False,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
 
@@ -279,6 +312,7 @@ def run_queries(
             outs = run_batch(
                 model, [sub[i] for i in batch], save_logits=save_logits,
                 padding_side=padding_side, prefix=(start, cache) if cache is not None else None,
+                cont_resid=cont_resid,
             )
             tokens = sum(len(sub[i].context_ids) - start for i in batch)
             tokens += start if first else 0

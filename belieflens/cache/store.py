@@ -61,6 +61,9 @@ SCHEMA: dict[str, tuple[tuple[str, ...], str, str]] = {
     "final_norm_gain": (("d_model",), "f8", "effective per-dimension gain of the final norm"),
     "final_norm_bias": (("d_model",), "f8", "effective bias of the final norm"),
     "logprobs": (("query", "vocab"), "f4", "full next-token log-probs at the answer position"),
+    "cont_resid": (("query", "option", "cont_extra", "layer", "d_model"), "resid",
+                   "residual at continuation token i of each option's own row (predicts token "
+                   "i+1); only with --cont-resid, NaN where the option is shorter"),
 }
 
 COORDS = ("episode", "turn", "rotation", "probe", "kind", "env", "delivery")
@@ -86,6 +89,7 @@ class Sizes:
     outcome: int
     lens_token: int
     vocab: int = 0
+    cont_extra: int = 0
 
 
 def partial_path(out: Path) -> Path:

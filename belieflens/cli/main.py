@@ -69,6 +69,10 @@ def extract(
         False
     ),
     quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    cont_resid: Annotated[
+        bool, typer.Option("--cont-resid", help="store residuals at multi-token continuation "
+                           "positions (for the multi-token lens; large)")
+    ] = False,
     no_prefix_reuse: Annotated[
         bool, typer.Option("--no-prefix-reuse", help="run every query on its full prompt")
     ] = False,
@@ -94,7 +98,7 @@ def extract(
             episodes=episodes, seed=seed, max_rows=batch_size, max_tokens=max_tokens,
             save_logits=save_logits, padding_side=padding,  # type: ignore[arg-type]
             resid_dtype=resid_dtype, threads=threads,  # type: ignore[arg-type]
-            reuse_prefix=not no_prefix_reuse,
+            reuse_prefix=not no_prefix_reuse, cont_resid=cont_resid,
         )
         environment = registry.get(env, **parse_assignments(set_ or []))
         from belieflens.cache.models import resolve

@@ -142,3 +142,18 @@ def test_prefix_reuse_equals_full_prompt_run(tiny_model: Any) -> None:
         scale = max(1.0, float(np.abs(a.resid).max()))
         assert np.abs(a.resid - b.resid).max() <= 1e-4 * scale
         assert np.allclose(a.option_logprob, b.option_logprob, atol=1e-4)
+
+
+def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: Any) -> None:
+    tq = _raw(tiny_model, "The total is", (" 1", " 12", " 7"))
+    (out,) = runner.run_batch(tiny_model, [tq], cont_resid=True)
+    assert out.cont_resid is not None
+    names = runner.resid_hook_names(tiny_model.info.n_layers)
+    for j, cont in enumerate(tq.option_ids):
+        ids = torch.tensor([tq.context_ids + cont])
+        with torch.inference_mode():
+            _, cache = tiny_model.bridge.run_with_cache(ids)
+        for i in range(len(cont) - 1):
+            ref = np.stack([cache[n][0, tq.answer_pos + 1 + i].float().numpy() for n in names])
+            assert np.allclose(out.cont_resid[j, i], ref, atol=1e-4)
+        assert np.isnan(out.cont_resid[j, len(cont) - 1 :]).all()
