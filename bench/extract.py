@@ -1,0 +1,149 @@
+"""Extraction benchmark: belieflens vs the raw-forward limit vs a naive run_with_cache loop.
+
+One process, one run, one workload (coin flip, multi-turn delivery, both probes, every
+rotation), measured side by side:
+
+(a) belieflens extraction (prefix reuse, batched suffixes, hooks at read positions only),
+    written to a cache file;
+(b) the practical limit: a plain transformers forward (no bridge, no hooks) over exactly
+    the unique tokens of the workload — the sequences in lexicographic order with one KV
+    cache cropped to the shared prefix, so every node of the token trie is computed once —
+    with logits at the last position only;
+(c) a naive loop: ``bridge.run_with_cache`` on every query's full prompt, one at a time.
+
+The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...``.
+Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
+a 2-core machine; the naive loop dominates the run time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import belieflens.envs as envs
+from belieflens.cache.extract import ExtractOptions, extract, records
+from belieflens.cache.models import load
+from belieflens.cache.runner import resid_hook_names
+from belieflens.probes.render import TokenizedQuery, bos_policy, render
+
+
+def unique_sequences(tqs: list[TokenizedQuery]) -> list[tuple[int, ...]]:
+    """Every forward row of the workload (context, or context + option tokens but the last)."""
+    rows = set()
+    for tq in tqs:
+        if tq.single_token:
+            rows.add(tq.context_ids)
+        else:
+            rows.update(tq.context_ids + c[:-1] for c in tq.option_ids)
+    return sorted(rows)
+
+
+def trie_tokens(seqs: list[tuple[int, ...]]) -> int:
+    """Number of nodes of the token trie of ``seqs`` (sorted): the unique tokens."""
+    total = 0
+    prev: tuple[int, ...] = ()
+    for s in seqs:
+        lcp = 0
+        while lcp < min(len(s), len(prev)) and s[lcp] == prev[lcp]:
+            lcp += 1
+        total += len(s) - lcp
+        prev = s
+    return total
+
+
+def raw_limit(model: Any, seqs: list[tuple[int, ...]]) -> float:
+    """Seconds for a plain forward over the unique tokens (trie order, cropped KV cache)."""
+    from transformers import DynamicCache
+
+    t0 = time.perf_counter()
+    cache = DynamicCache()
+    prev: tuple[int, ...] = ()
+    with torch.inference_mode():
+        for s in seqs:
+            lcp = 0
+            while lcp < min(len(s), len(prev)) and s[lcp] == prev[lcp]:
+                lcp += 1
+            lcp = min(lcp, len(s) - 1)  # at least one new token yields the last logits
+            drop = cache.get_seq_length() - lcp
+            if drop > 0:
+                cache.crop(-drop)
+            model(torch.tensor([s[lcp:]]), past_key_values=cache, use_cache=True,
+                  logits_to_keep=1)
+            prev = s
+    return time.perf_counter() - t0
+
+
+def naive_loop(loaded: Any, tqs: list[TokenizedQuery]) -> float:
+    """Seconds for run_with_cache per query on its full prompt (one option row each)."""
+    names = set(resid_hook_names(loaded.info.n_layers))
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for tq in tqs:
+            rows = [tq.context_ids] if tq.single_token else [
+                tq.context_ids + c[:-1] for c in tq.option_ids]
+            for r in rows:
+                _, cache = loaded.bridge.run_with_cache(
+                    torch.tensor([r]), names_filter=lambda n: n in names)
+                del cache
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    """Run the three measurements and print the ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--skip-naive", action="store_true", help="skip (c) (then no speedup)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    loaded = load("smollm2-135m", device=args.device)
+    env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
+    recs = list(records(env, args.episodes, 0))
+    bos = bos_policy(loaded.tokenizer)
+    tqs = [render(loaded.tokenizer, r.query, bos=bos) for r in recs]
+    seqs = unique_sequences(tqs)
+    unique = trie_tokens(seqs)
+    naive_tokens = sum(len(s) for s in (
+        [tq.context_ids] if tq.single_token else [tq.context_ids + c[:-1] for c in tq.option_ids]
+        for tq in tqs) for s in s)
+    print(f"workload: {len(tqs)} queries, {naive_tokens} prompt tokens, {unique} unique tokens "
+          f"({naive_tokens / unique:.1f}x sharing); threads={torch.get_num_threads()} "
+          f"device={args.device}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = [0]
+        t0 = time.perf_counter()
+        extract(env, loaded, Path(tmp) / "bench.h5", ExtractOptions(episodes=args.episodes),
+                on_progress=lambda p: tokens.__setitem__(0, p.tokens))
+        a = time.perf_counter() - t0
+    print(f"(a) belieflens extract: {a:.1f}s, {tokens[0]} tokens computed "
+          f"({tokens[0] / a:.0f} tok/s)")
+
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_pretrained(loaded.info.weights_cache,
+                                                 dtype=torch.float32).to(args.device).eval()
+    raw_limit(plain, seqs[:3])  # warm-up
+    b = raw_limit(plain, seqs)
+    print(f"(b) raw forward over unique tokens: {b:.1f}s ({unique / b:.0f} tok/s)")
+    del plain
+    if args.skip_naive:
+        c = float("nan")
+    else:
+        c = naive_loop(loaded, tqs)
+        print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f}")
+
+
+if __name__ == "__main__":
+    main()
