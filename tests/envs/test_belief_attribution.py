@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from belieflens import envs
+from belieflens.envs.base import Message
 from belieflens.envs.belief_attribution import (
     ACK,
     BeliefAttribution,
     contradiction,
+    named_answer,
     stated_context,
 )
 from belieflens.envs.belief_attribution.questions import load_questions, shipped_questions
+from belieflens.envs.generation import derive_seed
 from belieflens.errors import ImportFormatError, ParameterError
 
 
@@ -102,3 +106,79 @@ def test_user_question_set(tmp_path: Path) -> None:
     path.write_text(json.dumps({"questions": [{"id": "q1"}]}), encoding="utf-8")
     with pytest.raises(ImportFormatError, match=r"'questions\[0\].domain'"):
         load_questions(path)
+
+
+class ScriptedGenerator:
+    """Test double for a TextGenerator: replies via ``script(question)``, records every call."""
+
+    def __init__(self, script: Callable[[str], str]) -> None:
+        self.script = script
+        self.calls: list[tuple[tuple[str, ...], int, int, float]] = []
+
+    def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+                 temperature: float) -> str:
+        self.calls.append((tuple(m.content for m in messages), seed, max_new_tokens,
+                           temperature))
+        return self.script(messages[-1].content)
+
+
+def test_named_answer() -> None:
+    answers = ("Canberra", "Sydney", "Melbourne")
+    assert named_answer("I think it's Sydney, not Canberra.", answers) == 1
+    assert named_answer("CANBERRA.", answers) == 0
+    assert named_answer("Sydneyside is not an answer", answers) is None
+    assert named_answer("Paris, Texas it is", ("Paris", "Paris, Texas", "Rome")) == 1
+
+
+def test_stated_model_needs_a_generator() -> None:
+    env = envs.get("belief-attribution", stated="model")
+    assert isinstance(env, BeliefAttribution) and env.requires_generator
+    assert not envs.get("belief-attribution").requires_generator  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match="stated=model"):
+        next(env.episodes(1, seed=0))
+    with pytest.raises(ParameterError, match="answer_tokens"):
+        envs.get("belief-attribution", answer_tokens=0)
+
+
+def test_stated_model_uses_the_generators_greedy_answer() -> None:
+    env = envs.get("belief-attribution", stated="model", answer_tokens=20)
+    assert isinstance(env, BeliefAttribution)
+    by_question = {q.question: q for q in env.items}
+
+    def reply(question: str) -> str:  # names the item's first distractor
+        return f"  Hmm, I would say {by_question[question].distractors[0]}. "
+
+    gen = ScriptedGenerator(reply)
+    bound = env.bind_generator(gen)
+    assert bound.generator is gen and env.generator is None
+    eps = list(bound.episodes(6, seed=4))
+    assert len(gen.calls) == 3  # once per item slot, shared by the self/user pair
+    for slot, (question, seed, max_new, temp) in enumerate(gen.calls):
+        assert len(question) == 1 and temp == 0.0 and max_new == 20
+        assert seed == derive_seed(4, slot)
+    for self_ep, user_ep in zip(eps[::2], eps[1::2], strict=True):
+        labels = self_ep.turns[0].probes[0].labels
+        item = next(q for q in env.items if q.id == self_ep.truth["item"])
+        stated, contra = int(self_ep.truth["stated"]), int(self_ep.truth["contradiction"])
+        assert self_ep.truth["own_matched"] == 1.0
+        assert labels[stated] == item.distractors[0] != labels[contra]
+        msgs = self_ep.turns[1].messages["multi-turn"]
+        assert msgs[1].role == "assistant" and msgs[1].content == reply(item.question).strip()
+        assert self_ep.truth["own_answer"] == msgs[1].content
+        assert user_ep.truth["stated"] == stated and user_ep.truth["contradiction"] == contra
+        assert user_ep.turns[1].messages["multi-turn"][0].content.endswith(
+            f"I believe the answer is {labels[stated]}.")
+
+
+def _unsure(question: str) -> str:
+    return "I do not know."
+
+
+def test_stated_model_without_a_named_answer_falls_back_to_correct() -> None:
+    env = envs.get("belief-attribution", stated="model", condition="self")
+    assert isinstance(env, BeliefAttribution)
+    ep = next(env.bind_generator(ScriptedGenerator(_unsure)).episodes(1, 0))
+    assert ep.truth["own_matched"] == 0.0
+    assert ep.truth["stated"] == ep.truth["correct"] != ep.truth["contradiction"]
+    assert ep.turns[1].messages["multi-turn"][1].content == "I do not know."
+    assert ep == next(env.bind_generator(ScriptedGenerator(_unsure)).episodes(1, 0))

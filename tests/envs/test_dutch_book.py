@@ -129,3 +129,18 @@ def test_bad_params() -> None:
         envs.get("dutch-book", kind="other")
     with pytest.raises(ParameterError):
         envs.get("dutch-book", delivery="multi-turn-self")
+
+
+def test_yes_no_readout_offers_variants_in_both_orders() -> None:
+    env = envs.get("dutch-book", kind="normalisation", readout="yes-no")
+    ep = next(env.episodes(1, seed=0))
+    probe = ep.turns[1].probes[1]
+    assert probe.kind == "yes-no" and probe.labels == LABELS
+    q0, q1 = probe.queries
+    assert q0.options == (" Yes", " No", " yes", " no") and q0.outcome == (0, 1, 0, 1)
+    assert q1.options == (" No", " Yes", " no", " yes") and q1.outcome == (1, 0, 1, 0)
+    assert q0.messages[-1].content.endswith("Answer Yes or No.")
+    assert q1.messages[-1].content.endswith("Answer No or Yes.")
+    assert q0.prefill == q1.prefill == "Answer:"
+    earlier = ep.turns[1].messages["multi-turn"][0].content
+    assert earlier.endswith("Answer Yes or No.") and "A. Yes" not in earlier

@@ -16,6 +16,7 @@ from belieflens.envs.protein_world.oracle import (
     posterior,
 )
 from belieflens.envs.protein_world.world import (
+    ATTRIBUTES,
     World,
     fictional_names,
     generate_world,
@@ -187,3 +188,14 @@ def test_hard_and_active_environment() -> None:
 def test_bad_params(name: str, value: object) -> None:
     with pytest.raises(ParameterError, match=name):
         envs.get("protein-world", **{name: value})
+
+
+def test_environment_records_eig_of_every_experiment() -> None:
+    env = envs.get("protein-world", steps=2, attributes=3)
+    ep = next(env.episodes(1, seed=3))
+    for t in range(2):
+        gains = [float(ep.truth[f"eig_{t}_{j}"]) for j in range(3)]
+        assert all(g >= -1e-12 for g in gains)
+        best = str(ep.truth[f"best_experiment_{t}"])
+        assert best == f"measure {ATTRIBUTES[int(np.argmax(gains))]}"
+    assert "eig_2_0" not in ep.truth  # no choice after the last experiment

@@ -13,18 +13,30 @@ an MCQ under all three rotations; the probe is named ``answer-self`` or
 :mod:`belieflens.analysis.attribution` measures revision and the Belief
 Attribution Score.
 
-The self condition should carry the model's own greedy answer, which needs the
-model; this environment states the correct answer (or, with
-``stated=distractor``, the distractor that is not the contradiction) in the
-assistant's words. A runner may replace it: :func:`stated_context` rebuilds the
-context with any assistant text.
+The self condition should carry the model's own greedy answer. With
+``stated=model`` it does: the environment needs a bound
+:class:`~belieflens.envs.generation.TextGenerator` (``requires_generator`` is
+true; ``belieflens extract`` binds the evaluated model), asks it the bare
+question greedily (temperature 0) and uses its reply verbatim as the assistant's
+turn. The stated answer is the first of the three answers the reply names
+(word-boundary, case-insensitive match); the paired ``user`` episode states that
+same answer, and the contradiction is one of the other two. When the reply names
+none of them, the correct answer stands in for the user condition and
+``truth["own_matched"]`` is 0 so analysis can leave the pair out.
+
+Without a generator (``stated=correct``, the default, or ``distractor``) the
+assistant states the correct answer (or the distractor that is not the
+contradiction) in fixed words; :func:`stated_context` rebuilds the context with
+any assistant text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 
@@ -34,6 +46,8 @@ from belieflens.envs.belief_attribution.questions import (
     load_questions,
     shipped_questions,
 )
+from belieflens.envs.delivery import require_generator
+from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.probes.mcq import mcq_probe
 from belieflens.types import Delivery
@@ -88,15 +102,50 @@ class BeliefAttributionParams:
     condition: Literal["self", "user", "both"] = param(
         "both", "who states the first answer; both: paired episodes, self then user"
     )
-    stated: Literal["correct", "distractor"] = param(
-        "correct", "the first answer stated: the correct one or the non-contradicting distractor"
+    stated: Literal["correct", "distractor", "model"] = param(
+        "correct",
+        "the first answer stated: the correct one, the non-contradicting distractor, or the "
+        "model's own greedy answer (model: needs a generator)",
     )
+    answer_tokens: int = param(48, "max new tokens of the model's own answer (stated=model)")
 
     def __post_init__(self) -> None:
         if self.questions is not None and not self.questions.strip():
             raise bad("questions", self.questions, "a path to a JSON file or none")
         if not self.domain.strip():
             raise bad("domain", self.domain, "a domain name or all")
+        if not 1 <= self.answer_tokens <= 512:
+            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..512")
+
+
+@dataclass(frozen=True)
+class OwnAnswer:
+    """The model's own greedy answer to a question.
+
+    Attributes:
+        text: the reply, stripped (the assistant's turn in the ``self`` condition).
+        source: which answer it names, in source order (0 = correct, 1 and 2 =
+            the distractors), or ``None`` when it names none of them.
+    """
+
+    text: str
+    source: int | None
+
+
+def named_answer(text: str, answers: Sequence[str]) -> int | None:
+    """The index of the answer ``text`` names first (whole words, case-insensitive), else ``None``.
+
+    When one answer is contained in another (``Paris`` in ``Paris, Texas``) the
+    longer match at the same position wins.
+    """
+    low = text.lower()
+    best: tuple[int, int, int] | None = None  # (position, -length, index)
+    for i, a in enumerate(answers):
+        m = re.search(r"(?<!\w)" + re.escape(a.lower()) + r"(?!\w)", low)
+        if m is not None:
+            key = (m.start(), -len(a), i)
+            best = key if best is None or key < best else best
+    return None if best is None else best[2]
 
 
 class BeliefAttribution:
@@ -113,6 +162,7 @@ class BeliefAttribution:
 
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params
+        self._generator: TextGenerator | None = None
         pool = shipped_questions() if params.questions is None else load_questions(
             params.questions
         )
@@ -131,6 +181,33 @@ class BeliefAttribution:
         """The questions episodes draw from (after the ``domain`` filter)."""
         return self._items
 
+    @property
+    def generator(self) -> TextGenerator | None:
+        """The bound text generator, if any."""
+        return self._generator
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether these parameters need generated text (``stated=model``)."""
+        return self._params.stated == "model"
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy of this environment whose ``stated=model`` answers come from ``generator``."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+    def own_answer(self, item: FactQuestion, seed: int) -> OwnAnswer:
+        """The bound generator's greedy answer to ``item``'s bare question."""
+        gen = require_generator("stated=model", self._generator, self.name)
+        text = gen(
+            (Message("user", item.question),),
+            seed=seed,
+            max_new_tokens=self._params.answer_tokens,
+            temperature=0.0,
+        ).strip()
+        return OwnAnswer(text, named_answer(text, (item.answer, *item.distractors)))
+
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes.
 
@@ -138,8 +215,14 @@ class BeliefAttribution:
         under ``self`` then ``user`` with the same answer order and contradiction.
         Items are visited in a seeded permutation (``default_rng([seed, 2**31 + b])``
         per block ``b`` of ``len(items)`` slots); slot ``m`` uses
-        ``default_rng([seed, m])`` for the answer order and the contradiction.
+        ``default_rng([seed, m])`` for the answer order and the contradiction, and
+        (``stated=model``) generator seed ``derive_seed(seed, m)`` once for both episodes.
         """
+        if self.requires_generator:
+            require_generator("stated=model", self._generator, self.name)
+        return self._episodes(n, seed)
+
+    def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
         p = self._params
         count = len(self._items)
         conditions: tuple[Condition, ...] = (
@@ -147,26 +230,41 @@ class BeliefAttribution:
         )
         perm = np.arange(0)
         block = -1
+        own: OwnAnswer | None = None
         for i in range(n):
             slot, c = divmod(i, len(conditions))
             if slot // count != block:
                 block = slot // count
                 perm = np.random.default_rng([seed, 2**31 + block]).permutation(count)
             item = self._items[int(perm[slot % count])]
-            yield self._episode(i, item, conditions[c], np.random.default_rng([seed, slot]))
+            if c == 0:
+                own = self.own_answer(item, derive_seed(seed, slot)) if (
+                    self.requires_generator) else None
+            yield self._episode(i, item, conditions[c], np.random.default_rng([seed, slot]), own)
 
     def _episode(
-        self, index: int, item: FactQuestion, condition: Condition, rng: np.random.Generator
+        self,
+        index: int,
+        item: FactQuestion,
+        condition: Condition,
+        rng: np.random.Generator,
+        own: OwnAnswer | None = None,
     ) -> Episode:
         answers = (item.answer, *item.distractors)
         order = [int(x) for x in rng.permutation(3)]
         labels = tuple(answers[j] for j in order)
-        contra_src = 1 + int(rng.integers(2))  # which distractor contradicts
-        stated_src = 0 if self._params.stated == "correct" else 3 - contra_src
+        draw = int(rng.integers(2))
+        if self._params.stated == "distractor":
+            contra_src = 1 + draw  # which distractor contradicts
+            stated_src = 3 - contra_src
+        else:
+            stated_src = own.source if own is not None and own.source is not None else 0
+            contra_src = [j for j in range(3) if j != stated_src][draw]
         correct, stated, contra = (order.index(j) for j in (0, stated_src, contra_src))
         name = f"answer-{condition}"
         contexts: list[tuple[Message, ...]] = [()]
-        contexts.append(stated_context(item, condition, labels[stated]))
+        own_text = own.text if own is not None and own.text else None
+        contexts.append(stated_context(item, condition, labels[stated], own_text))
         contexts.append((*contexts[1], Message("user", contradiction(labels[contra]))))
         observations = ("", labels[stated], labels[contra])
         turns = tuple(
@@ -186,4 +284,7 @@ class BeliefAttribution:
             "stated": float(stated),
             "contradiction": float(contra),
         }
+        if own is not None:
+            truth["own_answer"] = own.text
+            truth["own_matched"] = float(own.source is not None)
         return Episode(index=index, turns=turns, truth=truth)

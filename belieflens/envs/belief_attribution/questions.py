@@ -90,10 +90,14 @@ def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ImportFormatError(f"{p}: cannot read question file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ImportFormatError(f"{p}: not UTF-8 text (byte {e.start})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ImportFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except (ValueError, RecursionError) as e:  # too many digits, or nested too deeply
+        raise ImportFormatError(f"{p}: not valid JSON ({str(e).splitlines()[0]})") from None
     return parse_questions(data, str(p))
 
 

@@ -1,10 +1,19 @@
 """Dutch-book coherence: credences in related yes/no forecast questions.
 
 Each episode is one :class:`~belieflens.envs.dutch_book.scenarios.Scenario`;
-turn ``t`` asks its ``t``-th question (in the episode's question order) as a
-Yes/No MCQ under both answer orders. The credence in the question is P(Yes)
-debiased over the two rotations; :mod:`belieflens.analysis.coherence` turns a
-scenario's credences into a Dutch book and its sure loss.
+turn ``t`` asks its ``t``-th question (in the episode's question order) under
+both answer orders. The credence in the question is P(Yes) renormalised over
+Yes/No and debiased over the two orders; :mod:`belieflens.analysis.coherence`
+turns a scenario's credences into a Dutch book and its sure loss.
+
+Read-outs (``readout``):
+
+- ``mcq`` (default): ``A. Yes`` / ``B. No`` and the reverse, read as the letter
+  after ``Answer:``; one option per answer.
+- ``yes-no``: the question ends "Answer Yes or No." (or "No or Yes.") and the
+  answer is read as the word after ``Answer:``, with the variants
+  :data:`YES_VARIANTS` / :data:`NO_VARIANTS` as separate options of one
+  rotation; :mod:`belieflens.analysis.credence` sums the variants of each answer.
 
 Deliveries:
 
@@ -24,14 +33,14 @@ from typing import Literal
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Probe, Turn
+from belieflens.envs.base import Episode, Message, Probe, Query, Turn, append_user
 from belieflens.envs.dutch_book.scenarios import (
     Scenario,
     load_scenarios,
     shipped_scenarios,
 )
 from belieflens.envs.params import bad, param
-from belieflens.probes.mcq import mcq_probe, mcq_text
+from belieflens.probes.mcq import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.types import Delivery
 
 LABELS = ("Yes", "No")
@@ -45,6 +54,12 @@ PLACEHOLDER_ANSWER = "I have given my answer to this question."
 
 PROBE = "credence"
 """Name of the Yes/No probe."""
+
+YES_VARIANTS = (" Yes", " yes")
+"""Continuations of ``Answer:`` read as Yes (``readout=yes-no``)."""
+
+NO_VARIANTS = (" No", " no")
+"""Continuations of ``Answer:`` read as No (``readout=yes-no``)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,9 @@ class DutchBookParams:
     )
     delivery: Literal["single-turn", "multi-turn", "all"] = param(
         "all", "single-turn: each question in a fresh chat; multi-turn: one dialogue"
+    )
+    readout: Literal["mcq", "yes-no"] = param(
+        "mcq", "mcq: A/B letters; yes-no: the words Yes/No with variants (yes, no) summed"
     )
 
     def __post_init__(self) -> None:
@@ -81,12 +99,41 @@ def question_text(question: str) -> str:
     return f"{PREAMBLE}\n{question}"
 
 
+def yes_no_text(question: str, rotation: int) -> str:
+    """The user's words of a direct Yes/No question; rotation 1 names No first."""
+    order = "Yes or No" if rotation == 0 else "No or Yes"
+    return f"{question_text(question)}\nAnswer {order}."
+
+
+def yes_no_probe(context: tuple[Message, ...], question: str, delivery: Delivery) -> Probe:
+    """A Yes/No probe read as the answer word, variants as extra options, both orders.
+
+    Under rotation 0 the options are ``Yes, No, yes, no`` (outcomes ``0, 1, 0, 1``);
+    under rotation 1 ``No, Yes, no, yes``. The first two options of each rotation
+    form a Latin square, so generic debiasing over the main words works too.
+    """
+    queries = []
+    for r in range(2):
+        first, second = (YES_VARIANTS, NO_VARIANTS) if r == 0 else (NO_VARIANTS, YES_VARIANTS)
+        options = (first[0], second[0], *first[1:], *second[1:])
+        o1, o2 = (0, 1) if r == 0 else (1, 0)
+        outcome = (o1, o2, *([o1] * (len(first) - 1)), *([o2] * (len(second) - 1)))
+        queries.append(Query(messages=append_user(context, yes_no_text(question, r)),
+                             prefill=DEFAULT_PREFILL, options=options, outcome=outcome,
+                             rotation=r))
+    return Probe(name=PROBE, labels=LABELS, oracle=None, queries=tuple(queries),
+                 delivery=delivery, kind="yes-no")
+
+
 def dialogue(
-    questions: Sequence[str], answers: Sequence[str] | None = None
+    questions: Sequence[str],
+    answers: Sequence[str] | None = None,
+    *,
+    readout: Literal["mcq", "yes-no"] = "mcq",
 ) -> tuple[Message, ...]:
     """The within-dialogue context after ``questions`` were asked and answered.
 
-    Each question is asked as the Yes/No MCQ in the first answer order; the
+    Each question is asked in the first answer order of ``readout``; the
     assistant's reply is ``answers[i]`` when given (e.g. the model's own greedy
     answer), else :data:`PLACEHOLDER_ANSWER`.
     """
@@ -94,7 +141,8 @@ def dialogue(
         raise ValueError("dialogue needs one answer per question")
     out: list[Message] = []
     for i, q in enumerate(questions):
-        out.append(Message("user", mcq_text(question_text(q), LABELS)))
+        asked = mcq_text(question_text(q), LABELS) if readout == "mcq" else yes_no_text(q, 0)
+        out.append(Message("user", asked))
         out.append(Message("assistant", PLACEHOLDER_ANSWER if answers is None else answers[i]))
     return tuple(out)
 
@@ -153,10 +201,11 @@ class DutchBook:
         for t in range(m):
             messages: dict[Delivery, tuple[Message, ...]] = {
                 "single-turn": (),
-                "multi-turn": dialogue(asked[:t]),
+                "multi-turn": dialogue(asked[:t], readout=p.readout),
             }
             probes: list[Probe] = [
                 mcq_probe(PROBE, messages[d], question_text(asked[t]), LABELS, None, d)
+                if p.readout == "mcq" else yes_no_probe(messages[d], asked[t], d)
                 for d in p.deliveries
             ]
             turns.append(

@@ -27,6 +27,7 @@ from belieflens.envs.params import bad, param
 from belieflens.envs.protein_world.oracle import (
     active_run,
     best_experiment,
+    eig,
     experiment_grids,
     posterior,
 )
@@ -142,7 +143,8 @@ class ProteinWorld:
     Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
     ``hard`` worlds the likelihood is Monte Carlo and ``truth["oracle_se_max"]``
     bounds its standard error) and ``next-experiment`` (MCQ over the experiments,
-    no oracle; ``truth["best_experiment_k"]`` is the max-EIG choice at turn k).
+    no oracle; ``truth["best_experiment_k"]`` is the max-EIG choice at turn k and
+    ``truth["eig_k_j"]`` the expected information gain of experiment j there, in nats).
     """
 
     name = "protein-world"
@@ -226,6 +228,8 @@ class ProteinWorld:
                                             experiments, None, d))
             if t < p.steps:
                 info[f"best_experiment_{t}"] = experiments[best_experiment(post.probs, grids)]
+                for e, g in enumerate(grids):
+                    info[f"eig_{t}_{e}"] = eig(post.probs, g)
             turns.append(
                 Turn(
                     index=t,

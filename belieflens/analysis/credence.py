@@ -1,0 +1,107 @@
+"""Binary credences (P(Yes)) from a cache file, with answer variants summed.
+
+A yes/no question is read in one of two ways, and both are handled the same:
+
+- as an MCQ (``A. Yes`` / ``B. No``, read as the letter; the shipped Dutch-book
+  read-out): each rotation shows each answer once;
+- as a direct continuation (`` Yes`` / `` No`` and variants such as ``yes`` or
+  ``Yes`` without a space): several options of one rotation stand for the same
+  outcome.
+
+Per rotation, the probability of each outcome is the sum over all options that
+stand for it (log-sum-exp of their log-probs), renormalised over the two
+outcomes; rotations are then pooled with :func:`belieflens.probes.debias`
+(geometric or arithmetic). With one option per outcome this equals the generic
+debiased belief of :func:`belieflens.analysis.beliefs.output_beliefs`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.beliefs import _coords, _scatter, instances
+from belieflens.analysis.lens import lens_logits
+from belieflens.dims import LAYER, PROBE
+from belieflens.errors import CacheFileError
+from belieflens.probes.latin import debias
+from belieflens.types import DebiasMethod
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    s = np.sum(np.exp(x - m), axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.squeeze(m + np.log(s), axis=axis))
+
+
+def outcome_logprob(
+    logprob: np.ndarray, outcome: np.ndarray, n_outcome: int
+) -> np.ndarray:
+    """Sum option probabilities per outcome: ``[row, ..., option]`` -> ``[row, ..., outcome]``.
+
+    ``outcome[row, option]`` is the outcome an option stands for (-1 = padding).
+    An outcome with no option in a row gets ``-inf``.
+    """
+    lp = np.asarray(logprob, dtype=np.float64)
+    extra = lp.ndim - 2
+    out = []
+    for o in range(n_outcome):
+        mask = (np.asarray(outcome) == o).reshape(
+            outcome.shape[0], *([1] * extra), outcome.shape[1]
+        )
+        out.append(_logsumexp(np.where(mask & np.isfinite(lp), lp, -np.inf), axis=-1))
+    return np.stack(out, axis=-1)
+
+
+def pooled_binary(
+    ds: xr.Dataset, logprob: np.ndarray, probe: str, method: DebiasMethod
+) -> xr.DataArray:
+    """P(outcome 0) of ``probe`` per (delivery, episode, turn, ...), variants summed.
+
+    ``logprob`` is ``[query, ..., option]`` (option log-probs or lens log-probs).
+    """
+    inst = instances(ds)
+    if probe not in inst.probes:
+        raise CacheFileError(f"cache file has no probe {probe!r} (has {', '.join(inst.probes)})")
+    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
+    extra = logprob.shape[1:-1]
+    vals = np.full((len(inst.rows), *extra), np.nan)
+    for i, rows in enumerate(inst.rows):
+        if int(inst.n_outcome[i]) != 2:
+            continue
+        agg = outcome_logprob(logprob[rows], outcome[rows], 2)  # [rot, ..., 2]
+        if not np.all(np.isfinite(agg)):
+            continue
+        moved = np.moveaxis(agg, 0, -2)  # [..., rot, 2]
+        rot = np.tile(np.arange(2), (len(rows), 1))
+        vals[i] = debias(moved, rot, method=method)[..., 0]
+    grid = _scatter(inst, vals)
+    dims = ["delivery", PROBE, "episode", "turn", *([LAYER] if extra else [])]
+    coords = _coords(inst)
+    if extra:
+        coords[LAYER] = list(range(extra[0]))
+    arr = xr.DataArray(grid, dims=dims, coords=coords)
+    return arr.sel({PROBE: probe}, drop=True)
+
+
+def yes_credence(
+    ds: xr.Dataset, probe: str, *, method: DebiasMethod = "geometric"
+) -> xr.DataArray:
+    """The model's credence P(Yes) per (delivery, episode, turn) from its output log-probs."""
+    lp = np.asarray(ds["option_logprob"].values, dtype=np.float64)
+    return pooled_binary(ds, lp, probe, method)
+
+
+def lens_yes_credence(
+    ds: xr.Dataset, probe: str, *, method: DebiasMethod = "geometric"
+) -> xr.DataArray:
+    """P(Yes) at every layer through the logit lens (first token of each option).
+
+    Dims ``(delivery, episode, turn, layer)``.
+    """
+    logits = lens_logits(ds)
+    logits = np.where(np.isnan(logits), -np.inf, logits)
+    lse = _logsumexp(logits, axis=-1)[..., None]
+    return pooled_binary(ds, logits - lse, probe, method)
