@@ -11,11 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from belieflens.cache import runner
+from belieflens.cache import resume, runner
+from belieflens.cache.generation_log import log_columns
 from belieflens.cache.lens_params import final_norm, unembedding
+from belieflens.cache.lock import write_lock
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.provenance import provenance
-from belieflens.cache.store import CacheWriter, Sizes
+from belieflens.cache.store import PartialFile, Sizes, chunk_rows, create_partial, partial_path
 from belieflens.envs.base import Environment, Query
 from belieflens.errors import ParameterError
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
@@ -46,6 +48,8 @@ class Progress:
     total: int
     tokens: int
     seconds: float
+    resumed: int = 0
+    """Rows already complete in a resumed partial file (not computed again)."""
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,16 @@ class ExtractOptions:
     def __post_init__(self) -> None:
         if self.episodes < 1:
             raise ParameterError(f"option '--episodes' = {self.episodes} is not allowed: >= 1")
+        if self.seed < 0:
+            raise ParameterError(f"option '--seed' = {self.seed} is not allowed: >= 0")
         if self.max_rows < 1:
             raise ParameterError(f"option '--batch-size' = {self.max_rows} is not allowed: >= 1")
+        if self.max_tokens < 1:
+            raise ParameterError(f"option '--max-tokens' = {self.max_tokens} is not allowed: >= 1")
         if self.window < 1:
-            raise ParameterError(f"window = {self.window} is not allowed: >= 1")
+            raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
+        if self.threads < 0:
+            raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
 
 
 def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:
@@ -165,6 +175,15 @@ def _static_rows(
     }
 
 
+def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Iterator[list[Any]]:
+    for r, tq in zip(recs, tqs, strict=True):
+        yield [r.episode, r.turn, r.probe, r.kind, r.delivery, r.rotation, list(r.labels),
+               None if r.oracle is None else [float(x) for x in r.oracle],
+               {k: r.truth[k] for k in sorted(r.truth)},
+               list(tq.context_ids), [list(c) for c in tq.option_ids], list(tq.outcome),
+               tq.context_text]
+
+
 def extract(
     env: Environment,
     model: LoadedModel,
@@ -173,11 +192,17 @@ def extract(
     *,
     on_progress: Callable[[Progress], None] | None = None,
     extra_attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
 
     Returns the path of the finished file. Queries are rendered first (cheap),
-    then run window by window; each window is written and flushed before the next.
+    the file is allocated with every static value, then the model runs window
+    by window; each window is written and synced before the next. If
+    ``<out>.partial`` holds an interrupted run of the same study, only its
+    unfinished windows run (see :mod:`belieflens.cache.resume`); a partial file
+    of another study raises :class:`CacheFileError` unless ``overwrite``.
+    A second process writing ``out`` is refused (:mod:`belieflens.cache.lock`).
     """
     import torch
 
@@ -203,38 +228,72 @@ def extract(
         ),
     )
     threads = torch.get_num_threads()
-    attrs = provenance(
-        model.info,
-        env=getattr(env, "name", type(env).__name__),
-        env_params=dataclasses.asdict(env.params),  # type: ignore[call-overload]
-        seed=options.seed,
-        episodes=options.episodes,
-        threads=threads,
-        extra={"padding_side": options.padding_side, "resid_dtype": options.resid_dtype,
-               "save_logits": options.save_logits,
-               "prefix_reuse": options.reuse_prefix and model.info.prefix_reuse,
-               **(extra_attrs or {})},
+    env_name = getattr(env, "name", type(env).__name__)
+    env_params = dataclasses.asdict(env.params)  # type: ignore[call-overload]
+    reuse = options.reuse_prefix and model.info.prefix_reuse
+    the_study = resume.study(
+        env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,
+        model={"id": model.info.official_id, "weights_hash": model.info.weights_hash,
+               "dtype": model.info.dtype, "device": model.info.device},
+        options={"window": options.window, "max_rows": options.max_rows,
+                 "max_tokens": options.max_tokens, "padding_side": options.padding_side,
+                 "resid_dtype": options.resid_dtype, "save_logits": options.save_logits,
+                 "prefix_reuse": reuse, "cont_resid": options.cont_resid},
+        sizes=dataclasses.asdict(sizes), queries=resume.queries_hash(_query_rows(recs, tqs)),
     )
-    norm = final_norm(model.bridge)
-    unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
-    attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tschema = truth_schema(recs)
-    writer = CacheWriter(out, sizes, attrs, resid_dtype=options.resid_dtype, extra=tschema)
-    ok = False
-    try:
-        writer.write_static({
-            "lens_token_id": unemb.token_ids.astype(np.int32),
-            "unembed": unemb.weight.astype(np.float32),
-            "unembed_bias": unemb.bias.astype(np.float32),
-            "final_norm_gain": norm.gain,
-            "final_norm_bias": norm.bias,
-        })
-        env_name = str(attrs["env_name"])
+    wins = resume.windows(len(recs), options.window)
+    with write_lock(out):
+        state = resume.resumable(partial_path(out), the_study, overwrite=overwrite)
+        if state is not None:
+            done = resume.done_windows(state.complete, wins)
+        else:
+            done = set()
+            attrs = provenance(
+                model.info, env=env_name, env_params=env_params, seed=options.seed,
+                episodes=options.episodes, threads=threads,
+                extra={"padding_side": options.padding_side,
+                       "resid_dtype": options.resid_dtype,
+                       "save_logits": options.save_logits, "prefix_reuse": reuse,
+                       "extract_options": dataclasses.asdict(options),
+                       **(extra_attrs or {})},
+            )
+            norm = final_norm(model.bridge)
+            unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
+            attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps,
+                          resume.STUDY_ATTR: the_study,
+                          resume.FINGERPRINT_ATTR: resume.fingerprint(the_study)})
+            tschema = truth_schema(recs)
+            gschema, gvalues = log_columns(env, [r.episode for r in recs])
+
+            def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+                for start, stop in resume.windows(len(recs), max(options.window, 1024)):
+                    values = _static_rows(recs[start:stop], tqs[start:stop], sizes, lens_index,
+                                          env_name)
+                    values.update(_truth_rows(recs[start:stop], tschema))
+                    values.update({k: v[start:stop] for k, v in gvalues.items()})
+                    yield start, values
+
+            create_partial(
+                out, sizes, attrs,
+                static={
+                    "lens_token_id": unemb.token_ids.astype(np.int32),
+                    "unembed": unemb.weight.astype(np.float32),
+                    "unembed_bias": unemb.bias.astype(np.float32),
+                    "final_norm_gain": norm.gain,
+                    "final_norm_bias": norm.bias,
+                },
+                row_slabs=slabs(), resid_dtype=options.resid_dtype,
+                rows_per_chunk=chunk_rows(options.window), extra={**tschema, **gschema},
+            )
+        writer = PartialFile(partial_path(out))
         t0 = time.perf_counter()
         tokens = 0
-        for start in range(0, len(recs), options.window):
-            stop = min(start + options.window, len(recs))
+        finished = resumed = sum(b - a for i, (a, b) in enumerate(wins) if i in done)
+        if on_progress is not None:
+            on_progress(Progress(finished, len(recs), 0, 0.0, resumed=finished))
+        for wi, (start, stop) in enumerate(wins):
+            if wi in done:
+                continue
             w_tqs = tqs[start:stop]
             results: list[runner.ReadOut | None] = [None] * len(w_tqs)
             for batch, outs, n_tok in runner.run_queries(
@@ -246,16 +305,17 @@ def extract(
                     results[i] = o
                 tokens += n_tok
                 if on_progress is not None:
-                    done = start + sum(r is not None for r in results)
-                    on_progress(Progress(done, len(recs), tokens, time.perf_counter() - t0))
+                    now = finished + sum(r is not None for r in results)
+                    on_progress(Progress(now, len(recs), tokens, time.perf_counter() - t0,
+                                         resumed=resumed))
             done_results = [r for r in results if r is not None]
-            values = _static_rows(recs[start:stop], w_tqs, sizes, lens_index, env_name)
-            values.update(_truth_rows(recs[start:stop], tschema))
-            values["resid"] = np.stack([r.resid for r in done_results])
-            values["option_logprob"] = np.full((stop - start, sizes.option), np.nan)
+            values: dict[str, np.ndarray] = {
+                "resid": np.stack([r.resid for r in done_results]),
+                "option_logprob": np.full((stop - start, sizes.option), np.nan),
+                "answer_lse": np.array([r.answer_lse for r in done_results]),
+            }
             for i, r in enumerate(done_results):
                 values["option_logprob"][i, : len(r.option_logprob)] = r.option_logprob
-            values["answer_lse"] = np.array([r.answer_lse for r in done_results])
             if sizes.cont_extra > 0:
                 cr = np.full((stop - start, sizes.option, sizes.cont_extra, sizes.layer,
                               sizes.d_model), np.nan, dtype=np.float32)
@@ -269,7 +329,5 @@ def extract(
                     [np.asarray(r.logprobs, dtype=np.float32) for r in done_results]
                 )
             writer.write_rows(start, values)
-        ok = True
-    finally:
-        path = writer.close(complete=ok)
-    return path
+            finished += stop - start
+        return writer.finish(out)

@@ -127,6 +127,10 @@ def resolve(spec: str) -> ModelSource:
             raise ModelNotFoundError(
                 f"{spec} is a directory without config.json: not a Hugging Face model folder"
             )
+        if not any(p.suffix in (".safetensors", ".bin") for p in path.iterdir()):
+            raise ModelNotFoundError(
+                f"{spec} has no weights (*.safetensors or *.bin): not a complete model folder"
+            )
         return ModelSource(spec, "directory", path, _official_id(path) or path.name)
     if _HF_ID.match(spec):
         local = _hub_cache_dir(spec)

@@ -1,10 +1,20 @@
 """The cache file: HDF5 in a netCDF-compatible layout that opens as an ``xarray.Dataset``.
 
-One row per read-out along ``query``. The writer creates every variable at its
-final size, then fills it slab by slab; after each slab it marks the rows in
-``complete`` and flushes, so memory stays flat and a partial file says what it
-holds. The file is written under ``<out>.partial`` and renamed to ``<out>``
-only when complete, so a finished path never holds a truncated file.
+One row per read-out along ``query``. Writing is crash-safe at window granularity:
+
+1. :func:`create_partial` builds the whole file under ``<out>.partial.new``: every
+   variable at its final size with its storage allocated up front, every row's
+   static content (token ids, labels, oracle, coordinates) and the lens
+   parameters; then it is closed, synced and renamed to ``<out>.partial``.
+   From here on the file's HDF5 metadata never changes again.
+2. :class:`PartialFile` fills the model's read-outs window by window: it opens
+   the file, writes the rows' raw data, syncs, then sets their ``complete``
+   flags, syncs and closes. Only raw bytes at fixed offsets are written, so a
+   process killed at any instant leaves a readable file whose ``complete``
+   rows are exactly the rows fully written.
+3. :meth:`PartialFile.finish` flips the fixed-size ``status`` attribute to
+   ``complete`` in place and renames the file to ``<out>``, so a finished path
+   never holds a truncated file.
 
 Variables (dims in brackets): see :data:`SCHEMA`.
 """
@@ -13,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,31 +102,73 @@ class Sizes:
     cont_extra: int = 0
 
 
+MODEL_ROWS = ("resid", "option_logprob", "answer_lse", "logprobs", "cont_resid")
+"""Per-query variables computed by the model, written window by window after creation."""
+
+STATUS_BUILDING = b"building"
+STATUS_COMPLETE = b"complete"
+"""Values of the ``status`` root attribute: equal length, so finishing rewrites it in place."""
+
+
 def partial_path(out: Path) -> Path:
     """Where a file is written until it is complete."""
     return out.with_name(out.name + ".partial")
 
 
-class CacheWriter:
-    """Streams read-outs into a cache file slab by slab (one open file, flat memory)."""
+def chunk_rows(window: int, cap: int = 64) -> int:
+    """Rows per HDF5 chunk: the largest divisor of ``window`` up to ``cap``.
 
-    def __init__(
-        self,
-        out: Path,
-        sizes: Sizes,
-        attrs: Mapping[str, Any],
-        *,
-        resid_dtype: str = "float32",
-        chunk_rows: int = 64,
-        extra: Mapping[str, tuple[tuple[str, ...], str, str]] | None = None,
-    ) -> None:
-        import h5netcdf
+    Chunks then never straddle two windows, so writing one window never rewrites
+    bytes of another.
+    """
+    return max(d for d in range(1, min(window, cap) + 1) if window % d == 0)
 
-        self.out = out
-        self.path = partial_path(out)
-        self.sizes = sizes
-        self._f = h5netcdf.File(self.path, "w")
-        f = self._f
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _early_alloc() -> Any:
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    return dcpl
+
+
+def _write_slab(var: Any, start: int, arr: np.ndarray) -> None:
+    n = arr.shape[0]
+    if arr.ndim > 1:
+        var[(slice(start, start + n), *tuple(slice(0, s) for s in arr.shape[1:]))] = arr
+    else:
+        var[start : start + n] = arr
+
+
+def create_partial(
+    out: Path,
+    sizes: Sizes,
+    attrs: Mapping[str, Any],
+    *,
+    static: Mapping[str, np.ndarray],
+    row_slabs: Iterable[tuple[int, Mapping[str, np.ndarray]]],
+    resid_dtype: str = "float32",
+    rows_per_chunk: int = 64,
+    extra: Mapping[str, tuple[tuple[str, ...], str, str]] | None = None,
+) -> Path:
+    """Build ``<out>.partial`` with every variable allocated and every static value written.
+
+    ``static`` holds the variables without a ``query`` dimension; ``row_slabs``
+    yields ``(start, values)`` with the rows' static per-query variables. The
+    file is built under a temporary name and renamed only once it is whole.
+    """
+    import h5netcdf
+
+    target = partial_path(out)
+    tmp = out.with_name(out.name + ".partial.new")
+    tmp.unlink(missing_ok=True)
+    with h5netcdf.File(tmp, "w") as f:
         for dim, n in vars(sizes).items():
             if n > 0:
                 f.dimensions[dim] = n
@@ -137,50 +189,96 @@ class CacheWriter:
             chunks = None
             if dims[0] == "query":
                 shape = [getattr(sizes, d) for d in dims]
-                shape[0] = min(chunk_rows, shape[0])
+                shape[0] = min(rows_per_chunk, shape[0])
                 chunks = tuple(shape)
-            kwargs: dict[str, Any] = {"chunks": chunks}
+            kwargs: dict[str, Any] = {"chunks": chunks, "dcpl": _early_alloc()}
             if fill is not None:
                 kwargs["fillvalue"] = fill
             var = f.create_variable(name, dims, dtype=h5dtype, **kwargs)
             var.attrs["description"] = meaning
             if dims[0] == "query" and name not in COORDS:
                 var.attrs["coordinates"] = " ".join(COORDS)
+        for name, arr in static.items():
+            f.variables[name][...] = arr
+        for start, values in row_slabs:
+            for name, arr in values.items():
+                _write_slab(f.variables[name], start, arr)
         for k, v in attrs.items():
             f.attrs[k] = _attr(v)
         f.attrs["schema_version"] = SCHEMA_VERSION
-        f.attrs["status"] = "writing"
-        f.flush()
+        f.attrs["status"] = np.bytes_(STATUS_BUILDING)
+    _fsync(tmp)
+    os.replace(tmp, target)
+    _fsync(target.parent)
+    return target
 
-    def write_static(self, values: Mapping[str, np.ndarray]) -> None:
-        """Write variables without a ``query`` dimension (lens parameters)."""
-        for name, arr in values.items():
-            self._f.variables[name][...] = arr
+
+@dataclass(frozen=True)
+class PartialState:
+    """What an existing partial file holds: its study attributes and completed rows."""
+
+    path: Path
+    attrs: Mapping[str, str]
+    complete: np.ndarray
+
+
+def read_partial(path: Path) -> PartialState:
+    """Read a partial file's root attributes and ``complete`` flags, or raise one line."""
+    try:
+        if not h5py.is_hdf5(path):
+            raise CacheFileError(f"{path} is not an HDF5 file")
+        with h5py.File(path, "r") as h:
+            attrs = {k: _text(v) for k, v in h.attrs.items()}
+            complete = np.asarray(h["complete"][...]).astype(bool)
+    except CacheFileError:
+        raise
+    except (OSError, KeyError, ValueError, RuntimeError, TypeError, UnicodeDecodeError) as e:
+        raise CacheFileError(
+            f"{path} is damaged or not a belieflens partial file ({_first_line(e)})"
+        ) from None
+    return PartialState(path, attrs, complete)
+
+
+class PartialFile:
+    """An allocated partial file that takes the model's read-outs window by window."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
     def write_rows(self, start: int, values: Mapping[str, np.ndarray]) -> None:
-        """Write rows ``start:start+n`` of per-query variables, then mark them complete."""
-        n = -1
-        for name, arr in values.items():
-            var = self._f.variables[name]
-            n = arr.shape[0]
-            if arr.ndim > 1:
-                index = (slice(start, start + n), *tuple(slice(0, s) for s in arr.shape[1:]))
-                var[index] = arr
-            else:
-                var[start : start + n] = arr
-        if n > 0:
-            self._f.variables["complete"][start : start + n] = 1
-        self._f.flush()
+        """Write model rows ``start:start+n``, sync, then mark them complete and sync again.
 
-    def close(self, *, complete: bool) -> Path:
-        """Close; if ``complete``, mark the file complete and move it to its final path."""
-        if complete:
-            self._f.attrs["status"] = "complete"
-        self._f.close()
-        if complete:
-            os.replace(self.path, self.out)
-            return self.out
-        return self.path
+        The file is opened without HDF5's own file lock (the extraction holds
+        :func:`belieflens.cache.lock.write_lock`), so a reader such as
+        ``belieflens info`` never makes the writer fail.
+
+        Only raw data at fixed offsets is written (storage was allocated at
+        creation), so a kill at any instant leaves the file readable, and a row's
+        ``complete`` flag is set only after its data reached the file.
+        """
+        n = next(iter(values.values())).shape[0]
+        with h5py.File(self.path, "r+", locking=False) as h:
+            for name, arr in values.items():
+                if name not in MODEL_ROWS:
+                    raise ValueError(f"{name} is not a model read-out variable")
+                _write_slab(h[name], start, arr)
+            h.flush()
+            os.fsync(h.id.get_vfd_handle())
+            h["complete"][start : start + n] = 1
+            h.flush()
+            os.fsync(h.id.get_vfd_handle())
+
+    def finish(self, out: Path) -> Path:
+        """Mark the file complete (in place) and move it to ``out``."""
+        with h5py.File(self.path, "r+", locking=False) as h:
+            if not bool(np.all(h["complete"][...] == 1)):
+                raise CacheFileError(f"{self.path}: not every row is complete")
+            h.attrs.modify("status", np.bytes_(STATUS_COMPLETE))
+            h.flush()
+            os.fsync(h.id.get_vfd_handle())
+        os.replace(self.path, out)
+        _fsync(out.parent)
+        return out
 
 
 def _attr(v: Any) -> Any:
@@ -193,20 +291,39 @@ def _attr(v: Any) -> Any:
     return v
 
 
+LAZY = ("resid", "logprobs", "prompt", "input_ids", "cont_resid")
+"""Large variables that stay on disk until read; the rest load (and are checked) at open."""
+
+_READ_ERRORS = (
+    OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError, UnicodeDecodeError,
+    AttributeError, OverflowError,
+)
+"""What h5py, h5netcdf and xarray raise on damaged files."""
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+def progress_text(state: PartialState) -> str:
+    """``'12 of 40 read-outs written'`` for a partial file."""
+    return f"{int(state.complete.sum())} of {state.complete.size} read-outs written"
+
+
 def open_cache(
     path: str | os.PathLike[str], *, chunks: Mapping[str, int] | None = None
 ) -> xr.Dataset:
-    """Open a cache file as an ``xarray.Dataset`` (lazy: values load on access).
+    """Open a cache file as an ``xarray.Dataset`` (large variables stay lazy).
 
     Raises :class:`CacheFileError` with one line if the file is missing, not HDF5,
-    incomplete, of another schema version, or lacks required variables.
+    corrupt, incomplete (still being written, or killed), of another schema
+    version, lacks required variables, or holds out-of-range indices. The small
+    variables are loaded and checked here, so analysis code can trust them.
     """
     p = Path(path)
     if not p.exists():
-        partial = partial_path(p)
-        hint = f" (a partial file {partial.name} exists: the extraction did not finish)" if (
-            partial.exists()) else ""
-        raise CacheFileError(f"no such cache file: {p}{hint}")
+        raise CacheFileError(f"no such cache file: {p}{_partial_hint(p)}")
     if not p.is_file():
         raise CacheFileError(f"not a file: {p}")
     try:
@@ -216,29 +333,113 @@ def open_cache(
             version = h.attrs.get("schema_version")
             status = h.attrs.get("status")
             missing = [v for v in REQUIRED if v not in h]
+            done = np.asarray(h["complete"][...]) if "complete" in h else None
+            _check_storage(h, p)
     except CacheFileError:
         raise
-    except (OSError, KeyError, ValueError, RuntimeError) as e:
-        raise CacheFileError(f"{p} is corrupt or unreadable: {str(e).splitlines()[0]}") from None
+    except _READ_ERRORS as e:
+        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
     if version is None:
         raise CacheFileError(f"{p} is not a belieflens cache file (no schema_version)")
     try:
         found = int(np.asarray(version).reshape(-1)[0])
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         raise CacheFileError(f"{p} has an unreadable schema_version {version!r}") from None
     if found != SCHEMA_VERSION:
         raise CacheFileError(
             f"{p} has schema version {found}; this belieflens reads version {SCHEMA_VERSION}"
         )
     if _text(status) != "complete":
-        raise CacheFileError(f"{p} is incomplete (status {_text(status)!r}): still being written?")
+        count = "" if done is None else (
+            f", {int((done == 1).sum())} of {done.size} read-outs written")
+        raise CacheFileError(
+            f"{p} is incomplete (status {_text(status)!r}{count}): still being written, or the "
+            "extraction was stopped; rerun the same `belieflens extract` command to resume"
+        )
     if missing:
         raise CacheFileError(f"{p} lacks required variables: {', '.join(missing)}")
     try:
         ds = xr.open_dataset(p, engine="h5netcdf", chunks=dict(chunks) if chunks else None)
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise CacheFileError(f"{p} is corrupt or unreadable: {str(e).splitlines()[0]}") from None
+    except _READ_ERRORS as e:
+        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
+    try:
+        for name in ds.variables:
+            if name not in LAZY:
+                ds.variables[name].load()
+        problem = _check_values(ds)
+    except _READ_ERRORS as e:
+        ds.close()
+        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
+    if problem:
+        ds.close()
+        raise CacheFileError(f"{p} is corrupt: {problem}")
     return ds
+
+
+def _partial_hint(p: Path) -> str:
+    partial = partial_path(p)
+    if not partial.exists():
+        return ""
+    try:
+        state = read_partial(partial)
+    except CacheFileError:
+        return f" (a partial file {partial.name} exists but is damaged)"
+    return (
+        f" (the extraction did not finish: {partial.name} holds {progress_text(state)}; "
+        "rerun the same `belieflens extract` command to resume)"
+    )
+
+
+def _check_storage(h: h5py.File, p: Path) -> None:
+    """Every dataset's storage lies inside the file, and its first and last values read."""
+    size = p.stat().st_size
+    for name, obj in h.items():
+        if not isinstance(obj, h5py.Dataset) or obj.size == 0:
+            continue
+        if obj.chunks is not None:
+            for i in range(obj.id.get_num_chunks()):
+                info = obj.id.get_chunk_info(i)
+                if info.byte_offset is None or info.byte_offset + info.size > size:
+                    raise CacheFileError(f"{p} is corrupt: storage of {name!r} lies past its end")
+        else:
+            offset = obj.id.get_offset()
+            if offset is not None and offset + obj.id.get_storage_size() > size:
+                raise CacheFileError(f"{p} is corrupt: storage of {name!r} lies past its end")
+        first = (0,) * obj.ndim
+        last = tuple(s - 1 for s in obj.shape)
+        obj[first]
+        obj[last]
+
+
+def _check_values(ds: xr.Dataset) -> str:
+    """The first out-of-range index or bookkeeping value, or ``''``."""
+    n = ds.sizes["query"]
+    if "complete" in ds.variables and not bool((ds["complete"].values == 1).all()):
+        return "status is complete but not every row is marked complete"
+    k = ds["n_outcome"].values if "n_outcome" in ds.variables else None
+    if k is not None and (k.shape != (n,) or k.min() < 1 or k.max() > ds.sizes["outcome"]):
+        return f"'n_outcome' outside [1, {ds.sizes['outcome']}]"
+    limits: dict[str, tuple[int, Any]] = {
+        "answer_pos": (0, ds.sizes.get("token", 0) - 1),
+        "episode": (0, None), "turn": (0, None), "rotation": (0, None),
+        "option_ids": (-1, None),
+        "outcome": (-1, (k[:, None] - 1) if k is not None else ds.sizes["outcome"] - 1),
+    }
+    if "lens_token" in ds.sizes:
+        limits["option_lens_index"] = (-1, ds.sizes["lens_token"] - 1)
+    for name, (lo, hi) in limits.items():
+        if name not in ds.variables:
+            continue
+        v = ds[name].values
+        if v.dtype.kind not in "iu":
+            return f"{name!r} is not an integer variable"
+        bad = v < lo
+        if hi is not None:
+            bad = bad | (v > hi)
+        if bool(bad.any()):
+            row = int(np.argwhere(bad)[0][0])
+            return f"{name!r} holds an out-of-range value at query {row}"
+    return ""
 
 
 def _text(v: Any) -> str:

@@ -28,12 +28,16 @@ def read_json(path: Path) -> Any:
         raise ImportFormatError(f"{path}: file not found") from None
     except OSError as e:
         raise ImportFormatError(f"{path}: cannot be read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ImportFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ImportFormatError(
             f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
         ) from None
+    except (ValueError, RecursionError) as e:  # too many digits, or nested too deeply
+        raise ImportFormatError(f"{path}: not valid JSON ({str(e).splitlines()[0]})") from None
 
 
 def get(obj: Any, key: str, path: Path | str, field: str) -> Any:
@@ -78,7 +82,8 @@ def as_distribution(
         raise fail(path, field, f"expected {size} probabilities, got {len(items)}")
     out: list[float] = []
     for j, x in enumerate(items):
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not (
+                0 <= x <= 1e300 and math.isfinite(x)):
             raise fail(path, f"{field}[{j}]", f"expected a probability, got {_short(x)}")
         out.append(float(x))
     total = sum(out)

@@ -1,0 +1,119 @@
+"""Resume: an interrupted extraction continues where it stopped and equals an uninterrupted run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+from belieflens import envs, open_cache
+from belieflens.cache import runner
+from belieflens.cache.extract import ExtractOptions, Progress, extract
+from belieflens.cache.resume import differences, done_windows, windows
+from belieflens.cache.store import chunk_rows, partial_path, read_partial
+from belieflens.errors import CacheFileError
+from tests.cache.conftest import assert_same_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+OPTIONS = ExtractOptions(episodes=2, max_rows=3, window=4)
+
+
+class _StopError(Exception):
+    """Raised by the test's progress callback to interrupt an extraction."""
+
+
+def _env() -> Any:
+    return envs.get("coin-flip", turns=1, delivery="multi-turn")
+
+
+def _interrupt_after(rows: int) -> Any:
+    def report(p: Progress) -> None:
+        if p.done >= rows:
+            raise _StopError
+
+    return report
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
+
+
+def test_windows_and_chunks() -> None:
+    assert windows(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert done_windows(np.array([1, 1, 1, 1, 1, 0, 1, 1, 1, 1]), windows(10, 4)) == {0, 2}
+    assert chunk_rows(256) == 64 and chunk_rows(100) == 50 and chunk_rows(7) == 7
+    assert differences({"seed": 0, "a": 1}, {"seed": 1, "a": 1}) == "seed 0 -> 1"
+
+
+def test_same_options_reproduce_identical_data(
+    tiny_model: Any, reference: Path, tmp_path: Path
+) -> None:
+    again = extract(_env(), tiny_model, tmp_path / "again.h5", OPTIONS)
+    assert_same_data(reference, again)
+
+
+def test_interrupted_run_resumes_to_identical_file(
+    tiny_model: Any, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run.h5"
+    with pytest.raises(_StopError):
+        extract(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(9))
+    assert not out.exists()
+    state = read_partial(partial_path(out))
+    assert int(state.complete.sum()) == 8  # two windows of four written, the third lost
+    with pytest.raises(CacheFileError, match="8 of"):
+        open_cache(out)
+    computed: list[int] = []
+    real = runner.run_queries
+
+    def counting(model: Any, tqs: Any, **kw: Any) -> Any:
+        computed.append(len(tqs))
+        return real(model, tqs, **kw)
+
+    monkeypatch.setattr(runner, "run_queries", counting)
+    seen: list[Progress] = []
+    done = extract(_env(), tiny_model, out, OPTIONS, on_progress=seen.append)
+    n = int(state.complete.size)
+    assert sum(computed) == n - 8  # nothing computed twice
+    assert seen[0].resumed == 8
+    assert not partial_path(out).exists()
+    assert_same_data(reference, done)
+
+
+def test_other_study_on_the_same_path_is_refused(tiny_model: Any, tmp_path: Path) -> None:
+    out = tmp_path / "run.h5"
+    with pytest.raises(_StopError):
+        extract(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(5))
+    other = ExtractOptions(episodes=2, max_rows=3, window=4, seed=1)
+    with pytest.raises(CacheFileError, match=r"another study \(.*seed 0 -> 1.*--overwrite"):
+        extract(_env(), tiny_model, out, other)
+    bigger = ExtractOptions(episodes=2, max_rows=5, window=4)
+    with pytest.raises(CacheFileError, match="max_rows 3 -> 5"):
+        extract(_env(), tiny_model, out, bigger)
+    done = extract(_env(), tiny_model, out, other, overwrite=True)
+    with h5py.File(done) as h:
+        assert int(np.asarray(h.attrs["seed"]).item()) == 1
+
+
+def test_damaged_partial_is_one_line_and_overwrite_restarts(
+    tiny_model: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "run.h5"
+    partial_path(out).write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 200)
+    with pytest.raises(CacheFileError) as e:
+        extract(_env(), tiny_model, out, OPTIONS)
+    assert "--overwrite" in str(e.value) and "\n" not in str(e.value)
+    done = extract(_env(), tiny_model, out, OPTIONS, overwrite=True)
+    open_cache(done).close()
+
+
+def test_resumed_file_records_options(reference: Path) -> None:
+    with h5py.File(reference) as h:
+        assert '"window": 4' in h.attrs["extract_options"]
+        assert len(h.attrs["study_fingerprint"]) == 64
+        assert h.attrs["status"] == b"complete"

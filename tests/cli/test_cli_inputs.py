@@ -1,0 +1,159 @@
+"""Bad input is refused before any work: one line naming the option, exit 2, nothing on disk.
+
+Damaged or foreign cache files give one clear line from ``open_cache``,
+``info`` and ``analyze``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from belieflens import envs, open_cache
+from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.store import partial_path
+from belieflens.cli.main import app
+from belieflens.errors import CacheFileError
+from tests.cache.conftest import one_thread  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--batch-size", "0"], "'--batch-size' = 0"),
+        (["--max-tokens", "0"], "'--max-tokens' = 0"),
+        (["--threads", "-1"], "'--threads' = -1"),
+        (["--window", "0"], "'--window' = 0"),
+        (["--seed", "-1"], "'--seed' = -1"),
+        (["--episodes", "-2"], "'--episodes' = -2"),
+        (["--padding", "middle"], "'--padding' = 'middle'"),
+        (["--resid-dtype", "int8"], "'--resid-dtype' = 'int8'"),
+        (["--dtype", "float64"], "'--dtype' = 'float64'"),
+        (["--set", "turns=-3"], "'turns'"),
+        (["--set", "turns=many"], "'turns'"),
+        (["--set", "nope=1"], "unknown parameter 'nope'"),
+        (["--model", "/no/such/model.gguf"], "GGUF file not found"),
+    ],
+)
+def test_bad_options_refused_before_work(args: list[str], fragment: str, tmp_path: Path) -> None:
+    out = tmp_path / "x.h5"
+    r = runner.invoke(app, ["extract", "coin-flip", *args, "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert fragment in r.output and r.output.count("\n") == 1, r.output
+    assert "allowed" in r.output or "not found" in r.output or "unknown" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_in_missing_folder_or_a_directory(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["extract", "coin-flip", "--out", str(tmp_path / "no" / "x.h5")])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    r = runner.invoke(app, ["extract", "coin-flip", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "is a directory" in r.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_out_in_unwritable_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        r = runner.invoke(app, ["extract", "coin-flip", "--out", str(folder / "x.h5")])
+    finally:
+        folder.chmod(0o700)
+    assert r.exit_code == 2 and "not writable" in r.output
+
+
+# --- damaged cache files ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return extract(envs.get("coin-flip", turns=1), tiny_model,
+                   tmp_path_factory.mktemp("cli") / "small.h5", ExtractOptions(episodes=1))
+
+
+def _version(h: h5py.File) -> None:
+    h.attrs["schema_version"] = 99
+
+
+def _drop(h: h5py.File) -> None:
+    del h["oracle"]
+
+
+def _building(h: h5py.File) -> None:
+    h.attrs.modify("status", np.bytes_(b"building"))
+
+
+def _out_of_range(h: h5py.File) -> None:
+    h["answer_pos"][0] = 10**6
+
+
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (_version, "schema version 99"),
+        (_drop, "lacks required variables: oracle"),
+        (_building, "incomplete"),
+        (_out_of_range, "'answer_pos' holds an out-of-range value"),
+    ],
+)
+def test_damaged_cache_files(
+    small: Path, tmp_path: Path, edit: Callable[[h5py.File], None], fragment: str
+) -> None:
+    bad = tmp_path / "bad.h5"
+    shutil.copy(small, bad)
+    with h5py.File(bad, "r+") as h:
+        edit(h)
+    with pytest.raises(CacheFileError, match=fragment):
+        open_cache(bad)
+    for cmd in ("info", "analyze"):
+        r = runner.invoke(app, [cmd, str(bad)])
+        assert r.exit_code == 2 and fragment in r.output and r.output.count("\n") == 1
+
+
+def test_truncated_and_partial_files(small: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(small.read_bytes()[:5000])
+    with pytest.raises(CacheFileError, match="corrupt or unreadable"):
+        open_cache(cut)
+    out = tmp_path / "run.h5"
+    shutil.copy(small, partial_path(out))
+    with h5py.File(partial_path(out), "r+") as h:
+        h["complete"][3:] = 0
+        h.attrs.modify("status", np.bytes_(b"building"))
+    for cmd in ("info", "analyze"):
+        r = runner.invoke(app, [cmd, str(out)])
+        assert r.exit_code == 2 and "holds 3 of" in r.output and "resume" in r.output
+    r = runner.invoke(app, ["info", str(partial_path(out))])
+    assert r.exit_code == 2 and "3 of" in r.output and "incomplete" in r.output
+    r = runner.invoke(app, ["info", "--verify", str(out)])
+    assert r.exit_code == 1 and "3 of" in r.output
+
+
+def test_model_folder_without_or_with_broken_weights(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "x.h5"
+    r = runner.invoke(app, ["extract", "coin-flip", "--model", str(folder), "--out", str(out)])
+    assert r.exit_code == 2 and "has no weights" in r.output
+    (folder / "model.safetensors").write_bytes(b"\0\0")
+    r = runner.invoke(app, ["extract", "coin-flip", "--model", str(folder), "--out", str(out),
+                            "--quiet"])
+    assert r.exit_code == 2 and "could not be loaded" in r.output, r.output
+    assert "Traceback" not in r.output
+    assert list(work.iterdir()) == []  # not even the lock file is left
