@@ -5,8 +5,9 @@ batch and, through eager attention scores, with ``T * S`` for sequence length
 ``S``. Per padded token this is roughly ``4 bytes * (4 d_model + 2 d_ff +
 n_heads * S)`` (hidden states, the MLP's two intermediate activations, one layer's
 attention scores); logits are only computed at read positions. The budget is a
-fraction of the memory available now (``/proc/meminfo`` on CPU,
-``torch.cuda.mem_get_info`` on CUDA).
+fraction of the machine's memory (``MemTotal`` in ``/proc/meminfo`` on CPU, so the
+same machine always gets the same batches and a resumed run computes identically;
+the device's total memory on CUDA).
 """
 
 from __future__ import annotations
@@ -26,16 +27,16 @@ class Budget:
 
 
 def available_bytes(device: str) -> int:
-    """Memory available for activations on ``device`` right now."""
+    """Total memory of ``device`` (deterministic for a machine, unlike free memory)."""
     if device.startswith("cuda"):
         import torch
 
-        free, _ = torch.cuda.mem_get_info()
-        return int(free)
+        _, total = torch.cuda.mem_get_info()
+        return int(total)
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith("MemTotal:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass

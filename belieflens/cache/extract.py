@@ -59,6 +59,7 @@ class ExtractOptions:
     episodes: int = 4
     seed: int = 0
     max_rows: int = 16
+    """Rows per forward batch; 0 = auto (a memory budget, see :mod:`belieflens.cache.budget`)."""
     max_tokens: int = 8192
     save_logits: bool = False
     padding_side: PaddingSide = "right"
@@ -73,8 +74,10 @@ class ExtractOptions:
             raise ParameterError(f"option '--episodes' = {self.episodes} is not allowed: >= 1")
         if self.seed < 0:
             raise ParameterError(f"option '--seed' = {self.seed} is not allowed: >= 0")
-        if self.max_rows < 1:
-            raise ParameterError(f"option '--batch-size' = {self.max_rows} is not allowed: >= 1")
+        if self.max_rows < 0:
+            raise ParameterError(
+                f"option '--batch-size' = {self.max_rows} is not allowed: >= 1, or auto"
+            )
         if self.max_tokens < 1:
             raise ParameterError(f"option '--max-tokens' = {self.max_tokens} is not allowed: >= 1")
         if self.window < 1:
@@ -227,6 +230,12 @@ def extract(
             max(len(c) for tq in tqs for c in tq.option_ids) - 1 if options.cont_resid else 0
         ),
     )
+    max_rows, max_tokens = options.max_rows, options.max_tokens
+    if max_rows == 0:
+        from belieflens.cache.budget import auto_budget
+
+        budget = auto_budget(model, sizes.token + sizes.cont_token)
+        max_rows, max_tokens = budget.max_rows, budget.max_tokens
     threads = torch.get_num_threads()
     env_name = getattr(env, "name", type(env).__name__)
     env_params = dataclasses.asdict(env.params)  # type: ignore[call-overload]
@@ -297,7 +306,7 @@ def extract(
             w_tqs = tqs[start:stop]
             results: list[runner.ReadOut | None] = [None] * len(w_tqs)
             for batch, outs, n_tok in runner.run_queries(
-                model, w_tqs, max_rows=options.max_rows, max_tokens=options.max_tokens,
+                model, w_tqs, max_rows=max_rows, max_tokens=max_tokens,
                 save_logits=options.save_logits, padding_side=options.padding_side,
                 reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
             ):

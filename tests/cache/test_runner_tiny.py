@@ -157,3 +157,17 @@ def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: Any)
             ref = np.stack([cache[n][0, tq.answer_pos + 1 + i].float().numpy() for n in names])
             assert np.allclose(out.cont_resid[j, i], ref, atol=1e-4)
         assert np.isnan(out.cont_resid[j, len(cont) - 1 :]).all()
+
+
+def test_auto_batch_budget_is_deterministic_and_fits(tiny_model: Any, tmp_path: Path) -> None:
+    from belieflens.cache.budget import auto_budget, bytes_per_token
+
+    a = auto_budget(tiny_model, 300)
+    assert a == auto_budget(tiny_model, 300)
+    assert a.max_rows >= 1 and a.max_tokens >= 300
+    assert a.max_tokens * bytes_per_token(tiny_model, 300) <= 0.25 * a.bytes_available + 1
+    env = envs.get("coin-flip", turns=1, delivery="single-turn")
+    out = extract(env, tiny_model, tmp_path / "auto.h5", ExtractOptions(episodes=1, max_rows=0))
+    ds = xr.open_dataset(out, engine="h5netcdf")
+    assert int(ds["complete"].sum()) == ds.sizes["query"] == 2 * 7
+    ds.close()
