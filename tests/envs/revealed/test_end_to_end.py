@@ -1,0 +1,84 @@
+"""End to end on the embedded model: a few grid points of each revealed-belief environment,
+both read-outs extracted into one cache file, then the analysis section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import belieflens
+import belieflens.envs as envs
+from belieflens.analysis.report import analyze
+from belieflens.analysis.revealed import readouts, summarise
+from belieflens.analysis.revealed.section import revealed_section
+from belieflens.analysis.revealed.summary import VARIANT
+from belieflens.cache.extract import ExtractOptions, extract
+
+pytestmark = pytest.mark.real_model
+
+# env, params, episodes, variants expected, whether some grid point has a unique mode,
+# whether some grid point is uniform (position-bias rows)
+CASES: list[tuple[str, dict[str, object], int, list[str], bool, bool]] = [
+    ("dice", {"dice": 2, "faces": 4}, 2, ["single", "independent"], True, False),
+    ("coins", {"coins": 2, "focus": "Heads", "bias": 3}, 2, ["regular", "independent"], True,
+     False),
+    ("preference", {"pair": "left-right", "order": "forward", "focus": "first",
+                    "variant": "regular"}, 3, ["regular"], True, True),
+    ("choice", {"options": 2}, 2, ["regular", "independent"], False, True),
+    ("case-study", {"share": 30}, 2, ["marginal", "child"], True, False),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "n", "variants", "has_mode", "has_uniform"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_extract_and_analyse(
+    smol_model: Any, tmp_path: Path, name: str, params: dict[str, object], n: int,
+    variants: list[str], has_mode: bool, has_uniform: bool,
+) -> None:
+    env = envs.get(name, **params)
+    path = extract(env, smol_model, tmp_path / f"{name}.h5", ExtractOptions(episodes=n))
+    ds = belieflens.open_cache(path)
+    try:
+        # both read-outs in one file, told apart by the probe coordinate
+        probes = np.asarray(ds["probe"].values).astype(str)
+        assert (probes == "revealed").sum() == n and (probes == "stated").sum() == 5 * n
+        r = readouts(ds)
+        s = summarise(r)
+        section = revealed_section(ds, tmp_path, method="geometric")
+    finally:
+        ds.close()
+    # read-outs are distributions: revealed over the outcomes, stated over five candidates
+    assert np.allclose(r.revealed.sum("outcome"), 1.0, atol=1e-6)
+    assert np.allclose(r.stated.sum("outcome"), 1.0, atol=1e-6)
+    assert r.stated.sizes["outcome"] == 5
+    assert r.revealed_lens is not None and r.revealed_lens.sizes["layer"] == 31
+    rows = [*variants, "all"] if len(variants) > 1 else variants
+    assert list(s.distance[VARIANT].values) == rows
+    for m in ("chebyshev", "l1", "sym_kl"):
+        v = s.distance[f"{m}_mean"].values
+        assert np.all(np.isfinite(v)) and np.all(v >= 0)
+    assert np.all(s.distance["l1_mean"].values <= 2.0 + 1e-9)
+    assert s.lens_distance is not None
+    assert np.all(np.isfinite(s.lens_distance["l1_mean"].values))
+    acc = s.accuracy.sel({VARIANT: rows[-1]})
+    assert int(acc["n_all"]) == n and 0.0 <= float(acc["staa_all"]) <= 1.0
+    if has_mode:
+        assert int(acc["n"]) >= 1
+        for k in ("staa", "revb", "p_value"):
+            assert 0.0 <= float(acc[k]) <= 1.0
+    else:
+        assert int(acc["n"]) == 0
+    if has_uniform:
+        assert s.bias.sizes[VARIANT] >= 1
+        assert np.all(np.isfinite(s.bias["p_first_mean"].values))
+        assert np.all(np.isfinite(s.bias["stated_a_mean"].values))
+    assert "Revealed belief vs truth" in section.text and "StaA" in section.text
+    assert {f.name for f in section.files} == {"revealed_accuracy.png", "revealed_lens.png"}
+    if name == "dice":  # the section is registered: `analyze` runs it and writes the report
+        report = analyze(path, tmp_path / "report")
+        assert "Revealed belief vs stated answer" in report.text
+        assert (tmp_path / "report" / "revealed_accuracy.png").exists()
+        assert "revealed_accuracy.png" in (tmp_path / "report" / "report.md").read_text()
