@@ -110,3 +110,46 @@ def _pm(mean: xr.DataArray, sem: xr.DataArray) -> str:
     if np.isnan(m):
         return "-"
     return f"{m:.3f}" if np.isnan(s) else f"{m:.3f}±{s:.3f}"
+
+
+def format_summary(summary: xr.Dataset, *, every: int = 5) -> str:
+    """Plain-text :func:`belieflens.analysis.summary`: TVD to the oracle (mean over turns) per
+    layer (every ``every``-th and the last) and source, one block per delivery and probe."""
+    tv = summary["tvd_mean"]
+    layers = [int(x) for x in tv["layer"].values]
+    shown = sorted(set(layers[::every]) | {layers[-1]})
+    sources = [str(s) for s in tv["source"].values]
+    lines: list[str] = []
+    for d in tv["delivery"].values:
+        for p in tv["probe"].values:
+            sub = tv.sel(delivery=d, probe=p)
+            if bool(sub.isnull().all()):
+                continue
+            by_layer = sub.mean("turn", skipna=True)
+            lines.append(f"{d} / {p}: TVD to oracle, mean over turns")
+            lines.append("  " + f"{'layer':>5}" + "".join(f"  {s:>10}" for s in sources))
+            for la in shown:
+                cells = "".join(
+                    f"  {_num(by_layer.sel(layer=la, source=s)):>10}" for s in sources
+                )
+                lines.append(f"  {la:>5}{cells}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def best_layers(summary: xr.Dataset) -> dict[str, tuple[int, float]]:
+    """Per source: the layer with the lowest TVD to the oracle (mean over every other dim)."""
+    out: dict[str, tuple[int, float]] = {}
+    tv = summary["tvd_mean"]
+    for s in tv["source"].values:
+        m = tv.sel(source=s).mean(["delivery", "probe", "turn"], skipna=True)
+        if bool(m.isnull().all()):
+            continue
+        la = int(m.idxmin("layer"))
+        out[str(s)] = (la, float(m.sel(layer=la)))
+    return out
+
+
+def _num(x: xr.DataArray) -> str:
+    v = float(x)
+    return "-" if np.isnan(v) else f"{v:.3f}"

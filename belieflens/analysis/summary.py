@@ -1,0 +1,193 @@
+"""One tidy table of how far each read-out of the model's belief is from the Bayesian oracle.
+
+:func:`summary` returns TVD to the oracle (mean over episodes ± 1 SEM) on dims
+``(delivery, probe, turn, layer, source)`` with ``source`` one of:
+
+- ``output``: the model's debiased output belief. It does not depend on the layer and is
+  **repeated over every layer**, so that ``sel(layer=l)`` compares all sources at once
+  and a layer x turn heatmap of it is flat by construction.
+- ``logit-lens``: each layer's residual at the answer position read through the final
+  norm and unembedding (:mod:`belieflens.analysis.lens`), debiased like the output.
+- ``tuned-lens``: the same after the layer's tuned-lens translator; NaN without a lens.
+- ``probe``: a multinomial logistic probe (soft targets: the oracle distribution) fitted
+  per layer and per probe question on the residuals at the answer position, scored on
+  held-out episodes (grouped cross-validation, so no episode's turns are in both train
+  and test); its held-out predictions are averaged over rotations per probe instance.
+  NaN where no oracle exists or fewer than 2 episodes are in the file.
+
+The issue asked for dims ``(probe, turn, layer, source)``; ``delivery`` is kept as a fifth
+dimension because deliveries (single- vs multi-turn) are different conditions on the same
+evidence, and pooling them would hide the comparison they exist for. A file with one
+delivery has ``delivery`` of size 1 (``.squeeze("delivery")``).
+
+Residuals are read ``chunk`` queries at a time (lens) or in layer groups under a memory
+budget (probes), so files larger than memory work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.beliefs import Instances, _coords, _scatter, instances, output_beliefs
+from belieflens.analysis.divergence import tvd
+from belieflens.analysis.lens import Translator, lens_beliefs
+from belieflens.analysis.probes.folds import group_folds
+from belieflens.analysis.probes.heldout import heldout_softmax
+from belieflens.analysis.tables import mean_sem, unpad
+from belieflens.dims import EPISODE, LAYER
+from belieflens.types import DebiasMethod
+
+SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
+"""The values of the ``source`` dimension, in this order."""
+
+SOURCE_DIM = "source"
+
+
+def _tvd_to_oracle(
+    belief: xr.DataArray, oracle: xr.DataArray, labels: xr.DataArray
+) -> xr.DataArray:
+    return tvd(unpad(oracle, labels), unpad(belief, labels), dim="outcome")
+
+
+def probe_tvd(
+    ds: xr.Dataset,
+    inst: Instances,
+    rng: np.random.Generator,
+    *,
+    n_folds: int = 5,
+    lam: float = 1e-2,
+    max_iter: int = 200,
+    chunk: int = 256,
+    memory_budget: int = 2**28,
+) -> np.ndarray:
+    """Held-out probe TVD to the oracle per ``[instance, layer]`` (NaN where not estimable).
+
+    One softmax probe per (probe question, layer), trained on the oracle distribution with
+    folds grouped by episode; each query row is predicted by the probe that did not see
+    its episode, and a probe instance's TVD is the mean over its rotations.
+    """
+    n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
+    out = np.full((len(inst.rows), n_layer), np.nan)
+    oracle = np.asarray(ds["oracle"].values, dtype=np.float64)
+    k_q = (
+        np.asarray(ds["n_outcome"].values).astype(np.int64)
+        if "n_outcome" in ds
+        else (np.asarray(ds["outcome_label"].values).astype(str) != "").sum(axis=1)
+    )
+    probe = np.asarray(ds["probe"].values).astype(str)
+    episode = np.asarray(ds[EPISODE].values).astype(np.int64)
+    cols = np.arange(oracle.shape[1])
+    real = cols[None, :] < k_q[:, None]
+    valid = np.all(np.isfinite(oracle) | ~real, axis=1) & (k_q >= 2)
+    tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, targets, folds)
+    for name in np.unique(probe[valid]):
+        rows = np.flatnonzero(valid & (probe == name))
+        k = int(k_q[rows].max())
+        eps = np.unique(episode[rows])
+        if eps.size < 2:
+            continue
+        folds = group_folds(episode[rows], min(n_folds, int(eps.size)), rng)
+        tasks.append((rows, oracle[rows][:, :k], folds))
+    if not tasks:
+        return out
+    used = np.unique(np.concatenate([t[0] for t in tasks]))
+    where = np.full(n_q, -1, dtype=np.int64)
+    where[used] = np.arange(used.size)
+    row_tvd = np.full((n_q, n_layer), np.nan)
+    per_pass = max(1, memory_budget // max(1, used.size * d * 8))
+    for l0 in range(0, n_layer, per_pass):
+        group = list(range(l0, min(n_layer, l0 + per_pass)))
+        x = np.empty((used.size, len(group), d))
+        for s in range(0, n_q, chunk):
+            e = min(s + chunk, n_q)
+            keep = where[s:e] >= 0
+            if not keep.any():
+                continue
+            block = ds["resid"].isel(query=slice(s, e), layer=group).values
+            x[where[s:e][keep]] = np.asarray(block, dtype=np.float64)[keep]
+        for i, layer in enumerate(group):
+            for rows, y, folds in tasks:
+                pred = heldout_softmax(x[where[rows], i], y, folds, lam=lam, max_iter=max_iter)
+                y_n = y / y.sum(axis=1, keepdims=True)
+                row_tvd[rows, layer] = 0.5 * np.abs(pred - y_n).sum(axis=1)
+    for j, rows in enumerate(inst.rows):
+        vals = row_tvd[rows]
+        if np.isfinite(vals).all():
+            out[j] = vals.mean(axis=0)
+    return out
+
+
+def summary(
+    ds: xr.Dataset,
+    lens: Translator | None = None,
+    *,
+    method: DebiasMethod = "geometric",
+    probes: bool = True,
+    seed: int = 0,
+    n_folds: int = 5,
+    probe_lam: float = 1e-2,
+    chunk: int = 256,
+) -> xr.Dataset:
+    """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
+
+    ``lens`` is a tuned lens (any :class:`~belieflens.analysis.lens.Translator`; a
+    :class:`~belieflens.analysis.tuned_lens.TunedLens` is checked against the file's
+    ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
+    ``seed`` seeds the probes' fold assignment. Variables: ``tvd_mean``, ``tvd_sem``,
+    ``n`` (episodes with a value); see the module docstring for the sources.
+    """
+    check = getattr(lens, "check_file", None)
+    if check is not None:
+        check(ds)
+    inst = instances(ds)
+    beliefs = output_beliefs(ds, method=method)
+    oracle, labels = beliefs["oracle"], beliefs["outcome_label"]
+    layers = list(range(ds.sizes[LAYER]))
+    layer = xr.DataArray(layers, dims=LAYER, coords={LAYER: layers})
+    out_tvd = _tvd_to_oracle(beliefs["belief"], oracle, labels).broadcast_like(layer)
+    logit = lens_beliefs(ds, method=method, chunk=chunk)
+    logit_tvd = _tvd_to_oracle(logit, oracle, labels)
+    nan = xr.full_like(logit_tvd, np.nan)
+    tuned_tvd = (
+        _tvd_to_oracle(lens_beliefs(ds, method=method, translator=lens, chunk=chunk),
+                       oracle, labels)
+        if lens is not None
+        else nan
+    )
+    if probes:
+        grid = _scatter(inst, probe_tvd(ds, inst, np.random.default_rng(seed),
+                                        n_folds=n_folds, lam=probe_lam, chunk=chunk))
+        coords = {**_coords(inst), LAYER: layers}
+        probe_da = xr.DataArray(grid, dims=("delivery", "probe", EPISODE, "turn", LAYER),
+                                coords=coords)
+        probe_da = probe_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
+    else:
+        probe_da = nan
+    stacked = xr.concat(
+        [x.transpose("delivery", "probe", EPISODE, "turn", LAYER)
+         for x in (out_tvd, logit_tvd, tuned_tvd, probe_da)],
+        dim=xr.DataArray(list(SOURCES), dims=SOURCE_DIM, name=SOURCE_DIM),
+    )
+    stats = mean_sem(stacked, EPISODE)
+    res = xr.Dataset(
+        {
+            "tvd_mean": stats["mean"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
+            "tvd_sem": stats["sem"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
+            "n": stats["n"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
+        }
+    )
+    res["tvd_mean"].attrs["description"] = "TVD to the oracle, mean over episodes"
+    res["tvd_sem"].attrs["description"] = "standard error of the mean over episodes"
+    res.attrs.update({
+        "debias": method,
+        "output_layer": "repeated: the output belief does not depend on the layer",
+        "tuned_lens": int(lens is not None),
+        "probes": int(probes),
+        "probe_kind": "softmax, soft targets = oracle, folds grouped by episode",
+        "probe_folds": n_folds,
+        "probe_lam": probe_lam,
+        "seed": seed,
+        "lens_multi_token": str(logit.attrs.get("multi_token")),
+    })
+    return res

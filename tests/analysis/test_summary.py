@@ -1,0 +1,162 @@
+"""summary(), position bias, calibration and the report on a tiny-model file written in many
+batches: chunked results equal in-memory results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import belieflens
+import belieflens.analysis as analysis
+import belieflens.envs as envs
+from belieflens.analysis.calibration import reliability
+from belieflens.analysis.lens import lens_beliefs
+from belieflens.analysis.position_bias import position_bias
+from belieflens.analysis.report import analyze
+from belieflens.analysis.tuned_lens.lens import TunedLensConfig, identity_lens
+from belieflens.cache.extract import ExtractOptions, extract
+
+
+@pytest.fixture(scope="module")
+def batched_file(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env = envs.get("coin-flip", turns=2, bins=3)
+    out = tmp_path_factory.mktemp("summary") / "coin.h5"
+    # window=7: the file is written in many small batches (queries are not a multiple of 7)
+    return extract(env, tiny_model, out, ExtractOptions(episodes=4, window=7, max_rows=4))
+
+
+def _lens_for(ds: xr.Dataset) -> Any:
+    cfg = TunedLensConfig(model_id="tiny-random", revision="unknown",
+                          weights_hash=str(ds.attrs["weights_hash"]), unembed_hash="x",
+                          n_layers=ds.sizes["layer"], d_model=ds.sizes["d_model"],
+                          vocab_size=0)
+    return identity_lens(cfg)
+
+
+def _close(a: xr.DataArray, b: xr.DataArray, atol: float = 1e-9) -> bool:
+    x, y = xr.broadcast(a, b)
+    return bool(np.allclose(x.values, y.values, atol=atol, equal_nan=True))
+
+
+def test_summary_shape_sources_and_semantics(batched_file: Path) -> None:
+    ds = belieflens.open_cache(batched_file)
+    s = analysis.summary(ds, _lens_for(ds), chunk=5)
+    assert s["tvd_mean"].dims == ("delivery", "probe", "turn", "layer", "source")
+    assert list(s["source"].values) == ["output", "logit-lens", "tuned-lens", "probe"]
+    tv = s["tvd_mean"]
+    # output repeated over layers; logit lens at the last layer equals the output
+    out = tv.sel(source="output")
+    assert _close(out, out.isel(layer=0))
+    assert _close(tv.sel(source="logit-lens").isel(layer=-1), out.isel(layer=-1), atol=1e-4)
+    # an identity tuned lens is the logit lens
+    assert _close(tv.sel(source="tuned-lens"), tv.sel(source="logit-lens"))
+    probe = tv.sel(source="probe")
+    has = s["n"].sel(source="output") > 0
+    assert bool(np.isfinite(probe.where(has)).sum() == has.sum())
+    assert float(probe.min()) >= 0 and float(probe.max()) <= 1
+    assert ((s["n"] == 4) | (s["n"] == 0)).all() and int(s["n"].max()) == 4
+    assert np.all(s["tvd_sem"].values[np.isfinite(s["tvd_sem"].values)] >= 0)
+    no = analysis.summary(ds, probes=False)
+    assert no["tvd_mean"].sel(source=["tuned-lens", "probe"]).isnull().all()
+    ds.close()
+
+
+def test_chunked_equals_in_memory(batched_file: Path) -> None:
+    ds = belieflens.open_cache(batched_file)
+    assert ds["resid"].variable._in_memory is False  # lazily indexed, not loaded
+    chunked = analysis.summary(ds, chunk=3, seed=1)
+    mem = ds.load()
+    whole = analysis.summary(mem, chunk=10**6, seed=1)
+    xr.testing.assert_allclose(chunked, whole, rtol=1e-9, atol=1e-12)
+    a = lens_beliefs(belieflens.open_cache(batched_file), chunk=2)
+    xr.testing.assert_allclose(a, lens_beliefs(mem, chunk=10**6), rtol=1e-9, atol=1e-12)
+    ds.close()
+
+
+def test_position_bias_and_calibration_on_file(batched_file: Path) -> None:
+    ds = belieflens.open_cache(batched_file)
+    pb = position_bias(ds)
+    rt = pb["rotation_tvd_mean"].values
+    assert np.all(rt[np.isfinite(rt)] >= 0) and np.all(rt[np.isfinite(rt)] <= 1)
+    # excess probabilities over a probe's K positions sum to 0 per read-out
+    pe = pb["position_excess_mean"].sum("option", skipna=True)
+    assert np.allclose(pe, 0.0, atol=1e-9)
+    rel = reliability(analysis.output_beliefs(ds))
+    assert "all" in rel["probe"].values and float(rel["count"].sel(probe="all").sum()) > 0
+    ds.close()
+
+
+def _mcq(bias: float, k: int = 3) -> xr.Dataset:
+    """One probe instance per episode, asked under k rotations, with belief q and an additive
+    log-prob bonus ``bias`` for position 0."""
+    from belieflens.probes.latin import latin_square
+
+    q = np.array([0.6, 0.3, 0.1])
+    sq = latin_square(k)
+    rows = []
+    for r in range(k):
+        lp = np.log(q[sq[r]])
+        lp[0] += bias
+        rows.append(lp)
+    n = 2 * k
+    lp = np.array(rows * 2)
+    return xr.Dataset(
+        {
+            "option_logprob": (("query", "option"), lp),
+            "outcome": (("query", "option"), np.concatenate([sq, sq])),
+            "n_outcome": (("query",), np.full(n, k)),
+            "oracle": (("query", "outcome"), np.tile(q, (n, 1))),
+            "outcome_label": (("query", "outcome"), np.array([["a", "b", "c"]] * n)),
+        },
+        coords={"episode": ("query", np.repeat([0, 1], k)), "turn": ("query", np.zeros(n)),
+                "rotation": ("query", np.tile(np.arange(k), 2)),
+                "probe": ("query", ["p"] * n), "delivery": ("query", ["single-turn"] * n)},
+    )
+
+
+def test_position_bias_finds_a_planted_slot_preference() -> None:
+    clean = position_bias(_mcq(0.0))
+    assert np.allclose(clean["rotation_tvd_mean"], 0.0, atol=1e-12)
+    assert np.allclose(clean["position_excess_mean"], 0.0, atol=1e-12)
+    biased = position_bias(_mcq(1.5))
+    pe = biased["position_excess_mean"].sel(delivery="single-turn", probe="p").values
+    assert pe[0] > 0.1 and pe[1] < 0 and pe[2] < 0
+    assert float(biased["rotation_tvd_mean"].min()) > 0.05
+
+
+def test_reliability_is_zero_at_the_oracle_and_positive_when_overconfident() -> None:
+    ds = _mcq(0.0)
+    b = analysis.output_beliefs(ds)
+    assert float(reliability(b)["ece"].sel(probe="all")) == pytest.approx(0.0, abs=1e-9)
+    sharp = b["belief"] ** 3
+    b2 = b.assign(belief=sharp / sharp.sum("outcome"))
+    rel = reliability(b2)
+    assert float(rel["ece"].sel(probe="all")) > 0.05
+    top = rel.sel(probe="all").dropna("bin")
+    assert float(top["predicted"][-1]) > float(top["oracle"][-1])  # over-confident at the top
+
+
+def test_report_embeds_every_figure(batched_file: Path, tmp_path: Path) -> None:
+    res = analyze(batched_file, tmp_path / "rep", probes=False)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    pngs = [f for f in res.files if f.suffix == ".png"]
+    assert len(pngs) >= 6
+    for f in pngs:
+        assert f.exists() and f.stat().st_size > 1000
+        assert f"]({f.name})" in md
+    for heading in ("How to read this", "Where in the network", "Position bias", "Calibration"):
+        assert heading in md
+    assert "output TVD to oracle" in res.headline and "logit-lens" in res.headline
+
+
+def test_mean_abs_sees_what_binned_ece_misses() -> None:
+    b = analysis.output_beliefs(_mcq(0.0))
+    flat = b.assign(belief=xr.full_like(b["belief"], 1 / 3))
+    rel = reliability(flat)
+    assert float(rel["ece"].sel(probe="all")) == pytest.approx(0.0, abs=1e-9)
+    assert float(rel["mean_abs"].sel(probe="all")) == pytest.approx((0.6 - 1 / 3 + 1 / 3 - 0.3
+                                                                     + 1 / 3 - 0.1) / 3)
