@@ -46,7 +46,18 @@ class SectionFn(Protocol):
 
 
 # environment name -> ["module:function", ...]
-_SECTIONS: dict[str, list[str]] = {}
+_SECTIONS: dict[str, list[str]] = {
+    "dutch-book": ["belieflens.analysis.coherence_section:dutch_book_section"],
+    "protein-world": ["belieflens.analysis.protein_section:protein_world_section"],
+    "belief-attribution": ["belieflens.analysis.attribution_section:belief_attribution_section"],
+    "recommender": ["belieflens.analysis.recommender_section:recommender_section"],
+    "social-judgment": ["belieflens.analysis.judgment_section:judgment_section"],
+    "medical-triage": ["belieflens.analysis.judgment_section:judgment_section"],
+    **{
+        env: ["belieflens.analysis.revealed.section:revealed_section"]
+        for env in ("dice", "coins", "preference", "choice", "case-study")
+    },
+}
 
 
 def sections_for(env: str) -> list[SectionFn]:

@@ -38,6 +38,9 @@ def envs() -> None:
         typer.echo(f"{name}: {doc}")
         for p in params:
             typer.echo(f"    {p.name} ({p.type}, default {p.default!r}): {p.help}")
+        count = getattr(registry.get(name), "count", None)  # finite grids (revealed beliefs)
+        if callable(count):
+            typer.echo(f"    grid: {count()} prompts with the defaults (one episode each)")
         typer.echo("")
 
 
@@ -51,11 +54,17 @@ def extract(
     model: Annotated[str, typer.Option(help="embedded name, HF id, folder or .gguf")] = (
         "smollm2-135m"
     ),
+    simulator: Annotated[
+        str | None, typer.Option(help="model that plays the user under active engagement "
+                                 "(embedded name, HF id, folder or .gguf; default: --model)")
+    ] = None,
     episodes: Annotated[int, typer.Option(help="number of episodes")] = 4,
     seed: Annotated[int, typer.Option(help="random seed of the environment")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
-    batch_size: Annotated[int, typer.Option(help="max rows per forward batch")] = 16,
+    batch_size: Annotated[
+        str, typer.Option(help="max rows per forward batch, or auto (fit a memory budget)")
+    ] = "16",
     max_tokens: Annotated[int, typer.Option(help="max padded tokens per batch")] = 8192,
     threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
     padding: Annotated[str, typer.Option(help="padding side: right or left")] = "right",
@@ -76,8 +85,14 @@ def extract(
     no_prefix_reuse: Annotated[
         bool, typer.Option("--no-prefix-reuse", help="run every query on its full prompt")
     ] = False,
+    window: Annotated[
+        int, typer.Option(hidden=True, help="queries per written window (the resume unit)")
+    ] = 256,
 ) -> None:
-    """Run every read-out of an environment through a model and write a cache file."""
+    """Run every read-out of an environment through a model and write a cache file.
+
+    If ``OUT.partial`` holds an interrupted run of the same study, it is resumed.
+    """
     from belieflens import envs as registry
     from belieflens.envs.params import parse_assignments
 
@@ -86,27 +101,41 @@ def extract(
         _choice("--dtype", dtype, DTypeName)
         _choice("--padding", padding, PaddingSide)
         _choice("--resid-dtype", resid_dtype, StoreDTypeName)
-        if threads < 0:
-            raise ParameterError(f"option '--threads' = {threads} is not allowed: >= 0")
-        if out.exists() and not overwrite:
-            raise ParameterError(f"{out} exists; pass --overwrite to replace it")
-        if out.exists() and out.is_dir():
-            raise ParameterError(f"--out {out} is a directory")
+        _check_out(out, overwrite)
         from belieflens.cache.extract import ExtractOptions
 
         options = ExtractOptions(
-            episodes=episodes, seed=seed, max_rows=batch_size, max_tokens=max_tokens,
+            episodes=episodes, seed=seed, max_rows=_batch_size(batch_size), max_tokens=max_tokens,
             save_logits=save_logits, padding_side=padding,  # type: ignore[arg-type]
             resid_dtype=resid_dtype, threads=threads,  # type: ignore[arg-type]
-            reuse_prefix=not no_prefix_reuse, cont_resid=cont_resid,
+            reuse_prefix=not no_prefix_reuse, cont_resid=cont_resid, window=window,
         )
         environment = registry.get(env, **parse_assignments(set_ or []))
         from belieflens.cache.models import resolve
 
         resolve(model)  # fail fast, before any heavy import or work
-        _run_extract(environment, out, options, model, device, dtype, threads, quiet)
+        if simulator is not None:
+            resolve(simulator)
+        from belieflens.cache.lock import write_lock
+
+        with write_lock(out):  # a second writer is refused before the model loads
+            _run_extract(environment, out, options, model, device, dtype, threads, quiet,
+                         overwrite, simulator=simulator)
     except BeliefLensError as e:
         _fail(str(e))
+
+
+def _batch_size(value: str) -> int:
+    """``--batch-size``: a positive integer, or ``auto`` (0 internally)."""
+    if value == "auto":
+        return 0
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise ParameterError(f"option '--batch-size' = {value} is not allowed: >= 1, or auto")
+    return n
 
 
 def _choice(option: str, value: str, literal: Any) -> None:
@@ -119,8 +148,27 @@ def _choice(option: str, value: str, literal: Any) -> None:
         )
 
 
+def _check_out(out: Path, overwrite: bool) -> None:
+    import os
+
+    if out.is_dir():
+        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a directory")
+    if out.exists() and not overwrite:
+        raise ParameterError(f"{out} exists; pass --overwrite to replace it")
+    folder = out.parent
+    if not folder.is_dir():
+        raise ParameterError(
+            f"option '--out' = '{out}' is not allowed: folder {folder} does not exist"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ParameterError(
+            f"option '--out' = '{out}' is not allowed: folder {folder} is not writable"
+        )
+
+
 def _run_extract(environment: Any, out: Path, options: Any, model: str, device: str,
-                 dtype: str, threads: int, quiet: bool) -> None:
+                 dtype: str, threads: int, quiet: bool, overwrite: bool,
+                 simulator: str | None = None) -> None:
     import torch
     from rich.progress import (
         BarColumn,
@@ -137,11 +185,22 @@ def _run_extract(environment: Any, out: Path, options: Any, model: str, device: 
     if threads:
         torch.set_num_threads(threads)
     with _QuietLibraries():
-        loaded = load(model, device=device, dtype=dtype)  # type: ignore[arg-type]
+        try:
+            loaded = load(model, device=device, dtype=dtype)  # type: ignore[arg-type]
+        except BeliefLensError:
+            raise
+        except Exception as e:  # weights or config transformers cannot read
+            from belieflens.errors import ModelNotFoundError
+
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ModelNotFoundError(f"model {model!r} could not be loaded: {first}") from None
     typer.echo(
         f"model {loaded.info.official_id} ({loaded.info.n_layers} layers, {loaded.info.dtype}, "
         f"{loaded.info.device}, {torch.get_num_threads()} threads) loaded in "
         f"{loaded.info.load_seconds:.1f}s", err=True,
+    )
+    environment, gen_attrs = _bind_generation(
+        environment, loaded, simulator, device, dtype, quiet
     )
     columns = (
         TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
@@ -152,11 +211,49 @@ def _run_extract(environment: Any, out: Path, options: Any, model: str, device: 
         task = bar.add_task("extract", total=None, tps="-")
 
         def report(p: ex.Progress) -> None:
+            if p.resumed and p.tokens == 0:
+                typer.echo(f"resuming {out}.partial: {p.resumed} of {p.total} read-outs "
+                           "already written", err=True)
             tps = f"{p.tokens / p.seconds:,.0f}" if p.seconds > 0 else "-"
             bar.update(task, completed=p.done, total=p.total, tps=tps)
 
-        path = ex.extract(environment, loaded, out, options, on_progress=report)
+        path = ex.extract(environment, loaded, out, options, on_progress=report,
+                          overwrite=overwrite, extra_attrs=gen_attrs)
     typer.echo(f"wrote {path}")
+
+
+def _bind_generation(environment: Any, loaded: Any, simulator: str | None, device: str,
+                     dtype: str, quiet: bool) -> tuple[Any, dict[str, Any]]:
+    """Bind generators on the loaded model (and the simulator model) if the env needs text."""
+    from belieflens.cache.generate import bind_model
+    from belieflens.cache.generation_log import (
+        GenerationRecord,
+        requires_generator,
+        requires_simulator,
+    )
+    from belieflens.cache.models import load
+
+    if not requires_generator(environment):
+        return environment, {}
+    sim = loaded
+    if requires_simulator(environment) and simulator is not None and simulator != loaded.info.spec:
+        with _QuietLibraries():
+            sim = load(simulator, device=device, dtype=dtype)  # type: ignore[arg-type]
+        typer.echo(f"simulator {sim.info.official_id} loaded in {sim.info.load_seconds:.1f}s",
+                   err=True)
+    count = [0]
+
+    def echo(r: GenerationRecord) -> None:
+        count[0] += 1
+        if not quiet:
+            typer.echo(f"generated {r.role} #{count[0]} ({r.tokens} tokens, {r.stop})", err=True)
+
+    attrs: dict[str, Any] = {"generator_model": loaded.info.official_id}
+    if requires_simulator(environment):
+        attrs.update({"simulator_model": sim.info.official_id,
+                      "simulator_spec": sim.info.spec,
+                      "simulator_weights_hash": sim.info.weights_hash})
+    return bind_model(environment, loaded, simulator=sim, on_record=echo), attrs
 
 
 class _QuietLibraries:
@@ -190,13 +287,21 @@ def analyze(
         None
     ),
     debias: Annotated[str, typer.Option(help="geometric or arithmetic")] = "geometric",
+    lens: Annotated[
+        str | None, typer.Option("--lens", help="tuned:DIR, a lens from `belieflens lens train`")
+    ] = None,
+    no_probes: Annotated[
+        bool, typer.Option("--no-probes", help="skip the per-layer linear probes")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="seed of the probes' cross-validation folds")] = 0,
 ) -> None:
     """Print belief tables; with --out, write plots and a Markdown report."""
     from belieflens.analysis.report import analyze as run
 
     try:
         _choice("--debias", debias, DebiasMethod)
-        result = run(file, out, method=debias)  # type: ignore[arg-type]
+        result = run(file, out, method=debias, lens=lens,  # type: ignore[arg-type]
+                     probes=not no_probes, seed=seed)
     except BeliefLensError as e:
         _fail(str(e))
         return
@@ -205,15 +310,117 @@ def analyze(
         typer.echo(f"wrote {f}")
 
 
+lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")
+app.add_typer(lens_app, name="lens")
+
+
+@lens_app.command("train")
+def lens_train(
+    out: Annotated[Path, typer.Option("--out", help="folder to write the lens into")],
+    model: Annotated[str, typer.Option(help="embedded name, HF id, folder or .gguf")] = (
+        "smollm2-135m"
+    ),
+    envs_: Annotated[
+        str, typer.Option("--envs", help="comma-separated environments supplying contexts")
+    ] = "coin-flip,dice,coins,preference,recommender,medical-triage",
+    contexts: Annotated[int, typer.Option(help="contexts to run")] = 32,
+    per_context: Annotated[int, typer.Option(help="token positions sampled per context")] = 16,
+    epochs: Annotated[int, typer.Option(help="passes over the training positions")] = 4,
+    lr: Annotated[float, typer.Option(help="Adam learning rate")] = 2e-3,
+    vocab_top: Annotated[
+        int, typer.Option(help="train on the union of each position's top-N final tokens "
+                          "(0 = full vocabulary, slower)")
+    ] = 256,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
+    threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing lens")] = (
+        False
+    ),
+) -> None:
+    """Train a tuned lens on contexts the environments generate and save it to --out."""
+    try:
+        _choice("--device", device, DeviceName)
+        if threads < 0:
+            raise ParameterError(f"option '--threads' = {threads} is not allowed: >= 0")
+        if vocab_top < 0:
+            raise ParameterError(f"option '--vocab-top' = {vocab_top} is not allowed: >= 0")
+        if (out / "config.json").exists() and not overwrite:
+            raise ParameterError(f"{out} holds a lens; pass --overwrite to replace it")
+        from belieflens import envs as registry
+        from belieflens.analysis.tuned_lens import TrainOptions
+        from belieflens.cache.models import resolve
+
+        names = [e.strip() for e in envs_.split(",") if e.strip()]
+        for name in names:
+            registry.describe(name)  # unknown names fail here, before loading anything
+        options = TrainOptions(epochs=epochs, lr=lr, vocab_top=vocab_top or None)
+        resolve(model)
+        _run_lens_train(model, out, names, contexts, per_context, options, seed, device,
+                        threads)
+    except BeliefLensError as e:
+        _fail(str(e))
+
+
+def _run_lens_train(model: str, out: Path, names: list[str], contexts: int, per_context: int,
+                    options: Any, seed: int, device: str, threads: int) -> None:
+    import numpy as np
+    import torch
+
+    from belieflens.analysis.tuned_lens import (
+        collect_positions,
+        save_tuned_lens,
+        train_tuned_lens,
+    )
+    from belieflens.cache.models import load
+
+    if threads:
+        torch.set_num_threads(threads)
+    with _QuietLibraries():
+        loaded = load(model, device=device)  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed)
+    positions = collect_positions(loaded, rng, envs=names, seed=seed, max_contexts=contexts,
+                                  per_context=per_context)
+    typer.echo(f"{positions.resid.shape[0]} positions from {positions.n_contexts} contexts",
+               err=True)
+    result = train_tuned_lens(loaded, positions, rng, options)
+    save_tuned_lens(result.lens, out)
+    typer.echo("held-out KL(final || lens) per layer, nats (logit lens -> tuned lens):")
+    for layer, (a, b) in enumerate(zip(result.kl_logit, result.kl_tuned, strict=True)):
+        typer.echo(f"  layer {layer:>3}: {a:8.3f} -> {b:8.3f}")
+    typer.echo(f"trained in {result.seconds:.1f}s; wrote {out}")
+
+
 @app.command()
 def info(
     file: Annotated[Path, typer.Argument(help="cache file")],
+    rerun_command: Annotated[
+        bool, typer.Option("--rerun-command", help="print the command that reproduces FILE")
+    ] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="re-check FILE's internal consistency; exit 1 "
+                           "with one line per problem")
+    ] = False,
 ) -> None:
     """Print a cache file's provenance, dimensions and sizes."""
-    from belieflens.cache.info import describe
+    from belieflens.cache import info as cache_info
 
+    if verify:
+        from belieflens.cache.verify import verify as check
+
+        problems = check(file)
+        for line in problems:
+            typer.echo(f"problem: {line}")
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"ok: {file} passed every consistency check")
+        if not rerun_command:
+            return
     try:
-        typer.echo(describe(file))
+        if rerun_command:
+            typer.echo(cache_info.rerun_command(file))
+        else:
+            typer.echo(cache_info.describe(file))
     except BeliefLensError as e:
         _fail(str(e))
 
