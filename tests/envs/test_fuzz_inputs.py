@@ -58,6 +58,8 @@ def test_environment_parameters_raise_only_parameter_errors(data: st.DataObject)
     except (ParameterError, ImportFormatError) as e:
         assert "\n" not in str(e) and str(e)
         return
+    if getattr(env, "requires_generator", False):
+        return  # needs a model to generate text: the CLI binds one before any work
     if all(_small(v) for v in params.values()):
         # accepted values must not fail later, once work has started
         for ep in islice(env.episodes(1, seed=0), 1):

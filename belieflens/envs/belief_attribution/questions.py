@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from belieflens.envs.importing import read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "questions.json"
@@ -86,18 +87,7 @@ def parse_questions(data: object, source: str) -> tuple[FactQuestion, ...]:
 def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
     """Load a user question set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ImportFormatError(f"{p}: cannot read question file ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise ImportFormatError(f"{p}: not UTF-8 text (byte {e.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ImportFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    except (ValueError, RecursionError) as e:  # too many digits, or nested too deeply
-        raise ImportFormatError(f"{p}: not valid JSON ({str(e).splitlines()[0]})") from None
+    data = read_json(p)
     return parse_questions(data, str(p))
 
 

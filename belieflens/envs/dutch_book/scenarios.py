@@ -27,6 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from belieflens.analysis.coherence import SCENARIO_KINDS, ScenarioKind
+from belieflens.envs.importing import read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "scenarios.json"
@@ -106,18 +107,7 @@ def parse_scenarios(data: object, source: str) -> tuple[Scenario, ...]:
 def load_scenarios(path: str | Path) -> tuple[Scenario, ...]:
     """Load a user scenario set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ImportFormatError(f"{p}: cannot read scenario file ({e.strerror})") from None
-    except UnicodeDecodeError as e:
-        raise ImportFormatError(f"{p}: not UTF-8 text (byte {e.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ImportFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    except (ValueError, RecursionError) as e:  # too many digits, or nested too deeply
-        raise ImportFormatError(f"{p}: not valid JSON ({str(e).splitlines()[0]})") from None
+    data = read_json(p)
     return parse_scenarios(data, str(p))
 
 
