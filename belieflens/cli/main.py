@@ -262,7 +262,10 @@ class _QuietLibraries:
     def __enter__(self) -> None:
         import logging
         import os
+        import warnings
 
+        # the bridge passes the KV cache under transformers' older keyword; harmless here
+        warnings.filterwarnings("ignore", message="`past_key_values` is deprecated")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
         logging.getLogger("transformers").setLevel(logging.ERROR)
