@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from belieflens import envs
+from belieflens.envs.base import Message
 from belieflens.envs.dutch_book import LABELS, PLACEHOLDER_ANSWER, DutchBook, dialogue
 from belieflens.envs.dutch_book.scenarios import load_scenarios, shipped_scenarios
 from belieflens.errors import ImportFormatError, ParameterError
@@ -144,3 +145,36 @@ def test_yes_no_readout_offers_variants_in_both_orders() -> None:
     assert q0.prefill == q1.prefill == "Answer:"
     earlier = ep.turns[1].messages["multi-turn"][0].content
     assert earlier.endswith("Answer Yes or No.") and "A. Yes" not in earlier
+
+
+class _ScriptedAnswers:
+    """TEST DOUBLE: a TextGenerator that answers with the question count it has seen."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, float]] = []
+
+    def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+                 temperature: float) -> str:
+        self.calls.append((len(messages), seed, temperature))
+        return f"Answer: {'A' if len(messages) % 4 == 1 else 'B'} (reply {len(self.calls)})"
+
+
+def test_dialogue_uses_the_models_own_answers_when_bound() -> None:
+    env = envs.get("dutch-book", answers="model", delivery="multi-turn", kind="monotonicity")
+    assert env.requires_generator  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match="answers=model"):
+        next(iter(env.episodes(1, seed=0)))
+    gen = _ScriptedAnswers()
+    bound = env.bind_generator(gen)  # type: ignore[attr-defined]
+    (ep,) = list(bound.episodes(1, seed=3))
+    m = len(ep.turns)
+    assert len(gen.calls) == m and all(t == 0.0 for _, _, t in gen.calls)
+    last = ep.turns[-1].messages["multi-turn"]
+    replies = [msg.content for msg in last if msg.role == "assistant"]
+    assert replies == [f"Answer: {'A' if (2 * i + 1) % 4 == 1 else 'B'} (reply {i + 1})"
+                       for i in range(m - 1)]
+    assert PLACEHOLDER_ANSWER not in replies
+    again = _ScriptedAnswers()
+    assert list(env.bind_generator(again).episodes(1, seed=3)) == [ep]  # type: ignore[attr-defined]
+    assert again.calls == gen.calls
+    assert not envs.get("dutch-book", answers="model", delivery="single-turn").requires_generator  # type: ignore[attr-defined]

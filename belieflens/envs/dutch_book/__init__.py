@@ -19,26 +19,29 @@ Deliveries:
 
 - ``single-turn`` (across conversations): every question in a fresh chat.
 - ``multi-turn`` (within one dialogue): the earlier questions stay in context,
-  each followed by the assistant turn :data:`PLACEHOLDER_ANSWER`. The model's
-  own earlier answers need the model, so this environment (which never runs
-  one) puts a fixed neutral placeholder there; a runner that generates the
-  model's answers can rebuild the context with :func:`dialogue`.
+  each followed by an assistant turn: by default the fixed neutral
+  :data:`PLACEHOLDER_ANSWER`; with ``answers=model`` the model's own greedy reply
+  to each earlier question (``requires_generator``: ``belieflens extract`` binds
+  the evaluated model), generated in order so each reply sees the earlier ones.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 
 from belieflens.envs.base import Episode, Message, Probe, Query, Turn, append_user
+from belieflens.envs.delivery import require_generator
 from belieflens.envs.dutch_book.scenarios import (
     Scenario,
     load_scenarios,
     shipped_scenarios,
 )
+from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.probes.mcq import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.types import Delivery
@@ -81,10 +84,17 @@ class DutchBookParams:
     readout: Literal["mcq", "yes-no"] = param(
         "mcq", "mcq: A/B letters; yes-no: the words Yes/No with variants (yes, no) summed"
     )
+    answers: Literal["placeholder", "model"] = param(
+        "placeholder",
+        "multi-turn: earlier answers are a fixed placeholder, or the model's own greedy replies",
+    )
+    answer_tokens: int = param(16, "max new tokens of each generated answer (answers=model)")
 
     def __post_init__(self) -> None:
         if self.questions is not None and not self.questions.strip():
             raise bad("questions", self.questions, "a path to a JSON file or none")
+        if not 1 <= self.answer_tokens <= 256:
+            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..256")
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
@@ -166,6 +176,30 @@ class DutchBook:
         self._scenarios = tuple(s for s in pool if params.kind in ("all", s.kind))
         if not self._scenarios:
             raise bad("kind", params.kind, "a kind present in the scenario set")
+        self._generator: TextGenerator | None = None
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether the dialogue needs the model's own answers (``answers=model``, multi-turn)."""
+        return self._params.answers == "model" and "multi-turn" in self._params.deliveries
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy whose within-dialogue answers come from ``generator`` (greedy)."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+    def own_answers(self, questions: Sequence[str], seed: int) -> list[str]:
+        """The bound generator's greedy replies, each asked after the earlier ones."""
+        gen = require_generator("answers=model", self._generator, self.name)
+        answers: list[str] = []
+        for t, q in enumerate(questions):
+            context = dialogue(questions[:t], answers, readout=self._params.readout)
+            asked = (mcq_text(question_text(q), LABELS) if self._params.readout == "mcq"
+                     else yes_no_text(q, 0))
+            answers.append(gen(append_user(context, asked), seed=derive_seed(seed, t),
+                               max_new_tokens=self._params.answer_tokens, temperature=0.0))
+        return answers
 
     @property
     def params(self) -> DutchBookParams:
@@ -184,24 +218,30 @@ class DutchBook:
         for block ``b``), a fresh one every ``len(scenarios)`` episodes; episode ``i``
         shuffles its questions (``order="shuffled"``) with ``default_rng([seed, i])``.
         """
+        if self.requires_generator:
+            require_generator("answers=model", self._generator, self.name)
         count = len(self._scenarios)
         perm = np.arange(0)
         for i in range(n):
             if i % count == 0:
                 perm = np.random.default_rng([seed, 2**31 + i // count]).permutation(count)
             scenario = self._scenarios[int(perm[i % count])]
-            yield self._episode(i, scenario, np.random.default_rng([seed, i]))
+            yield self._episode(i, scenario, np.random.default_rng([seed, i]), seed)
 
-    def _episode(self, index: int, scenario: Scenario, rng: np.random.Generator) -> Episode:
+    def _episode(
+        self, index: int, scenario: Scenario, rng: np.random.Generator, seed: int = 0
+    ) -> Episode:
         p = self._params
         m = len(scenario.questions)
         order = list(range(m)) if p.order == "listed" else [int(x) for x in rng.permutation(m)]
         asked = [scenario.questions[j] for j in order]
+        own = self.own_answers(asked, derive_seed(seed, index)) if self.requires_generator else None
         turns = []
         for t in range(m):
             messages: dict[Delivery, tuple[Message, ...]] = {
                 "single-turn": (),
-                "multi-turn": dialogue(asked[:t], readout=p.readout),
+                "multi-turn": dialogue(asked[:t], None if own is None else own[:t],
+                                       readout=p.readout),
             }
             probes: list[Probe] = [
                 mcq_probe(PROBE, messages[d], question_text(asked[t]), LABELS, None, d)
@@ -221,5 +261,6 @@ class DutchBook:
             "kind": scenario.kind,
             "domain": scenario.domain,
             "order": ",".join(str(j) for j in order),
+            "answers": p.answers,
         }
         return Episode(index=index, turns=tuple(turns), truth=truth)
