@@ -14,10 +14,15 @@ from typing import Any
 from belieflens.errors import ImportFormatError
 
 
+def one_line(text: str) -> str:
+    """``text`` with line breaks escaped, so an error built from file content stays one line."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def fail(path: Path | str, field: str, problem: str) -> ImportFormatError:
     """The uniform one-line import error: file, field, what is wrong."""
     where = f"field '{field}'" if field else "top level"
-    return ImportFormatError(f"{path}: {where}: {problem}")
+    return ImportFormatError(one_line(f"{path}: {where}: {problem}"))
 
 
 def read_json(path: Path) -> Any:

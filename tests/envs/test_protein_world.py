@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from belieflens import envs
+from belieflens.envs.base import Message
 from belieflens.envs.protein_world import ProteinWorld, ProteinWorldParams, experiment_label
 from belieflens.envs.protein_world.oracle import (
     active_run,
@@ -199,3 +200,33 @@ def test_environment_records_eig_of_every_experiment() -> None:
         best = str(ep.truth[f"best_experiment_{t}"])
         assert best == f"measure {ATTRIBUTES[int(np.argmax(gains))]}"
     assert "eig_2_0" not in ep.truth  # no choice after the last experiment
+
+
+class _PickLast:
+    """TEST DOUBLE: a TextGenerator that always answers with the last option's letter."""
+
+    def __init__(self, letter: str) -> None:
+        self.letter = letter
+        self.prompts: list[str] = []
+
+    def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+                 temperature: float) -> str:
+        self.prompts.append(messages[-1].content)
+        assert temperature == 0.0
+        return f"Answer: {self.letter}"
+
+
+def test_model_sequence_follows_the_generators_choices() -> None:
+    env = envs.get("protein-world", sequence="model", attributes=3, steps=3)
+    assert env.requires_generator  # type: ignore[attr-defined]
+    with pytest.raises(ParameterError, match="sequence=model"):
+        next(iter(env.episodes(1, seed=0)))
+    gen = _PickLast("C")
+    (ep,) = list(env.bind_generator(gen).episodes(1, seed=0))  # type: ignore[attr-defined]
+    assert ep.truth["experiments"] == "2,2,2"
+    assert [ep.truth[f"model_choice_valid_{k}"] for k in range(3)] == [1.0, 1.0, 1.0]
+    assert len(gen.prompts) == 3 and "No experiments yet." in gen.prompts[0]
+    assert "No experiments yet." not in gen.prompts[1]
+    bad_gen = _PickLast("Z")  # names no option: seeded fallback, recorded
+    (ep2,) = list(env.bind_generator(bad_gen).episodes(1, seed=0))  # type: ignore[attr-defined]
+    assert [ep2.truth[f"model_choice_valid_{k}"] for k in range(3)] == [0.0, 0.0, 0.0]

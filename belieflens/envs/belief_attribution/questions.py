@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from belieflens.envs.importing import read_json
+from belieflens.envs.importing import one_line, read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "questions.json"
@@ -38,7 +38,7 @@ class FactQuestion:
 
 
 def _fail(source: str, field: str, why: str) -> ImportFormatError:
-    return ImportFormatError(f"{source}: field '{field}' {why}")
+    return ImportFormatError(one_line(f"{source}: field '{field}' {why}"))
 
 
 def _text(source: str, where: str, raw: object) -> str:

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 
 from belieflens.analysis.coherence import SCENARIO_KINDS, ScenarioKind
-from belieflens.envs.importing import read_json
+from belieflens.envs.importing import one_line, read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "scenarios.json"
@@ -52,7 +52,7 @@ class Scenario:
 
 
 def _fail(source: str, field: str, why: str) -> ImportFormatError:
-    return ImportFormatError(f"{source}: field '{field}' {why}")
+    return ImportFormatError(one_line(f"{source}: field '{field}' {why}"))
 
 
 def _kind(source: str, where: str, raw: object) -> ScenarioKind:

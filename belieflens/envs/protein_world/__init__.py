@@ -7,8 +7,11 @@ proteins belong to (MCQ over the classes, oracle: the passive exact posterior)
 and which experiment to run next (MCQ over the experiments, no oracle: the
 model's choice is read out; the max-EIG choice is in the episode's ``truth``).
 
-The model's own experiment choices would need the model, so the sequence is
-seeded (``sequence=random`` or ``cycle``) or the active oracle's (``active``).
+The sequence is seeded (``sequence=random`` or ``cycle``), the active oracle's
+(``active``), or the model's own (``model``: at each step the bound generator --
+``belieflens extract`` binds the evaluated model -- answers the next-experiment MCQ
+greedily after the single-turn context; a reply naming no option falls back to
+the seeded draw and ``truth["model_choice_valid_k"]`` is 0).
 ``truth`` also records, per step ``k``, the active experimenter's posterior on
 the true class (``p_active_true_k``), for the downstream gap
 ``p_active(theta*) - p_model(theta*)``.
@@ -16,13 +19,17 @@ the true class (``p_active_true_k``), for the downstream gap
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 
 from belieflens.envs.base import Episode, Message, Probe, Turn
+from belieflens.envs.delivery import require_generator
+from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.envs.protein_world.oracle import (
     active_run,
@@ -32,7 +39,7 @@ from belieflens.envs.protein_world.oracle import (
     posterior,
 )
 from belieflens.envs.protein_world.world import World, generate_world, measure
-from belieflens.probes.mcq import mcq_probe
+from belieflens.probes.mcq import LETTERS, mcq_probe, mcq_text
 from belieflens.types import Delivery
 
 ACK = "Understood."
@@ -58,8 +65,10 @@ class ProteinWorldParams:
     rho: float = param(1.5, "autoregressive coupling of the hard worlds (-5..5)")
     mc_samples: int = param(2000, "Monte Carlo samples per class, hard worlds (100..100000)")
     prior: Literal["random", "uniform"] = param("random", "prior over classes p0")
-    sequence: Literal["random", "cycle", "active"] = param(
-        "random", "experiment sequence: seeded uniform, round robin, or the max-EIG oracle's"
+    sequence: Literal["random", "cycle", "active", "model"] = param(
+        "random",
+        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, or the "
+        "model's own greedy MCQ choices",
     )
     delivery: Literal["single-turn", "multi-turn", "all"] = param(
         "all", "how evidence is delivered"
@@ -152,6 +161,30 @@ class ProteinWorld:
 
     def __init__(self, params: ProteinWorldParams) -> None:
         self._params = params
+        self._generator: TextGenerator | None = None
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether the experiment sequence is the model's own (``sequence=model``)."""
+        return self._params.sequence == "model"
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy whose ``sequence=model`` choices come from ``generator`` (greedy)."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+    def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
+        """The experiment the bound generator picks by letter after ``context``, or ``None``.
+
+        The question is the ``next-experiment`` MCQ in its first rotation; the reply's
+        first standalone letter among the options is the choice.
+        """
+        gen = require_generator("sequence=model", self._generator, self.name)
+        reply = gen((Message("user", context),), seed=seed, max_new_tokens=4, temperature=0.0)
+        letters = LETTERS[:n_experiments]
+        found = re.search(rf"\b([{letters}])\b", reply)
+        return None if found is None else letters.index(found.group(1))
 
     @property
     def params(self) -> ProteinWorldParams:
@@ -176,27 +209,42 @@ class ProteinWorld:
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
+        if self.requires_generator:
+            require_generator("sequence=model", self._generator, self.name)
         for i in range(n):
-            yield self._episode(i, np.random.default_rng([seed, i]))
+            yield self._episode(i, np.random.default_rng([seed, i]), seed)
 
-    def _episode(self, index: int, rng: np.random.Generator) -> Episode:
+    def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
         p = self._params
         world = self.world(rng)
         truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
         grids = experiment_grids(world)
         active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
                             decimals=DECIMALS, grids=grids)
+        intro = describe_world(world)
+        classes = world.classes
+        experiments = tuple(experiment_label(world, j) for j in range(p.attributes))
+        info: dict[str, float | str] = {}
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
             history = []
             for k in range(p.steps):
-                j = k % p.attributes if p.sequence == "cycle" else int(rng.integers(p.attributes))
+                fallback = int(rng.integers(p.attributes))
+                if p.sequence == "cycle":
+                    j = k % p.attributes
+                elif p.sequence == "model":
+                    so_far = "\n".join(result_text(world, i + 1, a, y)
+                                       for i, (a, y) in enumerate(history))
+                    context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
+                    choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
+                                               p.attributes, derive_seed(seed, index, k))
+                    info[f"model_choice_valid_{k}"] = float(choice is not None)
+                    j = fallback if choice is None else choice
+                else:
+                    j = fallback
                 history.append((j, round(measure(world, truth, j, rng), DECIMALS)))
-        intro = describe_world(world)
-        classes = world.classes
-        experiments = tuple(experiment_label(world, j) for j in range(p.attributes))
-        info: dict[str, float | str] = {
+        info |= {
             "theta": classes[truth],
             "theta_index": float(truth),
             "difficulty": world.difficulty,
