@@ -15,6 +15,7 @@ from typing import Final
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis import truth
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.lens import lens_beliefs
 from belieflens.dims import EPISODE, OUTCOME, TURN
@@ -29,9 +30,6 @@ STATED: Final = "stated"
 
 N_CANDIDATES: Final = 5
 """Candidates of the stated-answer question."""
-
-TRUTH_PREFIX: Final = "truth_"
-"""Prefix of the per-query episode-truth variables (as :mod:`belieflens.cache.extract` writes)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,17 +70,10 @@ def _one(x: xr.DataArray, probe: str) -> xr.DataArray:
 
 
 def episode_truth(ds: xr.Dataset, key: str, episodes: np.ndarray) -> xr.DataArray | None:
-    """The ``truth_<key>`` value of each episode (first query of the episode), or ``None``."""
-    name = f"{TRUTH_PREFIX}{key}"
-    if name not in ds.variables:
+    """The ``truth_<key>`` value of each of ``episodes``, or ``None`` if the file lacks it."""
+    if not truth.has_truth(ds, key):
         return None
-    ep = np.asarray(ds[EPISODE].values).astype(np.int64)
-    values = np.asarray(ds[name].values)
-    first = {int(e): i for i, e in reversed(list(enumerate(ep)))}
-    return xr.DataArray(
-        np.array([values[first[int(e)]] for e in episodes]), dims=(EPISODE,),
-        coords={EPISODE: episodes},
-    )
+    return truth.episode_truth(ds, key).sel({EPISODE: episodes})
 
 
 def stated_first_raw(ds: xr.Dataset, episodes: np.ndarray) -> xr.DataArray:
@@ -113,8 +104,8 @@ def readouts(ds: xr.Dataset, *, method: DebiasMethod = "geometric", lens: bool =
             )
     if len(set(np.asarray(ds["delivery"].values).astype(str))) != 1:
         raise CacheFileError("a revealed-belief cache file has one delivery; this one has several")
-    if f"{TRUTH_PREFIX}stated_correct" not in ds.variables:
-        raise CacheFileError(f"cache file lacks {TRUTH_PREFIX}stated_correct")
+    if not truth.has_truth(ds, "stated_correct"):
+        raise CacheFileError("cache file lacks truth_stated_correct")
     b = output_beliefs(ds, method=method)
     episodes = np.asarray(b[EPISODE].values)
     cand = slice(0, N_CANDIDATES)
