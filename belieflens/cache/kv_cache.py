@@ -11,7 +11,6 @@ when it does.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 _INSTALLED = False
@@ -50,14 +49,6 @@ def encode_prefix(bridge: Any, ids: list[int]) -> Any:
             logits_to_keep=1,
         )
     return cache
-
-
-def expand(cache: Any, batch: int) -> Any:
-    """A fresh copy of a batch-1 cache repeated ``batch`` times (the original is untouched)."""
-    out = copy.deepcopy(cache)
-    if batch > 1:
-        out.batch_repeat_interleave(batch)
-    return out
 
 
 def prefix_reuse_works(bridge: Any, *, tol: float = 1e-3) -> bool:

@@ -36,7 +36,9 @@ class ReadOut:
 
 
 @dataclass(frozen=True)
-class _Row:
+class Row:
+    """One forward row: the tokens run, where the answer is read, which option."""
+
     query: int
     ids: tuple[int, ...]
     answer_pos: int
@@ -48,14 +50,15 @@ def resid_hook_names(n_layers: int) -> list[str]:
     return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
 
 
-def _rows(tqs: Sequence[TokenizedQuery]) -> list[_Row]:
-    rows: list[_Row] = []
+def forward_rows(tqs: Sequence[TokenizedQuery]) -> list[Row]:
+    """The forward rows of ``tqs``: one per query with single-token options, else one per option."""
+    rows: list[Row] = []
     for qi, tq in enumerate(tqs):
         if tq.single_token:
-            rows.append(_Row(qi, tq.context_ids, tq.answer_pos, None))
+            rows.append(Row(qi, tq.context_ids, tq.answer_pos, None))
         else:
             for j, cont in enumerate(tq.option_ids):
-                rows.append(_Row(qi, tq.context_ids + cont[:-1], tq.answer_pos, j))
+                rows.append(Row(qi, tq.context_ids + cont[:-1], tq.answer_pos, j))
     return rows
 
 
@@ -70,31 +73,18 @@ def run_batch(
     *,
     save_logits: bool = False,
     padding_side: PaddingSide = "right",
-    prefix: tuple[int, Any] | None = None,
     cont_resid: bool = False,
 ) -> list[ReadOut]:
     """Run one padded batch of queries and return one :class:`ReadOut` per query.
 
-    ``prefix = (length, cache)``: every query's context starts with the same
-    ``length`` tokens, already encoded in ``cache`` (a batch-1 KV cache from
-    :func:`belieflens.cache.kv_cache.encode_prefix`); only the suffixes are run.
     ``cont_resid``: also return, for multi-token options, the residuals at the
     positions of continuation tokens 0..n-2 of each option's own row (the inputs
     that predict tokens 1..n-1), for the multi-token logit lens.
     """
     import torch
 
-    from belieflens.cache.kv_cache import expand
-
     bridge = model.bridge
-    start = 0 if prefix is None else prefix[0]
-    rows = [
-        _Row(r.query, r.ids[start:], r.answer_pos - start, r.option) for r in _rows(tqs)
-    ]
-    if any(r.answer_pos < 0 for r in rows):
-        raise ValueError("a prefix must leave at least one context token to every query")
-    if prefix is not None:
-        padding_side = "right"  # exact without a mask: pads only follow real tokens
+    rows = forward_rows(tqs)
     n_layers = model.info.n_layers
     device = next(bridge.original_model.parameters()).device
     width = max(len(r.ids) for r in rows)
@@ -154,8 +144,6 @@ def run_batch(
     keep = sorted(set(read_p))
     col = {p: i for i, p in enumerate(keep)}
     kwargs: dict[str, Any] = {"logits_to_keep": torch.tensor(keep, device=device)}
-    if prefix is not None:
-        kwargs["past_key_values"] = expand(prefix[1], len(rows))
     if padding_side == "left" and bool((mask == 0).any()):
         kwargs["attention_mask"] = mask.to(device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -212,13 +200,12 @@ def run_batch(
 
 
 def plan_batches(
-    tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int, start: int = 0
+    tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int
 ) -> list[list[int]]:
     """Group query indices into length-bucketed batches under a row and padded-token budget.
 
     Queries are sorted by length so that a batch pads little; a query's rows are
-    never split across batches. ``start`` tokens of every context are already encoded
-    (a shared prefix) and do not count.
+    never split across batches.
     """
     order = sorted(range(len(tqs)), key=lambda i: len(tqs[i].context_ids))
     batches: list[list[int]] = []
@@ -228,7 +215,7 @@ def plan_batches(
     for i in order:
         tq = tqs[i]
         n = row_count(tq)
-        w = len(tq.context_ids) - start + max(len(c) for c in tq.option_ids)
+        w = len(tq.context_ids) + max(len(c) for c in tq.option_ids)
         width = max(cur_width, w)
         if cur and (cur_rows + n > max_rows or (cur_rows + n) * width > max_tokens):
             batches.append(cur)
@@ -239,49 +226,6 @@ def plan_batches(
     if cur:
         batches.append(cur)
     return batches
-
-
-def _lcp(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    n = min(len(a), len(b), limit)
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def prefix_groups(
-    tqs: Sequence[TokenizedQuery], *, min_prefix: int = 16, keep: float = 0.75
-) -> list[tuple[list[int], int]]:
-    """Group queries that share a long token prefix: ``[(indices, prefix_length), ...]``.
-
-    Queries are sorted by their context tokens; a group grows while the prefix all
-    its members share stays at least ``keep`` times the prefix it started with (and
-    at least ``min_prefix`` tokens). Each prefix leaves at least one context token
-    to every member, so every answer position is computed in the suffix run.
-    Groups whose prefix is shorter than ``min_prefix`` have prefix length 0.
-    """
-    order = sorted(range(len(tqs)), key=lambda i: tqs[i].context_ids)
-    groups: list[tuple[list[int], int]] = []
-    i = 0
-    while i < len(order):
-        first = tqs[order[i]].context_ids
-        members = [order[i]]
-        shared = len(first) - 1
-        initial = -1
-        j = i + 1
-        while j < len(order):
-            ctx = tqs[order[j]].context_ids
-            p = min(_lcp(first, ctx, shared), len(ctx) - 1)
-            if initial < 0:
-                initial = p
-            if p < min_prefix or p < keep * initial:
-                break
-            shared = p
-            members.append(order[j])
-            j += 1
-        groups.append((members, shared if shared >= min_prefix else 0))
-        i = j
-    return groups
 
 
 def run_queries(
@@ -297,24 +241,18 @@ def run_queries(
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
 
-    With ``reuse_prefix`` (and a model that passed the KV-cache self-check) each
-    group's shared prefix is encoded once and only the suffixes are batched.
+    With ``reuse_prefix`` (and a model that passed the KV-cache self-check) the
+    rows run over their token radix tree, every unique token once
+    (:func:`belieflens.cache.trie_runner.run_trie`); otherwise as padded batches of
+    whole prompts, sorted by length.
     """
-    from belieflens.cache.kv_cache import encode_prefix
+    if reuse_prefix and model.info.prefix_reuse:
+        from belieflens.cache.trie_runner import run_trie
 
-    use = reuse_prefix and model.info.prefix_reuse
-    groups = prefix_groups(tqs) if use else [(list(range(len(tqs))), 0)]
-    for members, start in groups:
-        sub = [tqs[i] for i in members]
-        cache = encode_prefix(model.bridge, list(sub[0].context_ids[:start])) if start else None
-        first = True
-        for batch in plan_batches(sub, max_rows=max_rows, max_tokens=max_tokens, start=start):
-            outs = run_batch(
-                model, [sub[i] for i in batch], save_logits=save_logits,
-                padding_side=padding_side, prefix=(start, cache) if cache is not None else None,
-                cont_resid=cont_resid,
-            )
-            tokens = sum(len(sub[i].context_ids) - start for i in batch)
-            tokens += start if first else 0
-            first = False
-            yield [members[i] for i in batch], outs, tokens
+        yield from run_trie(model, tqs, max_rows=max_rows, max_tokens=max_tokens,
+                            save_logits=save_logits, cont_resid=cont_resid)
+        return
+    for batch in plan_batches(tqs, max_rows=max_rows, max_tokens=max_tokens):
+        outs = run_batch(model, [tqs[i] for i in batch], save_logits=save_logits,
+                         padding_side=padding_side, cont_resid=cont_resid)
+        yield batch, outs, sum(len(r.ids) for r in forward_rows([tqs[i] for i in batch]))

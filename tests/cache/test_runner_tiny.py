@@ -112,18 +112,6 @@ def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path
     ds.close()
 
 
-def test_prefix_groups_share_prefix_and_leave_a_suffix(tiny_model: Any) -> None:
-    tqs = _coin_queries(tiny_model, n_turns=4)
-    groups = runner.prefix_groups(tqs)
-    assert sorted(i for g, _ in groups for i in g) == list(range(len(tqs)))
-    assert any(p > 0 for _, p in groups)
-    for members, p in groups:
-        ref = tqs[members[0]].context_ids[:p]
-        for i in members:
-            assert tqs[i].context_ids[:p] == ref
-            assert len(tqs[i].context_ids) > p
-
-
 def test_prefix_reuse_equals_full_prompt_run(tiny_model: Any) -> None:
     assert tiny_model.info.prefix_reuse  # the KV-cache self-check passed at load
     tqs = _coin_queries(tiny_model, n_turns=3)

@@ -1,0 +1,189 @@
+"""The token radix tree of a set of forward rows, and a batched schedule over it.
+
+A study's forward rows share most of their tokens: the rotations of a question
+share the conversation, the probes of a turn share it too, and turn t+1's
+conversation extends turn t's. In the radix tree of the rows every shared token
+is one node edge, so running each edge once, against the key/value cache of its
+parent, computes exactly the unique tokens of the study.
+
+Edges whose parents are computed are run together in padded batches
+(:func:`schedule`): level by level, each level sorted by the length of the
+parents' prefix and cut under a row and token budget. This module is pure (no
+torch); :mod:`belieflens.cache.trie_runner` executes a schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One node of the radix tree: the tokens at positions ``start .. start+len(tokens)``.
+
+    Attributes:
+        index: position of this edge in :attr:`Trie.edges`.
+        parent: index of the parent edge, or -1 for an edge at the root.
+        start: number of tokens before this edge (the parent's prefix length).
+        tokens: the edge's own tokens.
+        children: indices of the child edges.
+    """
+
+    index: int
+    parent: int
+    start: int
+    tokens: tuple[int, ...]
+    children: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        """Prefix length at the end of this edge."""
+        return self.start + len(self.tokens)
+
+
+@dataclass(frozen=True)
+class Trie:
+    """The radix tree of a set of token sequences.
+
+    Attributes:
+        edges: every edge, parents before children.
+        ends: for each input sequence, the edge it ends on (sequences end on edge ends).
+    """
+
+    edges: tuple[Edge, ...]
+    ends: tuple[int, ...]
+
+    @property
+    def tokens(self) -> int:
+        """Unique tokens: the sum of all edge lengths."""
+        return sum(len(e.tokens) for e in self.edges)
+
+    def locate(self, seq: int, pos: int) -> tuple[int, int]:
+        """``(edge, offset)`` of token ``pos`` of input sequence ``seq``."""
+        e = self.edges[self.ends[seq]]
+        if not 0 <= pos < e.end:
+            raise IndexError(f"position {pos} is outside sequence {seq} of length {e.end}")
+        while pos < e.start:
+            e = self.edges[e.parent]
+        return e.index, pos - e.start
+
+
+class _Node:
+    __slots__ = ("children", "end", "parent", "seq", "start")
+
+    def __init__(self, seq: int, start: int, end: int, parent: _Node | None) -> None:
+        self.seq, self.start, self.end, self.parent = seq, start, end, parent
+        self.children: list[_Node] = []
+
+
+def build(seqs: Sequence[tuple[int, ...]]) -> Trie:
+    """Build the radix tree of ``seqs`` (non-empty sequences; duplicates share an end)."""
+    if any(len(s) == 0 for s in seqs):
+        raise ValueError("every sequence needs at least one token")
+    order = sorted(range(len(seqs)), key=lambda i: seqs[i])
+    end_node: list[_Node | None] = [None] * len(seqs)
+    roots: list[_Node] = []
+    path: list[_Node] = []  # edges of the previous sequence, root first
+    prev: tuple[int, ...] = ()
+    for i in order:
+        s = seqs[i]
+        if s == prev and path:
+            end_node[i] = path[-1]
+            continue
+        lcp = 0
+        n = min(len(s), len(prev))
+        while lcp < n and s[lcp] == prev[lcp]:
+            lcp += 1
+        while path and path[-1].start >= lcp:
+            path.pop()
+        if path and path[-1].end > lcp:  # split the edge that holds the branch point
+            low = path.pop()
+            up = _Node(low.seq, low.start, lcp, low.parent)
+            siblings = low.parent.children if low.parent is not None else roots
+            siblings[siblings.index(low)] = up
+            low.start, low.parent = lcp, up
+            up.children.append(low)
+            path.append(up)
+        parent = path[-1] if path else None
+        node = _Node(i, lcp, len(s), parent)
+        (parent.children if parent is not None else roots).append(node)
+        path.append(node)
+        end_node[i] = node
+        prev = s
+    flat: list[_Node] = []
+    index: dict[int, int] = {}
+    queue = list(roots)
+    while queue:  # breadth first: parents get lower indices than children
+        nxt: list[_Node] = []
+        for node in queue:
+            index[id(node)] = len(flat)
+            flat.append(node)
+            nxt.extend(node.children)
+        queue = nxt
+    edges = tuple(
+        Edge(
+            index=k,
+            parent=-1 if node.parent is None else index[id(node.parent)],
+            start=node.start,
+            tokens=tuple(seqs[node.seq][node.start : node.end]),
+            children=tuple(index[id(c)] for c in node.children),
+        )
+        for k, node in enumerate(flat)
+    )
+    ends = tuple(index[id(n)] for n in end_node if n is not None)
+    return Trie(edges=edges, ends=ends)
+
+
+def levels(trie: Trie) -> list[list[int]]:
+    """Edges grouped by depth in the tree: every parent is in an earlier level."""
+    out: list[list[int]] = []
+    cur = [e.index for e in trie.edges if e.parent == -1]
+    while cur:
+        out.append(cur)
+        cur = [c for i in cur for c in trie.edges[i].children]
+    return out
+
+
+def schedule(
+    trie: Trie, *, max_rows: int, max_tokens: int, call_tokens: int = 48
+) -> list[list[int]]:
+    """Batches of edges, in an order where each edge's parent ran in an earlier batch.
+
+    Each level of the tree is sorted by edge length and cut into batches that
+    minimise the padded tokens plus ``call_tokens`` per forward call (the fixed
+    cost of one call, in tokens: about 48 for a 135M model on CPU). A batch keeps
+    within ``max_rows`` rows and a padded size, rows times (longest prefix +
+    longest edge), of ``max_tokens``; an edge over budget on its own runs alone.
+    """
+    batches: list[list[int]] = []
+    for level in levels(trie):
+        order = sorted(level, key=lambda i: (len(trie.edges[i].tokens), trie.edges[i].start, i))
+        batches.extend(_partition(trie, order, max_rows, max_tokens, call_tokens))
+    return batches
+
+
+def _partition(
+    trie: Trie, order: list[int], max_rows: int, max_tokens: int, call_tokens: int
+) -> list[list[int]]:
+    """Optimal cut of ``order`` (sorted by length) into contiguous batches (dynamic programming)."""
+    n = len(order)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of order[:j]
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        width = len(trie.edges[order[j - 1]].tokens)  # the longest of any batch ending at j
+        past = 0
+        for i in range(j - 1, max(-1, j - 1 - max_rows), -1):  # batch order[i:j]
+            past = max(past, trie.edges[order[i]].start)
+            rows = j - i
+            if rows > 1 and rows * (past + width) > max_tokens:
+                break
+            cost = best[i] + call_tokens + rows * width
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    out: list[list[int]] = []
+    j = n
+    while j > 0:
+        out.append(order[cut[j] : j])
+        j = cut[j]
+    return out[::-1]
