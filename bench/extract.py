@@ -3,15 +3,20 @@
 One process, one run, one workload (coin flip, multi-turn delivery, both probes, every
 rotation), measured side by side:
 
-(a) belieflens extraction (prefix reuse, batched suffixes, hooks at read positions only),
-    written to a cache file;
+(a) belieflens extraction (radix-tree prefix reuse, batched edges, hooks and unembedding
+    at read positions only), written to a cache file; the share of (a) spent writing
+    HDF5 is measured too;
 (b) the practical limit: a plain transformers forward (no bridge, no hooks) over exactly
     the unique tokens of the workload — the sequences in lexicographic order with one KV
     cache cropped to the shared prefix, so every node of the token trie is computed once —
     with logits at the last position only;
-(c) a naive loop: ``bridge.run_with_cache`` on every query's full prompt, one at a time.
+(c) a naive loop: ``bridge.run_with_cache`` on every query's full prompt, one at a time;
+(f) a compute floor: the unique tokens at the plain model's best throughput, measured on
+    large batches of fresh tokens (no reuse structure, no bridge) — no schedule of
+    these tokens on this machine can be much faster.
 
-The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...``.
+The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...`` and then
+``ratio_vs_floor=a/f write_share=...``.
 Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
 a 2-core machine; the naive loop dominates the run time).
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hdf5_share import WriteTimer
 
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, extract, records
@@ -80,6 +86,20 @@ def raw_limit(model: Any, seqs: list[tuple[int, ...]]) -> float:
     return time.perf_counter() - t0
 
 
+def floor_rate(model: Any, *, rows: int = 4, width: int = 128, repeat: int = 3) -> float:
+    """Tokens per second of a plain forward on ``rows x width`` fresh tokens (best of runs)."""
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
+    best = float("inf")
+    with torch.inference_mode():
+        model(ids[:, :8], logits_to_keep=1)
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            model(ids, logits_to_keep=1)
+            best = min(best, time.perf_counter() - t0)
+    return rows * width / best
+
+
 def naive_loop(loaded: Any, tqs: list[TokenizedQuery]) -> float:
     """Seconds for run_with_cache per query on its full prompt (one option row each)."""
     names = set(resid_hook_names(loaded.info.n_layers))
@@ -119,14 +139,15 @@ def main() -> None:
           f"({naive_tokens / unique:.1f}x sharing); threads={torch.get_num_threads()} "
           f"device={args.device}")
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
         t0 = time.perf_counter()
         extract(env, loaded, Path(tmp) / "bench.h5", ExtractOptions(episodes=args.episodes),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
         a = time.perf_counter() - t0
     print(f"(a) belieflens extract: {a:.1f}s, {tokens[0]} tokens computed "
-          f"({tokens[0] / a:.0f} tok/s)")
+          f"({tokens[0] / a:.0f} tok/s); HDF5 writes {writes.seconds:.2f}s "
+          f"({100 * writes.seconds / a:.1f}%)")
 
     from transformers import AutoModelForCausalLM
 
@@ -135,6 +156,9 @@ def main() -> None:
     raw_limit(plain, seqs[:3])  # warm-up
     b = raw_limit(plain, seqs)
     print(f"(b) raw forward over unique tokens: {b:.1f}s ({unique / b:.0f} tok/s)")
+    rate = floor_rate(plain)
+    f = unique / rate
+    print(f"(f) compute floor: {f:.1f}s ({rate:.0f} tok/s on 4x128 fresh tokens)")
     del plain
     if args.skip_naive:
         c = float("nan")
@@ -142,7 +166,8 @@ def main() -> None:
         c = naive_loop(loaded, tqs)
         print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f}")
+    print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
+          f"ratio_vs_floor={a / f:.2f} write_share={100 * writes.seconds / a:.1f}%")
 
 
 if __name__ == "__main__":

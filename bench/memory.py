@@ -1,0 +1,92 @@
+"""Peak memory of extraction for 1k vs 10k read-outs (it should stay flat: results stream to disk).
+
+Each size runs in its own process (so each peak is its own) and prints its peak
+RSS. The model is a random Llama with the default model's residual shape
+(30 layers, d_model 576: the same bytes per read-out as SmolLM2-135M, and the same
+49k vocabulary) but a narrow attention and MLP, so that 10k read-outs finish in
+minutes on two cores; what is measured is the pipeline's memory, not the
+weights'. The workload is coin flip, multi-turn, 10 turns, both probes, every
+rotation (70 read-outs per episode).
+
+Last line: ``rss_1k_mb=... rss_10k_mb=... growth=+x.x% write_share=y.y%``.
+Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def child(n_readouts: int, threads: int) -> None:
+    """Extract ``n_readouts`` read-outs (rounded up to whole episodes) and print JSON."""
+    import torch
+    from hdf5_share import WriteTimer
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    import belieflens.envs as envs
+    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.cache.models import ModelSource, bridge_from_hf, resolve
+
+    torch.set_num_threads(threads)
+    source = resolve("smollm2-135m")
+    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=576, intermediate_size=64, num_hidden_layers=30,
+        num_attention_heads=1, num_key_value_heads=1, head_dim=64,
+        max_position_embeddings=8192, tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(cfg).eval()
+    src = ModelSource("narrow-random", "directory", Path("."), "narrow-random")
+    model = bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0)
+    turns = 10
+    env = envs.get("coin-flip", turns=turns, delivery="multi-turn")
+    per_episode = turns * 7
+    episodes = -(-n_readouts // per_episode)
+    with tempfile.TemporaryDirectory() as tmp, WriteTimer() as w:
+        t0 = time.perf_counter()
+        extract(env, model, Path(tmp) / "mem.h5", ExtractOptions(episodes=episodes))
+        wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"readouts": episodes * per_episode, "peak_rss_mb": peak,
+                      "wall_s": wall, "write_s": w.seconds}))
+
+
+def main() -> None:
+    """Run each size in a subprocess and compare the peaks."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs=2, default=[1000, 10000])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        child(args.child, args.threads)
+        return
+    res = []
+    for n in args.sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(n), "--threads", str(args.threads)],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip().splitlines()[-1]
+        r = json.loads(out)
+        res.append(r)
+        print(f"{r['readouts']} read-outs: peak RSS {r['peak_rss_mb']:.0f} MB, "
+              f"wall {r['wall_s']:.1f}s, HDF5 writes {r['write_s']:.2f}s "
+              f"({100 * r['write_s'] / r['wall_s']:.1f}%)")
+    a, b = res
+    growth = 100 * (b["peak_rss_mb"] / a["peak_rss_mb"] - 1)
+    print(f"rss_1k_mb={a['peak_rss_mb']:.0f} rss_10k_mb={b['peak_rss_mb']:.0f} "
+          f"growth={growth:+.1f}% write_share={100 * b['write_s'] / b['wall_s']:.1f}%")
+
+
+if __name__ == "__main__":
+    main()
