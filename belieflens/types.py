@@ -32,3 +32,7 @@ DELIVERIES: tuple[Delivery, ...] = get_args(Delivery)
 DEBIAS_METHODS: tuple[DebiasMethod, ...] = get_args(DebiasMethod)
 DEVICES: tuple[DeviceName, ...] = get_args(DeviceName)
 DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
+
+KernelName = Literal["auto", "default", "onednn"]
+"""CPU linear kernels: PyTorch's default GEMM, oneDNN's, or ``auto`` (oneDNN on CPU where it
+passes a check at load; see :mod:`belieflens.cache.kernels`)."""

@@ -4,7 +4,7 @@ Times bridge forwards of one row of n = 8, 32, 64, 128, 256 fresh tokens
 (logits at the last position, as extraction runs) and fits
 ``seconds = fixed + per_token * n``. The ratio ``fixed / per_token`` is the cost
 of one extra call expressed in tokens: the radix-tree scheduler's
-``call_tokens`` (:func:`belieflens.cache.trie.schedule`, default 48) trades it
+``call_tokens`` (:func:`belieflens.cache.trie.schedule`, default 60) trades it
 against padding when it cuts a level into batches.
 
 Last line: ``call_tokens=... fixed_ms=... per_token_ms=...``.

@@ -243,7 +243,8 @@ def extract(
     the_study = resume.study(
         env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,
         model={"id": model.info.official_id, "weights_hash": model.info.weights_hash,
-               "dtype": model.info.dtype, "device": model.info.device},
+               "dtype": model.info.dtype, "device": model.info.device,
+               "kernels": model.info.kernels},
         options={"window": options.window, "max_rows": options.max_rows,
                  "max_tokens": options.max_tokens, "padding_side": options.padding_side,
                  "resid_dtype": options.resid_dtype, "save_logits": options.save_logits,

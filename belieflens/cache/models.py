@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from belieflens.errors import ModelNotFoundError, ParameterError
-from belieflens.types import DeviceName, DTypeName
+from belieflens.types import DeviceName, DTypeName, KernelName
 
 DEFAULT_MODEL = "smollm2-135m"
 """The model used when ``--model`` is not given."""
@@ -88,6 +88,7 @@ class ModelInfo:
     load_seconds: float
     weights_cache: str
     prefix_reuse: bool
+    kernels: KernelName = "default"
 
 
 @dataclass(frozen=True)
@@ -296,12 +297,17 @@ def load(
     *,
     device: DeviceName = "cpu",
     dtype: DTypeName = "float32",
+    kernels: KernelName = "auto",
 ) -> LoadedModel:
-    """Resolve, load and wrap a model; raises :class:`ModelNotFoundError` with one line."""
+    """Resolve, load and wrap a model; raises :class:`ModelNotFoundError` with one line.
+
+    ``kernels``: the CPU linear kernels (:mod:`belieflens.cache.kernels`).
+    """
     source = resolve(spec)
     dev = pick_device(device)
     torch_dtype = _torch_dtype(dtype)
-    return bridge_from_hf(source, dev, dtype, *_timed_load(source, torch_dtype))
+    return bridge_from_hf(source, dev, dtype, *_timed_load(source, torch_dtype),
+                          kernels=kernels)
 
 
 def _timed_load(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str, float]:
@@ -319,19 +325,24 @@ def bridge_from_hf(
     weights_hash: str,
     weights_cache: str,
     load_seconds: float,
+    *,
+    kernels: KernelName = "auto",
 ) -> LoadedModel:
     """Wrap an already loaded transformers model with a TransformerBridge.
 
-    The bridge modifies the model it wraps (eager attention, wrapped layers).
+    The bridge modifies the model it wraps (eager attention, wrapped layers), and
+    so do ``kernels`` other than the default.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    from belieflens.cache.kernels import use_kernels
     from belieflens.cache.kv_cache import install_cache_fix, prefix_reuse_works
     from belieflens.probes.render import chat_template_hash
 
     install_cache_fix()
 
     model = model.to(device).eval()
+    kernels = use_kernels(model, kernels, device)
     if not getattr(model.config, "architectures", None):
         model.config.architectures = [type(model).__name__]
     bridge = TransformerBridge.boot_transformers(
@@ -355,5 +366,6 @@ def bridge_from_hf(
         load_seconds=round(load_seconds, 3),
         weights_cache=weights_cache,
         prefix_reuse=prefix_reuse_works(bridge),
+        kernels=kernels,
     )
     return LoadedModel(bridge=bridge, tokenizer=tokenizer, info=info)

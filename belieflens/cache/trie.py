@@ -146,13 +146,14 @@ def levels(trie: Trie) -> list[list[int]]:
 
 
 def schedule(
-    trie: Trie, *, max_rows: int, max_tokens: int, call_tokens: int = 48
+    trie: Trie, *, max_rows: int, max_tokens: int, call_tokens: int = 60
 ) -> list[list[int]]:
     """Batches of edges, in an order where each edge's parent ran in an earlier batch.
 
     Each level of the tree is sorted by edge length and cut into batches that
     minimise the padded tokens plus ``call_tokens`` per forward call (the fixed
-    cost of one call, in tokens: about 48 for a 135M model on CPU). A batch keeps
+    cost of one call, in tokens: about 60 for the 135M default model on CPU, by
+    ``bench/call_cost.py``). A batch keeps
     within ``max_rows`` rows and a padded size, rows times (longest prefix +
     longest edge), of ``max_tokens``; an edge over budget on its own runs alone.
     """

@@ -13,7 +13,14 @@ from typing import Annotated, Any
 import typer
 
 from belieflens.errors import BeliefLensError, ParameterError
-from belieflens.types import DebiasMethod, DeviceName, DTypeName, PaddingSide, StoreDTypeName
+from belieflens.types import (
+    DebiasMethod,
+    DeviceName,
+    DTypeName,
+    KernelName,
+    PaddingSide,
+    StoreDTypeName,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -62,6 +69,10 @@ def extract(
     seed: Annotated[int, typer.Option(help="random seed of the environment")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
+    kernels: Annotated[
+        str, typer.Option(help="CPU linear kernels: auto (oneDNN on CPU if it passes a check "
+                          "at load), default or onednn; recorded in provenance")
+    ] = "auto",
     batch_size: Annotated[
         str, typer.Option(help="max rows per forward batch, or auto (fit a memory budget)")
     ] = "16",
@@ -99,6 +110,7 @@ def extract(
     try:
         _choice("--device", device, DeviceName)
         _choice("--dtype", dtype, DTypeName)
+        _choice("--kernels", kernels, KernelName)
         _choice("--padding", padding, PaddingSide)
         _choice("--resid-dtype", resid_dtype, StoreDTypeName)
         _check_out(out, overwrite)
@@ -120,7 +132,7 @@ def extract(
 
         with write_lock(out):  # a second writer is refused before the model loads
             _run_extract(environment, out, options, model, device, dtype, threads, quiet,
-                         overwrite, simulator=simulator)
+                         overwrite, simulator=simulator, kernels=kernels)
     except BeliefLensError as e:
         _fail(str(e))
 
@@ -168,7 +180,7 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 def _run_extract(environment: Any, out: Path, options: Any, model: str, device: str,
                  dtype: str, threads: int, quiet: bool, overwrite: bool,
-                 simulator: str | None = None) -> None:
+                 simulator: str | None = None, kernels: str = "auto") -> None:
     import torch
     from rich.progress import (
         BarColumn,
@@ -186,7 +198,8 @@ def _run_extract(environment: Any, out: Path, options: Any, model: str, device: 
         torch.set_num_threads(threads)
     with _QuietLibraries():
         try:
-            loaded = load(model, device=device, dtype=dtype)  # type: ignore[arg-type]
+            loaded = load(model, device=device, dtype=dtype,  # type: ignore[arg-type]
+                          kernels=kernels)  # type: ignore[arg-type]
         except BeliefLensError:
             raise
         except Exception as e:  # weights or config transformers cannot read

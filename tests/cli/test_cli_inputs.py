@@ -40,6 +40,7 @@ runner = CliRunner()
         (["--padding", "middle"], "'--padding' = 'middle'"),
         (["--resid-dtype", "int8"], "'--resid-dtype' = 'int8'"),
         (["--dtype", "float64"], "'--dtype' = 'float64'"),
+        (["--kernels", "mkl"], "'--kernels' = 'mkl'"),
         (["--set", "turns=-3"], "'turns'"),
         (["--set", "turns=many"], "'turns'"),
         (["--set", "nope=1"], "unknown parameter 'nope'"),
