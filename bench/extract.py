@@ -122,10 +122,11 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--kernels", default="auto", help="CPU kernels of (a): auto, default, onednn")
     ap.add_argument("--skip-naive", action="store_true", help="skip (c) (then no speedup)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    loaded = load("smollm2-135m", device=args.device)
+    loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
     env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
     recs = list(records(env, args.episodes, 0))
     bos = bos_policy(loaded.tokenizer)
@@ -137,7 +138,7 @@ def main() -> None:
         for tq in tqs) for s in s)
     print(f"workload: {len(tqs)} queries, {naive_tokens} prompt tokens, {unique} unique tokens "
           f"({naive_tokens / unique:.1f}x sharing); threads={torch.get_num_threads()} "
-          f"device={args.device}")
+          f"device={args.device} kernels(a)={loaded.info.kernels}")
 
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]

@@ -209,7 +209,8 @@ def _run_extract(environment: Any, out: Path, options: Any, model: str, device: 
             raise ModelNotFoundError(f"model {model!r} could not be loaded: {first}") from None
     typer.echo(
         f"model {loaded.info.official_id} ({loaded.info.n_layers} layers, {loaded.info.dtype}, "
-        f"{loaded.info.device}, {torch.get_num_threads()} threads) loaded in "
+        f"{loaded.info.device}, {loaded.info.kernels} kernels, {torch.get_num_threads()} threads) "
+        f"loaded in "
         f"{loaded.info.load_seconds:.1f}s", err=True,
     )
     environment, gen_attrs = _bind_generation(
