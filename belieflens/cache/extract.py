@@ -64,7 +64,9 @@ class ExtractOptions:
     save_logits: bool = False
     padding_side: PaddingSide = "right"
     resid_dtype: StoreDTypeName = "float32"
-    window: int = 256
+    window: int = 1024
+    """Queries per written window: the resume unit, and the span whose shared tokens are
+    computed once (a 256-query window recomputed 36% more tokens on 16 x 12 coin-flip turns)."""
     threads: int = 0
     reuse_prefix: bool = True
     cont_resid: bool = False
@@ -84,6 +86,25 @@ class ExtractOptions:
             raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
         if self.threads < 0:
             raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
+
+
+def _release_freed_memory() -> None:
+    """Hand memory freed by a finished window back to the OS (glibc only; a no-op elsewhere).
+
+    Without it, the heap fragments window after window and the peak RSS of a long
+    extraction creeps up with the number of windows (``bench/memory.py``).
+    """
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:
@@ -340,4 +361,6 @@ def extract(
                 )
             writer.write_rows(start, values)
             finished += stop - start
+            del results, done_results, values
+            _release_freed_memory()
         return writer.finish(out)

@@ -24,6 +24,7 @@ import numpy as np
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.runner import ReadOut, forward_rows, resid_hook_names
 from belieflens.cache.trie import Trie, build, schedule
+from belieflens.errors import BeliefLensError
 from belieflens.probes.render import TokenizedQuery
 
 Key = tuple[int, int]  # (edge, offset in the edge)
@@ -161,7 +162,7 @@ def run_trie(
 
     Needs a model whose KV cache passed the self-check at load
     (``model.info.prefix_reuse``) and whose cache keeps every position (no sliding
-    window); a cache of another layout raises ``RuntimeError``.
+    window); a cache of another layout raises :class:`BeliefLensError` (one line).
     """
     import torch
     from transformers import DynamicCache
@@ -250,9 +251,9 @@ def run_trie(
                 layers = []
                 for layer in cache.layers:
                     if layer.keys.shape[-2] != past + width:
-                        raise RuntimeError(
+                        raise BeliefLensError(
                             "this model's KV cache does not keep every position (sliding "
-                            "window?); run without prefix reuse"
+                            "window?); run with --no-prefix-reuse"
                         )
                     layers.append((layer.keys[b, :, lo:hi].clone(),
                                    layer.values[b, :, lo:hi].clone()))

@@ -98,7 +98,7 @@ def extract(
     ] = False,
     window: Annotated[
         int, typer.Option(hidden=True, help="queries per written window (the resume unit)")
-    ] = 256,
+    ] = 1024,
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
