@@ -33,7 +33,7 @@ def describe(path: str | Path) -> str:
         ds.close()
 
 
-_DEFAULTS = {"window": 256}
+_DEFAULTS = {"window": 1024}
 """Extraction options left out of a rerun command when at their default."""
 
 
@@ -67,6 +67,8 @@ def rerun_command(path: str | Path) -> str:
     args += ["--model", model, "--episodes", str(opts["episodes"]), "--seed", str(opts["seed"])]
     args += ["--device", str(attrs.get("device", "cpu"))]
     args += ["--dtype", str(attrs.get("dtype", "float32"))]
+    if "model_kernels" in attrs:  # the kernels that ran, not "auto": the same bits again
+        args += ["--kernels", str(attrs["model_kernels"])]
     flags = [("max_rows", "--batch-size"), ("max_tokens", "--max-tokens"),
              ("threads", "--threads"), ("padding_side", "--padding"),
              ("resid_dtype", "--resid-dtype"), ("window", "--window")]
