@@ -23,7 +23,7 @@ import numpy as np
 
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.runner import ReadOut, forward_rows, resid_hook_names
-from belieflens.cache.trie import Trie, build, schedule
+from belieflens.cache.trie import Edge, Trie, build, schedule
 from belieflens.errors import BeliefLensError
 from belieflens.probes.render import TokenizedQuery
 
@@ -55,6 +55,11 @@ class _Plan:
     answer: list[Key]  # per query
     option_keys: list[list[list[Key]]]  # per query, per option: the keys of its tokens
     cont_keys: list[list[list[Key]]]  # per query, per option: cont_resid keys
+
+    def keys_of(self, q: int) -> set[Key]:
+        """Every position query ``q`` reads."""
+        return {self.answer[q], *(k for ks in self.option_keys[q] for k in ks),
+                *(k for ks in self.cont_keys[q] for k in ks)}
 
 
 def _plan(tqs: Sequence[TokenizedQuery], *, save_logits: bool, cont_resid: bool) -> _Plan:
@@ -149,6 +154,58 @@ def _capture_hooks(names: list[str], rows: Any, pos: Any, into: dict[int, Any]) 
     return [(name, make(i)) for i, name in enumerate(names)]
 
 
+def _batch_inputs(
+    edges: list[Edge], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Input ids (right-padded) and forward kwargs (past, positions, mask) for a batch of edges."""
+    import torch
+    from transformers import DynamicCache
+
+    past = max(e.start for e in edges)
+    width = max(len(e.tokens) for e in edges)
+    ids = torch.full((len(edges), width), pad, dtype=torch.long)
+    for b, e in enumerate(edges):
+        ids[b, : len(e.tokens)] = torch.tensor(e.tokens)
+    keeps_cache = any(e.children for e in edges)
+    kwargs: dict[str, Any] = {"use_cache": keeps_cache}
+    if past > 0:
+        kwargs["past_key_values"] = _padded_past(
+            [kv[e.parent] if e.parent >= 0 else None for e in edges], past)
+        kwargs["position_ids"] = (
+            torch.tensor([[e.start] for e in edges]) + torch.arange(width)
+        ).to(device)
+        if any(e.start < past for e in edges):
+            mask = torch.zeros((len(edges), past + width), dtype=torch.long)
+            for b, e in enumerate(edges):
+                mask[b, past - e.start : past + len(e.tokens)] = 1
+            kwargs["attention_mask"] = mask.to(device)
+    elif keeps_cache:
+        kwargs["past_key_values"] = DynamicCache()
+    return ids.to(device), kwargs
+
+
+def _child_caches(
+    cache: Any, edges: list[Edge], width: int
+) -> dict[int, list[tuple[Any, Any]]]:
+    """Each edge-with-children's own cache (its whole prefix), cut out of the batch's cache."""
+    past = max(e.start for e in edges)
+    out: dict[int, list[tuple[Any, Any]]] = {}
+    for b, e in enumerate(edges):
+        if not e.children:
+            continue
+        lo, hi = past - e.start, past + len(e.tokens)
+        layers = []
+        for layer in cache.layers:
+            if layer.keys.shape[-2] != past + width:
+                raise BeliefLensError(
+                    "this model's KV cache does not keep every position (sliding "
+                    "window?); run with --no-prefix-reuse"
+                )
+            layers.append((layer.keys[b, :, lo:hi].clone(), layer.values[b, :, lo:hi].clone()))
+        out[e.index] = layers
+    return out
+
+
 def run_trie(
     model: LoadedModel,
     tqs: Sequence[TokenizedQuery],
@@ -165,7 +222,6 @@ def run_trie(
     window); a cache of another layout raises :class:`BeliefLensError` (one line).
     """
     import torch
-    from transformers import DynamicCache
 
     if not tqs:
         return
@@ -179,36 +235,14 @@ def run_trie(
     reads: dict[int, list[int]] = {}
     for edge_at, off in plan.needs:
         reads.setdefault(edge_at, []).append(off)
-    waiting = {q: 0 for q in range(len(tqs))}
-    for n in plan.needs.values():
-        for q in n.queries:
-            waiting[q] += 1
+    waiting = {q: len(plan.keys_of(q)) for q in range(len(tqs))}  # positions still to run
+    readers = {k: len(n.queries) for k, n in plan.needs.items()}  # queries still to read k
     kv: dict[int, list[tuple[Any, Any]]] = {}  # edge -> per layer (keys, values), no batch dim
     open_children = {e.index: len(e.children) for e in trie.edges}
     got: dict[Key, _Got] = {}
     for batch in schedule(trie, max_rows=max_rows, max_tokens=max_tokens):
         edges = [trie.edges[i] for i in batch]
-        past = max(e.start for e in edges)
-        width = max(len(e.tokens) for e in edges)
-        ids = torch.full((len(edges), width), pad, dtype=torch.long)
-        for b, e in enumerate(edges):
-            ids[b, : len(e.tokens)] = torch.tensor(e.tokens)
-        kwargs: dict[str, Any] = {}
-        keeps_cache = any(e.children for e in edges)
-        if past > 0:
-            kwargs["past_key_values"] = _padded_past(
-                [kv[e.parent] if e.parent >= 0 else None for e in edges], past)
-            kwargs["position_ids"] = (
-                torch.tensor([[e.start] for e in edges]) + torch.arange(width)
-            ).to(device)
-            if any(e.start < past for e in edges):
-                mask = torch.zeros((len(edges), past + width), dtype=torch.long)
-                for b, e in enumerate(edges):
-                    mask[b, past - e.start : past + len(e.tokens)] = 1
-                kwargs["attention_mask"] = mask.to(device)
-        elif keeps_cache:
-            kwargs["past_key_values"] = DynamicCache()
-        kwargs["use_cache"] = keeps_cache
+        ids, kwargs = _batch_inputs(edges, kv, pad, device)
         keys = [(b, e.index, off) for b, e in enumerate(edges) for off in reads.get(e.index, [])]
         r_keys = [(b, off) for b, ei, off in keys if plan.needs[(ei, off)].resid]
         r_b = torch.tensor([b for b, _ in r_keys], dtype=torch.long, device=device)
@@ -217,9 +251,9 @@ def run_trie(
         hooks = _capture_hooks(names, r_b, r_p, captured)
         cols = sorted({off for _, _, off in keys})
         col = {p: i for i, p in enumerate(cols)}
-        kwargs["logits_to_keep"] = torch.tensor(cols if cols else [width - 1], device=device)
+        kwargs["logits_to_keep"] = torch.tensor(cols or [ids.shape[1] - 1], device=device)
         with torch.inference_mode():
-            logits = bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
+            logits = bridge.run_with_hooks(ids, fwd_hooks=hooks, **kwargs)
             if keys:
                 sel = logits[
                     torch.tensor([b for b, _, _ in keys], device=device),
@@ -242,22 +276,8 @@ def run_trie(
                 resid=resid[r_at[(b, off)]] if resid is not None and n.resid else None,
                 full=logp[i].numpy().copy() if n.full else None,
             )
-        if keeps_cache:
-            cache = kwargs["past_key_values"]
-            for b, e in enumerate(edges):
-                if not e.children:
-                    continue
-                lo, hi = past - e.start, past + len(e.tokens)
-                layers = []
-                for layer in cache.layers:
-                    if layer.keys.shape[-2] != past + width:
-                        raise BeliefLensError(
-                            "this model's KV cache does not keep every position (sliding "
-                            "window?); run with --no-prefix-reuse"
-                        )
-                    layers.append((layer.keys[b, :, lo:hi].clone(),
-                                   layer.values[b, :, lo:hi].clone()))
-                kv[e.index] = layers
+        if kwargs["use_cache"]:
+            kv.update(_child_caches(kwargs["past_key_values"], edges, ids.shape[1]))
         for e in edges:
             if e.parent >= 0:
                 open_children[e.parent] -= 1
@@ -272,9 +292,8 @@ def run_trie(
         done.sort()
         outs = [_readout(plan, tqs, q, got) for q in done]
         for q in done:  # free what no other query reads
-            for k in {plan.answer[q], *(k for ks in plan.option_keys[q] for k in ks),
-                      *(k for ks in plan.cont_keys[q] for k in ks)}:
-                plan.needs[k].queries.discard(q)
-                if not plan.needs[k].queries:
-                    got.pop(k, None)
+            for k in plan.keys_of(q):
+                readers[k] -= 1
+                if readers[k] == 0:
+                    del got[k]
         yield done, outs, sum(len(e.tokens) for e in edges)
