@@ -37,7 +37,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
         for dtype in ["float32", *args.dtypes.split(",")]:
-            model = load("smollm2-135m", dtype=dtype)  # type: ignore[arg-type]
+            model = load("smollm2-135m", dtype=dtype)
             t0 = time.perf_counter()
             path = extract(env, model, Path(tmp) / f"{dtype}.h5",
                            ExtractOptions(episodes=args.episodes))

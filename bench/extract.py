@@ -36,32 +36,9 @@ from hdf5_share import WriteTimer
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, extract, records
 from belieflens.cache.models import load
-from belieflens.cache.runner import resid_hook_names
+from belieflens.cache.runner import forward_rows, resid_hook_names
+from belieflens.cache.trie import build
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
-
-
-def unique_sequences(tqs: list[TokenizedQuery]) -> list[tuple[int, ...]]:
-    """Every forward row of the workload (context, or context + option tokens but the last)."""
-    rows = set()
-    for tq in tqs:
-        if tq.single_token:
-            rows.add(tq.context_ids)
-        else:
-            rows.update(tq.context_ids + c[:-1] for c in tq.option_ids)
-    return sorted(rows)
-
-
-def trie_tokens(seqs: list[tuple[int, ...]]) -> int:
-    """Number of nodes of the token trie of ``seqs`` (sorted): the unique tokens."""
-    total = 0
-    prev: tuple[int, ...] = ()
-    for s in seqs:
-        lcp = 0
-        while lcp < min(len(s), len(prev)) and s[lcp] == prev[lcp]:
-            lcp += 1
-        total += len(s) - lcp
-        prev = s
-    return total
 
 
 def raw_limit(model: Any, seqs: list[tuple[int, ...]]) -> float:
@@ -101,17 +78,14 @@ def floor_rate(model: Any, *, rows: int = 4, width: int = 128, repeat: int = 3) 
 
 
 def naive_loop(loaded: Any, tqs: list[TokenizedQuery]) -> float:
-    """Seconds for run_with_cache per query on its full prompt (one option row each)."""
+    """Seconds for run_with_cache per forward row on its full prompt, one at a time."""
     names = set(resid_hook_names(loaded.info.n_layers))
     t0 = time.perf_counter()
     with torch.inference_mode():
-        for tq in tqs:
-            rows = [tq.context_ids] if tq.single_token else [
-                tq.context_ids + c[:-1] for c in tq.option_ids]
-            for r in rows:
-                _, cache = loaded.bridge.run_with_cache(
-                    torch.tensor([r]), names_filter=lambda n: n in names)
-                del cache
+        for r in forward_rows(tqs):
+            _, cache = loaded.bridge.run_with_cache(
+                torch.tensor([r.ids]), names_filter=lambda n: n in names)
+            del cache
     return time.perf_counter() - t0
 
 
@@ -131,11 +105,10 @@ def main() -> None:
     recs = list(records(env, args.episodes, 0))
     bos = bos_policy(loaded.tokenizer)
     tqs = [render(loaded.tokenizer, r.query, bos=bos) for r in recs]
-    seqs = unique_sequences(tqs)
-    unique = trie_tokens(seqs)
-    naive_tokens = sum(len(s) for s in (
-        [tq.context_ids] if tq.single_token else [tq.context_ids + c[:-1] for c in tq.option_ids]
-        for tq in tqs) for s in s)
+    rows = forward_rows(tqs)
+    seqs = sorted({r.ids for r in rows})  # every forward row once, in trie order
+    unique = build(seqs).tokens
+    naive_tokens = sum(len(r.ids) for r in rows)
     print(f"workload: {len(tqs)} queries, {naive_tokens} prompt tokens, {unique} unique tokens "
           f"({naive_tokens / unique:.1f}x sharing); threads={torch.get_num_threads()} "
           f"device={args.device} kernels(a)={loaded.info.kernels}")

@@ -79,9 +79,9 @@ def main() -> None:
     shapes(args.repeat)
     env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {}
+        runs: dict[str, tuple[Path, float]] = {}
         for kernels in ("default", "onednn", "default", "onednn"):  # twice, interleaved
-            model = load("smollm2-135m", kernels=kernels)  # type: ignore[arg-type]
+            model = load("smollm2-135m", kernels=kernels)
             t0 = time.perf_counter()
             path = extract(env, model, Path(tmp) / f"{kernels}.h5",
                            ExtractOptions(episodes=args.episodes), overwrite=True)

@@ -45,7 +45,7 @@ def child(n_readouts: int, threads: int) -> None:
         pad_token_id=tok.pad_token_id,
     )
     torch.manual_seed(0)
-    hf = LlamaForCausalLM(cfg).eval()
+    hf = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
     src = ModelSource("narrow-random", "directory", Path("."), "narrow-random")
     model = bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0)
     turns = 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,23 +89,31 @@ class ExtractOptions:
             raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
 
 
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (``find_library`` runs a subprocess)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
 def _release_freed_memory() -> None:
     """Hand memory freed by a finished window back to the OS (glibc only; a no-op elsewhere).
 
     Without it, the heap fragments window after window and the peak RSS of a long
     extraction creeps up with the number of windows (``bench/memory.py``).
     """
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:
