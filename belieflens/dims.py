@@ -5,6 +5,9 @@ xarray dims, so a reader meets one vocabulary everywhere:
 
 - ``query``: one read-out (one probe under one Latin-square rotation, one turn, one episode)
 - ``episode``, ``turn``, ``rotation``: what a read-out is, as coordinates on ``query``
+- ``probe``, ``kind``, ``env``, ``delivery``: the read-out's probe name, its kind (``mcq`` or
+  ``completion``), environment and delivery; coordinates on ``query``, and dimensions of
+  analysis results (beliefs by ``delivery`` and ``probe``)
 - ``option``: a position in the list of answers shown to the model (position order)
 - ``outcome``: an answer's meaning, independent of where it was shown
 - ``layer``: residual-stream layer; 0 = embeddings, l = output of block l-1
@@ -14,16 +17,55 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``cont_extra``: continuation positions 0..n-2 whose residuals predict tokens 1..n-1
 - ``vocab``: the model's vocabulary
 - ``lens_token``: the subset of vocabulary rows stored for the offline logit lens
+- ``source``: where a belief is read (the output, the logit lens, a tuned lens, a probe)
+- ``style``, ``case``, ``type``: analysis groupings (a simulator's story style, a judgment
+  case, a recommender user type)
+- ``model``: one model of several compared on the same study
+- ``pair``, ``positions``, ``alpha``: interventions (a base/source pair of a patch, which
+  positions are patched, a steering strength)
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
+
+Dim = Literal[
+    "query",
+    "episode",
+    "turn",
+    "rotation",
+    "probe",
+    "kind",
+    "env",
+    "delivery",
+    "option",
+    "outcome",
+    "layer",
+    "d_model",
+    "token",
+    "cont_token",
+    "cont_extra",
+    "vocab",
+    "lens_token",
+    "source",
+    "style",
+    "case",
+    "type",
+    "model",
+    "pair",
+    "positions",
+    "alpha",
+]
+"""Every dimension name (the type of a dimension label)."""
 
 QUERY: Final = "query"
 EPISODE: Final = "episode"
 TURN: Final = "turn"
 ROTATION: Final = "rotation"
+PROBE: Final = "probe"
+KIND: Final = "kind"
+ENV: Final = "env"
+DELIVERY: Final = "delivery"
 OPTION: Final = "option"
 OUTCOME: Final = "outcome"
 LAYER: Final = "layer"
@@ -33,21 +75,22 @@ CONT_TOKEN: Final = "cont_token"
 CONT_EXTRA: Final = "cont_extra"
 VOCAB: Final = "vocab"
 LENS_TOKEN: Final = "lens_token"
-PROBE: Final = "probe"
+SOURCE: Final = "source"
+STYLE: Final = "style"
+CASE: Final = "case"
+TYPE: Final = "type"
+MODEL: Final = "model"
+PAIR: Final = "pair"
+POSITIONS: Final = "positions"
+ALPHA: Final = "alpha"
 
-ALL: Final = (
-    QUERY,
-    EPISODE,
-    TURN,
-    ROTATION,
-    OPTION,
-    OUTCOME,
-    LAYER,
-    D_MODEL,
-    TOKEN,
-    CONT_TOKEN,
-    CONT_EXTRA,
-    VOCAB,
-    LENS_TOKEN,
-    PROBE,
-)
+ALL: Final[tuple[Dim, ...]] = get_args(Dim)
+"""Every dimension name, in glossary order."""
+
+
+def dim(name: str) -> Dim:
+    """``name`` as a :data:`Dim`, or :class:`ValueError` if it is not in the glossary."""
+    for d in ALL:
+        if d == name:
+            return d
+    raise ValueError(f"{name!r} is not a dimension name of belieflens.dims")

@@ -18,7 +18,17 @@ from belieflens.cache.lens_params import final_norm, unembedding
 from belieflens.cache.lock import write_lock
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.provenance import provenance
-from belieflens.cache.store import PartialFile, Sizes, chunk_rows, create_partial, partial_path
+from belieflens.cache.store import (
+    STR,
+    PartialFile,
+    Sizes,
+    StoreDType,
+    VarSpec,
+    chunk_rows,
+    create_partial,
+    partial_path,
+)
+from belieflens.dims import QUERY
 from belieflens.envs.base import Environment, Query
 from belieflens.errors import ParameterError
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
@@ -140,31 +150,29 @@ TRUTH_PREFIX = "truth_"
 """Episode truth values (latent state, scenario variables) are stored as ``truth_<key>``."""
 
 
-def truth_schema(recs: Sequence[QueryRecord]) -> dict[str, tuple[tuple[str, ...], str, str]]:
+def truth_schema(recs: Sequence[QueryRecord]) -> tuple[VarSpec, ...]:
     """One ``(query,)`` variable per episode-truth key: text if any value is text, else float."""
-    kinds: dict[str, str] = {}
+    kinds: dict[str, StoreDType] = {}
     for r in recs:
         for k, v in r.truth.items():
-            if isinstance(v, str) or kinds.get(k) == "str":
-                kinds[k] = "str"
+            if isinstance(v, str) or kinds.get(k) == STR:
+                kinds[k] = STR
             else:
                 kinds.setdefault(k, "f8")
-    return {
-        f"{TRUTH_PREFIX}{k}": (("query",), kind, f"episode truth {k!r}")
+    return tuple(
+        VarSpec(f"{TRUTH_PREFIX}{k}", (QUERY,), kind, f"episode truth {k!r}")
         for k, kind in sorted(kinds.items())
-    }
+    )
 
 
-def _truth_rows(
-    recs: Sequence[QueryRecord], schema: Mapping[str, tuple[tuple[str, ...], str, str]]
-) -> dict[str, np.ndarray]:
+def _truth_rows(recs: Sequence[QueryRecord], schema: Sequence[VarSpec]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
-    for name, (_, kind, _) in schema.items():
-        key = name[len(TRUTH_PREFIX):]
-        if kind == "str":
-            out[name] = np.array([str(r.truth.get(key, "")) for r in recs], dtype=object)
+    for spec in schema:
+        key = spec.name[len(TRUTH_PREFIX):]
+        if spec.dtype == STR:
+            out[spec.name] = np.array([str(r.truth.get(key, "")) for r in recs], dtype=object)
         else:
-            out[name] = np.array(
+            out[spec.name] = np.array(
                 [float(r.truth.get(key, np.nan)) for r in recs], dtype=np.float64
             )
     return out
@@ -270,16 +278,15 @@ def extract(
     env_name = getattr(env, "name", type(env).__name__)
     env_params = dataclasses.asdict(env.params)  # type: ignore[call-overload]
     reuse = options.reuse_prefix and model.info.prefix_reuse
-    the_study = resume.study(
+    the_study = resume.Study(
         env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,
-        model={"id": model.info.official_id, "weights_hash": model.info.weights_hash,
-               "dtype": model.info.dtype, "device": model.info.device,
-               "kernels": model.info.kernels},
-        options={"window": options.window, "max_rows": options.max_rows,
-                 "max_tokens": options.max_tokens, "padding_side": options.padding_side,
-                 "resid_dtype": options.resid_dtype, "save_logits": options.save_logits,
-                 "prefix_reuse": reuse, "cont_resid": options.cont_resid},
-        sizes=dataclasses.asdict(sizes), queries=resume.queries_hash(_query_rows(recs, tqs)),
+        model=resume.StudyModel.of(model.info),
+        options=resume.StudyOptions(
+            window=options.window, max_rows=options.max_rows, max_tokens=options.max_tokens,
+            padding_side=options.padding_side, resid_dtype=options.resid_dtype,
+            save_logits=options.save_logits, prefix_reuse=reuse, cont_resid=options.cont_resid,
+        ),
+        sizes=sizes, queries_sha256=resume.queries_hash(_query_rows(recs, tqs)),
     )
     wins = resume.windows(len(recs), options.window)
     with write_lock(out):
@@ -300,10 +307,11 @@ def extract(
             norm = final_norm(model.bridge)
             unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
             attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps,
-                          resume.STUDY_ATTR: the_study,
-                          resume.FINGERPRINT_ATTR: resume.fingerprint(the_study)})
+                          resume.STUDY_ATTR: the_study.to_json(),
+                          resume.FINGERPRINT_ATTR: the_study.fingerprint()})
             tschema = truth_schema(recs)
-            gschema, gvalues = log_columns(env, [r.episode for r in recs])
+            gcolumns, gvalues = log_columns(env, [r.episode for r in recs])
+            gschema = [VarSpec.parse(name, *spec) for name, spec in gcolumns.items()]
 
             def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
                 for start, stop in resume.windows(len(recs), max(options.window, 1024)):
@@ -323,7 +331,7 @@ def extract(
                     "final_norm_bias": norm.bias,
                 },
                 row_slabs=slabs(), resid_dtype=options.resid_dtype,
-                rows_per_chunk=chunk_rows(options.window), extra={**tschema, **gschema},
+                rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),
             )
         writer = PartialFile(partial_path(out))
         t0 = time.perf_counter()

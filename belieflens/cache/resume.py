@@ -3,8 +3,9 @@
 A *study* is everything that decides a cache file's data: environment and its
 parameters, seed, episodes, model weights, dtype, device, the options that
 change values or batch composition (window, batch budgets, padding, prefix
-reuse, storage dtype, saved logits) and a hash of every rendered query. It is
-stored as the root attribute ``study`` (JSON) with its SHA-256 ``study_fingerprint``.
+reuse, storage dtype, saved logits) and a hash of every rendered query. It is the
+record :class:`Study`, stored as the root attribute ``study`` (JSON, :meth:`Study.to_json`)
+with its SHA-256 ``study_fingerprint``.
 A partial file is resumed only if its fingerprint equals the new run's;
 extraction runs in windows of ``window`` queries and a window is redone unless
 all its rows are complete, so batches are composed exactly as in an
@@ -13,16 +14,20 @@ uninterrupted run. CPU threads are not part of the study.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from belieflens.cache.store import SCHEMA_VERSION, PartialState, read_partial
+from belieflens.cache.models import ModelInfo
+from belieflens.cache.store import SCHEMA_VERSION, PartialState, Sizes, read_partial
 from belieflens.errors import CacheFileError
+from belieflens.types import DTypeName, KernelName, PaddingSide, StoreDTypeName
 
 STUDY_ATTR = "study"
 """Root attribute holding the study as JSON."""
@@ -40,29 +45,75 @@ def queries_hash(rows: Iterable[Sequence[Any]]) -> str:
     return h.hexdigest()
 
 
-def study(
-    *,
-    env_name: str,
-    env_params: Mapping[str, Any],
-    seed: int,
-    episodes: int,
-    model: Mapping[str, Any],
-    options: Mapping[str, Any],
-    sizes: Mapping[str, int],
-    queries: str,
-) -> dict[str, Any]:
-    """The study of a run as a flat JSON-ready mapping (see the module docstring)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "env_name": env_name,
-        "env_params": json.loads(json.dumps(dict(env_params), sort_keys=True, default=str)),
-        "seed": seed,
-        "episodes": episodes,
-        **{f"model_{k}": v for k, v in sorted(model.items())},
-        **{k: v for k, v in sorted(options.items())},
-        "sizes": dict(sizes),
-        "queries_sha256": queries,
-    }
+@dataclass(frozen=True)
+class StudyModel:
+    """The model part of a study: which weights ran, how."""
+
+    id: str
+    weights_hash: str
+    dtype: DTypeName
+    device: str
+    kernels: KernelName
+
+    @classmethod
+    def of(cls, info: ModelInfo) -> StudyModel:
+        """The study fields of a loaded model's provenance."""
+        return cls(id=info.official_id, weights_hash=info.weights_hash, dtype=info.dtype,
+                   device=info.device, kernels=info.kernels)
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """The extraction options that change a file's values or the composition of its batches."""
+
+    window: int
+    max_rows: int
+    max_tokens: int
+    padding_side: PaddingSide
+    resid_dtype: StoreDTypeName
+    save_logits: bool
+    prefix_reuse: bool
+    cont_resid: bool
+
+
+@dataclass(frozen=True)
+class Study:
+    """Everything that decides a cache file's data (see the module docstring).
+
+    Stored flat, as :meth:`to_json`: ``env_name``, ``env_params``, ``seed``,
+    ``episodes``, ``model_<field>`` for each field of :class:`StudyModel`, each field of
+    :class:`StudyOptions`, ``sizes``, ``queries_sha256`` and ``schema_version``.
+    """
+
+    env_name: str
+    env_params: Mapping[str, Any]
+    seed: int
+    episodes: int
+    model: StudyModel
+    options: StudyOptions
+    sizes: Sizes
+    queries_sha256: str
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The study as the flat JSON-ready mapping stored in the ``study`` attribute."""
+        return {
+            "schema_version": self.schema_version,
+            "env_name": self.env_name,
+            "env_params": json.loads(
+                json.dumps(dict(self.env_params), sort_keys=True, default=str)
+            ),
+            "seed": self.seed,
+            "episodes": self.episodes,
+            **{f"model_{k}": v for k, v in sorted(dataclasses.asdict(self.model).items())},
+            **dict(sorted(dataclasses.asdict(self.options).items())),
+            "sizes": dataclasses.asdict(self.sizes),
+            "queries_sha256": self.queries_sha256,
+        }
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the study's canonical JSON (the ``study_fingerprint`` attribute)."""
+        return fingerprint(self.to_json())
 
 
 def fingerprint(s: Mapping[str, Any]) -> str:
@@ -94,8 +145,8 @@ def done_windows(complete: np.ndarray, wins: Sequence[tuple[int, int]]) -> set[i
     return {i for i, (a, b) in enumerate(wins) if bool(complete[a:b].all())}
 
 
-def resumable(partial: Path, new: Mapping[str, Any], *, overwrite: bool) -> PartialState | None:
-    """The state of ``partial`` if it can be resumed for study ``new``, else ``None`` (start over).
+def resumable(partial: Path, study: Study, *, overwrite: bool) -> PartialState | None:
+    """The state of ``partial`` if it can be resumed for ``study``, else ``None`` (start over).
 
     A partial file of another study, or a damaged one, raises
     :class:`CacheFileError` unless ``overwrite``, in which case it is deleted.
@@ -120,6 +171,7 @@ def resumable(partial: Path, new: Mapping[str, Any], *, overwrite: bool) -> Part
             partial.unlink()
             return None
         raise CacheFileError(f"{e}; pass --overwrite to discard it and start again") from None
+    new = study.to_json()
     if fingerprint(old) != fingerprint(new):
         if overwrite:
             partial.unlink()

@@ -21,67 +21,131 @@ Variables (dims in brackets): see :data:`SCHEMA`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 import h5py
 import numpy as np
 import xarray as xr
 
+from belieflens.dims import (
+    CONT_EXTRA,
+    CONT_TOKEN,
+    D_MODEL,
+    DELIVERY,
+    ENV,
+    EPISODE,
+    KIND,
+    LAYER,
+    LENS_TOKEN,
+    OPTION,
+    OUTCOME,
+    PROBE,
+    QUERY,
+    ROTATION,
+    TOKEN,
+    TURN,
+    VOCAB,
+    Dim,
+    dim,
+)
 from belieflens.errors import CacheFileError
 
 SCHEMA_VERSION = 1
 """Bumped whenever a variable changes meaning or shape."""
 
-STR = "str"
+StoreDType = Literal["f8", "f4", "i4", "i1", "str", "resid"]
+"""How a variable is stored: a NumPy dtype code, ``str`` (variable-length UTF-8 text), or
+``resid`` (the run's residual storage dtype, ``--resid-dtype``)."""
 
-SCHEMA: dict[str, tuple[tuple[str, ...], str, str]] = {
-    # name: (dims, dtype, meaning)
-    "resid": (("query", "layer", "d_model"), "resid",
-              "residual stream at the answer position; layer 0 = embeddings, l = block l-1 out"),
-    "option_logprob": (("query", "option"), "f8",
-                       "log P(whole continuation of option j) in position order"),
-    "answer_lse": (("query",), "f8", "logsumexp of the final logits at the answer position"),
-    "input_ids": (("query", "token"), "i4", "context token ids, BOS included (-1 = pad)"),
-    "answer_pos": (("query",), "i4", "index in input_ids of the last context token"),
-    "option_ids": (("query", "option", "cont_token"), "i4",
-                   "token ids of each option's continuation (-1 = pad)"),
-    "option_lens_index": (("query", "option", "cont_token"), "i4",
-                          "row of each continuation token in lens_token_id (-1 = pad)"),
-    "outcome": (("query", "option"), "i4", "outcome index shown at each position (-1 = pad)"),
-    "outcome_label": (("query", "outcome"), STR, "the outcome's label ('' past the probe's K)"),
-    "oracle": (("query", "outcome"), "f8", "exact Bayesian distribution over outcomes (NaN: none)"),
-    "n_outcome": (("query",), "i4", "number of outcomes K of the probe"),
-    "prompt": (("query",), STR, "the rendered context text"),
-    "complete": (("query",), "i1", "1 once the row is written"),
-    "episode": (("query",), "i4", "episode index"),
-    "turn": (("query",), "i4", "turn index (0 = prior)"),
-    "rotation": (("query",), "i4", "Latin-square rotation"),
-    "probe": (("query",), STR, "probe name"),
-    "kind": (("query",), STR, "read-out kind: mcq or completion"),
-    "env": (("query",), STR, "environment name"),
-    "delivery": (("query",), STR, "delivery"),
-    "lens_token_id": (("lens_token",), "i4", "vocabulary ids whose unembedding rows are stored"),
-    "unembed": (("lens_token", "d_model"), "f4", "unembedding rows of lens_token_id"),
-    "unembed_bias": (("lens_token",), "f4", "unembedding bias of lens_token_id"),
-    "final_norm_gain": (("d_model",), "f8", "effective per-dimension gain of the final norm"),
-    "final_norm_bias": (("d_model",), "f8", "effective bias of the final norm"),
-    "logprobs": (("query", "vocab"), "f4", "full next-token log-probs at the answer position"),
-    "cont_resid": (("query", "option", "cont_extra", "layer", "d_model"), "resid",
-                   "residual at continuation token i of each option's own row (predicts token "
-                   "i+1); only with --cont-resid, NaN where the option is shorter"),
-}
+STR: Final = "str"
 
-COORDS = ("episode", "turn", "rotation", "probe", "kind", "env", "delivery")
-"""Per-query coordinates."""
 
-REQUIRED = (
+@dataclass(frozen=True)
+class VarSpec:
+    """One variable of the cache file: its name, dimensions, storage dtype and meaning.
+
+    The meaning is stored as the variable's ``description`` attribute.
+    """
+
+    name: str
+    dims: tuple[Dim, ...]
+    dtype: StoreDType
+    meaning: str
+
+    @property
+    def per_query(self) -> bool:
+        """Whether the variable has one row per read-out (its first dimension is ``query``)."""
+        return bool(self.dims) and self.dims[0] == QUERY
+
+    @classmethod
+    def parse(cls, name: str, dims: Sequence[str], dtype: str, meaning: str) -> VarSpec:
+        """A spec from plain strings (checked against the glossary and the storage dtypes)."""
+        for allowed in get_args(StoreDType):
+            if allowed == dtype:
+                return cls(name, tuple(dim(d) for d in dims), allowed, meaning)
+        raise ValueError(f"variable {name!r}: {dtype!r} is not a storage dtype")
+
+
+def _schema(*specs: VarSpec) -> dict[str, VarSpec]:
+    return {s.name: s for s in specs}
+
+
+SCHEMA: Mapping[str, VarSpec] = _schema(
+    VarSpec("resid", (QUERY, LAYER, D_MODEL), "resid",
+            "residual stream at the answer position; layer 0 = embeddings, l = block l-1 out"),
+    VarSpec("option_logprob", (QUERY, OPTION), "f8",
+            "log P(whole continuation of option j) in position order"),
+    VarSpec("answer_lse", (QUERY,), "f8", "logsumexp of the final logits at the answer position"),
+    VarSpec("input_ids", (QUERY, TOKEN), "i4", "context token ids, BOS included (-1 = pad)"),
+    VarSpec("answer_pos", (QUERY,), "i4", "index in input_ids of the last context token"),
+    VarSpec("option_ids", (QUERY, OPTION, CONT_TOKEN), "i4",
+            "token ids of each option's continuation (-1 = pad)"),
+    VarSpec("option_lens_index", (QUERY, OPTION, CONT_TOKEN), "i4",
+            "row of each continuation token in lens_token_id (-1 = pad)"),
+    VarSpec("outcome", (QUERY, OPTION), "i4", "outcome index shown at each position (-1 = pad)"),
+    VarSpec("outcome_label", (QUERY, OUTCOME), STR,
+            "the outcome's label ('' past the probe's K)"),
+    VarSpec("oracle", (QUERY, OUTCOME), "f8",
+            "exact Bayesian distribution over outcomes (NaN: none)"),
+    VarSpec("n_outcome", (QUERY,), "i4", "number of outcomes K of the probe"),
+    VarSpec("prompt", (QUERY,), STR, "the rendered context text"),
+    VarSpec("complete", (QUERY,), "i1", "1 once the row is written"),
+    VarSpec(EPISODE, (QUERY,), "i4", "episode index"),
+    VarSpec(TURN, (QUERY,), "i4", "turn index (0 = prior)"),
+    VarSpec(ROTATION, (QUERY,), "i4", "Latin-square rotation"),
+    VarSpec(PROBE, (QUERY,), STR, "probe name"),
+    VarSpec(KIND, (QUERY,), STR, "read-out kind: mcq or completion"),
+    VarSpec(ENV, (QUERY,), STR, "environment name"),
+    VarSpec(DELIVERY, (QUERY,), STR, "delivery"),
+    VarSpec("lens_token_id", (LENS_TOKEN,), "i4",
+            "vocabulary ids whose unembedding rows are stored"),
+    VarSpec("unembed", (LENS_TOKEN, D_MODEL), "f4", "unembedding rows of lens_token_id"),
+    VarSpec("unembed_bias", (LENS_TOKEN,), "f4", "unembedding bias of lens_token_id"),
+    VarSpec("final_norm_gain", (D_MODEL,), "f8",
+            "effective per-dimension gain of the final norm"),
+    VarSpec("final_norm_bias", (D_MODEL,), "f8", "effective bias of the final norm"),
+    VarSpec("logprobs", (QUERY, VOCAB), "f4",
+            "full next-token log-probs at the answer position"),
+    VarSpec("cont_resid", (QUERY, OPTION, CONT_EXTRA, LAYER, D_MODEL), "resid",
+            "residual at continuation token i of each option's own row (predicts token "
+            "i+1); only with --cont-resid, NaN where the option is shorter"),
+)
+"""Every variable a cache file may hold, by name, in file order (built from
+:mod:`belieflens.dims`); runs add ``truth_*`` and ``generation_log`` (``extra`` of
+:func:`create_partial`)."""
+
+COORDS: tuple[str, ...] = (EPISODE, TURN, ROTATION, PROBE, KIND, ENV, DELIVERY)
+"""Per-query coordinates (variables named like the glossary's dimensions)."""
+
+REQUIRED: tuple[str, ...] = (
     "resid", "option_logprob", "input_ids", "answer_pos", "option_ids", "outcome",
-    "outcome_label", "oracle", *COORDS[:4], "env", "delivery",
+    "outcome_label", "oracle", *COORDS[:4], ENV, DELIVERY,
 )
 """Variables every readable cache file must hold."""
 
@@ -100,6 +164,15 @@ class Sizes:
     lens_token: int
     vocab: int = 0
     cont_extra: int = 0
+
+    def of(self, d: Dim) -> int:
+        """The size of dimension ``d``; 0 for a dimension a cache file does not have."""
+        n = getattr(self, d, 0)
+        return int(n)
+
+    def dims(self) -> dict[Dim, int]:
+        """Every dimension of the file with its size (0: absent), in file order."""
+        return {dim(f.name): int(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 MODEL_ROWS = ("resid", "option_logprob", "answer_lse", "logprobs", "cont_resid")
@@ -155,7 +228,7 @@ def create_partial(
     row_slabs: Iterable[tuple[int, Mapping[str, np.ndarray]]],
     resid_dtype: str = "float32",
     rows_per_chunk: int = 64,
-    extra: Mapping[str, tuple[tuple[str, ...], str, str]] | None = None,
+    extra: Iterable[VarSpec] = (),
 ) -> Path:
     """Build ``<out>.partial`` with every variable allocated and every static value written.
 
@@ -169,34 +242,34 @@ def create_partial(
     tmp = out.with_name(out.name + ".partial.new")
     tmp.unlink(missing_ok=True)
     with h5netcdf.File(tmp, "w") as f:
-        for dim, n in vars(sizes).items():
+        for d, n in sizes.dims().items():
             if n > 0:
-                f.dimensions[dim] = n
-        for name, (dims, dtype, meaning) in {**SCHEMA, **(extra or {})}.items():
-            if any(getattr(sizes, d) == 0 for d in dims):
+                f.dimensions[d] = n
+        for spec in {**SCHEMA, **{e.name: e for e in extra}}.values():
+            if any(sizes.of(d) == 0 for d in spec.dims):
                 continue
-            if dtype == STR:
+            if spec.dtype == STR:
                 h5dtype: Any = h5py.string_dtype()
                 fill: Any = None
-            elif dtype == "resid":
+            elif spec.dtype == "resid":
                 h5dtype = np.dtype(resid_dtype)
                 fill = np.nan
             else:
-                h5dtype = np.dtype(dtype)
+                h5dtype = np.dtype(spec.dtype)
                 # integers keep HDF5's default fill (0) and no _FillValue, so xarray keeps
                 # them integer; padding is written explicitly as -1
                 fill = np.nan if h5dtype.kind == "f" else None
             chunks = None
-            if dims[0] == "query":
-                shape = [getattr(sizes, d) for d in dims]
+            if spec.per_query:
+                shape = [sizes.of(d) for d in spec.dims]
                 shape[0] = min(rows_per_chunk, shape[0])
                 chunks = tuple(shape)
             kwargs: dict[str, Any] = {"chunks": chunks, "dcpl": _early_alloc()}
             if fill is not None:
                 kwargs["fillvalue"] = fill
-            var = f.create_variable(name, dims, dtype=h5dtype, **kwargs)
-            var.attrs["description"] = meaning
-            if dims[0] == "query" and name not in COORDS:
+            var = f.create_variable(spec.name, spec.dims, dtype=h5dtype, **kwargs)
+            var.attrs["description"] = spec.meaning
+            if spec.per_query and spec.name not in COORDS:
                 var.attrs["coordinates"] = " ".join(COORDS)
         for name, arr in static.items():
             f.variables[name][...] = arr

@@ -49,13 +49,13 @@ def _cache_stub(path: Path, weights_hash: str) -> Path:
     from belieflens.cache.store import REQUIRED, SCHEMA, SCHEMA_VERSION
 
     def zeros(name: str) -> np.ndarray:
-        dims, dtype, _ = SCHEMA[name]
-        shape = (1,) * len(dims)
-        if dtype == "str":
+        spec = SCHEMA[name]
+        shape = (1,) * len(spec.dims)
+        if spec.dtype == "str":
             return np.full(shape, "x", dtype=object)
-        return np.zeros(shape, dtype="f8" if dtype == "resid" else dtype)
+        return np.zeros(shape, dtype="f8" if spec.dtype == "resid" else spec.dtype)
 
-    data = {n: (SCHEMA[n][0], zeros(n)) for n in REQUIRED}
+    data = {n: (SCHEMA[n].dims, zeros(n)) for n in REQUIRED}
     xr.Dataset(data, attrs={"schema_version": SCHEMA_VERSION, "status": "complete",
                             "weights_hash": weights_hash, "model_id": "other-model"}
                ).to_netcdf(path, engine="h5netcdf")
