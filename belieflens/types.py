@@ -36,3 +36,12 @@ DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
 KernelName = Literal["auto", "default", "onednn"]
 """CPU linear kernels: PyTorch's default GEMM, oneDNN's, or ``auto`` (oneDNN on CPU where it
 passes a check at load; see :mod:`belieflens.cache.kernels`)."""
+
+ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
+"""The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings.
+
+Defined here because both the environment (:mod:`belieflens.envs.dutch_book`) and its
+analysis (the sure-loss constructions) need it."""
+
+SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
+"""All scenario kinds, in order."""

@@ -17,17 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import linprog
 
-ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
-"""The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings."""
-
-SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
-"""All scenario kinds, in order."""
+from belieflens.types import ScenarioKind
 
 TOL = 1e-9
 """Sure losses at or below this are treated as zero (numerical coherence)."""

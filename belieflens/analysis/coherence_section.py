@@ -24,10 +24,8 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.coherence import (
-    SCENARIO_KINDS,
     ArbitrageResult,
     DutchBook,
-    ScenarioKind,
     find_book,
     scenario_book,
     scenario_events,
@@ -37,7 +35,7 @@ from belieflens.analysis.plots import _pyplot
 from belieflens.analysis.sections import Section
 from belieflens.analysis.truth import episode_truth
 from belieflens.errors import CacheFileError
-from belieflens.types import DebiasMethod
+from belieflens.types import SCENARIO_KINDS, DebiasMethod, ScenarioKind
 
 PROBE = "credence"
 """The Dutch-book environment's Yes/No probe."""

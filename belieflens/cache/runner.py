@@ -13,58 +13,25 @@ option's tokens but the last), and log P(option) sums over all its tokens.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from jaxtyping import Float
 
 from belieflens.cache.models import LoadedModel
+from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names, row_count
+from belieflens.cache.trie_runner import run_trie
 from belieflens.probes.render import TokenizedQuery
 from belieflens.types import PaddingSide
 
-
-@dataclass(frozen=True)
-class ReadOut:
-    """What one query yields."""
-
-    resid: Float[np.ndarray, "layer d_model"]
-    option_logprob: Float[np.ndarray, " option"]
-    answer_lse: float
-    logprobs: Float[np.ndarray, " vocab"] | None = None
-    cont_resid: Float[np.ndarray, "option cont_extra layer d_model"] | None = None
-
-
-@dataclass(frozen=True)
-class Row:
-    """One forward row: the tokens run, where the answer is read, which option."""
-
-    query: int
-    ids: tuple[int, ...]
-    answer_pos: int
-    option: int | None  # None: the row reads every (single-token) option
-
-
-def resid_hook_names(n_layers: int) -> list[str]:
-    """Hook names whose outputs are layers 0..n_layers of the schema's ``resid``."""
-    return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
-
-
-def forward_rows(tqs: Sequence[TokenizedQuery]) -> list[Row]:
-    """The forward rows of ``tqs``: one per query with single-token options, else one per option."""
-    rows: list[Row] = []
-    for qi, tq in enumerate(tqs):
-        if tq.single_token:
-            rows.append(Row(qi, tq.context_ids, tq.answer_pos, None))
-        else:
-            for j, cont in enumerate(tq.option_ids):
-                rows.append(Row(qi, tq.context_ids + cont[:-1], tq.answer_pos, j))
-    return rows
-
-
-def row_count(tq: TokenizedQuery) -> int:
-    """How many forward rows a query costs."""
-    return 1 if tq.single_token else len(tq.option_ids)
+__all__ = [
+    "ReadOut",
+    "forward_rows",
+    "plan_batches",
+    "resid_hook_names",
+    "row_count",
+    "run_batch",
+    "run_queries",
+]
 
 
 def run_batch(
@@ -247,8 +214,6 @@ def run_queries(
     whole prompts, sorted by length.
     """
     if reuse_prefix and model.info.prefix_reuse:
-        from belieflens.cache.trie_runner import run_trie
-
         yield from run_trie(model, tqs, max_rows=max_rows, max_tokens=max_tokens,
                             save_logits=save_logits, cont_resid=cont_resid)
         return

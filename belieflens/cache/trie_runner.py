@@ -8,7 +8,7 @@ context it has in the full prompt. After the forward, the cache of every edge
 that has children is cut out of the batch and kept until its children ran.
 
 Hooks copy the residual stream only at read positions, and the unembedding runs
-only there. A query's :class:`~belieflens.cache.runner.ReadOut` is yielded as soon
+only there. A query's :class:`~belieflens.cache.rows.ReadOut` is yielded as soon
 as the last of its read positions is computed. Equality with the full-prompt run
 (within 1e-4 in fp32) is tested in ``tests/cache/test_trie_runner.py``.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from belieflens.cache.models import LoadedModel
-from belieflens.cache.runner import ReadOut, forward_rows, resid_hook_names
+from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names
 from belieflens.cache.trie import Edge, Trie, build, schedule
 from belieflens.errors import BeliefLensError
 from belieflens.probes.render import TokenizedQuery

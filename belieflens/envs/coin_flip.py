@@ -11,7 +11,7 @@ from scipy import special
 
 from belieflens.envs.base import Episode, Message, Probe, Turn
 from belieflens.envs.params import bad, param
-from belieflens.probes.mcq import mcq_probe
+from belieflens.envs.questions import mcq_probe
 from belieflens.types import Delivery
 
 INTRO = (

@@ -1,11 +1,16 @@
-"""Multiple-choice probes asked under every Latin-square rotation, and text-completion probes."""
+"""Belief questions as :class:`~belieflens.envs.base.Probe` records: multiple-choice questions
+asked under every Latin-square rotation, and text-completion questions.
+
+Building a question from text is environment-level work (no tokenizer is involved);
+:mod:`belieflens.probes` turns the resulting queries into token-aligned read-outs.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from belieflens.envs.base import Message, Probe, Query, append_user
-from belieflens.probes.latin import latin_square
+from belieflens.envs.latin import latin_square
 from belieflens.types import Delivery, PromptFormat
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -1,7 +1,13 @@
-"""Probes: belief questions turned into token-aligned read-outs."""
+"""Probes: belief questions turned into token-aligned read-outs.
 
-from belieflens.probes.latin import debias, latin_square
-from belieflens.probes.mcq import completion_probe, mcq_probe, mcq_text
+The questions themselves are built in the environment layer
+(:mod:`belieflens.envs.questions`, :mod:`belieflens.envs.latin`); they are re-exported
+here under their public names.
+"""
+
+from belieflens.envs.latin import latin_square
+from belieflens.envs.questions import completion_probe, mcq_probe, mcq_text
+from belieflens.probes.latin import debias
 from belieflens.probes.render import TokenizedQuery, render
 
 __all__ = [

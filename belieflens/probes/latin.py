@@ -1,4 +1,4 @@
-"""Latin-square rotations and debiasing of position bias.
+"""Debiasing of position bias: pooling read-outs over Latin-square rotations.
 
 A probe with ``k`` outcomes is asked ``k`` times; under rotation ``r`` position
 ``j`` shows outcome ``(r + j) % k``. Every outcome appears once at every position,
@@ -10,16 +10,10 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Int
 
+from belieflens.envs.latin import latin_square
 from belieflens.types import DebiasMethod
 
-
-def latin_square(k: int) -> Int[np.ndarray, "rotation option"]:
-    """The cyclic ``k x k`` Latin square: row ``r`` is the outcome shown at each position."""
-    if k < 1:
-        raise ValueError(f"latin_square needs k >= 1, got {k}")
-    r = np.arange(k)[:, None]
-    j = np.arange(k)[None, :]
-    return np.asarray((r + j) % k, dtype=np.int64)
+__all__ = ["debias", "latin_square"]
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belieflens.analysis.coherence import (
-    ScenarioKind,
     extensionality_book,
     find_book,
     incidence_matrix,
@@ -21,6 +20,7 @@ from belieflens.analysis.coherence import (
     scenario_book,
     scenario_events,
 )
+from belieflens.types import ScenarioKind
 
 
 def test_normalisation_over_one() -> None:

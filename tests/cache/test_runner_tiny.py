@@ -11,7 +11,7 @@ import torch
 import xarray as xr
 
 import belieflens.envs as envs
-from belieflens.cache import runner
+from belieflens.cache import rows, runner
 from belieflens.cache.extract import ExtractOptions, extract
 from belieflens.envs.base import Query
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
@@ -52,7 +52,7 @@ def test_hook_capture_equals_run_with_cache(tiny_model: Any) -> None:
     ids = torch.tensor([tq.context_ids])
     with torch.inference_mode():
         logits, cache = tiny_model.bridge.run_with_cache(ids)
-    names = runner.resid_hook_names(tiny_model.info.n_layers)
+    names = rows.resid_hook_names(tiny_model.info.n_layers)
     full = np.stack([cache[n][0, tq.answer_pos].float().numpy() for n in names])
     assert np.allclose(out.resid, full, atol=1e-5)
     lp = torch.log_softmax(logits[0, tq.answer_pos].float(), -1)
@@ -77,7 +77,7 @@ def test_plan_batches_respects_budgets_and_covers_all(tiny_model: Any) -> None:
     tqs = _coin_queries(tiny_model)
     batches = runner.plan_batches(tqs, max_rows=3, max_tokens=10_000)
     assert sorted(i for b in batches for i in b) == list(range(len(tqs)))
-    assert all(sum(runner.row_count(tqs[i]) for i in b) <= 3 for b in batches)
+    assert all(sum(rows.row_count(tqs[i]) for i in b) <= 3 for b in batches)
 
 
 def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: Any)
     tq = _raw(tiny_model, "The total is", (" 1", " 12", " 7"))
     (out,) = runner.run_batch(tiny_model, [tq], cont_resid=True)
     assert out.cont_resid is not None
-    names = runner.resid_hook_names(tiny_model.info.n_layers)
+    names = rows.resid_hook_names(tiny_model.info.n_layers)
     for j, cont in enumerate(tq.option_ids):
         ids = torch.tensor([tq.context_ids + cont])
         with torch.inference_mode():

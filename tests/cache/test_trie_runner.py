@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import belieflens.envs as envs
-from belieflens.cache import runner
+from belieflens.cache import rows, runner
 from belieflens.cache.trie_runner import run_trie
 from belieflens.envs.base import Query
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
@@ -61,8 +61,8 @@ def test_trie_run_equals_full_prompt_run(tiny_model: Any, max_rows: int, max_tok
             assert q not in seen
             seen[q] = o
     assert sorted(seen) == list(range(len(tqs)))
-    rows = {r.ids for r in runner.forward_rows(tqs)}
-    assert tokens == len({s[:k] for s in rows for k in range(1, len(s) + 1)})
+    ids = {r.ids for r in rows.forward_rows(tqs)}
+    assert tokens == len({s[:k] for s in ids for k in range(1, len(s) + 1)})
     for q, tq in enumerate(tqs):
         a, b = full[q], seen[q]
         _close(a, b)
@@ -84,5 +84,5 @@ def test_run_queries_uses_the_trie_and_computes_fewer_tokens(tiny_model: Any) ->
                                                      max_tokens=4096))
     whole = sum(n for _, _, n in runner.run_queries(tiny_model, tqs, max_rows=8,
                                                     max_tokens=4096, reuse_prefix=False))
-    assert whole == sum(len(r.ids) for r in runner.forward_rows(tqs))
+    assert whole == sum(len(r.ids) for r in rows.forward_rows(tqs))
     assert shared < whole / 2

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from belieflens.envs.base import Message, Query
-from belieflens.probes.mcq import mcq_probe
+from belieflens.envs.questions import mcq_probe
 from belieflens.probes.render import bos_policy, disambiguate, render
 
 

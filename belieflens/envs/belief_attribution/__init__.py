@@ -49,7 +49,7 @@ from belieflens.envs.belief_attribution.questions import (
 from belieflens.envs.delivery import require_generator
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
-from belieflens.probes.mcq import mcq_probe
+from belieflens.envs.questions import mcq_probe
 from belieflens.types import Delivery
 
 Condition = Literal["self", "user"]

@@ -43,7 +43,7 @@ from belieflens.envs.dutch_book.scenarios import (
 )
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
-from belieflens.probes.mcq import DEFAULT_PREFILL, mcq_probe, mcq_text
+from belieflens.envs.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.types import Delivery
 
 LABELS = ("Yes", "No")

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from belieflens.analysis.coherence import SCENARIO_KINDS, ScenarioKind
 from belieflens.envs.importing import one_line, read_json
 from belieflens.errors import ImportFormatError
+from belieflens.types import SCENARIO_KINDS, ScenarioKind
 
 SHIPPED = "scenarios.json"
 """File name of the shipped scenario set under ``belieflens/data/dutch_book``."""

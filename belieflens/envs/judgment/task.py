@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from belieflens.envs.base import Message, Probe
 from belieflens.envs.judgment.case import Kind, labels_of
 from belieflens.envs.judgment.styles import styles_of
-from belieflens.probes.mcq import mcq_probe
+from belieflens.envs.questions import mcq_probe
 from belieflens.types import Delivery
 
 

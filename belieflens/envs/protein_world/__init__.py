@@ -39,7 +39,7 @@ from belieflens.envs.protein_world.oracle import (
     posterior,
 )
 from belieflens.envs.protein_world.world import World, generate_world, measure
-from belieflens.probes.mcq import LETTERS, mcq_probe, mcq_text
+from belieflens.envs.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.types import Delivery
 
 ACK = "Understood."

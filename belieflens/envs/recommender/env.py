@@ -14,11 +14,11 @@ from belieflens.envs.base import Episode, Probe, Turn
 from belieflens.envs.delivery import conversations, require_generator, resolve
 from belieflens.envs.generation import GenerationSettings, TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
+from belieflens.envs.questions import mcq_probe
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.probes.mcq import mcq_probe
 from belieflens.types import Delivery
 
 RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" for s in STARS)

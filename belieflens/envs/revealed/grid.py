@@ -32,8 +32,8 @@ import numpy as np
 
 from belieflens.envs.base import Episode, Message, Turn
 from belieflens.envs.params import bad, param
+from belieflens.envs.questions import completion_probe
 from belieflens.envs.revealed.stated import candidates, stated_probe
-from belieflens.probes.mcq import completion_probe
 from belieflens.types import Delivery, PromptFormat
 
 TERMINATOR = "."
