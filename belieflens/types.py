@@ -45,3 +45,12 @@ analysis (the sure-loss constructions) need it."""
 
 SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
 """All scenario kinds, in order."""
+
+SectionName = Literal[
+    "dutch-book", "protein-world", "belief-attribution", "recommender", "judgment", "revealed"
+]
+"""An environment-specific section of ``belieflens analyze``; each environment class lists the
+sections it needs (``sections``), and :mod:`belieflens.analysis.sections` implements each."""
+
+SECTION_NAMES: tuple[SectionName, ...] = get_args(SectionName)
+"""All section names, in order."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,8 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from belieflens.envs.base import Environment, Episode, Message
+from belieflens.envs.base import Environment, Episode, Message, ParamsLike
+from belieflens.envs.capabilities import NeedsGenerator, NeedsSimulator
 from belieflens.envs.generation import TextGenerator
 from belieflens.errors import BeliefLensError, CacheFileError
 
@@ -131,7 +131,7 @@ class GeneratingEnvironment:
     ``inner`` is the bound environment, ``log`` the generation log.
     """
 
-    def __init__(self, inner: Any, log: GenerationLog) -> None:
+    def __init__(self, inner: Environment, log: GenerationLog) -> None:
         self.inner = inner
         self.log = log
 
@@ -141,15 +141,19 @@ class GeneratingEnvironment:
         return str(self.inner.name)
 
     @property
-    def params(self) -> object:
+    def params(self) -> ParamsLike:
         """The wrapped environment's parameters."""
-        params: object = self.inner.params
-        return params
+        return self.inner.params
 
     @property
     def requires_generator(self) -> bool:
         """Whether the wrapped environment needs generated text (it is bound)."""
-        return bool(getattr(self.inner, "requires_generator", False))
+        return requires_generator(self.inner)
+
+    @property
+    def requires_simulator(self) -> bool:
+        """Whether the wrapped environment needs a user simulator (it is bound)."""
+        return requires_simulator(self.inner)
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """The wrapped environment's episodes; each one's generations are assigned to it."""
@@ -159,17 +163,25 @@ class GeneratingEnvironment:
 
 
 def requires_generator(env: object) -> bool:
-    """Whether ``env`` needs generated text (its ``requires_generator`` property, else False)."""
-    return bool(getattr(env, "requires_generator", False))
+    """Whether ``env`` needs generated text: a
+    :class:`~belieflens.envs.capabilities.NeedsGenerator` whose parameters ask for it (a bound
+    :class:`GeneratingEnvironment` answers for the environment it wraps)."""
+    if isinstance(env, GeneratingEnvironment):
+        env = env.inner
+    return isinstance(env, NeedsGenerator) and env.requires_generator
 
 
 def requires_simulator(env: object) -> bool:
-    """Whether ``env``'s parameters ask for a user simulator (``engagement`` not passive)."""
-    return str(getattr(getattr(env, "params", None), "engagement", "passive")) != "passive"
+    """Whether ``env`` needs a user simulator: a
+    :class:`~belieflens.envs.capabilities.NeedsSimulator` whose parameters ask for one
+    (active engagement)."""
+    if isinstance(env, GeneratingEnvironment):
+        env = env.inner
+    return isinstance(env, NeedsSimulator) and env.requires_simulator
 
 
 def bind_generators(
-    env: Any,
+    env: object,
     generator: TextGenerator,
     *,
     simulator: TextGenerator | None = None,
@@ -181,13 +193,13 @@ def bind_generators(
     The generators should append to the same ``log`` (e.g.
     :class:`~belieflens.cache.generate.ModelGenerator` with ``log=``).
     """
-    bind = getattr(env, "bind_generator", None)
-    if bind is None:
+    if not isinstance(env, NeedsGenerator):
         raise BeliefLensError(f"environment {getattr(env, 'name', env)!r} takes no generator")
-    if simulator is not None and "simulator" in inspect.signature(bind).parameters:
-        bound = bind(generator, simulator=simulator)
+    bound: Environment
+    if simulator is not None and isinstance(env, NeedsSimulator):
+        bound = env.bind_generator(generator, simulator=simulator)
     else:
-        bound = bind(generator)
+        bound = env.bind_generator(generator)
     return GeneratingEnvironment(bound, log if log is not None else GenerationLog())
 
 

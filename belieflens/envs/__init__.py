@@ -6,28 +6,53 @@ from typed values or CLI strings, ``describe(name)`` lists its parameters.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import Any, Protocol
 
 from belieflens.envs.base import Environment, Episode, Message, Probe, Query, Turn
+from belieflens.envs.belief_attribution import BeliefAttribution
+from belieflens.envs.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
+from belieflens.envs.coin_flip import CoinFlip
+from belieflens.envs.dutch_book import DutchBook
+from belieflens.envs.judgment import MedicalTriage, SocialJudgment
 from belieflens.envs.params import ParamSpec, parse, specs
+from belieflens.envs.protein_world import ProteinWorld
+from belieflens.envs.recommender import Recommender
+from belieflens.envs.revealed.case_study import CaseStudy
+from belieflens.envs.revealed.choice import Choice
+from belieflens.envs.revealed.coins import Coins
+from belieflens.envs.revealed.dice import Dice
+from belieflens.envs.revealed.preference import Preference
 from belieflens.errors import ParameterError
+from belieflens.types import SectionName
 
-# name -> "module:Class"; the class has a ``Params`` dataclass and is built as ``Class(params)``.
-_REGISTRY: dict[str, str] = {
-    "coin-flip": "belieflens.envs.coin_flip:CoinFlip",
-    "recommender": "belieflens.envs.recommender:Recommender",
-    "social-judgment": "belieflens.envs.judgment:SocialJudgment",
-    "medical-triage": "belieflens.envs.judgment:MedicalTriage",
-    "dice": "belieflens.envs.revealed.dice:Dice",
-    "coins": "belieflens.envs.revealed.coins:Coins",
-    "preference": "belieflens.envs.revealed.preference:Preference",
-    "choice": "belieflens.envs.revealed.choice:Choice",
-    "protein-world": "belieflens.envs.protein_world:ProteinWorld",
-    "dutch-book": "belieflens.envs.dutch_book:DutchBook",
-    "belief-attribution": "belieflens.envs.belief_attribution:BeliefAttribution",
-    "case-study": "belieflens.envs.revealed.case_study:CaseStudy",
+
+class EnvironmentClass(Protocol):
+    """What the registry needs of an environment class: its ``Params`` dataclass, the
+    analysis sections it needs, and ``Class(params)``."""
+
+    Params: type[Any]
+    sections: tuple[SectionName, ...]
+
+    def __call__(self, params: Any) -> Environment:
+        """Build the environment from validated parameters."""
+        ...
+
+
+_REGISTRY: dict[str, EnvironmentClass] = {
+    "coin-flip": CoinFlip,
+    "recommender": Recommender,
+    "social-judgment": SocialJudgment,
+    "medical-triage": MedicalTriage,
+    "dice": Dice,
+    "coins": Coins,
+    "preference": Preference,
+    "choice": Choice,
+    "protein-world": ProteinWorld,
+    "dutch-book": DutchBook,
+    "belief-attribution": BeliefAttribution,
+    "case-study": CaseStudy,
 }
+"""name -> environment class, built as ``Class(params)`` from its ``Params`` dataclass."""
 
 
 def names() -> list[str]:
@@ -35,38 +60,43 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def _class(name: str) -> Any:
+def environment_class(name: str) -> EnvironmentClass:
+    """The class registered under ``name``; an unknown name raises :class:`ParameterError`."""
     if name not in _REGISTRY:
         raise ParameterError(
             f"unknown environment {name!r}: choose one of " + ", ".join(names())
         )
-    module, cls = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return _REGISTRY[name]
 
 
 def get(name: str, **params: object) -> Environment:
     """Build environment ``name``; parameter values may be typed or strings (as from ``--set``)."""
-    cls = _class(name)
+    cls = environment_class(name)
     env: Environment = cls(parse(cls.Params, params))
     return env
 
 
 def describe(name: str) -> tuple[str, list[ParamSpec]]:
     """The environment's one-paragraph summary and its parameters."""
-    cls = _class(name)
+    cls = environment_class(name)
     doc = (cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
     return doc, specs(cls.Params)
 
 
 __all__ = [
     "Environment",
+    "EnvironmentClass",
     "Episode",
+    "FiniteGrid",
     "Message",
+    "NeedsGenerator",
+    "NeedsSimulator",
     "ParamSpec",
     "Probe",
     "Query",
     "Turn",
     "describe",
+    "environment_class",
     "get",
     "names",
 ]

@@ -11,8 +11,8 @@ until :mod:`belieflens.probes.render`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from dataclasses import Field, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from belieflens.types import Delivery, PromptFormat, Role
 
@@ -109,6 +109,12 @@ class Episode:
     truth: Mapping[str, float | str] = field(default_factory=dict)
 
 
+class ParamsLike(Protocol):
+    """A parameter dataclass instance (what :func:`dataclasses.asdict` accepts)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
 @runtime_checkable
 class Environment(Protocol):
     """A generative process that emits episodes, deterministic in ``seed``."""
@@ -119,7 +125,7 @@ class Environment(Protocol):
         ...
 
     @property
-    def params(self) -> object:
+    def params(self) -> ParamsLike:
         """The validated, frozen parameter dataclass the environment was built with."""
         ...
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 from scipy import special
@@ -12,7 +12,7 @@ from scipy import special
 from belieflens.envs.base import Episode, Message, Probe, Turn
 from belieflens.envs.params import bad, param
 from belieflens.envs.questions import mcq_probe
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 INTRO = (
     "I have a coin that may be biased: its probability of landing heads is unknown to both "
@@ -98,6 +98,8 @@ class CoinFlip:
 
     name = "coin-flip"
     Params = CoinFlipParams
+    sections: ClassVar[tuple[SectionName, ...]] = ()
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: CoinFlipParams) -> None:
         self._params = params

@@ -36,7 +36,7 @@ import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from belieflens.envs.delivery import require_generator
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.envs.questions import mcq_probe
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 Condition = Literal["self", "user"]
 """Who stated the answer that is later contradicted."""
@@ -159,6 +159,8 @@ class BeliefAttribution:
 
     name = "belief-attribution"
     Params = BeliefAttributionParams
+    sections: ClassVar[tuple[SectionName, ...]] = ("belief-attribution",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params

@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from belieflens.envs.dutch_book.scenarios import (
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.envs.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 LABELS = ("Yes", "No")
 """Outcome labels of every question: outcome 0 is Yes."""
@@ -167,6 +167,8 @@ class DutchBook:
 
     name = "dutch-book"
     Params = DutchBookParams
+    sections: ClassVar[tuple[SectionName, ...]] = ("dutch-book",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: DutchBookParams) -> None:
         self._params = params

@@ -19,7 +19,7 @@ from belieflens.envs.judgment.episode import Generation, build_episode
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import Task
 from belieflens.envs.params import bad, param
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ class JudgmentEnvironment:
     name: ClassVar[str] = ""
     Params: ClassVar[type[JudgmentParams]] = JudgmentParams
     TASK: ClassVar[Task]
+    sections: ClassVar[tuple[SectionName, ...]] = ("judgment",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: JudgmentParams) -> None:
         self._params = params
@@ -120,6 +122,11 @@ class JudgmentEnvironment:
         """Whether these parameters need generated text (multi-turn-self or active engagement)."""
         p = self._params
         return "multi-turn-self" in p.deliveries or p.engagement != "passive"
+
+    @property
+    def requires_simulator(self) -> bool:
+        """Whether these parameters need a user simulator (active engagement)."""
+        return self._params.engagement != "passive"
 
     def bind_generator(
         self, generator: TextGenerator, *, simulator: TextGenerator | None = None

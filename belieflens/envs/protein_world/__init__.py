@@ -23,7 +23,7 @@ import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from belieflens.envs.protein_world.oracle import (
 )
 from belieflens.envs.protein_world.world import World, generate_world, measure
 from belieflens.envs.questions import LETTERS, mcq_probe, mcq_text
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 ACK = "Understood."
 CLASS_Q = "Which class do the proteins most likely belong to?"
@@ -158,6 +158,8 @@ class ProteinWorld:
 
     name = "protein-world"
     Params = ProteinWorldParams
+    sections: ClassVar[tuple[SectionName, ...]] = ("protein-world",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: ProteinWorldParams) -> None:
         self._params = params

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from belieflens.envs.recommender.bayes import conditional, predictive, type_post
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.types import Delivery
+from belieflens.types import Delivery, SectionName
 
 RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" for s in STARS)
 """Outcome labels of the rating probes, in star order."""
@@ -141,6 +141,8 @@ class Recommender:
 
     name = "recommender"
     Params = RecommenderParams
+    sections: ClassVar[tuple[SectionName, ...]] = ("recommender",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: RecommenderParams) -> None:
         self._params = params

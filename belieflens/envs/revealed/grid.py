@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Generic, Literal, TypeVar, get_args
+from typing import ClassVar, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from belieflens.envs.base import Episode, Message, Turn
 from belieflens.envs.params import bad, param
 from belieflens.envs.questions import completion_probe
 from belieflens.envs.revealed.stated import candidates, stated_probe
-from belieflens.types import Delivery, PromptFormat
+from belieflens.types import Delivery, PromptFormat, SectionName
 
 TERMINATOR = "."
 """Appended to every outcome continuation when outcomes are prefix-ambiguous (``1``/``12``)."""
@@ -139,6 +139,8 @@ class GridEnvironment(Generic[P]):
     """Base of the grid environments: subclasses set ``name``, ``Params`` and :meth:`grid`."""
 
     name: str
+    sections: ClassVar[tuple[SectionName, ...]] = ("revealed",)
+    """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: P) -> None:
         self._params = params
