@@ -2,14 +2,21 @@
 statistics, the summary table, plots and the report.
 
 Everything here is a pure function of an open cache file (``belieflens.open_cache``), reading
-residuals in chunks so that files larger than memory work.
+residuals in chunks so that files larger than memory work, and returns xarray objects with
+named dimensions. The same functions hang off every cache Dataset as ``ds.bl`` (importing
+this package registers the accessor: ``ds.bl.beliefs()``, ``ds.bl.divergence()``,
+``ds.bl.summary()``, ``ds.bl.probe()``). Training a tuned lens needs a model and lives in
+:mod:`belieflens.lens`.
 """
 
-from belieflens.analysis import probes, stats, tuned_lens
-from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis import accessor, probes, stats, tuned_lens
+from belieflens.analysis.accessor import BeliefLensAccessor
+from belieflens.analysis.beliefs import by_instance, output_beliefs, point_estimates
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, mae, sym_kl, tvd
 from belieflens.analysis.lens import (
+    Lens,
+    LogitLens,
     final_norm_of,
     has_continuations,
     lens_beliefs,
@@ -26,13 +33,18 @@ from belieflens.analysis.stats import (
     sem,
 )
 from belieflens.analysis.summary import SOURCES, summary
-from belieflens.analysis.tuned_lens import TunedLens, load_tuned_lens, train_tuned_lens
+from belieflens.analysis.tuned_lens import TunedLens, load_tuned_lens
 
 __all__ = [
     "SOURCES",
+    "BeliefLensAccessor",
+    "Lens",
+    "LogitLens",
     "TunedLens",
+    "accessor",
     "binomial_test",
     "bootstrap_ci",
+    "by_instance",
     "chebyshev",
     "final_norm_of",
     "has_continuations",
@@ -57,7 +69,6 @@ __all__ = [
     "stats",
     "summary",
     "sym_kl",
-    "train_tuned_lens",
     "tuned_lens",
     "tvd",
 ]

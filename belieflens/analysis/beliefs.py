@@ -2,26 +2,238 @@
 
 A *probe instance* is one probe asked at one turn of one episode under one
 delivery; its read-outs are its Latin-square rotations (rows of ``query``).
-:func:`output_beliefs` pools the rotations (see :func:`belieflens.probes.debias`)
-and returns a Dataset with dims ``(delivery, probe, episode, turn, outcome)``;
-probes with fewer outcomes than the widest one are padded with NaN.
+:func:`by_instance` reshapes any per-query data with xarray
+(``set_index(query=[delivery, probe, episode, turn, rotation]).unstack("query")``), and
+:func:`pool_rotations` pools the rotations of every instance with
+:func:`belieflens.probes.debias` (an :func:`xarray.apply_ufunc` over the ``rotation`` and
+``option`` dims). :func:`output_beliefs` returns a Dataset with dims
+``(delivery, probe, episode, turn, outcome)``; probes with fewer outcomes than the widest
+one are padded with NaN.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from belieflens.dims import EPISODE, OPTION, OUTCOME, PROBE, QUERY, ROTATION, TURN
 from belieflens.errors import CacheFileError
 from belieflens.probes.latin import debias
 from belieflens.types import DebiasMethod
 
+DELIVERY = "delivery"
+INSTANCE_DIMS: tuple[str, ...] = (DELIVERY, PROBE, EPISODE, TURN)
+"""The dims that name a probe instance, in output order."""
+KEY_DIMS: tuple[str, ...] = (*INSTANCE_DIMS, ROTATION)
+"""The coordinates on ``query`` that :func:`by_instance` unstacks, in this order."""
+PRESENT = "present"
+"""Boolean variable of :func:`by_instance`: whether a query exists at that grid cell."""
+
+
+def _keys(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    return {
+        DELIVERY: np.asarray(ds[DELIVERY].values).astype(str),
+        PROBE: np.asarray(ds[PROBE].values).astype(str),
+        EPISODE: np.asarray(ds[EPISODE].values).astype(np.int64),
+        TURN: np.asarray(ds[TURN].values).astype(np.int64),
+        ROTATION: np.asarray(ds[ROTATION].values).astype(np.int64),
+    }
+
+
+def query_n_outcome(ds: xr.Dataset) -> np.ndarray:
+    """Outcomes of each query's probe (``n_outcome``, else the non-empty ``outcome_label``s)."""
+    if "n_outcome" in ds:
+        return np.asarray(ds["n_outcome"].values).astype(np.int64)
+    return np.asarray((np.asarray(ds["outcome_label"].values).astype(str) != "").sum(axis=1))
+
+
+def by_instance(
+    ds: xr.Dataset,
+    data: Mapping[Hashable, xr.DataArray] | xr.Dataset,
+    *,
+    fill_value: Mapping[Hashable, Any] | None = None,
+) -> xr.Dataset:
+    """Per-query ``data`` reshaped onto ``(delivery, probe, episode, turn, rotation, ...)``.
+
+    ``data`` holds variables with a ``query`` dim of the length of ``ds``'s; the query keys
+    are ``ds``'s ``delivery, probe, episode, turn, rotation`` coordinates. The reshape is
+    xarray's ``set_index(query=[...]).unstack("query")``: coordinates come out sorted, and
+    grid cells with no query are filled (NaN unless ``fill_value`` names another value per
+    variable). A boolean ``present`` variable marks the cells that hold a query. Two queries
+    with the same keys are a :class:`~belieflens.errors.CacheFileError`.
+    """
+    keys = _keys(ds)
+    out = xr.Dataset(dict(data)).assign({PRESENT: (QUERY, np.ones(ds.sizes[QUERY], bool))})
+    out = out.assign_coords({k: (QUERY, v) for k, v in keys.items()})
+    out = out.set_index({QUERY: list(KEY_DIMS)})  # type: ignore[dict-item]
+    index = out.indexes[QUERY]
+    if index.has_duplicates:
+        raise CacheFileError(
+            "cache file has several queries with the same delivery, probe, episode, turn "
+            "and rotation"
+        )
+    fills: dict[Hashable, Any] = {PRESENT: False, **(fill_value or {})}
+    grid = out.unstack(QUERY, fill_value=fills)
+    grid = grid.assign_coords({
+        k: np.asarray(grid[k].values).astype(v.dtype if v.dtype.kind != "U" else str)
+        for k, v in keys.items()
+    })
+    return grid.transpose(*KEY_DIMS, ...)
+
+
+def first_present(grid: xr.DataArray, present: xr.DataArray) -> xr.DataArray:
+    """``grid`` at each instance's lowest present rotation (drops ``rotation``)."""
+    return grid.isel({ROTATION: present.argmax(ROTATION)}).drop_vars(ROTATION, errors="ignore")
+
+
+def _pool_one(
+    lp: np.ndarray, outcome: np.ndarray, present: np.ndarray, k: np.ndarray, *,
+    method: DebiasMethod, n_max: int,
+) -> np.ndarray:
+    """One instance: ``lp [..., rotation, option]``, ``outcome [rotation, option]`` ->
+    ``[..., n_max]`` (NaN unless every present rotation is finite and fully labelled)."""
+    res = np.full((*lp.shape[:-2], n_max), np.nan)
+    if not present.any():
+        return res
+    kk = int(k)
+    # rotation first, present rows taken (a C-ordered copy), options cut to k: the layout
+    # (and so every rounding) of the per-instance arrays this module has always pooled
+    rows = np.moveaxis(np.moveaxis(lp, -2, 0)[present][..., :kk], 0, -2)
+    shown = outcome[present][:, :kk]
+    if np.any(shown < 0) or not np.all(np.isfinite(rows)):
+        return res
+    res[..., :kk] = debias(rows, shown.astype(np.int64), method=method)
+    return res
+
+
+def pool_rotations(
+    logprob: xr.DataArray,
+    outcome: xr.DataArray,
+    present: xr.DataArray,
+    n_outcome: xr.DataArray,
+    *,
+    method: DebiasMethod = "geometric",
+    n_max: int,
+) -> xr.DataArray:
+    """Debias every instance over its rotations (an ``apply_ufunc`` of ``debias``).
+
+    ``logprob`` has dims ``(..., rotation, [extra dims], option)``, ``outcome`` and
+    ``present`` those of :func:`by_instance` (``outcome`` -1 where a position is padding),
+    ``n_outcome`` the instance's ``K`` (no ``rotation`` dim). The present rotations of an
+    instance are pooled over its first ``K`` options; the result has the extra dims then
+    ``outcome`` (size ``n_max``, NaN past ``K``), and is NaN for an instance with a
+    non-finite log-prob or a padding outcome among its first ``K`` positions.
+    """
+    extra = [d for d in logprob.dims if d not in (*INSTANCE_DIMS, ROTATION, OPTION)]
+    fn: Callable[..., np.ndarray] = lambda lp, o, p, k: _pool_one(  # noqa: E731
+        lp, o, p, k, method=method, n_max=n_max
+    )
+    out: xr.DataArray = xr.apply_ufunc(
+        fn,
+        logprob,
+        outcome,
+        present,
+        n_outcome,
+        input_core_dims=[[*extra, ROTATION, OPTION], [ROTATION, OPTION], [ROTATION], []],
+        output_core_dims=[[*extra, OUTCOME]],
+        vectorize=True,
+        output_dtypes=[np.float64],
+    )
+    return out.transpose(*[d for d in INSTANCE_DIMS if d in out.dims], *extra, OUTCOME)
+
+
+def instance_logprob(
+    ds: xr.Dataset, logprob: np.ndarray | xr.DataArray, *, method: DebiasMethod,
+    extra: Sequence[str] = (),
+) -> xr.DataArray:
+    """Debiased beliefs from per-query ``logprob [query, *extra, option]``.
+
+    Dims ``(delivery, probe, episode, turn, *extra, outcome)``; see :func:`pool_rotations`.
+    """
+    if isinstance(logprob, xr.DataArray):
+        logprob = logprob.transpose(QUERY, *extra, OPTION).values
+    lp = xr.DataArray(np.asarray(logprob, dtype=np.float64), dims=(QUERY, *extra, OPTION))
+    n_out = query_n_outcome(ds)
+    grid = by_instance(ds, {
+        "logprob": lp,
+        "outcome": xr.DataArray(
+            np.asarray(ds["outcome"].values).astype(np.int64), dims=(QUERY, OPTION)
+        ),
+        "n_outcome": xr.DataArray(n_out, dims=QUERY),
+    }, fill_value={"outcome": -1, "n_outcome": 0})
+    n_max = int(n_out.max()) if n_out.size else 0
+    k = first_present(grid["n_outcome"], grid[PRESENT])
+    return pool_rotations(grid["logprob"], grid["outcome"], grid[PRESENT], k,
+                          method=method, n_max=n_max)
+
+
+def output_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
+    """The model's debiased output beliefs and the oracle, on named dims.
+
+    Returns variables ``belief`` and ``oracle`` with dims
+    ``(delivery, probe, episode, turn, outcome)`` and ``outcome_label`` with dims
+    ``(probe, outcome)`` (each probe's labels as its last instance shows them).
+    """
+    for name in ("option_logprob", "outcome", "oracle", "outcome_label"):
+        if name not in ds.variables:
+            raise CacheFileError(f"cache file lacks {name!r}")
+    n_out = query_n_outcome(ds)
+    n_max = int(n_out.max()) if n_out.size else 0
+    grid = by_instance(ds, {
+        "logprob": xr.DataArray(np.asarray(ds["option_logprob"].values, dtype=np.float64),
+                                dims=(QUERY, OPTION)),
+        "outcome": xr.DataArray(np.asarray(ds["outcome"].values).astype(np.int64),
+                                dims=(QUERY, OPTION)),
+        "n_outcome": xr.DataArray(n_out, dims=QUERY),
+        "oracle": xr.DataArray(np.asarray(ds["oracle"].values, dtype=np.float64)[:, :n_max],
+                               dims=(QUERY, OUTCOME)),
+        "outcome_label": xr.DataArray(
+            np.asarray(ds["outcome_label"].values).astype(str)[:, :n_max].astype(object),
+            dims=(QUERY, OUTCOME)),
+    }, fill_value={"outcome": -1, "n_outcome": 0, "outcome_label": ""})
+    present = grid[PRESENT]
+    first = grid.drop_vars(PRESENT).isel({ROTATION: present.argmax(ROTATION)})
+    belief = pool_rotations(grid["logprob"], grid["outcome"], present, first["n_outcome"],
+                            method=method, n_max=n_max)
+    seen = present.any(ROTATION)
+    oracle = first["oracle"].where(seen).transpose(*INSTANCE_DIMS, OUTCOME)
+    labels = _probe_labels(first["outcome_label"], seen)
+    out = xr.Dataset(
+        {"belief": belief, "oracle": oracle, "outcome_label": labels},
+    ).drop_vars(ROTATION, errors="ignore")
+    out.attrs["debias"] = method
+    return out
+
+
+def _probe_labels(labels: xr.DataArray, seen: xr.DataArray) -> xr.DataArray:
+    """Per probe, the labels of its last instance in (delivery, episode, turn) order."""
+    flat = labels.transpose(PROBE, DELIVERY, EPISODE, TURN, OUTCOME).values
+    mask = seen.transpose(PROBE, DELIVERY, EPISODE, TURN).values
+    n_p, n_o = flat.shape[0], flat.shape[-1]
+    flat = flat.reshape(n_p, -1, n_o)
+    mask = mask.reshape(n_p, -1)
+    out = np.full((n_p, n_o), "", dtype=object)
+    for p in range(n_p):
+        hit = np.flatnonzero(mask[p])
+        if hit.size:
+            out[p] = flat[p, hit[-1]]
+    return xr.DataArray(out.astype(str), dims=(PROBE, OUTCOME),
+                        coords={PROBE: labels[PROBE].values})
+
+
+# -- per-instance helpers kept for modules not yet moved to by_instance/pool_rotations ------
+
 
 @dataclass(frozen=True)
 class Instances:
-    """The grouping of a cache file's queries into probe instances."""
+    """The grouping of a cache file's queries into probe instances (legacy helper).
+
+    New code uses :func:`by_instance` and :func:`pool_rotations`.
+    """
 
     deliveries: tuple[str, ...]
     probes: tuple[str, ...]
@@ -34,32 +246,25 @@ class Instances:
 
 
 def instances(ds: xr.Dataset) -> Instances:
-    """Group queries into probe instances (delivery, probe, episode, turn)."""
-    deliv = np.asarray(ds["delivery"].values).astype(str)
-    probe = np.asarray(ds["probe"].values).astype(str)
-    episode = np.asarray(ds["episode"].values).astype(np.int64)
-    turn = np.asarray(ds["turn"].values).astype(np.int64)
-    rotation = np.asarray(ds["rotation"].values).astype(np.int64)
-    n_out = (
-        np.asarray(ds["n_outcome"].values).astype(np.int64)
-        if "n_outcome" in ds
-        else (np.asarray(ds["outcome_label"].values).astype(str) != "").sum(axis=1)
-    )
-    u_d, i_d = np.unique(deliv, return_inverse=True)
-    u_p, i_p = np.unique(probe, return_inverse=True)
-    u_e, i_e = np.unique(episode, return_inverse=True)
-    u_t, i_t = np.unique(turn, return_inverse=True)
-    keys = np.stack([i_d, i_p, i_e, i_t], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    """Group queries into probe instances (delivery, probe, episode, turn) (legacy helper)."""
+    keys = _keys(ds)
+    rotation = keys[ROTATION]
+    n_out = query_n_outcome(ds)
+    uniques, inverses = [], []
+    for name in INSTANCE_DIMS:
+        u, i = np.unique(keys[name], return_inverse=True)
+        uniques.append(u)
+        inverses.append(i)
+    uniq, inverse = np.unique(np.stack(inverses, axis=1), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     order = np.lexsort((rotation, inverse))
     bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
     rows = tuple(order[bounds[i] : bounds[i + 1]] for i in range(len(uniq)))
     return Instances(
-        deliveries=tuple(str(x) for x in u_d),
-        probes=tuple(str(x) for x in u_p),
-        episodes=tuple(int(x) for x in u_e),
-        turns=tuple(int(x) for x in u_t),
+        deliveries=tuple(str(x) for x in uniques[0]),
+        probes=tuple(str(x) for x in uniques[1]),
+        episodes=tuple(int(x) for x in uniques[2]),
+        turns=tuple(int(x) for x in uniques[3]),
         index=uniq,
         rows=rows,
         n_outcome=np.array([n_out[r[0]] for r in rows], dtype=np.int64),
@@ -67,42 +272,13 @@ def instances(ds: xr.Dataset) -> Instances:
     )
 
 
-def _grid(inst: Instances, extra: dict[str, int]) -> tuple[tuple[int, ...], list[str]]:
-    shape = (len(inst.deliveries), len(inst.probes), len(inst.episodes), len(inst.turns),
-             *extra.values(), inst.n_outcome_max)
-    dims = ["delivery", "probe", "episode", "turn", *extra, "outcome"]
-    return shape, dims
-
-
 def _coords(inst: Instances) -> dict[str, object]:
     return {
-        "delivery": list(inst.deliveries),
-        "probe": list(inst.probes),
-        "episode": list(inst.episodes),
-        "turn": list(inst.turns),
+        DELIVERY: list(inst.deliveries),
+        PROBE: list(inst.probes),
+        EPISODE: list(inst.episodes),
+        TURN: list(inst.turns),
     }
-
-
-def pool(
-    inst: Instances,
-    logprob: np.ndarray,
-    outcome: np.ndarray,
-    method: DebiasMethod,
-) -> np.ndarray:
-    """Debias per instance: ``logprob[query, ..., option]`` -> ``[instance, ..., outcome]``.
-
-    ``outcome[query, option]`` is the outcome shown at each position (-1 = pad).
-    """
-    extra = logprob.shape[1:-1]
-    out = np.full((len(inst.rows), *extra, inst.n_outcome_max), np.nan)
-    for i, rows in enumerate(inst.rows):
-        k = int(inst.n_outcome[i])
-        o = outcome[rows][:, :k]
-        lp = np.moveaxis(logprob[rows][..., :k], 0, -2)  # [..., rotation, option]
-        if np.any(o < 0) or not np.all(np.isfinite(lp)):
-            continue
-        out[i, ..., :k] = debias(lp, o, method=method)
-    return out
 
 
 def _scatter(inst: Instances, values: np.ndarray, fill: float = np.nan) -> np.ndarray:
@@ -112,39 +288,6 @@ def _scatter(inst: Instances, values: np.ndarray, fill: float = np.nan) -> np.nd
     d, p, e, t = inst.index.T
     grid[d, p, e, t] = values
     return grid
-
-
-def output_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
-    """The model's debiased output beliefs and the oracle, on named dims.
-
-    Returns variables ``belief`` and ``oracle`` with dims
-    ``(delivery, probe, episode, turn, outcome)`` and ``outcome_label`` with dims
-    ``(probe, outcome)``.
-    """
-    for name in ("option_logprob", "outcome", "oracle", "outcome_label"):
-        if name not in ds.variables:
-            raise CacheFileError(f"cache file lacks {name!r}")
-    inst = instances(ds)
-    lp = np.asarray(ds["option_logprob"].values, dtype=np.float64)
-    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
-    belief = pool(inst, lp, outcome, method)
-    oracle_q = np.asarray(ds["oracle"].values, dtype=np.float64)[:, : inst.n_outcome_max]
-    oracle = np.stack([oracle_q[r[0]] for r in inst.rows])
-    _shape, dims = _grid(inst, {})
-    labels_q = np.asarray(ds["outcome_label"].values).astype(str)[:, : inst.n_outcome_max]
-    labels = np.full((len(inst.probes), inst.n_outcome_max), "", dtype=object)
-    for i, rows in enumerate(inst.rows):
-        labels[inst.index[i, 1]] = labels_q[rows[0]]
-    out = xr.Dataset(
-        {
-            "belief": (dims, _scatter(inst, belief)),
-            "oracle": (dims, _scatter(inst, oracle)),
-            "outcome_label": (("probe", "outcome"), labels.astype(str)),
-        },
-        coords=_coords(inst),
-    )
-    out.attrs["debias"] = method
-    return out
 
 
 def point_values(labels: list[str]) -> np.ndarray | None:

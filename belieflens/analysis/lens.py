@@ -1,9 +1,11 @@
 """Lens beliefs per layer, computed offline from a cache file: the logit lens and the tuned lens.
 
-**Head.** Layer ``l``'s residual ``h`` (optionally first mapped by a translator, e.g. a
-:class:`~belieflens.analysis.tuned_lens.TunedLens`) is passed through the model's final
-norm, recomputed on that residual (TransformerLens #1076), and the stored unembedding rows
-(``unembed``, ``unembed_bias`` for the token ids in ``lens_token_id``).
+**Lens and head.** A :class:`Lens` first maps layer ``l``'s residual ``h`` (the identity
+for :class:`LogitLens`; per-layer translators for a
+:class:`~belieflens.analysis.tuned_lens.TunedLens`); the result goes through the model's
+:class:`~belieflens.cache.lens_params.Head`: the final norm, recomputed on that residual
+(TransformerLens #1076), and the stored unembedding rows (``unembed``, ``unembed_bias`` for
+the token ids in ``lens_token_id``).
 
 **Single-token options** (every MCQ): a layer's score of option ``j`` is its first (and
 only) token's lens logit at the answer position; the belief is the softmax over the
@@ -28,21 +30,21 @@ later tokens it does not, so at the last layer a multi-token lens belief approxi
 token get equal scores.
 
 Lens scores are then debiased over rotations exactly like output beliefs
-(:func:`belieflens.analysis.beliefs.pool`). Every function reads the residuals ``chunk``
+(:func:`belieflens.analysis.beliefs.pool_rotations`). Every function reads the residuals ``chunk``
 queries at a time, so files larger than memory work.
 """
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import xarray as xr
 from jaxtyping import Float
 
-from belieflens.analysis.beliefs import _coords, _scatter, instances, pool
-from belieflens.cache.lens_params import FinalNorm
-from belieflens.dims import CONT_EXTRA, LAYER
+from belieflens.analysis.beliefs import instance_logprob
+from belieflens.cache.lens_params import FinalNorm, Head
+from belieflens.dims import CONT_EXTRA, LAYER, OPTION, QUERY
 from belieflens.types import DebiasMethod
 
 MultiToken = Literal["auto", "first-token"]
@@ -51,61 +53,105 @@ MultiToken = Literal["auto", "first-token"]
 CONT_RESID = "cont_resid"
 
 
-class Translator(Protocol):
-    """Maps residuals ``[..., layer, d_model]`` to residuals of the same shape (a tuned lens)."""
+@runtime_checkable
+class Lens(Protocol):
+    """A way to read a layer's residual through the model's head (after tuned-lens).
 
-    def __call__(
-        self, resid: Float[np.ndarray, "*batch layer d_model"]
-    ) -> Float[np.ndarray, "*batch layer d_model"]:
-        """Translate every layer's residual."""
+    ``transform`` maps residuals ``[..., layer, d_model]`` (numpy float64 or torch) to
+    residuals of the same shape in the final layer's space; the lens's logits are then
+    :meth:`belieflens.cache.lens_params.Head.logits` of the result. ``name`` is the lens's
+    ``source`` in :func:`belieflens.analysis.summary.summary` (``logit-lens``,
+    ``tuned-lens``); ``check_file`` raises if the lens does not fit a cache file's model.
+    """
+
+    @property
+    def name(self) -> str:
+        """The lens's name as a ``source`` value."""
         ...
+
+    def transform(self, resid: Any) -> Any:
+        """Translate every layer's residual (the layer axis is second to last)."""
+        ...
+
+    def check_file(self, ds: xr.Dataset) -> None:
+        """Raise unless the lens fits cache file ``ds``."""
+        ...
+
+
+class LogitLens:
+    """The logit lens: every layer's residual read through the head unchanged."""
+
+    @property
+    def name(self) -> str:
+        """``logit-lens``."""
+        return "logit-lens"
+
+    def transform(self, resid: Any) -> Any:
+        """The identity."""
+        return resid
+
+    def check_file(self, ds: xr.Dataset) -> None:
+        """Every cache file fits the logit lens."""
+
+    def __repr__(self) -> str:
+        return "LogitLens()"
+
+
+def _lens_or_logit(lens: Lens | None) -> Lens:
+    return LogitLens() if lens is None else lens
+
+
+def _short_name(lens: Lens) -> str:
+    return lens.name.removesuffix("-lens")
 
 
 def final_norm_of(ds: xr.Dataset) -> FinalNorm:
     """The final norm recorded in a cache file."""
-    kind = str(ds.attrs.get("final_norm_kind", "rms"))
-    return FinalNorm(
-        kind="layer" if kind == "layer" else "rms",
-        eps=float(ds.attrs.get("final_norm_eps", 1e-6)),
-        gain=np.asarray(ds["final_norm_gain"].values, dtype=np.float64),
-        bias=np.asarray(ds["final_norm_bias"].values, dtype=np.float64),
-    )
+    return Head.from_dataset(ds).norm
 
 
-def _head(ds: xr.Dataset) -> tuple[FinalNorm, np.ndarray, np.ndarray]:
-    return (
-        final_norm_of(ds),
-        np.asarray(ds["unembed"].values, dtype=np.float64),
-        np.asarray(ds["unembed_bias"].values, dtype=np.float64),
-    )
+def _query_array(ds: xr.Dataset, values: np.ndarray, name: str) -> xr.DataArray:
+    """``[query, layer, option]`` values with the file's query coordinates."""
+    coords = {k: v for k, v in ds.coords.items() if v.dims == (QUERY,)}
+    layer = ds[LAYER].values if LAYER in ds.coords else np.arange(values.shape[1])
+    return xr.DataArray(values, dims=(QUERY, LAYER, OPTION),
+                        coords={**coords, LAYER: layer}, name=name)
+
+
+def _resid(ds: xr.Dataset, s: int, e: int) -> np.ndarray:
+    return np.asarray(ds["resid"].isel(query=slice(s, e)).values, dtype=np.float64)
 
 
 def lens_logits(
-    ds: xr.Dataset, *, chunk: int = 256, translator: Translator | None = None
-) -> Float[np.ndarray, "query layer option"]:
+    ds: xr.Dataset, *, chunk: int = 256, lens: Lens | None = None
+) -> xr.DataArray:
     """Lens logits of each option's first token at every layer (NaN for padded options).
 
-    With ``translator=None`` this is the logit lens; at the last layer the logits minus
-    ``answer_lse`` are the model's own first-token log-probs.
+    Dims ``(query, layer, option)`` with the file's query coordinates. With ``lens=None``
+    this is the logit lens; at the last layer the logits minus ``answer_lse`` are the
+    model's own first-token log-probs.
     """
-    norm, w, b = _head(ds)
+    use = _lens_or_logit(lens)
+    head = Head.from_dataset(ds)
+    w, b = head.weight, head.bias
     first = np.asarray(ds["option_lens_index"].values)[:, :, 0].astype(np.int64)
     n_q = ds.sizes["query"]
     out = np.full((n_q, ds.sizes["layer"], first.shape[1]), np.nan)
     for s in range(0, n_q, chunk):
         e = min(s + chunk, n_q)
-        resid = np.asarray(ds["resid"].isel(query=slice(s, e)).values, dtype=np.float64)
-        h = norm.apply(resid if translator is None else translator(resid))  # [q, layer, d]
+        h = head.normalise(use.transform(_resid(ds, s, e)))  # [q, layer, d]
         idx = first[s:e]
         safe = np.where(idx >= 0, idx, 0)
         logits = np.einsum("qld,qod->qlo", h, w[safe]) + b[safe][:, None, :]
         out[s:e] = np.where((idx >= 0)[:, None, :], logits, np.nan)
-    return out
+    res = _query_array(ds, out, "lens_logit")
+    res.attrs["lens"] = _short_name(use)
+    return res
 
 
-def _log_normalised(h: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Log-softmax over the stored lens rows: ``[..., d] -> [..., lens_token]``."""
-    z = h @ w.T + b
+def _log_normalised(head: Head, h: np.ndarray) -> np.ndarray:
+    """Log-softmax over the stored lens rows of normalised ``h``: ``[..., lens_token]``."""
+    z = h @ head.weight.T + head.bias
     m = np.max(z, axis=-1, keepdims=True)
     return np.asarray(z - m - np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True)))
 
@@ -119,17 +165,27 @@ def lens_option_logprob(
     ds: xr.Dataset,
     *,
     chunk: int = 256,
-    translator: Translator | None = None,
+    lens: Lens | None = None,
     multi_token: MultiToken = "auto",
     memory_budget: int = 2**26,
-) -> Float[np.ndarray, "query layer option"]:
+) -> xr.DataArray:
     """Lens log-score of every option at every layer (module docstring for the definition).
 
-    Terms are normalised over the stored ``lens_token`` rows; padded options are NaN.
-    With ``multi_token="auto"`` and ``cont_resid`` in the file, later continuation tokens
-    are scored at their own positions; otherwise only the first token is.
+    Dims ``(query, layer, option)`` with the file's query coordinates. Terms are normalised
+    over the stored ``lens_token`` rows; padded options are NaN. With
+    ``multi_token="auto"`` and ``cont_resid`` in the file, later continuation tokens are
+    scored at their own positions; otherwise only the first token is.
     """
-    norm, w, b = _head(ds)
+    return _query_array(
+        ds, _option_logprob(ds, chunk=chunk, lens=_lens_or_logit(lens), multi_token=multi_token,
+                            memory_budget=memory_budget), "lens_logprob")
+
+
+def _option_logprob(
+    ds: xr.Dataset, *, chunk: int, lens: Lens, multi_token: MultiToken, memory_budget: int
+) -> Float[np.ndarray, "query layer option"]:
+    head = Head.from_dataset(ds)
+    w = head.weight
     index = np.asarray(ds["option_lens_index"].values).astype(np.int64)  # [q, option, cont]
     n_q, n_opt = index.shape[0], index.shape[1]
     n_layer = ds.sizes["layer"]
@@ -140,9 +196,8 @@ def lens_option_logprob(
     sub = max(1, memory_budget // row_bytes)
     for s in range(0, n_q, chunk):
         e = min(s + chunk, n_q)
-        resid = np.asarray(ds["resid"].isel(query=slice(s, e)).values, dtype=np.float64)
-        h = norm.apply(resid if translator is None else translator(resid))
-        logp = _log_normalised(h, w, b)  # [q, layer, lens_token]
+        h = head.normalise(lens.transform(_resid(ds, s, e)))
+        logp = _log_normalised(head, h)  # [q, layer, lens_token]
         idx = index[s:e, :, 0]
         first = np.take_along_axis(logp, np.where(idx >= 0, idx, 0)[:, None, :], axis=-1)
         score = np.where((idx >= 0)[:, None, :], first, np.nan)
@@ -155,8 +210,8 @@ def lens_option_logprob(
                 cont = ds[CONT_RESID].isel({"query": slice(a, z), CONT_EXTRA: i})
                 hc = np.asarray(cont.transpose("query", "option", LAYER, "d_model").values,
                                 dtype=np.float64)[:, :n_opt]
-                hc = norm.apply(hc if translator is None else translator(hc))
-                lp = _log_normalised(hc, w, b)  # [q, option, layer, lens_token]
+                hc = head.normalise(lens.transform(hc))
+                lp = _log_normalised(head, hc)  # [q, option, layer, lens_token]
                 t = tok[a - s : z - s]
                 got = np.take_along_axis(lp, np.where(t >= 0, t, 0)[:, :, None, None], axis=-1)
                 add = np.where((t >= 0)[:, :, None], got[..., 0], 0.0)  # [q, option, layer]
@@ -169,34 +224,29 @@ def lens_beliefs(
     ds: xr.Dataset,
     *,
     method: DebiasMethod = "geometric",
-    translator: Translator | None = None,
+    lens: Lens | None = None,
     multi_token: MultiToken = "auto",
     chunk: int = 256,
 ) -> xr.DataArray:
-    """Debiased lens beliefs (logit lens, or tuned lens with a ``translator``).
+    """Debiased lens beliefs (the logit lens by default, or any :class:`Lens`).
 
     Dims: ``(delivery, probe, episode, turn, layer, outcome)``; attrs record the lens and
     whether multi-token options were scored whole (``multi_token``).
     """
-    inst = instances(ds)
-    logp = lens_option_logprob(ds, chunk=chunk, translator=translator, multi_token=multi_token)
+    use = _lens_or_logit(lens)
+    logp = _option_logprob(ds, chunk=chunk, lens=use, multi_token=multi_token,
+                           memory_budget=2**26)
     logp = np.where(np.isnan(logp), -np.inf, logp)
     m = np.max(logp, axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     logp = logp - m - np.log(np.sum(np.exp(logp - m), axis=-1, keepdims=True))
-    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
-    pooled = pool(inst, logp, outcome, method)  # [instance, layer, outcome]
-    coords = _coords(inst)
-    coords["layer"] = list(range(ds.sizes["layer"]))
+    pooled = instance_logprob(ds, logp, method=method, extra=(LAYER,))
     whole = multi_token == "auto" and has_continuations(ds)
-    return xr.DataArray(
-        _scatter(inst, pooled),
-        dims=("delivery", "probe", "episode", "turn", "layer", "outcome"),
-        coords=coords,
-        name="lens_belief",
-        attrs={
-            "lens": "logit" if translator is None else "tuned",
-            "multi_token": "continuation" if whole else "first-token",
-            "debias": method,
-        },
-    )
+    out = pooled.assign_coords({LAYER: list(range(ds.sizes["layer"]))})
+    out.name = "lens_belief"
+    out.attrs = {
+        "lens": _short_name(use),
+        "multi_token": "continuation" if whole else "first-token",
+        "debias": method,
+    }
+    return out

@@ -16,8 +16,60 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import instances, pool
+from belieflens.analysis.beliefs import (
+    INSTANCE_DIMS,
+    PRESENT,
+    by_instance,
+    first_present,
+    pool_rotations,
+    query_n_outcome,
+)
+from belieflens.dims import EPISODE, OPTION, OUTCOME, QUERY, ROTATION, TURN
 from belieflens.types import DebiasMethod
+
+
+def _row_bias(
+    lp: np.ndarray, shown_all: np.ndarray, present: np.ndarray, k: np.ndarray, q_all: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One instance: each present rotation's TVD to the debiased belief ``q_all`` and each
+    position's excess (NaN where a rotation or the instance has a non-finite value)."""
+    tvd = np.full(lp.shape[0], np.nan)
+    exc = np.full(lp.shape, np.nan)
+    kk = int(k)
+    q = q_all[:kk]
+    if not present.any() or not np.all(np.isfinite(q)):
+        return tvd, exc
+    for r in np.flatnonzero(present):
+        z = lp[r, :kk]
+        if not np.all(np.isfinite(z)):
+            continue
+        own_pos = np.exp(z - z.max())
+        own_pos /= own_pos.sum()
+        shown = shown_all[r, :kk]
+        own = np.zeros(kk)
+        own[shown] = own_pos
+        tvd[r] = 0.5 * float(np.abs(own - q).sum())
+        for j in range(kk):
+            exc[r, j] = float(own_pos[j] - q[shown[j]])
+    return tvd, exc
+
+
+def _finite_stats(v: np.ndarray) -> tuple[float, float, int]:
+    a = v[np.isfinite(v)]
+    if a.size == 0:
+        return np.nan, np.nan, 0
+    sem = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else np.nan
+    return float(a.mean()), float(sem), int(a.size)
+
+
+def _stats_over(x: xr.DataArray, dims: list[str]) -> tuple[xr.DataArray, ...]:
+    """Mean, SEM and count of the finite values over ``dims`` (taken in that order)."""
+    flat = x.stack(_values=dims)
+    mean, sem, n = xr.apply_ufunc(
+        _finite_stats, flat, input_core_dims=[["_values"]], output_core_dims=[[], [], []],
+        vectorize=True, output_dtypes=[np.float64, np.float64, np.int64],
+    )
+    return mean, sem, n
 
 
 def position_bias(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
@@ -27,64 +79,44 @@ def position_bias(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
     ``(delivery, probe, rotation)`` and ``position_excess_mean``, ``position_excess_sem``
     on ``(delivery, probe, option)`` (positions past a probe's ``K`` are NaN).
     """
-    inst = instances(ds)
     lp = np.asarray(ds["option_logprob"].values, dtype=np.float64)
-    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
-    rotation = np.asarray(ds["rotation"].values).astype(np.int64)
-    debiased = pool(inst, lp, outcome, method)  # [instance, outcome]
+    n_out = query_n_outcome(ds)
+    n_max = int(n_out.max()) if n_out.size else 0
+    rotation = np.asarray(ds[ROTATION].values).astype(np.int64)
     n_rot = int(rotation.max()) + 1 if rotation.size else 0
     n_pos = lp.shape[1]
-    nd, npb = len(inst.deliveries), len(inst.probes)
-    tvd_vals: list[list[list[float]]] = [[[] for _ in range(n_rot)] for _ in range(nd * npb)]
-    exc_vals: list[list[list[float]]] = [[[] for _ in range(n_pos)] for _ in range(nd * npb)]
-    for i, rows in enumerate(inst.rows):
-        k = int(inst.n_outcome[i])
-        q = debiased[i, :k]
-        if not np.all(np.isfinite(q)):
-            continue
-        cell = int(inst.index[i, 0]) * npb + int(inst.index[i, 1])
-        for r in rows:
-            z = lp[r, :k]
-            if not np.all(np.isfinite(z)):
-                continue
-            own_pos = np.exp(z - z.max())
-            own_pos /= own_pos.sum()
-            shown = outcome[r, :k]
-            own = np.zeros(k)
-            own[shown] = own_pos
-            tvd_vals[cell][rotation[r]].append(0.5 * float(np.abs(own - q).sum()))
-            for j in range(k):
-                exc_vals[cell][j].append(float(own_pos[j] - q[shown[j]]))
-
-    def stats(vals: list[list[list[float]]], width: int) -> tuple[np.ndarray, ...]:
-        mean = np.full((nd, npb, width), np.nan)
-        sem = np.full_like(mean, np.nan)
-        n = np.zeros((nd, npb, width), dtype=np.int64)
-        for c, per in enumerate(vals):
-            for j, v in enumerate(per):
-                if not v:
-                    continue
-                a = np.asarray(v)
-                mean[c // npb, c % npb, j] = a.mean()
-                n[c // npb, c % npb, j] = a.size
-                if a.size > 1:
-                    sem[c // npb, c % npb, j] = a.std(ddof=1) / np.sqrt(a.size)
-        return mean, sem, n
-
-    rm, rs, rn = stats(tvd_vals, n_rot)
-    pm, ps, _ = stats(exc_vals, n_pos)
-    coords = {"delivery": list(inst.deliveries), "probe": list(inst.probes)}
-    dims_r = ("delivery", "probe", "rotation")
-    dims_p = ("delivery", "probe", "option")
+    grid = by_instance(ds, {
+        "logprob": xr.DataArray(lp, dims=(QUERY, OPTION)),
+        "outcome": xr.DataArray(np.asarray(ds["outcome"].values).astype(np.int64),
+                                dims=(QUERY, OPTION)),
+        "n_outcome": xr.DataArray(n_out, dims=QUERY),
+    }, fill_value={"outcome": -1, "n_outcome": 0})
+    present = grid[PRESENT]
+    k = first_present(grid["n_outcome"], present)
+    debiased = pool_rotations(grid["logprob"], grid["outcome"], present, k,
+                              method=method, n_max=n_max)
+    tvd, exc = xr.apply_ufunc(
+        _row_bias, grid["logprob"], grid["outcome"], present, k, debiased,
+        input_core_dims=[[ROTATION, OPTION], [ROTATION, OPTION], [ROTATION], [], [OUTCOME]],
+        output_core_dims=[[ROTATION], [ROTATION, OPTION]],
+        vectorize=True, output_dtypes=[np.float64, np.float64],
+    )
+    every = xr.DataArray(np.arange(n_rot), dims=ROTATION)
+    tvd = tvd.reindex({ROTATION: every}).transpose(*INSTANCE_DIMS, ROTATION)
+    rm, rs, rn = _stats_over(tvd, [EPISODE, TURN])
+    pm, ps, _ = _stats_over(exc.transpose(*INSTANCE_DIMS, ROTATION, OPTION),
+                            [EPISODE, TURN, ROTATION])
+    dims_r = ("delivery", "probe", ROTATION)
+    dims_p = ("delivery", "probe", OPTION)
     return xr.Dataset(
         {
-            "rotation_tvd_mean": (dims_r, rm),
-            "rotation_tvd_sem": (dims_r, rs),
-            "rotation_n": (dims_r, rn),
-            "position_excess_mean": (dims_p, pm),
-            "position_excess_sem": (dims_p, ps),
+            "rotation_tvd_mean": rm.transpose(*dims_r),
+            "rotation_tvd_sem": rs.transpose(*dims_r),
+            "rotation_n": rn.fillna(0).astype(np.int64).transpose(*dims_r),
+            "position_excess_mean": pm.transpose(*dims_p),
+            "position_excess_sem": ps.transpose(*dims_p),
         },
-        coords={**coords, "rotation": np.arange(n_rot), "option": np.arange(n_pos)},
+        coords={ROTATION: np.arange(n_rot), OPTION: np.arange(n_pos)},
         attrs={"debias": method},
     )
 

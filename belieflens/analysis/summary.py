@@ -29,13 +29,19 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import Instances, _coords, _scatter, instances, output_beliefs
+from belieflens.analysis.beliefs import (
+    INSTANCE_DIMS,
+    PRESENT,
+    by_instance,
+    output_beliefs,
+    query_n_outcome,
+)
 from belieflens.analysis.divergence import tvd
-from belieflens.analysis.lens import Translator, lens_beliefs
+from belieflens.analysis.lens import Lens, lens_beliefs
 from belieflens.analysis.probes.folds import group_folds
 from belieflens.analysis.probes.heldout import heldout_softmax
 from belieflens.analysis.tables import mean_sem, unpad
-from belieflens.dims import EPISODE, LAYER
+from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
 from belieflens.types import DebiasMethod
 
 SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
@@ -50,9 +56,16 @@ def _tvd_to_oracle(
     return tvd(unpad(oracle, labels), unpad(belief, labels), dim="outcome")
 
 
+def _rotation_mean(vals: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """One instance: mean over its present rotations ``vals [rotation, layer]`` if all finite."""
+    rows = vals[present]
+    if not present.any() or not np.isfinite(rows).all():
+        return np.full(vals.shape[1:], np.nan)
+    return np.asarray(rows.mean(axis=0))
+
+
 def probe_tvd(
     ds: xr.Dataset,
-    inst: Instances,
     rng: np.random.Generator,
     *,
     n_folds: int = 5,
@@ -60,21 +73,17 @@ def probe_tvd(
     max_iter: int = 200,
     chunk: int = 256,
     memory_budget: int = 2**28,
-) -> np.ndarray:
-    """Held-out probe TVD to the oracle per ``[instance, layer]`` (NaN where not estimable).
+) -> xr.DataArray:
+    """Held-out probe TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
 
-    One softmax probe per (probe question, layer), trained on the oracle distribution with
-    folds grouped by episode; each query row is predicted by the probe that did not see
-    its episode, and a probe instance's TVD is the mean over its rotations.
+    NaN where not estimable. One softmax probe per (probe question, layer), trained on the
+    oracle distribution with folds grouped by episode; each query row is predicted by the
+    probe that did not see its episode, and a probe instance's TVD is the mean over its
+    rotations.
     """
-    n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
-    out = np.full((len(inst.rows), n_layer), np.nan)
+    n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
     oracle = np.asarray(ds["oracle"].values, dtype=np.float64)
-    k_q = (
-        np.asarray(ds["n_outcome"].values).astype(np.int64)
-        if "n_outcome" in ds
-        else (np.asarray(ds["outcome_label"].values).astype(str) != "").sum(axis=1)
-    )
+    k_q = query_n_outcome(ds)
     probe = np.asarray(ds["probe"].values).astype(str)
     episode = np.asarray(ds[EPISODE].values).astype(np.int64)
     cols = np.arange(oracle.shape[1])
@@ -89,12 +98,34 @@ def probe_tvd(
             continue
         folds = group_folds(episode[rows], min(n_folds, int(eps.size)), rng)
         tasks.append((rows, oracle[rows][:, :k], folds))
-    if not tasks:
-        return out
+    row_tvd = np.full((n_q, n_layer), np.nan)
+    if tasks:
+        _fit_rows(ds, tasks, row_tvd, lam=lam, max_iter=max_iter, chunk=chunk,
+                  memory_budget=memory_budget)
+    grid = by_instance(ds, {"tvd": xr.DataArray(row_tvd, dims=(QUERY, LAYER))})
+    out: xr.DataArray = xr.apply_ufunc(
+        _rotation_mean, grid["tvd"], grid[PRESENT],
+        input_core_dims=[[ROTATION, LAYER], [ROTATION]], output_core_dims=[[LAYER]],
+        vectorize=True, output_dtypes=[np.float64],
+    )
+    return out.transpose(*INSTANCE_DIMS, LAYER).assign_coords({LAYER: list(range(n_layer))})
+
+
+def _fit_rows(
+    ds: xr.Dataset,
+    tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    row_tvd: np.ndarray,
+    *,
+    lam: float,
+    max_iter: int,
+    chunk: int,
+    memory_budget: int,
+) -> None:
+    """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer."""
+    n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
     used = np.unique(np.concatenate([t[0] for t in tasks]))
     where = np.full(n_q, -1, dtype=np.int64)
     where[used] = np.arange(used.size)
-    row_tvd = np.full((n_q, n_layer), np.nan)
     per_pass = max(1, memory_budget // max(1, used.size * d * 8))
     for l0 in range(0, n_layer, per_pass):
         group = list(range(l0, min(n_layer, l0 + per_pass)))
@@ -111,16 +142,11 @@ def probe_tvd(
                 pred = heldout_softmax(x[where[rows], i], y, folds, lam=lam, max_iter=max_iter)
                 y_n = y / y.sum(axis=1, keepdims=True)
                 row_tvd[rows, layer] = 0.5 * np.abs(pred - y_n).sum(axis=1)
-    for j, rows in enumerate(inst.rows):
-        vals = row_tvd[rows]
-        if np.isfinite(vals).all():
-            out[j] = vals.mean(axis=0)
-    return out
 
 
 def summary(
     ds: xr.Dataset,
-    lens: Translator | None = None,
+    lens: Lens | None = None,
     *,
     method: DebiasMethod = "geometric",
     probes: bool = True,
@@ -131,16 +157,14 @@ def summary(
 ) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
-    ``lens`` is a tuned lens (any :class:`~belieflens.analysis.lens.Translator`; a
-    :class:`~belieflens.analysis.tuned_lens.TunedLens` is checked against the file's
+    ``lens`` is the tuned-lens column's :class:`~belieflens.analysis.lens.Lens` (e.g. a
+    :class:`~belieflens.analysis.tuned_lens.TunedLens`, checked against the file's
     ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
     ``seed`` seeds the probes' fold assignment. Variables: ``tvd_mean``, ``tvd_sem``,
     ``n`` (episodes with a value); see the module docstring for the sources.
     """
-    check = getattr(lens, "check_file", None)
-    if check is not None:
-        check(ds)
-    inst = instances(ds)
+    if lens is not None:
+        lens.check_file(ds)
     beliefs = output_beliefs(ds, method=method)
     oracle, labels = beliefs["oracle"], beliefs["outcome_label"]
     layers = list(range(ds.sizes[LAYER]))
@@ -150,17 +174,14 @@ def summary(
     logit_tvd = _tvd_to_oracle(logit, oracle, labels)
     nan = xr.full_like(logit_tvd, np.nan)
     tuned_tvd = (
-        _tvd_to_oracle(lens_beliefs(ds, method=method, translator=lens, chunk=chunk),
+        _tvd_to_oracle(lens_beliefs(ds, method=method, lens=lens, chunk=chunk),
                        oracle, labels)
         if lens is not None
         else nan
     )
     if probes:
-        grid = _scatter(inst, probe_tvd(ds, inst, np.random.default_rng(seed),
-                                        n_folds=n_folds, lam=probe_lam, chunk=chunk))
-        coords = {**_coords(inst), LAYER: layers}
-        probe_da = xr.DataArray(grid, dims=("delivery", "probe", EPISODE, "turn", LAYER),
-                                coords=coords)
+        probe_da = probe_tvd(ds, np.random.default_rng(seed), n_folds=n_folds, lam=probe_lam,
+                             chunk=chunk)
         probe_da = probe_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:
         probe_da = nan

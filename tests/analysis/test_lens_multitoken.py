@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import xarray as xr
 
 from belieflens.analysis.lens import (
+    Lens,
+    LogitLens,
     has_continuations,
     lens_beliefs,
     lens_logits,
@@ -104,17 +108,36 @@ def test_lens_beliefs_are_debiased_distributions_and_record_the_mode() -> None:
     assert not np.allclose(whole.values, first.values)
 
 
-def test_translator_is_applied_to_both_positions() -> None:
-    ds = synthetic()
-    base = lens_option_logprob(ds)
-    same = lens_option_logprob(ds, translator=lambda h: np.asarray(h, dtype=np.float64))
-    assert np.allclose(base, same)
-    # a translator that only shifts continuation-shaped inputs (4-D) changes later terms only
-    def shift_cont(h: np.ndarray) -> np.ndarray:
+class _ShiftCont:
+    """A lens that only shifts continuation-shaped inputs (4-D): later terms change only."""
+
+    name = "shift-lens"
+
+    def transform(self, h: Any) -> Any:
         return np.asarray(h + (1.0 if h.ndim == 4 else 0.0))
 
-    moved = lens_option_logprob(ds, translator=shift_cont)
+    def check_file(self, ds: xr.Dataset) -> None:
+        pass
+
+
+def test_lens_transform_is_applied_to_both_positions() -> None:
+    ds = synthetic()
+    base = lens_option_logprob(ds)
+    same = lens_option_logprob(ds, lens=LogitLens())
+    assert np.array_equal(base, same)
+    assert isinstance(_ShiftCont(), Lens)
+    moved = lens_option_logprob(ds, lens=_ShiftCont())
     assert not np.allclose(base, moved)
+    assert lens_beliefs(ds, lens=_ShiftCont()).attrs["lens"] == "shift"
+
+
+def test_lens_arrays_have_named_dims_and_query_coords() -> None:
+    ds = synthetic()
+    for got in (lens_logits(ds), lens_option_logprob(ds)):
+        assert isinstance(got, xr.DataArray)
+        assert got.dims == ("query", "layer", "option")
+        for name in ("episode", "turn", "rotation", "probe", "delivery"):
+            assert np.array_equal(got[name].values, ds[name].values)
 
 
 def test_chunked_equals_whole() -> None:
@@ -127,7 +150,6 @@ def test_cont_resid_convention_on_tiny_model(tiny_model: object, tmp_path: objec
     """Each stored continuation residual, read through the lens head at the last layer, gives
     the model's own logit of the next continuation token (the convention the lens relies on)."""
     from pathlib import Path
-    from typing import Any
 
     import torch
 

@@ -59,29 +59,50 @@ class TunedLens:
 
     ``weight [layer, d_model, d_model]`` (out, in) and ``bias [layer, d_model]``
     cover every resid layer of a cache file; the last layer's are zero (identity).
+    A :class:`~belieflens.analysis.lens.Lens` (``name = "tuned-lens"``). Training needs a
+    model and lives in :mod:`belieflens.lens`.
     """
 
     config: TunedLensConfig
     weight: Float[np.ndarray, "layer d_out d_in"]
     bias: Float[np.ndarray, "layer d_model"]
 
-    def __call__(
-        self, resid: Float[np.ndarray, "*batch layer d_model"]
-    ) -> Float[np.ndarray, "*batch layer d_model"]:
-        """Translate residuals of every layer (float64); the layer axis is second to last."""
-        h = np.asarray(resid, dtype=np.float64)
-        if h.shape[-2:] != self.bias.shape:
+    @property
+    def name(self) -> str:
+        """``tuned-lens`` (the :class:`~belieflens.analysis.lens.Lens` protocol)."""
+        return "tuned-lens"
+
+    def transform(self, resid: Any) -> Any:
+        """Translate residuals ``[..., layer, d_model]`` of every layer.
+
+        A numpy array is computed in float64; a torch tensor in its own dtype and device.
+        """
+        torch_in = type(resid).__module__.split(".")[0] == "torch"
+        shape = tuple(resid.shape) if torch_in else np.shape(resid)
+        if shape[-2:] != self.bias.shape:
             raise TunedLensError(
-                f"residuals of shape [..., {h.shape[-2]}, {h.shape[-1]}] do not fit this lens: "
+                f"residuals of shape [..., {shape[-2]}, {shape[-1]}] do not fit this lens: "
                 f"it has {self.bias.shape[0]} layers of width {self.bias.shape[1]}"
             )
+        if torch_in:
+            import torch
+
+            t: Any = resid
+            tw = torch.as_tensor(self.weight, dtype=t.dtype, device=t.device)
+            tb = torch.as_tensor(self.bias, dtype=t.dtype, device=t.device)
+            return t + torch.einsum("...li,loi->...lo", t, tw) + tb
+        h = np.asarray(resid, dtype=np.float64)
         w = self.weight.astype(np.float64)
         moved = np.einsum("...li,loi->...lo", h, w)
         return np.asarray(h + moved + self.bias.astype(np.float64))
 
+    def __call__(self, resid: Any) -> Any:
+        """:meth:`transform` (kept so a lens is also a plain translator callable)."""
+        return self.transform(resid)
+
     def check_model(self, model: Any) -> None:
         """Raise :class:`TunedLensError` unless ``model`` (a LoadedModel) is the lens's model."""
-        from belieflens.analysis.tuned_lens.head import unembed_hash
+        from belieflens.cache.lens_params import unembed_hash
 
         got = unembed_hash(model)
         if got != self.config.unembed_hash:

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float
 
-from belieflens.analysis.tuned_lens.data import Positions
-from belieflens.analysis.tuned_lens.head import Head, unembed_hash
 from belieflens.analysis.tuned_lens.lens import TunedLens, TunedLensConfig
+from belieflens.cache.lens_params import Head, unembed_hash
 from belieflens.errors import ParameterError
+from belieflens.lens.data import Positions
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class TrainResult:
 
 
 def _translate(h: Any, a: Any, b: Any) -> Any:
+    """One layer's translator in torch, differentiable in ``a`` and ``b`` (training)."""
     return h + h @ a.T + b
 
 

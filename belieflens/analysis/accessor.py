@@ -1,0 +1,184 @@
+"""``ds.bl``: the analysis of a cache file as methods of its Dataset.
+
+Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor::
+
+    ds = belieflens.open_cache("study.h5")
+    ds.bl.beliefs()                          # (delivery, probe, episode, turn, outcome)
+    ds.bl.beliefs(source="logit-lens")       # ... with a layer dim
+    ds.bl.divergence("kl", source=tuned)     # a TunedLens, or any Lens
+    ds.bl.summary()                          # TVD per (delivery, probe, turn, layer, source)
+    ds.bl.probe()                            # held-out softmax probe on the oracle, per layer
+
+Every method returns an xarray object with named dimensions and is a thin wrapper of a
+function in :mod:`belieflens.analysis`; nothing is cached between calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, get_args
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
+from belieflens.analysis.lens import Lens, MultiToken, lens_beliefs
+from belieflens.analysis.position_bias import position_bias
+from belieflens.analysis.probes.layers import probe_layers
+from belieflens.analysis.summary import summary
+from belieflens.analysis.tables import unpad
+from belieflens.dims import OUTCOME, PROBE, QUERY
+from belieflens.types import DebiasMethod
+
+BeliefSource = Literal["output", "logit-lens"]
+"""Where a belief is read: the model's output, or every layer through the logit lens (pass a
+:class:`~belieflens.analysis.lens.Lens` object for any other lens, e.g. a tuned lens)."""
+
+Metric = Literal["tvd", "kl", "sym_kl", "js", "l1", "chebyshev", "mae"]
+"""How far a belief is from the oracle (:mod:`belieflens.analysis.divergence`); ``mae`` is the
+absolute error of the point estimate (:func:`~belieflens.analysis.beliefs.point_estimates`)
+per instance, whose mean is the MAE."""
+
+BELIEF_SOURCES: tuple[BeliefSource, ...] = get_args(BeliefSource)
+METRICS: tuple[Metric, ...] = get_args(Metric)
+
+_DISTANCES: dict[str, Callable[[xr.DataArray, xr.DataArray, str], xr.DataArray]] = {
+    "tvd": tvd, "kl": kl, "sym_kl": sym_kl, "js": js, "l1": l1, "chebyshev": chebyshev,
+}
+
+
+@xr.register_dataset_accessor("bl")  # type: ignore[no-untyped-call]
+class BeliefLensAccessor:
+    """Analysis methods on a cache Dataset (``ds.bl``); see the module docstring."""
+
+    def __init__(self, ds: xr.Dataset) -> None:
+        self._ds = ds
+
+    def beliefs(
+        self,
+        source: BeliefSource | Lens = "output",
+        *,
+        method: DebiasMethod = "geometric",
+        multi_token: MultiToken = "auto",
+        chunk: int = 256,
+    ) -> xr.DataArray:
+        """Debiased beliefs over outcomes.
+
+        ``source="output"``: the model's output, dims ``(delivery, probe, episode, turn,
+        outcome)``; ``"logit-lens"`` or a :class:`~belieflens.analysis.lens.Lens` (checked
+        against the file first): every layer, dims ``(delivery, probe, episode, turn, layer,
+        outcome)``. ``method`` pools the Latin-square rotations; ``multi_token`` and
+        ``chunk`` are passed to :func:`~belieflens.analysis.lens.lens_beliefs`.
+        """
+        if isinstance(source, str):
+            if source == "output":
+                out = output_beliefs(self._ds, method=method)
+                return out["belief"].assign_attrs(out.attrs)
+            if source == "logit-lens":
+                return lens_beliefs(self._ds, method=method, multi_token=multi_token,
+                                    chunk=chunk)
+            raise ValueError(
+                f"source = {source!r} is not allowed: one of {', '.join(BELIEF_SOURCES)} or a "
+                "Lens"
+            )
+        source.check_file(self._ds)
+        return lens_beliefs(self._ds, method=method, lens=source, multi_token=multi_token,
+                            chunk=chunk)
+
+    def oracle(self) -> xr.DataArray:
+        """The exact Bayesian distribution per instance, dims ``(delivery, probe, episode,
+        turn, outcome)`` (NaN where a probe has none or past its outcomes)."""
+        return output_beliefs(self._ds)["oracle"]
+
+    def labels(self) -> xr.DataArray:
+        """Each probe's outcome labels, dims ``(probe, outcome)`` (``""`` past its outcomes)."""
+        return output_beliefs(self._ds)["outcome_label"]
+
+    def divergence(
+        self,
+        metric: Metric = "tvd",
+        *,
+        source: BeliefSource | Lens = "output",
+        method: DebiasMethod = "geometric",
+        multi_token: MultiToken = "auto",
+        chunk: int = 256,
+    ) -> xr.DataArray:
+        """How far the beliefs of ``source`` are from the oracle, per instance (and layer).
+
+        Distances take the oracle first (``kl`` = KL(oracle ‖ belief)) and ignore outcomes
+        past each probe's ``K``; NaN where a probe has no oracle. Dims: those of
+        :meth:`beliefs` without ``outcome``; the result is named after the metric.
+        """
+        if metric not in METRICS:
+            raise ValueError(f"metric = {metric!r} is not allowed: one of {', '.join(METRICS)}")
+        out = output_beliefs(self._ds, method=method)
+        belief = self.beliefs(source, method=method, multi_token=multi_token, chunk=chunk)
+        if metric == "mae":
+            est = point_estimates(xr.Dataset({
+                "belief": belief, "oracle": out["oracle"], "outcome_label": out["outcome_label"],
+            }))
+            res = abs(est["estimate"] - est["oracle_estimate"])
+        else:
+            labels = out["outcome_label"]
+            res = _DISTANCES[metric](unpad(out["oracle"], labels), unpad(belief, labels),
+                                     OUTCOME)
+        dims = [d for d in belief.dims if d != OUTCOME]
+        res = res.transpose(*dims)
+        res.name = metric
+        res.attrs = {"metric": metric, "source": _source_name(source), "debias": method}
+        return res
+
+    def summary(self, lens: Lens | None = None, **kwargs: Any) -> xr.Dataset:
+        """:func:`belieflens.analysis.summary.summary` of this file (TVD to the oracle per
+        delivery, probe, turn, layer and source); keyword arguments are passed on."""
+        return summary(self._ds, lens, **kwargs)
+
+    def position_bias(self, *, method: DebiasMethod = "geometric") -> xr.Dataset:
+        """:func:`belieflens.analysis.position_bias.position_bias` of this file."""
+        return position_bias(self._ds, method=method)
+
+    def probe(
+        self,
+        target: str | xr.DataArray = "oracle",
+        *,
+        probe: str | None = None,
+        seed: int = 0,
+        **kwargs: Any,
+    ) -> xr.Dataset:
+        """Held-out linear probe scores per layer on the residuals at the answer position.
+
+        ``target="oracle"``: a softmax probe on the oracle distribution of one probe
+        question (``probe``; needed when the file has several), scored by held-out
+        KL(oracle ‖ probe). Any other name is a ``(query,)`` variable of the file (e.g. a
+        ``truth_*`` value) for a ridge probe over the rows of ``probe`` (all rows if
+        ``None``); a DataArray over ``query`` is used as is. Folds are grouped by episode and
+        seeded by ``seed``; keyword arguments go to
+        :func:`~belieflens.analysis.probes.probe_layers`. Returns a Dataset over ``layer``.
+        """
+        ds = self._ds
+        names = [str(p) for p in np.unique(np.asarray(ds[PROBE].values).astype(str))]
+        if probe is not None and probe not in names:
+            raise ValueError(f"probe = {probe!r} is not in this file: {', '.join(names)}")
+        if isinstance(target, str) and target == "oracle" and probe is None:
+            if len(names) != 1:
+                raise ValueError(
+                    f"this file has probes {', '.join(names)}: pass probe= to pick one"
+                )
+            probe = names[0]
+        rows = (np.arange(ds.sizes[QUERY]) if probe is None
+                else np.flatnonzero(np.asarray(ds[PROBE].values).astype(str) == probe))
+        sub = ds.isel({QUERY: rows})
+        if isinstance(target, xr.DataArray):
+            tgt = target.isel({QUERY: rows})
+        elif target == "oracle":
+            k = int(np.max((np.asarray(sub["outcome_label"].values).astype(str) != "")
+                           .sum(axis=1)))
+            tgt = sub["oracle"].isel({OUTCOME: slice(0, k)})
+        else:
+            tgt = sub[target]
+        return probe_layers(sub["resid"], tgt, np.random.default_rng(seed), **kwargs)
+
+
+def _source_name(source: BeliefSource | Lens) -> str:
+    return source if isinstance(source, str) else source.name
