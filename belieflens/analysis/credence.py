@@ -101,7 +101,7 @@ def lens_yes_credence(
 
     Dims ``(delivery, episode, turn, layer)``.
     """
-    logits = lens_logits(ds)
+    logits = np.asarray(lens_logits(ds), dtype=np.float64)  # (query, layer, option)
     logits = np.where(np.isnan(logits), -np.inf, logits)
     lse = _logsumexp(logits, axis=-1)[..., None]
     return pooled_binary(ds, logits - lse, probe, method)

@@ -60,15 +60,6 @@ def scalar_spread(x: xr.DataArray, *, style_dim: str = "style") -> xr.DataArray:
     return x.max(style_dim) - x.min(style_dim)
 
 
-def mean_sem(x: xr.DataArray, dim: str) -> xr.Dataset:
-    """Mean over ``dim`` with its standard error (sample SD / sqrt n, NaN where n < 2) and n."""
-    n = x.notnull().sum(dim)
-    mean = x.mean(dim, skipna=True)
-    sd = x.std(dim, ddof=1, skipna=True) if x.sizes[dim] > 1 else xr.full_like(mean, np.nan)
-    sem = (sd / np.sqrt(n)).where(n >= 2)
-    return xr.Dataset({"mean": mean, "sem": sem, "n": n})
-
-
 def passive_active_gap(
     passive: xr.DataArray, active: xr.DataArray, *, style_dim: str | None = "style"
 ) -> xr.DataArray:

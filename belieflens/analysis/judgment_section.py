@@ -39,13 +39,13 @@ from belieflens.analysis.judgment import (
     confusion,
     expected_level,
     level_abs_error,
-    mean_sem,
     passive_active_gap,
     scalar_spread,
     style_spread,
 )
 from belieflens.analysis.plots import _pyplot
 from belieflens.analysis.sections import Section
+from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, OUTCOME, TURN
 from belieflens.errors import CacheFileError

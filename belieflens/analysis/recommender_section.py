@@ -26,7 +26,7 @@ from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.plots import _pyplot
 from belieflens.analysis.recommender import rating_abs_error, scores
 from belieflens.analysis.sections import Section
-from belieflens.analysis.tables import mean_sem
+from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, OUTCOME, TURN
 from belieflens.errors import CacheFileError

@@ -39,7 +39,6 @@ __all__ = [
     "BinomialResult",
     "BootstrapCI",
     "McNemarResult",
-    "MeanSEM",
     "PairedComparison",
     "PairedTest",
     "Statistic",
@@ -68,39 +67,16 @@ def sem(x: xr.DataArray, dim: str = EPISODE) -> xr.DataArray:
     return (sd / np.sqrt(n)).where(n >= 2)
 
 
-@dataclass(frozen=True, eq=False)
-class MeanSEM:
-    """Mean ± 1 SEM over a dimension (NaN-aware)."""
+def mean_sem(x: xr.DataArray, dim: str = EPISODE) -> xr.Dataset:
+    """Mean and ± 1 SEM of ``x`` over ``dim``, skipping NaN: variables ``mean``, ``sem`` and
+    ``n`` (the number of non-NaN values), over the remaining named dims.
 
-    mean: xr.DataArray
-    """Mean over the reduced dimension, NaN skipped."""
-    sem: xr.DataArray
-    """Standard error of that mean (NaN with fewer than two values)."""
-    n: xr.DataArray
-    """Number of non-NaN values behind each mean."""
-    dim: str
-    """The reduced dimension."""
-
-    @property
-    def lower(self) -> xr.DataArray:
-        """Mean − 1 SEM (the lower edge of an SEM band)."""
-        return self.mean - self.sem
-
-    @property
-    def upper(self) -> xr.DataArray:
-        """Mean + 1 SEM (the upper edge of an SEM band)."""
-        return self.mean + self.sem
-
-    def to_dataset(self) -> xr.Dataset:
-        """The fields as one Dataset with variables ``mean, sem, n``."""
-        data = {"mean": self.mean, "sem": self.sem, "n": self.n}
-        return xr.Dataset(data, attrs={"dim": self.dim})
-
-
-def mean_sem(x: xr.DataArray, dim: str = EPISODE) -> MeanSEM:
-    """Mean and ± 1 SEM of ``x`` over ``dim``, skipping NaN."""
+    ``sem`` is the sample SD (ddof=1) / sqrt(n), NaN where fewer than two values are present
+    (see :func:`sem`).
+    """
     _need_dim(x, dim)
-    return MeanSEM(mean=x.mean(dim, skipna=True), sem=sem(x, dim), n=x.notnull().sum(dim), dim=dim)
+    n = x.notnull().sum(dim)
+    return xr.Dataset({"mean": x.mean(dim, skipna=True), "sem": sem(x, dim), "n": n})
 
 
 # ----------------------------------------------------------------------------- bootstrap

@@ -7,14 +7,18 @@ import xarray as xr
 
 from belieflens.analysis.beliefs import point_estimates
 from belieflens.analysis.divergence import tvd
+from belieflens.analysis.stats import mean_sem
 
-
-def mean_sem(x: xr.DataArray, dim: str = "episode") -> xr.Dataset:
-    """Mean and standard error of the mean over ``dim``, ignoring NaN; ``n`` counts values."""
-    n = x.notnull().sum(dim)
-    mean = x.mean(dim, skipna=True)
-    sd = x.std(dim, ddof=1, skipna=True) if x.sizes[dim] > 1 else xr.zeros_like(mean) * np.nan
-    return xr.Dataset({"mean": mean, "sem": sd / np.sqrt(n.where(n > 0)), "n": n})
+__all__ = [
+    "best_layers",
+    "format_lens_table",
+    "format_summary",
+    "format_turn_table",
+    "lens_table",
+    "mean_sem",  # re-exported for callers that still import it from here; defined in stats
+    "turn_table",
+    "unpad",
+]
 
 
 def unpad(x: xr.DataArray, labels: xr.DataArray) -> xr.DataArray:

@@ -12,12 +12,12 @@ from belieflens.analysis.judgment import (
     confusion,
     expected_level,
     level_abs_error,
-    mean_sem,
     passive_active_gap,
     predicted,
     scalar_spread,
     style_spread,
 )
+from belieflens.analysis.stats import mean_sem
 
 LABELS = ("Emergency", "Urgent", "Observation", "Routine")
 

@@ -40,9 +40,27 @@ def test_sem_matches_scipy_and_skips_nan() -> None:
     assert float(out[0]) == pytest.approx(sps.sem(x.values[:, 0], nan_policy="omit"))
     assert float(out[1]) == pytest.approx(sps.sem(x.values[:, 1]))
     ms = mean_sem(x, EPISODE)
-    assert int(ms.n[0]) == 38 and int(ms.n[1]) == 40
-    np.testing.assert_allclose(ms.upper - ms.lower, 2 * ms.sem)
-    assert set(ms.to_dataset().data_vars) == {"mean", "sem", "n"}
+    assert isinstance(ms, xr.Dataset) and set(ms.data_vars) == {"mean", "sem", "n"}
+    assert all(ms[v].dims == (TURN,) for v in ms.data_vars)
+    assert int(ms["n"][0]) == 38 and int(ms["n"][1]) == 40
+    xr.testing.assert_identical(ms["sem"], out.rename("sem"))
+    xr.testing.assert_identical(ms["mean"], x.mean(EPISODE, skipna=True).rename("mean"))
+
+
+def test_mean_sem_edge_cases() -> None:
+    """n == 1 and n == 0 give NaN SEM (ddof=1), as does a dimension of size 0 or 1."""
+    x = xr.DataArray(
+        [[1.0, 2.0, 3.0, np.nan], [np.nan, np.nan, 4.0, np.nan], [np.nan] * 4],
+        dims=[TURN, "case"],
+    )
+    ms = mean_sem(x, "case")
+    assert ms["n"].values.tolist() == [3, 1, 0]
+    np.testing.assert_allclose(ms["mean"].values[:2], [2.0, 4.0])
+    assert float(ms["sem"][0]) == pytest.approx(1.0 / np.sqrt(3))
+    assert np.isnan(ms["mean"].values[2]) and np.isnan(ms["sem"].values[1:]).all()
+    for size in (0, 1):
+        one = mean_sem(xr.DataArray(np.ones((2, size)), dims=[TURN, EPISODE]), EPISODE)
+        assert np.isnan(one["sem"].values).all() and one["n"].values.tolist() == [size, size]
 
 
 def test_sem_nan_with_fewer_than_two() -> None:
