@@ -1,13 +1,38 @@
 """belieflens: what a language model believes, turn by turn and layer by layer.
 
-Public entry points: :mod:`belieflens.envs`, :mod:`belieflens.probes`,
-:mod:`belieflens.cache` and :mod:`belieflens.analysis`; :func:`open_cache`
-opens a cache file as an ``xarray.Dataset``.
+One obvious way in::
+
+    import belieflens
+
+    model = belieflens.load("smollm2-135m")              # a TransformerLens bridge
+    path = belieflens.extract("coin-flip", params={"turns": 10}, model=model,
+                              out="study.h5", episodes=4, seed=0)
+    ds = belieflens.open_cache(path)                     # an xarray.Dataset
+    ds.bl.beliefs()                                      # analysis as methods of the Dataset
+
+:func:`load`, :func:`extract` and :func:`train_lens` live in :mod:`belieflens.api`;
+``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
+:mod:`belieflens.envs`, :mod:`belieflens.probes`, :mod:`belieflens.cache`,
+:mod:`belieflens.analysis` and :mod:`belieflens.lens` hold the parts. torch and
+transformers are imported only when a model is loaded.
 """
 
+import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` accessor)
+from belieflens import envs
+from belieflens.api import extract, load, train_lens
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.store import open_cache
 from belieflens.errors import BeliefLensError
 
 __version__ = "0.1.0"
 
-__all__ = ["BeliefLensError", "__version__", "open_cache"]
+__all__ = [
+    "BeliefLensError",
+    "LoadedModel",
+    "__version__",
+    "envs",
+    "extract",
+    "load",
+    "open_cache",
+    "train_lens",
+]

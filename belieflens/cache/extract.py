@@ -32,7 +32,7 @@ from belieflens.dims import QUERY
 from belieflens.envs.base import Environment, Query
 from belieflens.errors import ParameterError
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
-from belieflens.types import PaddingSide, StoreDTypeName
+from belieflens.types import Delivery, PaddingSide, StoreDTypeName
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class QueryRecord:
     turn: int
     probe: str
     kind: str
-    delivery: str
+    delivery: Delivery
     rotation: int
     labels: tuple[str, ...]
     oracle: tuple[float, ...] | None
@@ -276,7 +276,7 @@ def extract(
         max_rows, max_tokens = budget.max_rows, budget.max_tokens
     threads = torch.get_num_threads()
     env_name = getattr(env, "name", type(env).__name__)
-    env_params = dataclasses.asdict(env.params)  # type: ignore[call-overload]
+    env_params = dataclasses.asdict(env.params)
     reuse = options.reuse_prefix and model.info.prefix_reuse
     the_study = resume.Study(
         env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,

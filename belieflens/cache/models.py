@@ -16,14 +16,19 @@ file's SHA-256 and written atomically, so later loads skip dequantisation.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
 import tempfile
 import time
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -369,3 +374,46 @@ def bridge_from_hf(
         kernels=kernels,
     )
     return LoadedModel(bridge=bridge, tokenizer=tokenizer, info=info)
+
+
+_QUIET_LOGGERS = ("transformers", "transformer_lens", "")
+"""Loggers set to ERROR inside :func:`quiet_libraries` (``""``: the root logger)."""
+
+
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Silence transformers' and TransformerLens's progress bars, advisory warnings and logs
+    for the block (loading and running a model); the previous settings come back after it.
+
+    Inside the block Hugging Face runs offline (``HF_HUB_OFFLINE``, unless set) and the
+    bridge's warning that transformers renamed the KV-cache keyword (harmless here) is
+    filtered.
+    """
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+    unset = [k for k in env if k not in os.environ]
+    for k in unset:
+        os.environ[k] = env[k]
+    loggers = [logging.getLogger(name or None) for name in _QUIET_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    hf: Any = None  # transformers.utils.logging is untyped
+    with contextlib.suppress(ImportError):
+        hf = importlib.import_module("transformers.utils.logging")
+    if hf is not None:
+        verbosity, bars = hf.get_verbosity(), hf.is_progress_bar_enabled()
+        hf.disable_progress_bar()
+        hf.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="`past_key_values` is deprecated")
+            yield
+    finally:
+        if hf is not None:
+            hf.set_verbosity(verbosity)
+            if bars:
+                hf.enable_progress_bar()
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        for k in unset:
+            os.environ.pop(k, None)

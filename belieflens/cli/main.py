@@ -1,5 +1,8 @@
 """The ``belieflens`` command line: one command, one library call.
 
+Each command parses its options (strings into the typed option sets of
+:mod:`belieflens.types`), makes one call of :mod:`belieflens.api` (or
+:func:`belieflens.analysis.report.analyze`, :mod:`belieflens.cache.info`) and prints.
 Every user error (bad parameter, unknown model, unreadable file) prints one
 line ``error: ...`` to stderr and exits with code 2; no traceback.
 """
@@ -8,19 +11,28 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from belieflens.errors import BeliefLensError, ParameterError
-from belieflens.types import (
-    DebiasMethod,
-    DeviceName,
-    DTypeName,
-    KernelName,
-    PaddingSide,
-    StoreDTypeName,
+from belieflens.api import (
+    DEVICE_NAMES,
+    DTYPE_NAMES,
+    KERNEL_NAMES,
+    PADDING_SIDES,
+    STORE_DTYPE_NAMES,
+    ModelLoaded,
+    PositionsCollected,
 )
+from belieflens.api import choice as _choice
+from belieflens.cache.generation_log import GenerationRecord
+from belieflens.errors import BeliefLensError, ParameterError
+from belieflens.types import DEBIAS_METHODS
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from belieflens.api import ExtractEvent, LensEvent
 
 app = typer.Typer(
     add_completion=False,
@@ -45,7 +57,7 @@ def envs() -> None:
         typer.echo(f"{name}: {doc}")
         for p in params:
             typer.echo(f"    {p.name} ({p.type}, default {p.default!r}): {p.help}")
-        count = getattr(registry.get(name), "count", None)  # finite grids (revealed beliefs)
+        count = e.count if isinstance(e := registry.get(name), registry.FiniteGrid) else None
         if callable(count):
             typer.echo(f"    grid: {count()} prompts with the defaults (one episode each)")
         typer.echo("")
@@ -104,197 +116,107 @@ def extract(
 
     If ``OUT.partial`` holds an interrupted run of the same study, it is resumed.
     """
-    from belieflens import envs as registry
+    from belieflens.api import extract as run
     from belieflens.envs.params import parse_assignments
 
     try:
-        _choice("--device", device, DeviceName)
-        _choice("--dtype", dtype, DTypeName)
-        _choice("--kernels", kernels, KernelName)
-        _choice("--padding", padding, PaddingSide)
-        _choice("--resid-dtype", resid_dtype, StoreDTypeName)
-        _check_out(out, overwrite)
-        from belieflens.cache.extract import ExtractOptions
-
-        options = ExtractOptions(
-            episodes=episodes, seed=seed, max_rows=_batch_size(batch_size), max_tokens=max_tokens,
-            save_logits=save_logits, padding_side=padding,  # type: ignore[arg-type]
-            resid_dtype=resid_dtype, threads=threads,  # type: ignore[arg-type]
-            reuse_prefix=not no_prefix_reuse, cont_resid=cont_resid, window=window,
-        )
-        environment = registry.get(env, **parse_assignments(set_ or []))
-        from belieflens.cache.models import resolve
-
-        resolve(model)  # fail fast, before any heavy import or work
-        if simulator is not None:
-            resolve(simulator)
-        from belieflens.cache.lock import write_lock
-
-        with write_lock(out):  # a second writer is refused before the model loads
-            _run_extract(environment, out, options, model, device, dtype, threads, quiet,
-                         overwrite, simulator=simulator, kernels=kernels)
+        device_ = _choice("--device", device, DEVICE_NAMES)
+        dtype_ = _choice("--dtype", dtype, DTYPE_NAMES)
+        kernels_ = _choice("--kernels", kernels, KERNEL_NAMES)
+        padding_ = _choice("--padding", padding, PADDING_SIDES)
+        resid_dtype_ = _choice("--resid-dtype", resid_dtype, STORE_DTYPE_NAMES)
+        rows = _batch_size(batch_size)
+        params = parse_assignments(set_ or [])
+        with _ExtractReport(out, quiet) as report:
+            path = run(
+                env, out=out, params=params, model=model, simulator=simulator,
+                episodes=episodes, seed=seed, device=device_, dtype=dtype_, kernels=kernels_,
+                batch_size=rows, max_tokens=max_tokens, threads=threads, padding=padding_,
+                save_logits=save_logits, resid_dtype=resid_dtype_, cont_resid=cont_resid,
+                prefix_reuse=not no_prefix_reuse, window=window, overwrite=overwrite,
+                on_event=report,
+            )
     except BeliefLensError as e:
         _fail(str(e))
-
-
-def _batch_size(value: str) -> int:
-    """``--batch-size``: a positive integer, or ``auto`` (0 internally)."""
-    if value == "auto":
-        return 0
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if n < 1:
-        raise ParameterError(f"option '--batch-size' = {value} is not allowed: >= 1, or auto")
-    return n
-
-
-def _choice(option: str, value: str, literal: Any) -> None:
-    from typing import get_args
-
-    allowed = get_args(literal)
-    if value not in allowed:
-        raise ParameterError(
-            f"option '{option}' = {value!r} is not allowed: one of {', '.join(allowed)}"
-        )
-
-
-def _check_out(out: Path, overwrite: bool) -> None:
-    import os
-
-    if out.is_dir():
-        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a directory")
-    if out.exists() and not overwrite:
-        raise ParameterError(f"{out} exists; pass --overwrite to replace it")
-    folder = out.parent
-    if not folder.is_dir():
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: folder {folder} does not exist"
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: folder {folder} is not writable"
-        )
-
-
-def _run_extract(environment: Any, out: Path, options: Any, model: str, device: str,
-                 dtype: str, threads: int, quiet: bool, overwrite: bool,
-                 simulator: str | None = None, kernels: str = "auto") -> None:
-    import torch
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from belieflens.cache import extract as ex
-    from belieflens.cache.models import load
-
-    if threads:
-        torch.set_num_threads(threads)
-    with _QuietLibraries():
-        try:
-            loaded = load(model, device=device, dtype=dtype,  # type: ignore[arg-type]
-                          kernels=kernels)  # type: ignore[arg-type]
-        except BeliefLensError:
-            raise
-        except Exception as e:  # weights or config transformers cannot read
-            from belieflens.errors import ModelNotFoundError
-
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            raise ModelNotFoundError(f"model {model!r} could not be loaded: {first}") from None
-    typer.echo(
-        f"model {loaded.info.official_id} ({loaded.info.n_layers} layers, {loaded.info.dtype}, "
-        f"{loaded.info.device}, {loaded.info.kernels} kernels, {torch.get_num_threads()} threads) "
-        f"loaded in "
-        f"{loaded.info.load_seconds:.1f}s", err=True,
-    )
-    environment, gen_attrs = _bind_generation(
-        environment, loaded, simulator, device, dtype, quiet
-    )
-    columns = (
-        TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("queries · {task.fields[tps]} tok/s"), TimeElapsedColumn(),
-        TextColumn("ETA"), TimeRemainingColumn(),
-    )
-    with Progress(*columns, disable=quiet, transient=False) as bar:
-        task = bar.add_task("extract", total=None, tps="-")
-
-        def report(p: ex.Progress) -> None:
-            if p.resumed and p.tokens == 0:
-                typer.echo(f"resuming {out}.partial: {p.resumed} of {p.total} read-outs "
-                           "already written", err=True)
-            tps = f"{p.tokens / p.seconds:,.0f}" if p.seconds > 0 else "-"
-            bar.update(task, completed=p.done, total=p.total, tps=tps)
-
-        path = ex.extract(environment, loaded, out, options, on_progress=report,
-                          overwrite=overwrite, extra_attrs=gen_attrs)
+        return
     typer.echo(f"wrote {path}")
 
 
-def _bind_generation(environment: Any, loaded: Any, simulator: str | None, device: str,
-                     dtype: str, quiet: bool) -> tuple[Any, dict[str, Any]]:
-    """Bind generators on the loaded model (and the simulator model) if the env needs text."""
-    from belieflens.cache.generate import bind_model
-    from belieflens.cache.generation_log import (
-        GenerationRecord,
-        requires_generator,
-        requires_simulator,
-    )
-    from belieflens.cache.models import load
-
-    if not requires_generator(environment):
-        return environment, {}
-    sim = loaded
-    if requires_simulator(environment) and simulator is not None and simulator != loaded.info.spec:
-        with _QuietLibraries():
-            sim = load(simulator, device=device, dtype=dtype)  # type: ignore[arg-type]
-        typer.echo(f"simulator {sim.info.official_id} loaded in {sim.info.load_seconds:.1f}s",
-                   err=True)
-    count = [0]
-
-    def echo(r: GenerationRecord) -> None:
-        count[0] += 1
-        if not quiet:
-            typer.echo(f"generated {r.role} #{count[0]} ({r.tokens} tokens, {r.stop})", err=True)
-
-    attrs: dict[str, Any] = {"generator_model": loaded.info.official_id}
-    if requires_simulator(environment):
-        attrs.update({"simulator_model": sim.info.official_id,
-                      "simulator_spec": sim.info.spec,
-                      "simulator_weights_hash": sim.info.weights_hash})
-    return bind_model(environment, loaded, simulator=sim, on_record=echo), attrs
+def _batch_size(value: str) -> int | Literal["auto"]:
+    """``--batch-size``: a whole number (the library checks it is >= 1), or ``auto``."""
+    if value == "auto":
+        return "auto"
+    try:
+        return int(value)
+    except ValueError:
+        raise ParameterError(
+            f"option '--batch-size' = {value} is not allowed: >= 1, or auto"
+        ) from None
 
 
-class _QuietLibraries:
-    """Silence transformers' progress bars and warnings while loading."""
+class _ExtractReport:
+    """What an extraction reports, on stderr: each model loaded, each text generated, and a
+    progress bar started once the models are loaded (hidden with ``--quiet``)."""
 
-    def __enter__(self) -> None:
-        import logging
-        import os
-        import warnings
+    def __init__(self, out: Path, quiet: bool) -> None:
+        self.out = out
+        self.quiet = quiet
+        self.generated = 0
+        self.bar: tuple[Progress, TaskID] | None = None
 
-        # the bridge passes the KV cache under transformers' older keyword; harmless here
-        warnings.filterwarnings("ignore", message="`past_key_values` is deprecated")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-        logging.getLogger("transformers").setLevel(logging.ERROR)
-        logging.getLogger("transformer_lens").setLevel(logging.ERROR)
-        logging.getLogger().setLevel(logging.ERROR)
-        try:
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-            hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-        except ImportError:  # pragma: no cover
-            pass
+    def __enter__(self) -> _ExtractReport:
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        if self.bar is not None:
+            self.bar[0].stop()
+
+    def _bar(self) -> tuple[Progress, TaskID]:
+        if self.bar is None:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            columns = (
+                TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("queries · {task.fields[tps]} tok/s"), TimeElapsedColumn(),
+                TextColumn("ETA"), TimeRemainingColumn(),
+            )
+            bar = Progress(*columns, disable=self.quiet, transient=False)
+            bar.start()
+            self.bar = bar, bar.add_task("extract", total=None, tps="-")
+        return self.bar
+
+    def __call__(self, event: ExtractEvent) -> None:
+        if isinstance(event, ModelLoaded):
+            info = event.info
+            if event.role == "model":
+                typer.echo(
+                    f"model {info.official_id} ({info.n_layers} layers, {info.dtype}, "
+                    f"{info.device}, {info.kernels} kernels, {event.threads} threads) "
+                    f"loaded in {info.load_seconds:.1f}s", err=True,
+                )
+            else:
+                typer.echo(f"simulator {info.official_id} loaded in {info.load_seconds:.1f}s",
+                           err=True)
+            return
+        bar, task = self._bar()
+        if isinstance(event, GenerationRecord):
+            self.generated += 1
+            if not self.quiet:
+                typer.echo(f"generated {event.role} #{self.generated} ({event.tokens} tokens, "
+                           f"{event.stop})", err=True)
+            return
+        if event.resumed and event.tokens == 0:
+            typer.echo(f"resuming {self.out}.partial: {event.resumed} of {event.total} "
+                       "read-outs already written", err=True)
+        tps = f"{event.tokens / event.seconds:,.0f}" if event.seconds > 0 else "-"
+        bar.update(task, completed=event.done, total=event.total, tps=tps)
 
 
 @app.command()
@@ -316,9 +238,8 @@ def analyze(
     from belieflens.analysis.report import analyze as run
 
     try:
-        _choice("--debias", debias, DebiasMethod)
-        result = run(file, out, method=debias, lens=lens,  # type: ignore[arg-type]
-                     probes=not no_probes, seed=seed)
+        method = _choice("--debias", debias, DEBIAS_METHODS)
+        result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed)
     except BeliefLensError as e:
         _fail(str(e))
         return
@@ -356,52 +277,22 @@ def lens_train(
     ),
 ) -> None:
     """Train a tuned lens on contexts the environments generate and save it to --out."""
-    try:
-        _choice("--device", device, DeviceName)
-        if threads < 0:
-            raise ParameterError(f"option '--threads' = {threads} is not allowed: >= 0")
-        if vocab_top < 0:
-            raise ParameterError(f"option '--vocab-top' = {vocab_top} is not allowed: >= 0")
-        if (out / "config.json").exists() and not overwrite:
-            raise ParameterError(f"{out} holds a lens; pass --overwrite to replace it")
-        from belieflens import envs as registry
-        from belieflens.analysis.tuned_lens import TrainOptions
-        from belieflens.cache.models import resolve
+    from belieflens.api import train_lens
 
-        names = [e.strip() for e in envs_.split(",") if e.strip()]
-        for name in names:
-            registry.describe(name)  # unknown names fail here, before loading anything
-        options = TrainOptions(epochs=epochs, lr=lr, vocab_top=vocab_top or None)
-        resolve(model)
-        _run_lens_train(model, out, names, contexts, per_context, options, seed, device,
-                        threads)
+    def report(event: LensEvent) -> None:
+        if isinstance(event, PositionsCollected):
+            typer.echo(f"{event.positions} positions from {event.contexts} contexts", err=True)
+
+    try:
+        result = train_lens(
+            out, model=model, envs=[e.strip() for e in envs_.split(",") if e.strip()],
+            contexts=contexts, per_context=per_context, epochs=epochs, lr=lr,
+            vocab_top=vocab_top, seed=seed, device=_choice("--device", device, DEVICE_NAMES),
+            threads=threads, overwrite=overwrite, on_event=report,
+        )
     except BeliefLensError as e:
         _fail(str(e))
-
-
-def _run_lens_train(model: str, out: Path, names: list[str], contexts: int, per_context: int,
-                    options: Any, seed: int, device: str, threads: int) -> None:
-    import numpy as np
-    import torch
-
-    from belieflens.analysis.tuned_lens import (
-        collect_positions,
-        save_tuned_lens,
-        train_tuned_lens,
-    )
-    from belieflens.cache.models import load
-
-    if threads:
-        torch.set_num_threads(threads)
-    with _QuietLibraries():
-        loaded = load(model, device=device)  # type: ignore[arg-type]
-    rng = np.random.default_rng(seed)
-    positions = collect_positions(loaded, rng, envs=names, seed=seed, max_contexts=contexts,
-                                  per_context=per_context)
-    typer.echo(f"{positions.resid.shape[0]} positions from {positions.n_contexts} contexts",
-               err=True)
-    result = train_tuned_lens(loaded, positions, rng, options)
-    save_tuned_lens(result.lens, out)
+        return
     typer.echo("held-out KL(final || lens) per layer, nats (logit lens -> tuned lens):")
     for layer, (a, b) in enumerate(zip(result.kl_logit, result.kl_tuned, strict=True)):
         typer.echo(f"  layer {layer:>3}: {a:8.3f} -> {b:8.3f}")
