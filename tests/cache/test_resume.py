@@ -12,8 +12,16 @@ import pytest
 from belieflens import envs, open_cache
 from belieflens.cache import runner
 from belieflens.cache.extract import ExtractOptions, Progress, extract
-from belieflens.cache.resume import differences, done_windows, windows
-from belieflens.cache.store import chunk_rows, partial_path, read_partial
+from belieflens.cache.resume import (
+    Study,
+    StudyModel,
+    StudyOptions,
+    differences,
+    done_windows,
+    fingerprint,
+    windows,
+)
+from belieflens.cache.store import Sizes, chunk_rows, partial_path, read_partial
 from belieflens.errors import CacheFileError
 from tests.cache.conftest import assert_same_data
 
@@ -48,6 +56,30 @@ def test_windows_and_chunks() -> None:
     assert done_windows(np.array([1, 1, 1, 1, 1, 0, 1, 1, 1, 1]), windows(10, 4)) == {0, 2}
     assert chunk_rows(256) == 64 and chunk_rows(100) == 50 and chunk_rows(7) == 7
     assert differences({"seed": 0, "a": 1}, {"seed": 1, "a": 1}) == "seed 0 -> 1"
+
+
+def test_study_record_keeps_the_stored_form() -> None:
+    """The study's JSON and fingerprint are those written before it was a record (flat keys,
+    ``model_*``), so partial files of earlier runs still resume."""
+    sizes = Sizes(query=12, layer=3, d_model=64, token=40, option=2, cont_token=1, outcome=2,
+                  lens_token=4)
+    params = {"a0": 1.0, "b0": 1.0, "theta": None, "turns": 2, "per_turn": 1, "bins": 5,
+              "delivery": "all"}
+    study = Study(
+        env_name="coin-flip", env_params=params, seed=3, episodes=2,
+        model=StudyModel(id="m", weights_hash="w", dtype="float32", device="cpu",
+                         kernels="default"),
+        options=StudyOptions(window=8, max_rows=16, max_tokens=8192, padding_side="right",
+                             resid_dtype="float32", save_logits=False, prefix_reuse=True,
+                             cont_resid=False),
+        sizes=sizes, queries_sha256="q" * 64,
+    )
+    stored = study.to_json()
+    assert stored["model_kernels"] == "default" and stored["window"] == 8
+    assert stored["sizes"]["lens_token"] == 4 and stored["schema_version"] == 1
+    # computed with the dict-built study of commit f206a46 for the same inputs
+    golden = "f0757a59b22ca3875c6058422a29d81ada47601e8854a0c5804b7112de50407d"
+    assert study.fingerprint() == fingerprint(stored) == golden
 
 
 def test_same_options_reproduce_identical_data(
