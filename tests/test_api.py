@@ -48,7 +48,7 @@ def test_extract_by_name_equals_the_cache_layer(tiny_model: Any, tmp_path: Path)
 
 
 def test_extract_loads_a_model_folder_and_restores_logging(
-    tiny_dir: Path, tmp_path: Path
+    tiny_dir: Path, tmp_path: Path  # noqa: F811  (the fixture imported above)
 ) -> None:
     root = logging.getLogger()
     before = root.level
