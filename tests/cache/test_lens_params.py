@@ -44,4 +44,5 @@ def test_head_from_dataset() -> None:
     )
     head = Head.from_dataset(ds)
     assert head.norm.kind == "layer" and head.norm.eps == 1e-5
-    assert head.weight.dtype == np.float64 and list(head.token_ids) == [5, 9, 11]
+    assert head.weight.dtype == np.float64
+    assert head.token_ids is not None and list(head.token_ids) == [5, 9, 11]

@@ -56,7 +56,7 @@ def test_resid_equals_plain_transformers_hidden_states(smol_model: Any, small_fi
 
 def test_last_lens_layer_reproduces_option_logprobs(small_file: Path) -> None:
     ds = belieflens.open_cache(small_file)
-    logits = lens_logits(ds)[:, -1, :]  # [query, option]
+    logits = lens_logits(ds).isel(layer=-1).values  # [query, option]
     lse = ds["answer_lse"].values[:, None]
     stored = ds["option_logprob"].values
     mask = np.isfinite(stored)

@@ -1,0 +1,109 @@
+"""``ds.bl``: the accessor wraps the analysis functions and returns named xarray objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import belieflens.analysis  # noqa: F401  (registers ds.bl)
+from belieflens.analysis import divergence as dv
+from belieflens.analysis.accessor import METRICS, BeliefLensAccessor
+from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.lens import LogitLens, lens_beliefs
+from belieflens.analysis.summary import summary
+from belieflens.analysis.tuned_lens import TunedLens, TunedLensConfig, TunedLensError
+from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
+
+INSTANCE = ("delivery", "probe", "episode", "turn")
+
+
+def _tuned(ds: xr.Dataset, weights_hash: str = "w" * 64) -> TunedLens:
+    rng = np.random.default_rng(0)
+    cfg = TunedLensConfig(model_id="m", revision="r", weights_hash=weights_hash,
+                          unembed_hash="u" * 64, n_layers=N_LAYER, d_model=D, vocab_size=7)
+    return TunedLens(cfg, rng.normal(size=(N_LAYER, D, D)) * 0.1, rng.normal(size=(N_LAYER, D)))
+
+
+def test_accessor_is_registered() -> None:
+    assert isinstance(synthetic().bl, BeliefLensAccessor)
+
+
+def test_beliefs_by_source() -> None:
+    ds = synthetic()
+    out = ds.bl.beliefs()
+    assert out.dims == (*INSTANCE, "outcome")
+    xr.testing.assert_identical(out.drop_attrs(), output_beliefs(ds)["belief"].drop_attrs())
+    logit = ds.bl.beliefs(source="logit-lens", method="arithmetic")
+    assert logit.dims == (*INSTANCE, "layer", "outcome")
+    xr.testing.assert_identical(logit, lens_beliefs(ds, method="arithmetic"))
+    xr.testing.assert_identical(ds.bl.beliefs(source=LogitLens()), lens_beliefs(ds))
+    ds.attrs["weights_hash"] = "w" * 64
+    tuned = ds.bl.beliefs(source=_tuned(ds))
+    assert tuned.attrs["lens"] == "tuned" and not np.allclose(tuned, lens_beliefs(ds))
+    with pytest.raises(TunedLensError):
+        ds.bl.beliefs(source=_tuned(ds, weights_hash="x" * 64))
+    with pytest.raises(ValueError, match="source"):
+        ds.bl.beliefs(source="nope")
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_divergence_every_metric(metric: Any) -> None:
+    ds = synthetic()
+    got = ds.bl.divergence(metric)
+    assert got.dims == INSTANCE and got.name == metric
+    assert got.attrs == {"metric": metric, "source": "output", "debias": "geometric"}
+    assert np.isfinite(got).all() and (got >= 0).all()
+    per_layer = ds.bl.divergence(metric, source="logit-lens")
+    assert per_layer.dims == (*INSTANCE, "layer")
+
+
+def test_divergence_matches_the_functions_and_summary() -> None:
+    ds = synthetic()
+    b = output_beliefs(ds)
+    for metric, fn in (("tvd", dv.tvd), ("kl", dv.kl), ("js", dv.js)):
+        xr.testing.assert_allclose(ds.bl.divergence(metric).drop_attrs(),
+                                   fn(b["oracle"], b["belief"], "outcome").rename(metric))
+    s = summary(ds, probes=False)
+    lens_tvd = ds.bl.divergence("tvd", source="logit-lens").mean("episode")
+    np.testing.assert_allclose(
+        s["tvd_mean"].sel(source="logit-lens").values,
+        lens_tvd.transpose("delivery", "probe", "turn", "layer").values,
+    )
+    xr.testing.assert_identical(ds.bl.summary(probes=False), s)
+
+
+def test_oracle_labels_and_position_bias() -> None:
+    ds = synthetic()
+    assert ds.bl.oracle().dims == (*INSTANCE, "outcome")
+    assert np.allclose(ds.bl.oracle().values[..., :2], [0.3, 0.7])
+    assert ds.bl.labels().values.tolist() == [["a", "b"]]
+    assert "rotation_tvd_mean" in ds.bl.position_bias()
+
+
+def test_probe_returns_scores_per_layer() -> None:
+    ds = synthetic()
+    got = ds.bl.probe(n_folds=2, max_iter=20)
+    assert dict(got.sizes) == {"layer": N_LAYER}
+    assert {"score", "control_score", "selectivity"} <= set(got.data_vars)
+    with pytest.raises(ValueError, match="not in this file"):
+        ds.bl.probe(probe="missing")
+
+
+def test_accessor_on_a_tiny_model_file(tiny_model: Any, tmp_path: Path) -> None:
+    """On an extracted file, the logit lens at the last layer reproduces the output belief."""
+    import belieflens
+    import belieflens.envs as envs
+    from belieflens.cache.extract import ExtractOptions, extract
+
+    path = extract(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
+                   ExtractOptions(episodes=1))
+    ds = belieflens.open_cache(path)
+    out = ds.bl.beliefs()
+    last = ds.bl.beliefs(source="logit-lens").isel(layer=-1)
+    np.testing.assert_allclose(last.values, out.values, atol=1e-3)
+    assert ds.bl.divergence("tvd").dims == INSTANCE
+    ds.close()
