@@ -83,9 +83,11 @@ def imports(package_dir: Path, package: str) -> list[Import]:
         here = src if is_pkg else src.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             targets: list[str] = []
+            line = 0
             if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
+                targets, line = [a.name for a in node.names], node.lineno
             elif isinstance(node, ast.ImportFrom):
+                line = node.lineno
                 if node.level:
                     base = here.split(".")
                     base = base[: len(base) - (node.level - 1)]
@@ -101,7 +103,7 @@ def imports(package_dir: Path, package: str) -> list[Import]:
                     continue
                 dst = _resolve(t, mods)
                 if dst is not None and dst != src:
-                    edges.append(Import(src, dst, path, node.lineno))
+                    edges.append(Import(src, dst, path, line))
     return edges
 
 

@@ -11,12 +11,12 @@ import pytest
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.analysis.attribution_section import (
+from belieflens.analysis.envs.belief_attribution.section import (
     belief_attribution_section,
     episode_revisions,
 )
-from belieflens.analysis.coherence_section import lens_sure_loss, score_scenarios
-from belieflens.analysis.protein_section import step_metrics
+from belieflens.analysis.envs.dutch_book.section import lens_sure_loss, score_scenarios
+from belieflens.analysis.envs.protein_world.section import step_metrics
 from belieflens.cache.extract import ExtractOptions, extract
 
 pytestmark = pytest.mark.real_model

@@ -10,7 +10,7 @@ Then the user contradicts it with a distractor. Turns: 0 the question alone
 2 after the contradiction. Every turn reads the belief over the three answers as
 an MCQ under all three rotations; the probe is named ``answer-self`` or
 ``answer-user`` so the condition is visible in a cache file.
-:mod:`belieflens.analysis.attribution` measures revision and the Belief
+:mod:`belieflens.analysis.envs.belief_attribution.metrics` measures revision and the Belief
 Attribution Score.
 
 The self condition should carry the model's own greedy answer. With

@@ -3,7 +3,7 @@
 Each episode is one :class:`~belieflens.envs.dutch_book.scenarios.Scenario`;
 turn ``t`` asks its ``t``-th question (in the episode's question order) under
 both answer orders. The credence in the question is P(Yes) renormalised over
-Yes/No and debiased over the two orders; :mod:`belieflens.analysis.coherence`
+Yes/No and debiased over the two orders; :mod:`belieflens.analysis.envs.dutch_book.coherence`
 turns a scenario's credences into a Dutch book and its sure loss.
 
 Read-outs (``readout``):
@@ -13,7 +13,7 @@ Read-outs (``readout``):
 - ``yes-no``: the question ends "Answer Yes or No." (or "No or Yes.") and the
   answer is read as the word after ``Answer:``, with the variants
   :data:`YES_VARIANTS` / :data:`NO_VARIANTS` as separate options of one
-  rotation; :mod:`belieflens.analysis.credence` sums the variants of each answer.
+  rotation; :mod:`belieflens.analysis.envs.dutch_book.credence` sums the variants of each answer.
 
 Deliveries:
 

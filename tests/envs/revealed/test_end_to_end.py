@@ -11,10 +11,10 @@ import pytest
 
 import belieflens
 import belieflens.envs as envs
+from belieflens.analysis.envs.revealed import readouts, summarise
+from belieflens.analysis.envs.revealed.section import revealed_section
+from belieflens.analysis.envs.revealed.summary import VARIANT
 from belieflens.analysis.report import analyze
-from belieflens.analysis.revealed import readouts, summarise
-from belieflens.analysis.revealed.section import revealed_section
-from belieflens.analysis.revealed.summary import VARIANT
 from belieflens.cache.extract import ExtractOptions, extract
 
 pytestmark = pytest.mark.real_model

@@ -1,0 +1,1 @@
+"""Belief-attribution analysis: revision and attribution scores, and the report section."""

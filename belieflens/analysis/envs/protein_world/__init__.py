@@ -1,0 +1,1 @@
+"""ProteinWorld analysis: the report section (posterior tracking per experiment step)."""

@@ -1,0 +1,1 @@
+"""Recommender analysis: scores against the exact posterior, and the report section."""
