@@ -44,7 +44,7 @@ def _keys(ds: xr.Dataset) -> dict[str, np.ndarray]:
     }
 
 
-def query_n_outcome(ds: xr.Dataset) -> np.ndarray:
+def _query_n_outcome(ds: xr.Dataset) -> np.ndarray:
     """Outcomes of each query's probe (``n_outcome``, else the non-empty ``outcome_label``s)."""
     if "n_outcome" in ds:
         return np.asarray(ds["n_outcome"].values).astype(np.int64)
@@ -157,7 +157,7 @@ def instance_logprob(
     if isinstance(logprob, xr.DataArray):
         logprob = logprob.transpose(QUERY, *extra, OPTION).values
     lp = xr.DataArray(np.asarray(logprob, dtype=np.float64), dims=(QUERY, *extra, OPTION))
-    n_out = query_n_outcome(ds)
+    n_out = _query_n_outcome(ds)
     grid = by_instance(ds, {
         "logprob": lp,
         "outcome": xr.DataArray(
@@ -181,7 +181,7 @@ def output_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.
     for name in ("option_logprob", "outcome", "oracle", "outcome_label"):
         if name not in ds.variables:
             raise CacheFileError(f"cache file lacks {name!r}")
-    n_out = query_n_outcome(ds)
+    n_out = _query_n_outcome(ds)
     n_max = int(n_out.max()) if n_out.size else 0
     grid = by_instance(ds, {
         "logprob": xr.DataArray(np.asarray(ds["option_logprob"].values, dtype=np.float64),
@@ -249,7 +249,7 @@ def instances(ds: xr.Dataset) -> Instances:
     """Group queries into probe instances (delivery, probe, episode, turn) (legacy helper)."""
     keys = _keys(ds)
     rotation = keys[ROTATION]
-    n_out = query_n_outcome(ds)
+    n_out = _query_n_outcome(ds)
     uniques, inverses = [], []
     for name in INSTANCE_DIMS:
         u, i = np.unique(keys[name], return_inverse=True)
@@ -290,7 +290,7 @@ def _scatter(inst: Instances, values: np.ndarray, fill: float = np.nan) -> np.nd
     return grid
 
 
-def point_values(labels: list[str]) -> np.ndarray | None:
+def _point_values(labels: list[str]) -> np.ndarray | None:
     """Numeric value of each outcome label, if all are numbers or ranges ``a to b`` (midpoint)."""
     vals = []
     for lab in labels:
@@ -317,7 +317,7 @@ def point_estimates(beliefs: xr.Dataset) -> xr.Dataset:
     kinds = []
     for probe in beliefs["probe"].values:
         labels = [str(x) for x in beliefs["outcome_label"].sel(probe=probe).values]
-        values = point_values(labels)
+        values = _point_values(labels)
         b = beliefs["belief"].sel(probe=probe)
         o = beliefs["oracle"].sel(probe=probe)
         if values is None:
