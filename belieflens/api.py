@@ -19,23 +19,21 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, get_args
+from typing import Literal, TypeAlias, TypeVar, get_args
 
+from belieflens.cache.extract import ExtractOptions, Progress
 from belieflens.cache.generation_log import GenerationRecord
 from belieflens.cache.models import DEFAULT_MODEL, LoadedModel, ModelInfo
 from belieflens.envs.base import Environment
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
+from belieflens.lens.train import TrainResult
 from belieflens.types import DeviceName, DTypeName, KernelName, PaddingSide, StoreDTypeName
 
-if TYPE_CHECKING:
-    from belieflens.cache.extract import Progress
-    from belieflens.lens import TrainResult
-
-ModelLike: TypeAlias = "str | os.PathLike[str] | LoadedModel"
+ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
 model already loaded with :func:`load`."""
 
-BatchSize: TypeAlias = "int | Literal['auto']"
+BatchSize: TypeAlias = int | Literal["auto"]
 """Rows per forward batch (>= 1), or ``auto``: fit a quarter of the machine's memory."""
 
 C = TypeVar("C", bound=str)
@@ -78,11 +76,11 @@ class PositionsCollected:
     contexts: int
 
 
-ExtractEvent: TypeAlias = "ModelLoaded | GenerationRecord | Progress"
+ExtractEvent: TypeAlias = ModelLoaded | GenerationRecord | Progress
 """What :func:`extract` reports while it runs: each model it loads, each text generation,
 and progress (:class:`~belieflens.cache.extract.Progress`: rows done, tokens, resumed rows)."""
 
-LensEvent: TypeAlias = "ModelLoaded | PositionsCollected"
+LensEvent: TypeAlias = ModelLoaded | PositionsCollected
 """What :func:`train_lens` reports while it runs."""
 
 
@@ -236,8 +234,6 @@ def extract(
     unless ``overwrite``. ``on_event`` receives an :data:`ExtractEvent` for each model
     loaded, each text generation and each step of progress.
     """
-    from belieflens.cache.extract import ExtractOptions
-
     device = choice("--device", device, DEVICE_NAMES)
     dtype = choice("--dtype", dtype, DTYPE_NAMES)
     kernels = choice("--kernels", kernels, KERNEL_NAMES)
