@@ -130,13 +130,14 @@ def run_batch(
     if extra_at:
         ex = torch.stack([captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
         for (q, j, i), vec in zip(extra_at, ex, strict=True):
-            if conts[q] is None:
+            arr = conts[q]
+            if arr is None:
                 n_extra = max(len(c) for c in tqs[q].option_ids) - 1
-                conts[q] = np.full(
+                arr = conts[q] = np.full(
                     (len(tqs[q].option_ids), n_extra, n_layers + 1, resid.shape[-1]), np.nan,
                     dtype=np.float32,
                 )
-            conts[q][j, i] = vec  # type: ignore[index]
+            arr[j, i] = vec
     out_lp = [np.zeros(len(tq.option_ids), dtype=np.float64) for tq in tqs]
     answer_lse = [0.0] * len(tqs)
     full: list[np.ndarray | None] = [None] * len(tqs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat
 
 import numpy as np
 
@@ -47,20 +48,20 @@ class Table:
         return "\n".join([f"**{self.title}**", "", head, rule, *body])
 
 
-def _num(x: object, digits: int = 3) -> str:
-    v = float(x)  # type: ignore[arg-type]
+def _num(x: SupportsFloat, digits: int = 3) -> str:
+    v = float(x)
     return "-" if not np.isfinite(v) else f"{v:.{digits}f}"
 
 
-def _pm(mean: object, sem: object, digits: int = 3) -> str:
-    m, s = float(mean), float(sem)  # type: ignore[arg-type]
+def _pm(mean: SupportsFloat, sem: SupportsFloat, digits: int = 3) -> str:
+    m, s = float(mean), float(sem)
     if not np.isfinite(m):
         return "-"
     return f"{m:.{digits}f}" if not np.isfinite(s) else f"{m:.{digits}f}±{s:.{digits}f}"
 
 
-def _p(p: object) -> str:
-    v = float(p)  # type: ignore[arg-type]
+def _p(p: SupportsFloat) -> str:
+    v = float(p)
     if not np.isfinite(v):
         return "-"
     return f"{v:.3f}" if v >= 1e-3 else f"{v:.1e}"
