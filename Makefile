@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 
-.PHONY: setup demo test lint typecheck bench clean
+.PHONY: setup demo test test-fast lint typecheck bench clean
 
 setup: $(STAMP)
 
@@ -28,7 +28,12 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/pytest -q
-	$(VENV)/bin/mypy --strict belieflens
+	$(VENV)/bin/mypy --strict belieflens tests bench
+	$(VENV)/bin/ruff check .
+
+# The inner loop: everything but the tests that load the real embedded model.
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not real_model"
 	$(VENV)/bin/ruff check .
 
 bench: setup

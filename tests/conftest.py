@@ -15,6 +15,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that loads the real embedded model ``real_model``, so that
+    ``make test-fast`` (``-m "not real_model"``) skips exactly those."""
+    for item in items:
+        if "smol_model" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real_model)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _threads() -> Iterator[None]:
     import torch
