@@ -21,18 +21,20 @@ from belieflens.api import (
     KERNEL_NAMES,
     PADDING_SIDES,
     STORE_DTYPE_NAMES,
+    ExtractEvent,
+    LensEvent,
     ModelLoaded,
     PositionsCollected,
+    train_lens,
 )
 from belieflens.api import choice as _choice
+from belieflens.api import extract as run_extract
 from belieflens.cache.generation_log import GenerationRecord
 from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.types import DEBIAS_METHODS
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
-
-    from belieflens.api import ExtractEvent, LensEvent
 
 app = typer.Typer(
     add_completion=False,
@@ -116,7 +118,6 @@ def extract(
 
     If ``OUT.partial`` holds an interrupted run of the same study, it is resumed.
     """
-    from belieflens.api import extract as run
     from belieflens.envs.params import parse_assignments
 
     try:
@@ -128,7 +129,7 @@ def extract(
         rows = _batch_size(batch_size)
         params = parse_assignments(set_ or [])
         with _ExtractReport(out, quiet) as report:
-            path = run(
+            path = run_extract(
                 env, out=out, params=params, model=model, simulator=simulator,
                 episodes=episodes, seed=seed, device=device_, dtype=dtype_, kernels=kernels_,
                 batch_size=rows, max_tokens=max_tokens, threads=threads, padding=padding_,
@@ -277,8 +278,6 @@ def lens_train(
     ),
 ) -> None:
     """Train a tuned lens on contexts the environments generate and save it to --out."""
-    from belieflens.api import train_lens
-
     def report(event: LensEvent) -> None:
         if isinstance(event, PositionsCollected):
             typer.echo(f"{event.positions} positions from {event.contexts} contexts", err=True)
