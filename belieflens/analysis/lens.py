@@ -150,8 +150,8 @@ def lens_logits(
 
 
 def _log_normalised(head: Head, h: np.ndarray) -> np.ndarray:
-    """Log-softmax over the stored lens rows of normalised ``h``: ``[..., lens_token]``."""
-    z = h @ head.weight.T + head.bias
+    """Log-softmax of the head's logits over the stored lens rows: ``[..., lens_token]``."""
+    z = head.logits(h)
     m = np.max(z, axis=-1, keepdims=True)
     return np.asarray(z - m - np.log(np.sum(np.exp(z - m), axis=-1, keepdims=True)))
 
@@ -196,8 +196,7 @@ def _option_logprob(
     sub = max(1, memory_budget // row_bytes)
     for s in range(0, n_q, chunk):
         e = min(s + chunk, n_q)
-        h = head.normalise(lens.transform(_resid(ds, s, e)))
-        logp = _log_normalised(head, h)  # [q, layer, lens_token]
+        logp = _log_normalised(head, lens.transform(_resid(ds, s, e)))  # [q, layer, lens_token]
         idx = index[s:e, :, 0]
         first = np.take_along_axis(logp, np.where(idx >= 0, idx, 0)[:, None, :], axis=-1)
         score = np.where((idx >= 0)[:, None, :], first, np.nan)
@@ -210,8 +209,7 @@ def _option_logprob(
                 cont = ds[CONT_RESID].isel({"query": slice(a, z), CONT_EXTRA: i})
                 hc = np.asarray(cont.transpose("query", "option", LAYER, "d_model").values,
                                 dtype=np.float64)[:, :n_opt]
-                hc = head.normalise(lens.transform(hc))
-                lp = _log_normalised(head, hc)  # [q, option, layer, lens_token]
+                lp = _log_normalised(head, lens.transform(hc))  # [q, option, layer, lens_token]
                 t = tok[a - s : z - s]
                 got = np.take_along_axis(lp, np.where(t >= 0, t, 0)[:, :, None, None], axis=-1)
                 add = np.where((t >= 0)[:, :, None], got[..., 0], 0.0)  # [q, option, layer]
