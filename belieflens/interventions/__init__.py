@@ -1,0 +1,1 @@
+"""Causal tests of where a belief lives (interchange patching, steering, erasure)."""
