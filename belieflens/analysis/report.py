@@ -32,7 +32,9 @@ from belieflens.analysis.tables import (
     turn_table,
 )
 from belieflens.analysis.tuned_lens.lens import TunedLens, load_tuned_lens, parse_lens_spec
+from belieflens.cache.integrity import verify_file
 from belieflens.cache.store import open_cache
+from belieflens.errors import CacheFileError
 from belieflens.types import DebiasMethod
 
 
@@ -67,11 +69,20 @@ def analyze(
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
     a folder or a loaded lens, linear probes unless ``probes=False``); position bias of the
     rotations; calibration against the oracle; environment-specific sections.
+
+    With ``out_dir``, every chunk of the file is read against its checksum before
+    anything is written: a damaged file raises :class:`CacheFileError` (one line) and
+    leaves no partial report.
     """
     tuned = _lens(lens)
     ds = open_cache(path)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
+        try:  # nothing is written from damaged data: every chunk is checked first
+            verify_file(path)
+        except CacheFileError:
+            ds.close()
+            raise
         out.mkdir(parents=True, exist_ok=True)
     try:
         if tuned is not None:

@@ -6,16 +6,23 @@ import json
 import shlex
 from pathlib import Path
 
+from belieflens.cache.integrity import coverage
 from belieflens.cache.store import open_cache
 from belieflens.errors import CacheFileError
 
 
 def describe(path: str | Path) -> str:
-    """A human-readable summary of a cache file (raises CacheFileError if unreadable)."""
+    """A human-readable summary of a cache file (raises CacheFileError if unreadable).
+
+    Says which variables carry per-chunk checksums (``checksums: none`` for files written
+    before them); reads only the small variables, so a damaged chunk of ``resid`` is found
+    by ``info --verify``, not here.
+    """
     p = Path(path)
     ds = open_cache(p)
     try:
-        lines = [f"file: {p} ({p.stat().st_size / 1e6:.1f} MB)", "provenance:"]
+        lines = [f"file: {p} ({p.stat().st_size / 1e6:.1f} MB)",
+                 f"checksums: {coverage(p).text()}", "provenance:"]
         for k in sorted(ds.attrs):
             lines.append(f"  {k}: {ds.attrs[k]}")
         lines.append("dimensions: " + ", ".join(f"{k}={v}" for k, v in ds.sizes.items()))

@@ -33,6 +33,15 @@ import h5py
 import numpy as np
 import xarray as xr
 
+from belieflens.cache.integrity import (
+    FILTER,
+    LIBVER,
+    damage_line,
+    damaged_spans,
+    fill_chunk,
+    netcdf_name,
+    open_checked,
+)
 from belieflens.dims import (
     CONT_EXTRA,
     CONT_TOKEN,
@@ -229,19 +238,32 @@ def create_partial(
     resid_dtype: str = "float32",
     rows_per_chunk: int = 64,
     extra: Iterable[VarSpec] = (),
+    checksums: bool = True,
 ) -> Path:
     """Build ``<out>.partial`` with every variable allocated and every static value written.
 
     ``static`` holds the variables without a ``query`` dimension; ``row_slabs``
     yields ``(start, values)`` with the rows' static per-query variables. The
     file is built under a temporary name and renamed only once it is whole.
+
+    Storage: every variable is chunked; per-query variables in chunks of
+    ``rows_per_chunk`` whole rows (a divisor of the window, so writing a window
+    rewrites whole chunks of that window only; analysis reads blocks of whole
+    rows, every layer at once), the others in one chunk. With ``checksums`` (the
+    default; ``False`` writes the format of files from before checksums, for
+    tests and ``bench/checksums.py``) every numeric variable passes through
+    HDF5's Fletcher-32 filter and the metadata is written in the checksummed
+    HDF5 1.8 format (:mod:`belieflens.cache.integrity`); text cannot be filtered.
+    Every chunk is allocated and written with its fill value (and checksum) at
+    creation (``H5D_ALLOC_TIME_EARLY``), so later writes replace chunks of the
+    same size in place and never touch the file's metadata.
     """
     import h5netcdf
 
     target = partial_path(out)
     tmp = out.with_name(out.name + ".partial.new")
     tmp.unlink(missing_ok=True)
-    with h5netcdf.File(tmp, "w") as f:
+    with h5netcdf.File(tmp, "w", **({"libver": LIBVER} if checksums else {})) as f:
         for d, n in sizes.dims().items():
             if n > 0:
                 f.dimensions[d] = n
@@ -259,12 +281,13 @@ def create_partial(
                 # integers keep HDF5's default fill (0) and no _FillValue, so xarray keeps
                 # them integer; padding is written explicitly as -1
                 fill = np.nan if h5dtype.kind == "f" else None
-            chunks = None
+            shape = [sizes.of(d) for d in spec.dims]
             if spec.per_query:
-                shape = [sizes.of(d) for d in spec.dims]
                 shape[0] = min(rows_per_chunk, shape[0])
-                chunks = tuple(shape)
+            chunks = tuple(shape) if shape and (checksums or spec.per_query) else None
             kwargs: dict[str, Any] = {"chunks": chunks, "dcpl": _early_alloc()}
+            if checksums and chunks is not None and spec.dtype != STR:
+                kwargs[FILTER] = True
             if fill is not None:
                 kwargs["fillvalue"] = fill
             var = f.create_variable(spec.name, spec.dims, dtype=h5dtype, **kwargs)
@@ -330,16 +353,62 @@ class PartialFile:
         ``complete`` flag is set only after its data reached the file.
         """
         n = next(iter(values.values())).shape[0]
+        for name in values:
+            if name not in MODEL_ROWS:
+                raise ValueError(f"{name} is not a model read-out variable")
+        try:
+            self._write(start, n, values)
+        except OSError:
+            # a kill in the middle of writing a window can leave a torn chunk whose checksum
+            # fails; HDF5 reads back a chunk it only partly overwrites (the last, short
+            # chunk of a variable), so reset this window's torn chunks and write again
+            if not self._reset_torn_chunks(start, n, [*values, "complete"]):
+                raise
+            self._write(start, n, values)
+
+    def _write(self, start: int, n: int, values: Mapping[str, np.ndarray]) -> None:
         with h5py.File(self.path, "r+", locking=False) as h:
             for name, arr in values.items():
-                if name not in MODEL_ROWS:
-                    raise ValueError(f"{name} is not a model read-out variable")
                 _write_slab(h[name], start, arr)
             h.flush()
             os.fsync(h.id.get_vfd_handle())
             h["complete"][start : start + n] = 1
             h.flush()
             os.fsync(h.id.get_vfd_handle())
+
+    def _reset_torn_chunks(self, start: int, n: int, names: Sequence[str]) -> bool:
+        """Overwrite each chunk of rows ``start:start+n`` that fails to read with a chunk of
+        fill values (same size, same offset: metadata untouched); whether any was reset.
+
+        Only rows not yet complete are passed here, and chunks never straddle windows.
+        """
+        torn: list[tuple[int, bytes]] = []
+        with h5py.File(self.path, "r", locking=False) as h:
+            for name in names:
+                dset = h[name]
+                if dset.chunks is None:
+                    continue
+                step = dset.chunks[0]
+                for a, b in damaged_spans(dset, (start, start + n)):
+                    if a < start:
+                        raise CacheFileError(f"{self.path}: a damaged chunk of {name!r} holds "
+                                             "complete rows; pass --overwrite to start again")
+                    for lo in range(a, min(b, start + n), step):
+                        info = dset.id.get_chunk_info_by_coord((lo, *(0,) * (dset.ndim - 1)))
+                        raw = fill_chunk(dset)
+                        if info.byte_offset is None or info.size != len(raw):
+                            return False
+                        torn.append((int(info.byte_offset), raw))
+        if not torn:
+            return False
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            for offset, raw in torn:
+                os.pwrite(fd, raw, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
 
     def finish(self, out: Path) -> Path:
         """Mark the file complete (in place) and move it to ``out``."""
@@ -393,6 +462,12 @@ def open_cache(
     corrupt, incomplete (still being written, or killed), of another schema
     version, lacks required variables, or holds out-of-range indices. The small
     variables are loaded and checked here, so analysis code can trust them.
+
+    Every chunk HDF5 reads is checked against its checksum (files written before
+    checksums open too, unchecked): the small variables here, the lazy ones
+    (``resid``, ``logprobs``, ...) whenever they are read, by analysis code or a
+    dask task. A damaged chunk raises :class:`CacheFileError` naming the file,
+    the variable and its damaged rows (:mod:`belieflens.cache.integrity`).
     """
     p = Path(path)
     if not p.exists():
@@ -432,7 +507,7 @@ def open_cache(
     if missing:
         raise CacheFileError(f"{p} lacks required variables: {', '.join(missing)}")
     try:
-        ds = xr.open_dataset(p, engine="h5netcdf", chunks=dict(chunks) if chunks else None)
+        ds = open_checked(p, chunks=dict(chunks) if chunks else None)
     except _READ_ERRORS as e:
         raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
     try:
@@ -440,6 +515,9 @@ def open_cache(
             if name not in LAZY:
                 ds.variables[name].load()
         problem = _check_values(ds)
+    except CacheFileError:
+        ds.close()
+        raise
     except _READ_ERRORS as e:
         ds.close()
         raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
@@ -480,8 +558,11 @@ def _check_storage(h: h5py.File, p: Path) -> None:
                 raise CacheFileError(f"{p} is corrupt: storage of {name!r} lies past its end")
         first = (0,) * obj.ndim
         last = tuple(s - 1 for s in obj.shape)
-        obj[first]
-        obj[last]
+        try:
+            obj[first]
+            obj[last]
+        except OSError as e:
+            raise CacheFileError(damage_line(p, netcdf_name(name), e)) from None
 
 
 def _check_values(ds: xr.Dataset) -> str:

@@ -1,6 +1,8 @@
 """``belieflens info --verify``: re-check a cache file's internal consistency.
 
-Reads the file slab by slab (flat memory) with h5py and reports one line per
+First reads every chunk of every variable: a chunk failing its checksum is
+refused with one line (:class:`~belieflens.errors.CacheFileError`). Then reads
+the file slab by slab (flat memory) with h5py and reports one line per
 kind of problem: bookkeeping (status, ``complete`` flags, study fingerprint),
 index ranges, non-finite read-outs, option log-probs above 0, oracle rows not
 summing to 1, full log-probs not normalised or disagreeing with the option
@@ -17,6 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from belieflens.cache.integrity import verify_file
 from belieflens.cache.store import REQUIRED, SCHEMA_VERSION, partial_path
 
 LOGPROB_TOL = 1e-5
@@ -70,6 +73,10 @@ def verify(path: str | Path) -> list[str]:
     """Problems found in the cache file ``path`` (one line each); empty if consistent.
 
     If ``path`` does not exist but ``<path>.partial`` does, the partial file is checked.
+    First every chunk of every variable is read and checked against its checksum
+    (:func:`belieflens.cache.integrity.check_file`): damaged data raises
+    :class:`CacheFileError` with one line naming the file, each damaged variable and
+    its rows, and is not checked further.
     """
     p = Path(path)
     if not p.exists() and partial_path(p).exists():
@@ -79,6 +86,7 @@ def verify(path: str | Path) -> list[str]:
     try:
         if not h5py.is_hdf5(p):
             return [f"{p}: not an HDF5 file"]
+        verify_file(p)
         with h5py.File(p, "r") as h:
             return _verify(h)
     except (OSError, KeyError, ValueError, RuntimeError, TypeError, IndexError,
