@@ -21,7 +21,7 @@ import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` acce
 from belieflens import envs
 from belieflens.api import extract, load, train_lens
 from belieflens.cache.models import LoadedModel
-from belieflens.cache.store import open_cache
+from belieflens.cache.shards import merge, open_cache
 from belieflens.errors import BeliefLensError
 
 __version__ = "0.1.0"
@@ -33,6 +33,7 @@ __all__ = [
     "envs",
     "extract",
     "load",
+    "merge",
     "open_cache",
     "train_lens",
 ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeAlias, TypeVar, get_args
 
+from belieflens.cache.cluster import DaskClient
 from belieflens.cache.extract import ExtractOptions, Progress
 from belieflens.cache.generation_log import GenerationRecord
 from belieflens.cache.models import DEFAULT_MODEL, LoadedModel, ModelInfo
@@ -172,6 +173,19 @@ def _check_out(out: Path, overwrite: bool) -> None:
         )
 
 
+def _check_study_dir(out: Path) -> None:
+    """``out`` may be a study directory: not a file, in an existing folder (one line)."""
+    if out.exists() and not out.is_dir():
+        raise ParameterError(
+            f"option '--out' = '{out}' is not allowed: with a cluster it is a study directory, "
+            "and a file of that name exists"
+        )
+    if not out.exists() and not out.parent.is_dir():
+        raise ParameterError(
+            f"option '--out' = '{out}' is not allowed: folder {out.parent} does not exist"
+        )
+
+
 def _max_rows(batch_size: BatchSize) -> int:
     """``batch_size`` as :attr:`ExtractOptions.max_rows` (0 = auto)."""
     if batch_size == "auto":
@@ -220,9 +234,20 @@ def extract(
     window: int = 1024,
     overwrite: bool = False,
     on_event: Callable[[ExtractEvent], None] | None = None,
+    client: DaskClient | str | None = None,
+    shard_episodes: int = 0,
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model and
     write the cache file ``out``; returns its path.
+
+    With ``client`` (a :class:`distributed.Client`, or a ``--cluster`` value: ``local[:N]``,
+    ``tcp://HOST:PORT`` or ``PATH/scheduler.json``, connected after every input is checked
+    and closed at the end; see :mod:`belieflens.cache.cluster`), ``out`` is a *study
+    directory* written
+    by the cluster's workers, one shard file of about ``shard_episodes`` episodes (rounded to
+    whole windows; 0: about three shards per worker) per task, with a manifest
+    (:mod:`belieflens.cache.shards`); ``model`` and ``simulator`` are then names or paths
+    each worker loads once, and ``env`` a registered name or an environment built from one.
 
     ``env`` is an environment or its registered name (built with ``params``). ``model`` and
     ``simulator`` (the model that plays the user under active engagement; default ``model``)
@@ -240,7 +265,15 @@ def extract(
     padding = choice("--padding", padding, PADDING_SIDES)
     resid_dtype = choice("--resid-dtype", resid_dtype, STORE_DTYPE_NAMES)
     path = Path(out)
-    _check_out(path, overwrite)
+    if client is None:
+        _check_out(path, overwrite)
+    else:
+        _check_study_dir(path)
+        if shard_episodes < 0:
+            raise ParameterError(
+                f"option '--shard-episodes' = {shard_episodes} is not allowed: >= 1, or 0 "
+                "for auto"
+            )
     options = ExtractOptions(
         episodes=episodes, seed=seed, max_rows=_max_rows(batch_size), max_tokens=max_tokens,
         save_logits=save_logits, padding_side=padding, resid_dtype=resid_dtype,
@@ -250,6 +283,18 @@ def extract(
     _resolve(model)
     if simulator is not None:
         _resolve(simulator)
+    if client is not None:
+        from belieflens.cache import cluster
+
+        connected = cluster.connect(client) if isinstance(client, str) else client
+        try:
+            return _extract_sharded(
+                connected, built, path, options, model=model, simulator=simulator,
+                device=device, dtype=dtype, kernels=kernels, threads=threads,
+                overwrite=overwrite, shard_episodes=shard_episodes, on_event=on_event)
+        finally:
+            if isinstance(client, str):
+                cluster.close(connected)
     from belieflens.cache import extract as cache_extract
     from belieflens.cache.generate import bind_run
     from belieflens.cache.generation_log import requires_generator, requires_simulator
@@ -277,6 +322,31 @@ def extract(
         bound, attrs = bind_run(built, loaded, simulator=sim, on_record=report)
         return cache_extract.extract(bound, loaded, path, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs))
+
+
+def _extract_sharded(
+    client: DaskClient, env: Environment, out: Path, options: ExtractOptions, *,
+    model: ModelLike, simulator: ModelLike | None, device: DeviceName, dtype: DTypeName,
+    kernels: KernelName, threads: int, overwrite: bool, shard_episodes: int,
+    on_event: Callable[[ExtractEvent], None] | None,
+) -> Path:
+    """:func:`extract` on a Dask cluster into the study directory ``out``."""
+    import dataclasses
+
+    from belieflens.cache.shards import ShardJob, run_study
+
+    if isinstance(model, LoadedModel) or isinstance(simulator, LoadedModel):
+        raise ParameterError(
+            "with a cluster, pass the model by name or path: each worker loads it once"
+        )
+    _check_threads(threads)
+    job = ShardJob(
+        env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
+        simulator=None if simulator is None else _spec(simulator), options=options,
+        device=device, dtype=dtype, kernels=kernels, threads=threads,
+    )
+    return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
+                     on_progress=on_event).directory
 
 
 def train_lens(

@@ -225,35 +225,36 @@ def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> I
                tq.context_text]
 
 
-def extract(
-    env: Environment,
-    model: LoadedModel,
-    out: Path,
-    options: ExtractOptions,
-    *,
-    on_progress: Callable[[Progress], None] | None = None,
-    extra_attrs: dict[str, Any] | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
+@dataclass(frozen=True)
+class Prepared:
+    """A study rendered and sized, before any forward: what :func:`extract` writes from.
 
-    Returns the path of the finished file. Queries are rendered first (cheap),
-    the file is allocated with every static value, then the model runs window
-    by window; each window is written and synced before the next. If
-    ``<out>.partial`` holds an interrupted run of the same study, only its
-    unfinished windows run (see :mod:`belieflens.cache.resume`); a partial file
-    of another study raises :class:`CacheFileError` unless ``overwrite``.
-    A second process writing ``out`` is refused (:mod:`belieflens.cache.lock`).
+    Everything here depends only on the environment, the tokenizer and the options, so every
+    shard of a study directory prepares the same whole study (:mod:`belieflens.cache.shards`).
     """
-    import torch
 
+    recs: list[QueryRecord]
+    tqs: list[TokenizedQuery]
+    lens_ids: list[int]
+    sizes: Sizes
+    """Sizes of the whole study (``query`` = every read-out)."""
+    study: resume.Study
+    """The whole study (no ``rows``)."""
+    max_rows: int
+    max_tokens: int
+    env_name: str
+    env_params: dict[str, Any]
+    reuse: bool
+
+
+def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Prepared:
+    """Render every read-out of the study and size its file (no forward runs)."""
     recs = list(records(env, options.episodes, options.seed))
     if not recs:
         raise ParameterError("the environment produced no read-outs for these parameters")
     bos = bos_policy(model.tokenizer)
     tqs = [render(model.tokenizer, r.query, bos=bos) for r in recs]
     lens_ids = sorted({t for tq in tqs for cont in tq.option_ids for t in cont})
-    lens_index = {t: i for i, t in enumerate(lens_ids)}
     sizes = Sizes(
         query=len(recs),
         layer=model.info.n_layers + 1,
@@ -274,7 +275,6 @@ def extract(
 
         budget = auto_budget(model, sizes.token + sizes.cont_token)
         max_rows, max_tokens = budget.max_rows, budget.max_tokens
-    threads = torch.get_num_threads()
     env_name = getattr(env, "name", type(env).__name__)
     env_params = dataclasses.asdict(env.params)
     reuse = options.reuse_prefix and model.info.prefix_reuse
@@ -288,7 +288,64 @@ def extract(
         ),
         sizes=sizes, queries_sha256=resume.queries_hash(_query_rows(recs, tqs)),
     )
-    wins = resume.windows(len(recs), options.window)
+    return Prepared(recs=recs, tqs=tqs, lens_ids=lens_ids, sizes=sizes, study=the_study,
+                    max_rows=max_rows, max_tokens=max_tokens, env_name=env_name,
+                    env_params=env_params, reuse=reuse)
+
+
+def check_rows(rows: tuple[int, int], n: int, window: int) -> None:
+    """``rows`` is a shard's range of a study of ``n`` read-outs: non-empty, inside, and cut
+    at window boundaries (else :class:`ParameterError`)."""
+    lo, hi = rows
+    if not (0 <= lo < hi <= n) or lo % window or (hi % window and hi != n):
+        raise ParameterError(
+            f"rows [{lo}, {hi}) are not a run of whole {window}-query windows of {n} read-outs"
+        )
+
+
+def extract(
+    env: Environment,
+    model: LoadedModel,
+    out: Path,
+    options: ExtractOptions,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    extra_attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    rows: tuple[int, int] | None = None,
+    prepared: Prepared | None = None,
+) -> Path:
+    """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
+
+    Returns the path of the finished file. Queries are rendered first (cheap),
+    the file is allocated with every static value, then the model runs window
+    by window; each window is written and synced before the next. If
+    ``<out>.partial`` holds an interrupted run of the same study, only its
+    unfinished windows run (see :mod:`belieflens.cache.resume`); a partial file
+    of another study raises :class:`CacheFileError` unless ``overwrite``.
+    A second process writing ``out`` is refused (:mod:`belieflens.cache.lock`).
+
+    ``rows`` writes only the query rows ``[start, stop)`` of the study, a run of whole
+    windows: a shard of a study directory (:mod:`belieflens.cache.shards`). The shard is
+    sized, batched and windowed exactly as the whole file, so the shards concatenated along
+    ``query`` equal the file of one process bit for bit. ``prepared`` reuses
+    :func:`prepare`'s result.
+    """
+    import torch
+
+    p = prepared if prepared is not None else prepare(env, model, options)
+    recs, tqs, lens_ids, sizes = p.recs, p.tqs, p.lens_ids, p.sizes
+    lens_index = {t: i for i, t in enumerate(lens_ids)}
+    max_rows, max_tokens = p.max_rows, p.max_tokens
+    env_name, env_params, reuse = p.env_name, p.env_params, p.reuse
+    threads = torch.get_num_threads()
+    lo, hi = (0, len(recs)) if rows is None else rows
+    if rows is not None:
+        check_rows(rows, len(recs), options.window)
+    the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
+    file_sizes = dataclasses.replace(sizes, query=hi - lo)
+    wins = [(a - lo, b - lo) for a, b in resume.windows(len(recs), options.window)
+            if lo <= a < hi]
     with write_lock(out):
         state = resume.resumable(partial_path(out), the_study, overwrite=overwrite)
         if state is not None:
@@ -314,15 +371,15 @@ def extract(
             gschema = [VarSpec.parse(name, *spec) for name, spec in gcolumns.items()]
 
             def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-                for start, stop in resume.windows(len(recs), max(options.window, 1024)):
-                    values = _static_rows(recs[start:stop], tqs[start:stop], sizes, lens_index,
-                                          env_name)
-                    values.update(_truth_rows(recs[start:stop], tschema))
-                    values.update({k: v[start:stop] for k, v in gvalues.items()})
+                for start, stop in resume.windows(hi - lo, max(options.window, 1024)):
+                    a, b = lo + start, lo + stop
+                    values = _static_rows(recs[a:b], tqs[a:b], sizes, lens_index, env_name)
+                    values.update(_truth_rows(recs[a:b], tschema))
+                    values.update({k: v[a:b] for k, v in gvalues.items()})
                     yield start, values
 
             create_partial(
-                out, sizes, attrs,
+                out, file_sizes, attrs,
                 static={
                     "lens_token_id": unemb.token_ids.astype(np.int32),
                     "unembed": unemb.weight.astype(np.float32),
@@ -338,11 +395,11 @@ def extract(
         tokens = 0
         finished = resumed = sum(b - a for i, (a, b) in enumerate(wins) if i in done)
         if on_progress is not None:
-            on_progress(Progress(finished, len(recs), 0, 0.0, resumed=finished))
+            on_progress(Progress(finished, hi - lo, 0, 0.0, resumed=finished))
         for wi, (start, stop) in enumerate(wins):
             if wi in done:
                 continue
-            w_tqs = tqs[start:stop]
+            w_tqs = tqs[lo + start:lo + stop]
             results: list[runner.ReadOut | None] = [None] * len(w_tqs)
             for batch, outs, n_tok in runner.run_queries(
                 model, w_tqs, max_rows=max_rows, max_tokens=max_tokens,
@@ -354,7 +411,7 @@ def extract(
                 tokens += n_tok
                 if on_progress is not None:
                     now = finished + sum(r is not None for r in results)
-                    on_progress(Progress(now, len(recs), tokens, time.perf_counter() - t0,
+                    on_progress(Progress(now, hi - lo, tokens, time.perf_counter() - t0,
                                          resumed=resumed))
             done_results = [r for r in results if r is not None]
             values: dict[str, np.ndarray] = {

@@ -94,6 +94,10 @@ class Study:
     sizes: Sizes
     queries_sha256: str
     schema_version: int = SCHEMA_VERSION
+    rows: tuple[int, int] | None = None
+    """For a shard of a study directory, the query rows ``[start, stop)`` of the whole study
+    it holds (:mod:`belieflens.cache.shards`); ``None`` (and absent from the JSON) for a
+    whole study, so single-file fingerprints are unchanged."""
 
     def to_json(self) -> dict[str, Any]:
         """The study as the flat JSON-ready mapping stored in the ``study`` attribute."""
@@ -109,6 +113,7 @@ class Study:
             **dict(sorted(dataclasses.asdict(self.options).items())),
             "sizes": dataclasses.asdict(self.sizes),
             "queries_sha256": self.queries_sha256,
+            **({} if self.rows is None else {"rows": list(self.rows)}),
         }
 
     def fingerprint(self) -> str:

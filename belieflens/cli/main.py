@@ -68,7 +68,8 @@ def envs() -> None:
 @app.command()
 def extract(
     env: Annotated[str, typer.Argument(help="environment name (see `belieflens envs`)")],
-    out: Annotated[Path, typer.Option("--out", help="cache file to write (.h5)")],
+    out: Annotated[Path, typer.Option(
+        "--out", help="cache file to write (.h5); with --cluster, a study directory")],
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="environment parameter NAME=VALUE")
     ] = None,
@@ -111,12 +112,24 @@ def extract(
         bool, typer.Option("--no-prefix-reuse", help="run every query on its full prompt")
     ] = False,
     window: Annotated[
-        int, typer.Option(hidden=True, help="queries per written window (the resume unit)")
+        int, typer.Option(help="queries per written window (the resume unit; shards are "
+                          "runs of whole windows)")
     ] = 1024,
+    cluster: Annotated[
+        str | None, typer.Option(help="run on Dask: local[:N] (N worker processes), "
+                                 "tcp://HOST:PORT or PATH/scheduler.json; --out is then a "
+                                 "study directory of shard files")
+    ] = None,
+    shard_episodes: Annotated[
+        int, typer.Option(help="with --cluster: about K episodes per shard, rounded to whole "
+                          "windows (0 = about three shards per worker)")
+    ] = 0,
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
-    If ``OUT.partial`` holds an interrupted run of the same study, it is resumed.
+    If ``OUT.partial`` holds an interrupted run of the same study, it is resumed. With
+    ``--cluster``, shards of the study run as Dask tasks into the study directory OUT;
+    rerunning the same command resumes it.
     """
     from belieflens.envs.params import parse_assignments
 
@@ -135,7 +148,7 @@ def extract(
                 batch_size=rows, max_tokens=max_tokens, threads=threads, padding=padding_,
                 save_logits=save_logits, resid_dtype=resid_dtype_, cont_resid=cont_resid,
                 prefix_reuse=not no_prefix_reuse, window=window, overwrite=overwrite,
-                on_event=report,
+                on_event=report, client=cluster, shard_episodes=shard_episodes,
             )
     except BeliefLensError as e:
         _fail(str(e))
@@ -214,7 +227,8 @@ class _ExtractReport:
                            f"{event.stop})", err=True)
             return
         if event.resumed and event.tokens == 0:
-            typer.echo(f"resuming {self.out}.partial: {event.resumed} of {event.total} "
+            where = self.out if self.out.is_dir() else f"{self.out}.partial"
+            typer.echo(f"resuming {where}: {event.resumed} of {event.total} "
                        "read-outs already written", err=True)
         tps = f"{event.tokens / event.seconds:,.0f}" if event.seconds > 0 else "-"
         bar.update(task, completed=event.done, total=event.total, tps=tps)
@@ -296,6 +310,25 @@ def lens_train(
     for layer, (a, b) in enumerate(zip(result.kl_logit, result.kl_tuned, strict=True)):
         typer.echo(f"  layer {layer:>3}: {a:8.3f} -> {b:8.3f}")
     typer.echo(f"trained in {result.seconds:.1f}s; wrote {out}")
+
+
+@app.command()
+def merge(
+    directory: Annotated[Path, typer.Argument(help="study directory (extract --cluster)")],
+    out: Annotated[Path, typer.Argument(help="cache file to write (.h5)")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing file")] = (
+        False
+    ),
+) -> None:
+    """Write the single cache file one process would have written from a study directory."""
+    from belieflens.cache.shards import merge as run
+
+    try:
+        path = run(directory, out, overwrite=overwrite)
+    except BeliefLensError as e:
+        _fail(str(e))
+        return
+    typer.echo(f"wrote {path}")
 
 
 @app.command()

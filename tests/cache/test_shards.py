@@ -1,0 +1,189 @@
+"""Sharded extraction on a LocalCluster of 2 worker processes (tiny random model).
+
+The shards of a study directory, concatenated along ``query``, equal the file one process
+writes bit for bit; ``merge`` writes that file; ``open_cache(DIR)`` equals
+``open_cache(merged)``; another study's directory is refused; a rerun computes only missing
+shards; a worker killed mid-shard still gives the complete, equal result; an unreachable
+scheduler is one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from belieflens.cache import cluster
+from belieflens.cache import manifest as mf
+from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import load
+from belieflens.cache.shards import ShardJob, merge, open_cache, run_study
+from belieflens.cache.store import read_partial
+from belieflens.envs import get
+from belieflens.errors import CacheFileError, ParameterError
+from tests.cache.conftest import assert_same_data
+
+PARAMS = {"turns": 2}
+OPTIONS = ExtractOptions(episodes=4, window=8, max_rows=4)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    import distributed
+
+    dd: Any = distributed  # untyped
+    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                         dashboard_address=None) as lc, dd.Client(lc) as c:
+        yield c
+        import logging
+
+        logging.getLogger("distributed.nanny").setLevel(logging.ERROR)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The study written by one process (one torch thread, as each worker)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = tmp_path_factory.mktemp("single") / "single.h5"
+        return extract(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _job(tiny_dir: Path, **options: Any) -> ShardJob:
+    return ShardJob(env="coin-flip", params=PARAMS, model=str(tiny_dir),
+                    options=dataclasses.replace(OPTIONS, **options))
+
+
+@pytest.fixture(scope="module")
+def study(client: Any, tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("sharded") / "study"
+    run = run_study(client, _job(tiny_dir), directory, shard_episodes=1)
+    assert len(run.shards) >= 3 and {r.pid for r in run.shards} <= set(
+        client.run(os.getpid).values())
+    return directory
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal values, bit for bit (NaN equal to NaN)."""
+    if a.dtype.kind == "f":
+        return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    return a.shape == b.shape and bool((a == b).all())
+
+
+def _values(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    return {str(k): np.asarray(v.values) for k, v in ds.variables.items()}
+
+
+def test_shards_equal_one_process_bit_for_bit(study: Path, reference: Path,
+                                              tmp_path: Path) -> None:
+    m = mf.read_manifest(study)
+    assert m.state == "complete" and all(s.state == "done" for s in m.shards)
+    assert all(s.rows[0] % OPTIONS.window == 0 for s in m.shards)
+    shards = [study / s.file for s in m.shards]
+    with xr.open_dataset(reference, engine="h5netcdf") as ref:
+        # the documented plain-xarray one-liner, without belieflens
+        with xr.open_mfdataset(shards, engine="h5netcdf", combine="nested", concat_dim="query",
+                               data_vars="minimal", coords="minimal", compat="override",
+                               combine_attrs="override") as ds:
+            for name in ("resid", "option_logprob", "input_ids", "oracle", "episode", "turn",
+                         "rotation", "probe", "delivery", "answer_pos", "unembed"):
+                assert _same(ds[name].values, ref[name].values), name
+        assert json.loads(ref.attrs["study"]) == m.study
+        assert ref.attrs["study_fingerprint"] == m.study_fingerprint
+    merged = merge(study, tmp_path / "merged.h5")
+    assert_same_data(merged, reference)
+    lazy, whole = open_cache(study), open_cache(merged)
+    try:
+        assert lazy["resid"].chunks is not None
+        a, b = _values(lazy), _values(whole)
+        assert sorted(a) == sorted(b)
+        for name in a:
+            assert _same(a[name], b[name]), name
+        assert lazy.attrs["study_fingerprint"] == whole.attrs["study_fingerprint"]
+    finally:
+        lazy.close()
+        whole.close()
+
+
+def test_another_study_is_refused(client: Any, study: Path, tiny_dir: Path) -> None:
+    before = {p.name: p.stat().st_mtime_ns for p in study.iterdir()}
+    with pytest.raises(CacheFileError, match=r"another study .*seed 0 -> 1") as e:
+        run_study(client, _job(tiny_dir, seed=1), study)
+    assert "\n" not in str(e.value)
+    assert {p.name: p.stat().st_mtime_ns for p in study.iterdir()} == before
+
+
+def test_rerun_computes_only_missing_shards(client: Any, study: Path, tiny_dir: Path,
+                                            reference: Path, tmp_path: Path) -> None:
+    m = mf.read_manifest(study)
+    (study / m.shards[1].file).unlink()  # as if the client died before shard 1 finished
+    mf.write_manifest(study, dataclasses.replace(m.with_shard(1, "pending"), state="running"))
+    with pytest.raises(CacheFileError, match="incomplete"):
+        open_cache(study)
+    run = run_study(client, _job(tiny_dir), study)
+    assert [r.index for r in run.shards] == [1] and run.skipped == len(m.shards) - 1
+    assert_same_data(merge(study, tmp_path / "merged.h5"), reference)
+
+
+def test_killed_worker_resumes_its_shard(client: Any, tiny_dir: Path, reference: Path,
+                                         tmp_path: Path) -> None:
+    directory = tmp_path / "study"
+    killed: list[int] = []
+
+    def kill_first_writer() -> None:
+        """SIGKILL the worker writing the first partial shard once it has complete rows."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for lock in sorted(directory.glob("shard-*.h5.lock")):
+                partial = lock.with_name(lock.name.removesuffix(".lock") + ".partial")
+                pid = lock.read_text().strip()
+                try:
+                    started = partial.exists() and read_partial(partial).complete.any()
+                except CacheFileError:
+                    started = False
+                if started and pid.isdigit():
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append(int(pid))
+                    return
+            time.sleep(0.01)
+
+    workers = set(client.run(os.getpid).values())
+    killer = threading.Thread(target=kill_first_writer)
+    killer.start()
+    run = run_study(client, _job(tiny_dir), directory, shard_episodes=2)
+    killer.join()
+    assert killed and killed[0] in workers
+    assert any(r.resumed > 0 for r in run.shards)  # the shard went on from its partial file
+    merged = merge(directory, tmp_path / "merged.h5")
+    with xr.open_dataset(merged, engine="h5netcdf") as a, \
+            xr.open_dataset(reference, engine="h5netcdf") as b:
+        for name in ("resid", "option_logprob", "input_ids", "oracle", "episode"):
+            assert _same(a[name].values, b[name].values), name
+
+
+def test_unreachable_scheduler_is_one_line() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(ParameterError, match="cannot reach the Dask scheduler") as e:
+        cluster.connect("tcp://127.0.0.1:9", timeout=2)
+    assert "\n" not in str(e.value) and time.monotonic() - t0 < 30
+
+
+def test_bad_cluster_values() -> None:
+    for spec in ("local:0", "somewhere", "/no/such/scheduler.json"):
+        with pytest.raises(ParameterError):
+            cluster.connect(spec)
