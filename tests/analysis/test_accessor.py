@@ -107,3 +107,22 @@ def test_accessor_on_a_tiny_model_file(tiny_model: Any, tmp_path: Path) -> None:
     np.testing.assert_allclose(last.values, out.values, atol=1e-3)
     assert ds.bl.divergence("tvd").dims == INSTANCE
     ds.close()
+
+
+@pytest.mark.real_model
+def test_accessor_on_the_real_model(smol_model: Any, tmp_path: Path) -> None:
+    """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
+    import belieflens
+    import belieflens.envs as envs
+    from belieflens.cache.extract import ExtractOptions, extract
+
+    path = extract(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
+                   ExtractOptions(episodes=1))
+    ds = belieflens.open_cache(path)
+    last = ds.bl.beliefs(source="logit-lens").isel(layer=-1)
+    np.testing.assert_allclose(last.values, ds.bl.beliefs().values, atol=2e-3)
+    tvd = ds.bl.divergence("tvd", source="logit-lens")
+    assert tvd.dims == (*INSTANCE, "layer")
+    ok = tvd.values[np.isfinite(tvd.values)]
+    assert ok.size and (ok >= 0).all() and (ok <= 1).all()
+    ds.close()
