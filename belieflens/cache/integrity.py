@@ -8,9 +8,10 @@ read``). The file's metadata is written in the HDF5 1.8 format, whose superblock
 and object headers carry checksums too (a damaged header raises ``incorrect
 metadata checksum``); many attributes move to a fractal heap, whose blocks HDF5
 does not checksum. Variable-length text (labels, prompts,
-coordinates such as ``probe``) cannot pass through an HDF5 filter: its chunks of
-heap references are plain, and the text itself lives in HDF5's global heap, which
-has no checksum.
+coordinates such as ``probe``) cannot pass through an HDF5 filter (its chunks hold
+references into HDF5's global heap, which has no checksum): each text variable
+carries the CRC-32 of each chunk of rows in its attribute ``checksum_crc32``,
+checked by this module's readers (plain h5py/xarray readers do not).
 
 This module turns a failed read into :class:`CacheFileError` with one line naming
 the file, the variable and the rows of the damaged chunks:
@@ -25,6 +26,7 @@ the file, the variable and the rows of the damaged chunks:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +81,56 @@ def checksummed(dset: h5py.Dataset) -> bool:
     return bool(dset.fletcher32)
 
 
+TEXT_CRC_ATTR = "checksum_crc32"
+"""Attribute of a text variable: the CRC-32 of each chunk of rows (HDF5 cannot filter text)."""
+
+
+def text_crc(rows: np.ndarray) -> int:
+    """CRC-32 of text rows (each row's strings, UTF-8 with a length prefix, in order)."""
+    crc = 0
+    for v in np.asarray(rows, dtype=object).reshape(-1):
+        b = v.encode() if isinstance(v, str) else bytes(v)
+        crc = zlib.crc32(b, zlib.crc32(len(b).to_bytes(4, "little"), crc))
+    return crc
+
+
+def text_crcs(dset: h5py.Dataset) -> np.ndarray:
+    """The CRC-32 (:func:`text_crc`) of every chunk of rows of text dataset ``dset``."""
+    step = _text_step(dset)
+    n = dset.shape[0]
+    return np.array([text_crc(dset[a : min(a + step, n)]) for a in range(0, n, step)],
+                    dtype=np.uint32)
+
+
+def _text_step(dset: h5py.Dataset) -> int:
+    return int(dset.chunks[0]) if dset.chunks else max(1, int(dset.shape[0]))
+
+
+def _text_spans(
+    dset: h5py.Dataset, values: np.ndarray | None = None, rows: tuple[int, int] | None = None
+) -> list[tuple[int, int]]:
+    """Chunks of rows (within ``rows``) of a text dataset whose CRC-32 disagrees with the
+    stored one (``values``: the variable's rows already read, all of them)."""
+    stored = dset.attrs.get(TEXT_CRC_ATTR)
+    if stored is None or dset.ndim == 0 or dset.size == 0:
+        return []
+    crcs = np.asarray(stored).reshape(-1)
+    step = _text_step(dset)
+    n = dset.shape[0]
+    a, b = rows if rows is not None else (0, n)
+    spans: list[tuple[int, int]] = []
+    for lo in range((a // step) * step, b, step):
+        hi = min(lo + step, n)
+        chunk = values[lo:hi] if values is not None else dset[lo:hi]
+        i = lo // step
+        if i >= crcs.size or text_crc(chunk) != int(crcs[i]):
+            if spans and spans[-1][1] >= lo:
+                spans[-1] = (spans[-1][0], hi)
+            else:
+                spans.append((lo, hi))
+    return spans
+
+
 def damaged_spans(
     dset: h5py.Dataset, rows: tuple[int, int] | None = None
 ) -> list[tuple[int, int]]:
@@ -97,6 +149,11 @@ def damaged_spans(
         except OSError:
             return [(0, n)]
         return []
+    if TEXT_CRC_ATTR in dset.attrs:
+        try:
+            return _text_spans(dset, rows=(a, b))
+        except OSError:
+            pass  # the heap references themselves are unreadable: chunk by chunk below
     step = dset.chunks[0]
     spans: list[tuple[int, int]] = []
     for lo in range((a // step) * step, b, step):
@@ -124,7 +181,8 @@ def _spans_text(spans: list[tuple[int, int]], limit: int = 3) -> str:
 def damage_text(h: h5py.File, name: str, spans: list[tuple[int, int]]) -> str:
     """``"variable 'resid' rows 64–127 are damaged (checksum mismatch)"`` (no file name)."""
     dset = h[h5_name(h, name)]
-    what = "checksum mismatch" if checksummed(dset) else "unreadable"
+    what = "checksum mismatch" if checksummed(dset) or TEXT_CRC_ATTR in dset.attrs \
+        else "unreadable"
     dims = _dims(h, dset)
     if dims and dims[0] == "query":
         n = sum(b - a for a, b in spans)
@@ -190,6 +248,8 @@ def _scan(dset: h5py.Dataset, budget: int) -> list[tuple[int, int]]:
         return []
     if dset.chunks is None or dset.ndim == 0:
         return damaged_spans(dset)
+    if TEXT_CRC_ATTR in dset.attrs:
+        return damaged_spans(dset)
     n = dset.shape[0]
     step = dset.chunks[0]
     row_bytes = max(1, dset.size // n * dset.dtype.itemsize)
@@ -224,13 +284,15 @@ class Coverage:
     unchecked: tuple[str, ...]
 
     def text(self) -> str:
-        """``'fletcher32 per chunk on 20 of 27 variables (not: prompt, ...)'`` or ``'none'``."""
+        """``'fletcher32 (numbers) or CRC-32 (text) per chunk on 27 of 27 variables'``, or
+        ``'none (...)'``."""
         total = len(self.checked) + len(self.unchecked)
         if not self.checked:
             return "none (written before per-chunk checksums): damaged data cannot be detected"
-        line = f"{FILTER} per chunk on {len(self.checked)} of {total} variables"
+        line = (f"{FILTER} (numbers) or CRC-32 (text) per chunk on {len(self.checked)} of "
+                f"{total} variables")
         if self.unchecked:
-            line += f" (not on text: {', '.join(self.unchecked)})"
+            line += f" (not on: {', '.join(self.unchecked)})"
         return line
 
 
@@ -240,20 +302,49 @@ def coverage(path: str | Path) -> Coverage:
         checked: list[str] = []
         unchecked: list[str] = []
         for name, dset in variables(h):
-            (checked if checksummed(dset) else unchecked).append(name)
+            ok = checksummed(dset) or TEXT_CRC_ATTR in dset.attrs
+            (checked if ok else unchecked).append(name)
     return Coverage(tuple(checked), tuple(unchecked))
 
 
 class _CheckedArray(H5NetCDFArrayWrapper):
-    """xarray's lazy h5netcdf array, with a failed read turned into a one-line refusal."""
+    """xarray's lazy h5netcdf array, with a failed read turned into a one-line refusal;
+    text read is checked against its chunks' CRC-32 (each chunk once)."""
 
     def _getitem(self, key: Any) -> Any:
         base: Any = super()  # xarray's backend classes are untyped
+        path = Path(str(self.datastore._filename))
         try:
-            return base._getitem(key)
+            out = base._getitem(key)
         except OSError as e:
-            path = Path(str(self.datastore._filename))
             raise CacheFileError(damage_line(path, self.variable_name, e)) from None
+        if self.dtype.kind == "O" and len(self.shape) > 0:
+            self._check_text(path, key)
+        return out
+
+    def _check_text(self, path: Path, key: Any) -> None:
+        rows = key[0] if isinstance(key, tuple) and key else slice(None)
+        n = int(self.shape[0])
+        if isinstance(rows, slice):
+            lo, hi, _ = rows.indices(n)
+        else:
+            picked = np.atleast_1d(np.asarray(rows)).astype(np.int64) % max(n, 1)
+            lo, hi = (int(picked.min()), int(picked.max()) + 1) if picked.size else (0, 0)
+        seen: set[int] = self.__dict__.setdefault("_seen", set())  # chunks checked
+        try:
+            with h5py.File(path, "r") as h:
+                dset = h[h5_name(h, self.variable_name)]
+                step = _text_step(dset)
+                todo = [c for c in range(lo // step * step, hi, step) if c not in seen]
+                if not todo:
+                    return
+                spans = _text_spans(dset, rows=(todo[0], todo[-1] + 1))
+                text = damage_text(h, self.variable_name, spans) if spans else ""
+        except OSError as e:
+            raise CacheFileError(damage_line(path, self.variable_name, e)) from None
+        if text:
+            raise CacheFileError(f"{path}: {text}")
+        seen.update(todo)
 
 
 class CheckedStore(H5NetCDFStore):

@@ -36,11 +36,13 @@ import xarray as xr
 from belieflens.cache.integrity import (
     FILTER,
     LIBVER,
+    TEXT_CRC_ATTR,
     damage_line,
     damaged_spans,
     fill_chunk,
     netcdf_name,
     open_checked,
+    text_crc,
 )
 from belieflens.dims import (
     CONT_EXTRA,
@@ -253,7 +255,8 @@ def create_partial(
     default; ``False`` writes the format of files from before checksums, for
     tests and ``bench/checksums.py``) every numeric variable passes through
     HDF5's Fletcher-32 filter and the metadata is written in the checksummed
-    HDF5 1.8 format (:mod:`belieflens.cache.integrity`); text cannot be filtered.
+    HDF5 1.8 format (:mod:`belieflens.cache.integrity`); text cannot be filtered,
+    so each text variable stores the CRC-32 of each chunk of rows as an attribute.
     Every chunk is allocated and written with its fill value (and checksum) at
     creation (``H5D_ALLOC_TIME_EARLY``), so later writes replace chunks of the
     same size in place and never touch the file's metadata.
@@ -267,9 +270,12 @@ def create_partial(
         for d, n in sizes.dims().items():
             if n > 0:
                 f.dimensions[d] = n
+        text: list[str] = []
         for spec in {**SCHEMA, **{e.name: e for e in extra}}.values():
             if any(sizes.of(d) == 0 for d in spec.dims):
                 continue
+            if spec.dtype == STR and spec.dims:
+                text.append(spec.name)
             if spec.dtype == STR:
                 h5dtype: Any = h5py.string_dtype()
                 fill: Any = None
@@ -299,6 +305,14 @@ def create_partial(
         for start, values in row_slabs:
             for name, arr in values.items():
                 _write_slab(f.variables[name], start, arr)
+        if checksums:  # text cannot pass a filter: a CRC-32 per chunk of rows instead
+            for name in text:
+                var = f.variables[name]
+                step = var.chunks[0] if var.chunks else var.shape[0]
+                n = var.shape[0]
+                var.attrs[TEXT_CRC_ATTR] = np.array(
+                    [text_crc(var[a : min(a + step, n)]) for a in range(0, n, step)],
+                    dtype=np.uint32)
         for k, v in attrs.items():
             f.attrs[k] = _attr(v)
         f.attrs["schema_version"] = SCHEMA_VERSION

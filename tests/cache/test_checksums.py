@@ -95,8 +95,10 @@ def test_intact_file_reads_as_without_checksums(good: Path, old: Path) -> None:
 
 
 def test_info_says_whether_a_file_has_checksums(good: Path, old: Path) -> None:
-    assert "checksums: fletcher32 per chunk on" in describe(good)
-    assert "prompt" in describe(good).split("checksums:")[1].splitlines()[0]  # text is not
+    with open_cache(good) as ds:
+        n = len(ds.variables)
+    line = f"checksums: fletcher32 (numbers) or CRC-32 (text) per chunk on {n} of {n} variables"
+    assert line in describe(good).splitlines()
     assert "checksums: none" in describe(old)
     r = CliRunner().invoke(app, ["info", "--verify", str(old)])
     assert r.exit_code == 0, r.output
@@ -201,3 +203,47 @@ def test_resume_resets_a_torn_chunk_and_writes_touch_no_metadata(
         h["resid"][n - 1]
     done = extract(_env(), tiny_model, out, OPTIONS)
     assert_same_data(good, done)
+
+
+def _damage_text(src: Path, dst: Path, name: str, needle: bytes) -> int:
+    """Copy ``src`` to ``dst`` with one stored copy of ``needle`` in ``name``'s text changed
+    (same length); the row it changed."""
+    data = src.read_bytes()
+    with h5py.File(src, "r") as h:
+        before = h[h5_name(h, name)][...]
+    at = data.find(needle)
+    while at >= 0:
+        shutil.copy(src, dst)
+        with open(dst, "r+b") as f:
+            f.seek(at)
+            f.write(needle.upper())
+        with h5py.File(dst, "r") as h:
+            after = h[h5_name(h, name)][...]
+        changed = np.flatnonzero((before != after).reshape(before.shape[0], -1).any(1))
+        if changed.size:
+            return int(changed[0])
+        at = data.find(needle, at + 1)
+    raise AssertionError(f"{needle!r} not found in {name}")
+
+
+@pytest.mark.parametrize("name, needle", [("probe", b"next-flip"), ("prompt", b"coin"),
+                                          ("outcome_label", b"tails")])
+def test_damaged_text_is_refused(good: Path, tmp_path: Path, name: str, needle: bytes) -> None:
+    bad = tmp_path / "bad.h5"
+    row = _damage_text(good, bad, name, needle)
+    first = row // OPTIONS.window * OPTIONS.window
+    expected = (f"{bad}: variable {name!r} rows {first}\u2013{first + OPTIONS.window - 1} "
+                "are damaged (checksum mismatch)")
+    with pytest.raises(CacheFileError) as e:
+        ds = open_cache(bad)
+        try:
+            ds[name][row].values  # noqa: B018
+        finally:
+            ds.close()
+    assert str(e.value) == expected
+    r = CliRunner().invoke(app, ["info", "--verify", str(bad)])
+    assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
+    out = tmp_path / "report"
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-probes"])
+    assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
+    assert not out.exists()
