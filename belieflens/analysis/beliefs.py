@@ -14,7 +14,6 @@ one are padded with NaN.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +43,7 @@ def _keys(ds: xr.Dataset) -> dict[str, np.ndarray]:
     }
 
 
-def _query_n_outcome(ds: xr.Dataset) -> np.ndarray:
+def query_n_outcome(ds: xr.Dataset) -> np.ndarray:
     """Outcomes of each query's probe (``n_outcome``, else the non-empty ``outcome_label``s)."""
     if "n_outcome" in ds:
         return np.asarray(ds["n_outcome"].values).astype(np.int64)
@@ -157,7 +156,7 @@ def instance_logprob(
     if isinstance(logprob, xr.DataArray):
         logprob = logprob.transpose(QUERY, *extra, OPTION).values
     lp = xr.DataArray(np.asarray(logprob, dtype=np.float64), dims=(QUERY, *extra, OPTION))
-    n_out = _query_n_outcome(ds)
+    n_out = query_n_outcome(ds)
     grid = by_instance(ds, {
         "logprob": lp,
         "outcome": xr.DataArray(
@@ -181,7 +180,7 @@ def output_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.
     for name in ("option_logprob", "outcome", "oracle", "outcome_label"):
         if name not in ds.variables:
             raise CacheFileError(f"cache file lacks {name!r}")
-    n_out = _query_n_outcome(ds)
+    n_out = query_n_outcome(ds)
     n_max = int(n_out.max()) if n_out.size else 0
     grid = by_instance(ds, {
         "logprob": xr.DataArray(np.asarray(ds["option_logprob"].values, dtype=np.float64),
@@ -223,71 +222,6 @@ def _probe_labels(labels: xr.DataArray, seen: xr.DataArray) -> xr.DataArray:
             out[p] = flat[p, hit[-1]]
     return xr.DataArray(out.astype(str), dims=(PROBE, OUTCOME),
                         coords={PROBE: labels[PROBE].values})
-
-
-# -- per-instance helpers kept for modules not yet moved to by_instance/pool_rotations ------
-
-
-@dataclass(frozen=True)
-class Instances:
-    """The grouping of a cache file's queries into probe instances (legacy helper).
-
-    New code uses :func:`by_instance` and :func:`pool_rotations`.
-    """
-
-    deliveries: tuple[str, ...]
-    probes: tuple[str, ...]
-    episodes: tuple[int, ...]
-    turns: tuple[int, ...]
-    index: np.ndarray  # [instance, 4]: positions in the four coordinate tuples
-    rows: tuple[np.ndarray, ...]  # query rows of each instance, sorted by rotation
-    n_outcome: np.ndarray  # [instance]
-    n_outcome_max: int
-
-
-def instances(ds: xr.Dataset) -> Instances:
-    """Group queries into probe instances (delivery, probe, episode, turn) (legacy helper)."""
-    keys = _keys(ds)
-    rotation = keys[ROTATION]
-    n_out = _query_n_outcome(ds)
-    uniques, inverses = [], []
-    for name in INSTANCE_DIMS:
-        u, i = np.unique(keys[name], return_inverse=True)
-        uniques.append(u)
-        inverses.append(i)
-    uniq, inverse = np.unique(np.stack(inverses, axis=1), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    order = np.lexsort((rotation, inverse))
-    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-    rows = tuple(order[bounds[i] : bounds[i + 1]] for i in range(len(uniq)))
-    return Instances(
-        deliveries=tuple(str(x) for x in uniques[0]),
-        probes=tuple(str(x) for x in uniques[1]),
-        episodes=tuple(int(x) for x in uniques[2]),
-        turns=tuple(int(x) for x in uniques[3]),
-        index=uniq,
-        rows=rows,
-        n_outcome=np.array([n_out[r[0]] for r in rows], dtype=np.int64),
-        n_outcome_max=int(n_out.max()) if len(n_out) else 0,
-    )
-
-
-def _coords(inst: Instances) -> dict[str, object]:
-    return {
-        DELIVERY: list(inst.deliveries),
-        PROBE: list(inst.probes),
-        EPISODE: list(inst.episodes),
-        TURN: list(inst.turns),
-    }
-
-
-def _scatter(inst: Instances, values: np.ndarray, fill: float = np.nan) -> np.ndarray:
-    shape = (len(inst.deliveries), len(inst.probes), len(inst.episodes), len(inst.turns),
-             *values.shape[1:])
-    grid = np.full(shape, fill)
-    d, p, e, t = inst.index.T
-    grid[d, p, e, t] = values
-    return grid
 
 
 def _point_values(labels: list[str]) -> np.ndarray | None:

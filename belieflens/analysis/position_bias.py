@@ -19,7 +19,7 @@ import xarray as xr
 from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
-    _query_n_outcome,
+    query_n_outcome,
     by_instance,
     first_present,
     pool_rotations,
@@ -80,7 +80,7 @@ def position_bias(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
     on ``(delivery, probe, option)`` (positions past a probe's ``K`` are NaN).
     """
     lp = np.asarray(ds["option_logprob"].values, dtype=np.float64)
-    n_out = _query_n_outcome(ds)
+    n_out = query_n_outcome(ds)
     n_max = int(n_out.max()) if n_out.size else 0
     rotation = np.asarray(ds[ROTATION].values).astype(np.int64)
     n_rot = int(rotation.max()) + 1 if rotation.size else 0

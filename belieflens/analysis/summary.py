@@ -32,7 +32,7 @@ import xarray as xr
 from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
-    _query_n_outcome,
+    query_n_outcome,
     by_instance,
     output_beliefs,
 )
@@ -83,7 +83,7 @@ def probe_tvd(
     """
     n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
     oracle = np.asarray(ds["oracle"].values, dtype=np.float64)
-    k_q = _query_n_outcome(ds)
+    k_q = query_n_outcome(ds)
     probe = np.asarray(ds["probe"].values).astype(str)
     episode = np.asarray(ds[EPISODE].values).astype(np.int64)
     cols = np.arange(oracle.shape[1])

@@ -20,9 +20,15 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import _coords, _scatter, instances
+from belieflens.analysis.beliefs import (
+    INSTANCE_DIMS,
+    PRESENT,
+    by_instance,
+    first_present,
+    query_n_outcome,
+)
 from belieflens.analysis.lens import lens_logits
-from belieflens.dims import LAYER, PROBE
+from belieflens.dims import LAYER, OPTION, PROBE, QUERY, ROTATION
 from belieflens.errors import CacheFileError
 from belieflens.probes.latin import debias
 from belieflens.types import DebiasMethod
@@ -55,35 +61,57 @@ def outcome_logprob(
     return np.stack(out, axis=-1)
 
 
+def _binary_one(
+    lp: np.ndarray, outcome: np.ndarray, present: np.ndarray, k: np.ndarray, *,
+    method: DebiasMethod,
+) -> np.ndarray:
+    """One instance: ``lp [rotation, ..., option]`` -> P(outcome 0) ``[...]`` (NaN unless its
+    probe has two outcomes and every present rotation gives both a finite log-prob)."""
+    res = np.full(lp.shape[1:-1], np.nan)
+    if not present.any() or int(k) != 2:
+        return res
+    rows = np.ascontiguousarray(lp[present])
+    shown = outcome[present]
+    agg = outcome_logprob(rows, shown, 2)  # [rotation, ..., 2]
+    if not np.all(np.isfinite(agg)):
+        return res
+    moved = np.moveaxis(agg, 0, -2)  # [..., rotation, 2]
+    rot = np.tile(np.arange(2), (rows.shape[0], 1))
+    return np.asarray(debias(moved, rot, method=method)[..., 0])
+
+
 def pooled_binary(
     ds: xr.Dataset, logprob: np.ndarray, probe: str, method: DebiasMethod
 ) -> xr.DataArray:
     """P(outcome 0) of ``probe`` per (delivery, episode, turn, ...), variants summed.
 
-    ``logprob`` is ``[query, ..., option]`` (option log-probs or lens log-probs).
+    ``logprob`` is ``[query, ..., option]`` (option log-probs or lens log-probs); the
+    rotations of each instance are gathered by :func:`~belieflens.analysis.beliefs.by_instance`.
     """
-    inst = instances(ds)
-    if probe not in inst.probes:
-        raise CacheFileError(f"cache file has no probe {probe!r} (has {', '.join(inst.probes)})")
-    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
-    extra = logprob.shape[1:-1]
-    vals = np.full((len(inst.rows), *extra), np.nan)
-    for i, rows in enumerate(inst.rows):
-        if int(inst.n_outcome[i]) != 2:
-            continue
-        agg = outcome_logprob(logprob[rows], outcome[rows], 2)  # [rot, ..., 2]
-        if not np.all(np.isfinite(agg)):
-            continue
-        moved = np.moveaxis(agg, 0, -2)  # [..., rot, 2]
-        rot = np.tile(np.arange(2), (len(rows), 1))
-        vals[i] = debias(moved, rot, method=method)[..., 0]
-    grid = _scatter(inst, vals)
-    dims = ["delivery", PROBE, "episode", "turn", *([LAYER] if extra else [])]
-    coords = _coords(inst)
+    names = sorted({str(p) for p in np.asarray(ds[PROBE].values).astype(str)})
+    if probe not in names:
+        raise CacheFileError(f"cache file has no probe {probe!r} (has {', '.join(names)})")
+    extra = [LAYER] if np.ndim(logprob) == 3 else []
+    grid = by_instance(ds, {
+        "logprob": xr.DataArray(np.asarray(logprob, dtype=np.float64),
+                                dims=(QUERY, *extra, OPTION)),
+        "outcome": xr.DataArray(np.asarray(ds["outcome"].values).astype(np.int64),
+                                dims=(QUERY, OPTION)),
+        "n_outcome": xr.DataArray(query_n_outcome(ds), dims=QUERY),
+    }, fill_value={"outcome": -1, "n_outcome": 0})
+    out: xr.DataArray = xr.apply_ufunc(
+        lambda lp, o, p, k: _binary_one(lp, o, p, k, method=method),
+        grid["logprob"], grid["outcome"], grid[PRESENT],
+        first_present(grid["n_outcome"], grid[PRESENT]),
+        input_core_dims=[[ROTATION, *extra, OPTION], [ROTATION, OPTION], [ROTATION], []],
+        output_core_dims=[extra],
+        vectorize=True,
+        output_dtypes=[np.float64],
+    )
+    out = out.transpose(*INSTANCE_DIMS, *extra)
     if extra:
-        coords[LAYER] = list(range(extra[0]))
-    arr = xr.DataArray(grid, dims=dims, coords=coords)
-    return arr.sel({PROBE: probe}, drop=True)
+        out = out.assign_coords({LAYER: list(range(out.sizes[LAYER]))})
+    return out.sel({PROBE: probe}, drop=True)
 
 
 def yes_credence(
