@@ -19,10 +19,10 @@ import xarray as xr
 from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
-    query_n_outcome,
     by_instance,
     first_present,
     pool_rotations,
+    query_n_outcome,
 )
 from belieflens.dims import EPISODE, OPTION, OUTCOME, QUERY, ROTATION, TURN
 from belieflens.types import DebiasMethod

@@ -15,12 +15,11 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as sps
 
 from belieflens.dims import EPISODE
 
@@ -52,6 +51,13 @@ __all__ = [
     "significance_mark",
     "significance_marks",
 ]
+
+
+def _scipy_stats() -> Any:
+    """:mod:`scipy.stats`, imported on first use (a second of ``import belieflens`` otherwise)."""
+    from scipy import stats
+
+    return stats
 
 
 # ----------------------------------------------------------------------------- SEM
@@ -209,7 +215,7 @@ def binomial_test(
     """Exact binomial test (``scipy.stats.binomtest``) of ``successes`` of ``n`` against ``p0``."""
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes} of {n}")
-    res = sps.binomtest(int(successes), int(n), p=p0, alternative=alternative)
+    res = _scipy_stats().binomtest(int(successes), int(n), p=p0, alternative=alternative)
     ci = res.proportion_ci(confidence_level=confidence, method="exact")
     return BinomialResult(
         successes=int(successes),
@@ -281,13 +287,13 @@ def accuracy_difference(
     pa, pb = k_a / n_a, k_b / n_b
     if method == "fisher":
         table = [[k_a, n_a - k_a], [k_b, n_b - k_b]]
-        p_value = float(sps.fisher_exact(table, alternative=alternative).pvalue)
+        p_value = float(_scipy_stats().fisher_exact(table, alternative=alternative).pvalue)
     else:
         pooled = (k_a + k_b) / (n_a + n_b)
         se = np.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
         z = (pa - pb) / se if se > 0 else 0.0
         p_value = float(_p_from_z(float(z), alternative))
-    zc = float(sps.norm.ppf(0.5 + confidence / 2))
+    zc = float(_scipy_stats().norm.ppf(0.5 + confidence / 2))
     la, ua = _wilson(k_a, n_a, zc)
     lb, ub = _wilson(k_b, n_b, zc)
     d = pa - pb
@@ -307,10 +313,10 @@ def accuracy_difference(
 
 def _p_from_z(z: float, alternative: Alternative) -> float:
     if alternative == "greater":
-        return float(sps.norm.sf(z))
+        return float(_scipy_stats().norm.sf(z))
     if alternative == "less":
-        return float(sps.norm.cdf(z))
-    return float(2 * sps.norm.sf(abs(z)))
+        return float(_scipy_stats().norm.cdf(z))
+    return float(2 * _scipy_stats().norm.sf(abs(z)))
 
 
 @dataclass(frozen=True)
@@ -354,7 +360,7 @@ def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     a_only = int(np.sum(a & ~b))
     b_only = int(np.sum(b & ~a))
     disc = a_only + b_only
-    p = 1.0 if disc == 0 else float(sps.binomtest(a_only, disc, 0.5).pvalue)
+    p = 1.0 if disc == 0 else float(_scipy_stats().binomtest(a_only, disc, 0.5).pvalue)
     return McNemarResult(
         n=n,
         acc_a=float(a.mean()),
@@ -410,7 +416,7 @@ def _wilcoxon_1d(d: NDArray[np.float64], alternative: str) -> tuple[float, float
     if d.size < 1 or np.all(d == 0):
         return float("nan"), float("nan")
     with _quiet():
-        res = sps.wilcoxon(d, alternative=alternative, zero_method="wilcox")
+        res = _scipy_stats().wilcoxon(d, alternative=alternative, zero_method="wilcox")
     return float(res.statistic), float(res.pvalue)
 
 
@@ -443,11 +449,11 @@ def paired_comparison(
             tv = np.asarray(t.values, dtype=np.float64)
             dfv = np.asarray(df.values, dtype=np.float64)
             if alternative == "greater":
-                pv = sps.t.sf(tv, dfv)
+                pv = _scipy_stats().t.sf(tv, dfv)
             elif alternative == "less":
-                pv = sps.t.cdf(tv, dfv)
+                pv = _scipy_stats().t.cdf(tv, dfv)
             else:
-                pv = 2 * sps.t.sf(np.abs(tv), dfv)
+                pv = 2 * _scipy_stats().t.sf(np.abs(tv), dfv)
         statistic = t.where(np.isfinite(t))
         p_value = t.copy(data=np.where(np.isfinite(tv), pv, np.nan))
     elif test == "wilcoxon":

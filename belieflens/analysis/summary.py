@@ -32,15 +32,16 @@ import xarray as xr
 from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
-    query_n_outcome,
     by_instance,
     output_beliefs,
+    query_n_outcome,
 )
 from belieflens.analysis.divergence import tvd
 from belieflens.analysis.lens import Lens, lens_beliefs
 from belieflens.analysis.probes.folds import group_folds
 from belieflens.analysis.probes.heldout import heldout_softmax
-from belieflens.analysis.tables import mean_sem, unpad
+from belieflens.analysis.stats import mean_sem
+from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
 from belieflens.types import DebiasMethod
 

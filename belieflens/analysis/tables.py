@@ -15,7 +15,6 @@ __all__ = [
     "format_summary",
     "format_turn_table",
     "lens_table",
-    "mean_sem",  # re-exported for callers that still import it from here; defined in stats
     "turn_table",
     "unpad",
 ]

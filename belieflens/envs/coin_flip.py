@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
-from scipy import special
 
 from belieflens.envs.base import Episode, Message, Probe, Turn
 from belieflens.envs.params import bad, param
@@ -68,6 +67,8 @@ def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, f
 def bias_oracle(a0: float, b0: float, heads: int, n: int, bins: int) -> tuple[float, ...]:
     """Beta posterior mass of each of ``bins`` equal-width bins of theta."""
     edges = np.linspace(0.0, 1.0, bins + 1)
+    from scipy import special  # imported on use: it is slow to import
+
     cdf = special.betainc(a0 + heads, b0 + n - heads, edges)
     mass = np.diff(cdf)
     return tuple(float(x) for x in mass / mass.sum())

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import minimize
 
 from belieflens.analysis.probes.provenance import ProbeProvenance, package_version
 
@@ -167,6 +166,8 @@ def _fit_heads(
         return loss, grad.ravel()
 
     theta0 = np.zeros(h_count * (d + 1) * k)
+    from scipy.optimize import minimize  # imported on use: it is slow to import
+
     res = minimize(
         objective,
         theta0,

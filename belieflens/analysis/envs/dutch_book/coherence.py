@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import linprog
 
 from belieflens.types import ScenarioKind
 
@@ -205,6 +204,8 @@ def find_book(credences: ArrayLike, incidence: ArrayLike) -> ArbitrageResult:
     c[-1] = -1.0
     a_ub = np.hstack([gain, np.ones((n_out, 1))])
     bounds = [(-1.0, 1.0)] * m + [(None, None)]
+    from scipy.optimize import linprog  # imported on use: it is slow to import
+
     res = linprog(c, A_ub=a_ub, b_ub=np.zeros(n_out), bounds=bounds, method="highs")
     if res.status != 0:  # pragma: no cover - the LP is always feasible (s = 0, t = 0)
         raise RuntimeError(f"arbitrage LP failed: {res.message}")
@@ -220,6 +221,8 @@ def _witness(p: np.ndarray, a: np.ndarray) -> tuple[float, ...] | None:
     n_out = a.shape[0]
     a_eq = np.vstack([a.T, np.ones((1, n_out))])
     b_eq = np.concatenate([p, [1.0]])
+    from scipy.optimize import linprog  # imported on use: it is slow to import
+
     res = linprog(np.zeros(n_out), A_eq=a_eq, b_eq=b_eq, bounds=[(0.0, None)] * n_out,
                   method="highs")
     if res.status != 0:
