@@ -92,13 +92,15 @@ def probe_tvd(
     valid = np.all(np.isfinite(oracle) | ~real, axis=1) & (k_q >= 2)
     tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, targets, folds)
     for name in np.unique(probe[valid]):
-        rows = np.flatnonzero(valid & (probe == name))
-        k = int(k_q[rows].max())
-        eps = np.unique(episode[rows])
-        if eps.size < 2:
-            continue
-        folds = group_folds(episode[rows], min(n_folds, int(eps.size)), rng)
-        tasks.append((rows, oracle[rows][:, :k], folds))
+        # one probe per question and outcome count: a question asked over sets of different
+        # sizes (dice of 4 and 6 sides under one name) is fitted per size
+        for k in np.unique(k_q[valid & (probe == name)]):
+            rows = np.flatnonzero(valid & (probe == name) & (k_q == k))
+            eps = np.unique(episode[rows])
+            if eps.size < 2:
+                continue
+            folds = group_folds(episode[rows], min(n_folds, int(eps.size)), rng)
+            tasks.append((rows, oracle[rows][:, : int(k)], folds))
     row_tvd = np.full((n_q, n_layer), np.nan)
     if tasks:
         _fit_rows(ds, tasks, row_tvd, lam=lam, max_iter=max_iter, chunk=chunk,

@@ -160,3 +160,24 @@ def test_mean_abs_sees_what_binned_ece_misses() -> None:
     assert float(rel["ece"].sel(probe="all")) == pytest.approx(0.0, abs=1e-9)
     assert float(rel["mean_abs"].sel(probe="all")) == pytest.approx((0.6 - 1 / 3 + 1 / 3 - 0.3
                                                                      + 1 / 3 - 0.1) / 3)
+
+
+def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
+    """One probe name whose instances have 2 or 3 outcomes (dice of different sizes under one
+    question) is fitted per outcome count, not refused for the NaN past the smaller K."""
+    from belieflens.analysis.summary import probe_tvd
+    from tests.analysis.synthetic_cache import cache_dataset, mcq_rows
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for ep in range(6):
+        for turn, k in ((0, 2), (1, 3)):
+            p = rng.dirichlet(np.ones(k))
+            rows += mcq_rows(p, episode=ep, turn=turn, probe="revealed", oracle=p,
+                             labels=[str(i) for i in range(k)])
+    ds = cache_dataset(rows)
+    ds["resid"] = (("query", "layer", "d_model"), rng.normal(size=(len(rows), 2, 4)))
+    out = probe_tvd(ds, np.random.default_rng(1), n_folds=3)
+    assert out.dims == ("delivery", "probe", "episode", "turn", "layer")
+    vals = out.sel(delivery="single-turn", probe="revealed").values
+    assert np.isfinite(vals).all() and (vals >= 0).all() and (vals <= 1).all()
