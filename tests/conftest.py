@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
+
+    from belieflens.cache.models import LoadedModel, ModelSource
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -32,21 +38,21 @@ def _threads() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def smol_source() -> Any:
+def smol_source() -> ModelSource:
     from belieflens.cache.models import resolve
 
     return resolve("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
-def smol_tokenizer(smol_source: Any) -> Any:
+def smol_tokenizer(smol_source: ModelSource) -> PreTrainedTokenizerBase:
     """The embedded model's tokenizer, read from its GGUF (or the dequantised cache)."""
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(smol_source.path, gguf_file=smol_source.gguf_file)
 
 
-def tiny_llama(tokenizer: Any, seed: int = 0) -> Any:
+def tiny_llama(tokenizer: PreTrainedTokenizerBase, seed: int = 0) -> LlamaForCausalLM:
     """A 2-layer random Llama with the embedded tokenizer's vocabulary (no download)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -59,7 +65,8 @@ def tiny_llama(tokenizer: Any, seed: int = 0) -> Any:
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).eval()
+    model = LlamaForCausalLM(cfg)
+    model.eval()  # type: ignore[no-untyped-call]  # transformers' PreTrainedModel.eval is unannotated
     # random init gives tiny logits; scale up so beliefs are not all uniform
     with torch.no_grad():
         model.model.embed_tokens.weight.mul_(50.0)
@@ -67,17 +74,17 @@ def tiny_llama(tokenizer: Any, seed: int = 0) -> Any:
 
 
 @pytest.fixture(scope="session")
-def tiny_model(smol_tokenizer: Any) -> Any:
+def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
     """A LoadedModel wrapping a tiny random Llama through the TransformerBridge."""
     from belieflens.cache.models import ModelSource, bridge_from_hf
 
-    src = ModelSource("tiny-random", "directory", __import__("pathlib").Path("."), "tiny-random")
+    src = ModelSource("tiny-random", "directory", Path("."), "tiny-random")
     return bridge_from_hf(src, "cpu", "float32", tiny_llama(smol_tokenizer), smol_tokenizer,
                           "random", "", 0.0)
 
 
 @pytest.fixture(scope="session")
-def smol_model() -> Any:
+def smol_model() -> LoadedModel:
     """The real embedded model (SmolLM2-135M-Instruct), loaded once per session."""
     from belieflens.cache.models import load
 

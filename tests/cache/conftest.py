@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -11,9 +12,14 @@ import xarray as xr
 
 from tests.conftest import tiny_llama
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 
 @pytest.fixture(scope="session")
-def tiny_dir(smol_tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_dir(
+    smol_tokenizer: PreTrainedTokenizerBase, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """A 2-layer random Llama saved with its tokenizer: usable as ``--model DIR``."""
     folder = tmp_path_factory.mktemp("tiny-model")
     tiny_llama(smol_tokenizer, seed=7).save_pretrained(folder)
@@ -35,7 +41,7 @@ def assert_same_data(a: Path, b: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def one_thread() -> Any:
+def one_thread() -> Iterator[None]:
     """Run a module's tiny-model work on one thread (tiny matmuls gain nothing from two, and
     two threads stall badly when the machine is busy); restores the setting after."""
     import torch
