@@ -43,7 +43,8 @@ def trajectory_plot(table: xr.Dataset, out: Path) -> Path:
         ax.set_xlabel("turn (evidence so far)")
         ax.set_ylabel("E[value]" if kind == "mean" else "P(first outcome)")
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a probe with no finite values draws no line
+            ax.legend(fontsize=7)
     fig.suptitle("Belief trajectory: model (mean ± 1 SEM over episodes) vs Bayesian oracle")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
