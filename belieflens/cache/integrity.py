@@ -26,8 +26,9 @@ the file, the variable and the rows of the damaged chunks:
 
 from __future__ import annotations
 
+import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,10 @@ from typing import Any
 import h5py
 import numpy as np
 import xarray as xr
-from xarray.backends import H5NetCDFStore
+from xarray.backends import BackendEntrypoint, H5NetCDFStore
+from xarray.backends.common import T_PathFileOrDataStore
 from xarray.backends.h5netcdf_ import H5NetCDFArrayWrapper
+from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from belieflens.errors import CacheFileError
@@ -359,11 +362,33 @@ class CheckedStore(H5NetCDFStore):
         return xr.Variable(v.dims, data, v.attrs, v.encoding)
 
 
+class CheckedBackend(BackendEntrypoint):
+    """An xarray engine: h5netcdf through :class:`CheckedStore` (damaged chunks refused in
+    one line), e.g. ``xr.open_mfdataset(paths, engine=CheckedBackend, ...)``."""
+
+    description = "h5netcdf, refusing damaged chunks with a one-line CacheFileError"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables")
+
+    def open_dataset(
+        self,
+        filename_or_obj: T_PathFileOrDataStore,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+    ) -> xr.Dataset:
+        """The file as xarray's h5netcdf engine opens it, reading through
+        :class:`CheckedStore`."""
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            raise TypeError("CheckedBackend opens paths only")
+        store = CheckedStore.open(os.fspath(filename_or_obj), mode="r")
+        base: Any = StoreBackendEntrypoint()
+        ds: xr.Dataset = base.open_dataset(store, drop_variables=drop_variables)
+        return ds
+
+
 def open_checked(path: Path, chunks: dict[str, int] | None = None) -> xr.Dataset:
     """``xr.open_dataset(path, engine="h5netcdf")`` whose reads refuse damaged chunks in one
     line (:class:`CacheFileError`)."""
-    store = CheckedStore.open(str(path), mode="r")
-    return xr.open_dataset(store, chunks=chunks)
+    return xr.open_dataset(path, engine=CheckedBackend, chunks=chunks)
 
 
 def fill_chunk(dset: h5py.Dataset) -> bytes:
