@@ -451,7 +451,10 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     """One dask-backed ``xarray.Dataset`` over a study directory's shards, in query order.
 
     Checked against the manifest first (every shard finished, of this study, rows with no
-    gap and no duplicate). It is what plain xarray gives with::
+    gap and no duplicate); each shard is opened by :func:`belieflens.cache.store.open_cache`
+    (its checks, and every chunk read against its checksum), with ``chunks`` (default about
+    1,024 rows per dask chunk), and the shards are concatenated along ``query``. It holds
+    what plain xarray gives with::
 
         xr.open_mfdataset(sorted(glob("DIR/shard-*.h5")), engine="h5netcdf", combine="nested",
                           concat_dim="query", data_vars="minimal", coords="minimal",
@@ -460,15 +463,21 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     with the whole study's ``study`` and ``study_fingerprint`` as attributes.
     """
     m, paths = _checked_shards(directory)
-    ds = xr.open_mfdataset(
-        paths, engine="h5netcdf", combine="nested", concat_dim=QUERY, data_vars="minimal",
-        coords="minimal", compat="override", combine_attrs="override",
-        chunks=dict(chunks) if chunks else {},
-    )
+    rows = chunk_rows(m.window)
+    parts = [open_file(p, chunks=dict(chunks) if chunks else {QUERY: rows * max(1, 1024 // rows)})
+             for p in paths]
+    ds = xr.concat(parts, dim=QUERY, data_vars="minimal", coords="minimal", compat="override",
+                   join="outer", combine_attrs="override")
     attrs = {k: v for k, v in ds.attrs.items() if k not in SHARD_ATTRS}
     attrs[STUDY_ATTR] = json.dumps(dict(m.study), sort_keys=True, default=str)
     attrs[FINGERPRINT_ATTR] = m.study_fingerprint
     ds.attrs = attrs
+
+    def close() -> None:
+        for part in parts:
+            part.close()
+
+    ds.set_close(close)
     return ds
 
 
