@@ -29,7 +29,7 @@ def test_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
     matplotlib.use("Agg")
     namespace: dict[str, object] = {}
-    exec(compile(python_block(), str(README), "exec"), namespace)  # noqa: S102
+    exec(compile(python_block(), str(README), "exec"), namespace)
     assert (tmp_path / "study.h5").is_file()
     assert (tmp_path / "tvd_per_layer.png").stat().st_size > 1000
     beliefs = namespace["beliefs"]

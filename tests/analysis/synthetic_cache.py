@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import xarray as xr
+from numpy.typing import NDArray
 
 from belieflens.probes.latin import latin_square
 
@@ -32,14 +33,14 @@ class Row:
 
 
 def mcq_rows(
-    belief: Sequence[float],
+    belief: Sequence[float] | NDArray[np.float64],
     *,
     episode: int,
     turn: int,
     probe: str,
     labels: Sequence[str],
     delivery: str = "single-turn",
-    oracle: Sequence[float] | None = None,
+    oracle: Sequence[float] | NDArray[np.float64] | None = None,
     truth: Mapping[str, float | str] | None = None,
     bias: Sequence[float] | None = None,
 ) -> list[Row]:
@@ -94,4 +95,4 @@ def cache_dataset(rows: Sequence[Row], attrs: Mapping[str, object] | None = None
         "probe": ("query", [r.probe for r in rows]),
         "delivery": ("query", [r.delivery for r in rows]),
     }
-    return xr.Dataset(data, coords=coords, attrs=dict(attrs or {}))  # type: ignore[arg-type]
+    return xr.Dataset(data, coords=coords, attrs=dict(attrs or {}))

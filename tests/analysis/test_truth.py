@@ -12,9 +12,9 @@ from tests.analysis.synthetic_cache import cache_dataset, mcq_rows
 
 def test_episode_truth_collapses_queries() -> None:
     rows = []
-    for e, (kind, x) in enumerate([("a", 1.5), ("b", 2.5), ("c", 3.5)]):
+    for e, (label, x) in enumerate([("a", 1.5), ("b", 2.5), ("c", 3.5)]):
         rows += mcq_rows([0.5, 0.5], episode=2 - e, turn=0, probe="p", labels=("x", "y"),
-                         truth={"kind": kind, "x": x})
+                         truth={"kind": label, "x": x})
     ds = cache_dataset(rows)
     kind = episode_truth(ds, "kind")
     assert kind["episode"].values.tolist() == [0, 1, 2]

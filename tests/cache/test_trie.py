@@ -38,9 +38,9 @@ def test_tree_holds_exactly_the_unique_tokens_and_every_sequence(
         assert _path(trie, i) == s
         assert trie.edges[trie.ends[i]].end == len(s)
         for pos in range(len(s)):
-            e, off = trie.locate(i, pos)
-            assert trie.edges[e].tokens[off] == s[pos]
-            assert trie.edges[e].start + off == pos
+            k, off = trie.locate(i, pos)
+            assert trie.edges[k].tokens[off] == s[pos]
+            assert trie.edges[k].start + off == pos
     for e in trie.edges:
         assert e.tokens
         if e.parent >= 0:

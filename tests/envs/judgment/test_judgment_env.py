@@ -135,6 +135,7 @@ def test_simulator_failure_is_recorded_not_passed_raw() -> None:
     marker = case.segments[1].content[:20]
     sim = FakeSimulator(fail_on=marker)
     env = envs.get("social-judgment", engagement="active", styles="defending", sim_retries="2")
+    assert isinstance(env, SocialJudgment)
     env = env.bind_generator(FakeReplies(), simulator=sim)
     ep = next(e for e in env.episodes(len(env.cases), seed=0) if e.truth["case"] == case.id)
     assert ep.truth["sim_failures"] == 1.0 and ep.truth["sim_failed"] == case.segments[1].id
@@ -147,6 +148,7 @@ def test_simulator_failure_is_recorded_not_passed_raw() -> None:
 
 def test_multi_turn_self_replies() -> None:
     env = envs.get("social-judgment", delivery="multi-turn-self", max_segments="3")
+    assert isinstance(env, SocialJudgment)
     bound = env.bind_generator(FakeReplies())
     assert bound is not env
     ep = next(bound.episodes(1, seed=1))

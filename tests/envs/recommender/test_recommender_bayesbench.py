@@ -72,6 +72,7 @@ def test_env_oracle_on_their_world() -> None:
             t = turn.index
             expected = independent_posterior(sel["probe_movie_ids"][:t], ratings[:t])
             oracle = next(p.oracle for p in turn.probes if p.name == "type")
+            assert oracle is not None
             assert np.allclose(oracle, expected, atol=1e-12)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -10,17 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import belieflens.envs as envs
-from belieflens.envs.base import Message
+from belieflens.envs.base import Message, Probe
 from belieflens.envs.recommender import Recommender, RecommenderParams, default_world
 from belieflens.envs.recommender.bayes import predictive, type_posterior
 from belieflens.envs.recommender.synthetic import load_titles, preferences
+from belieflens.envs.recommender.world import World
 from belieflens.errors import ParameterError
 
 
-def brute_force(world, movies, ratings, target):  # type: ignore[no-untyped-def]
+def brute_force(
+    world: World, movies: Sequence[int], ratings: Sequence[int], target: int
+) -> tuple[list[float], list[float]]:
     """Enumerate every (z, y_target): joint = pi_z * prod phi * phi_target, then condition."""
     k = world.n_types
-    joint = {}
+    joint: dict[tuple[int, int], float] = {}
     for z, y in itertools.product(range(k), range(5)):
         p = float(world.pi[z])
         for m, r in zip(movies, ratings, strict=True):
@@ -30,6 +34,12 @@ def brute_force(world, movies, ratings, target):  # type: ignore[no-untyped-def]
     pz = [sum(joint[(z, y)] for y in range(5)) / total for z in range(k)]
     py = [sum(joint[(z, y)] for z in range(k)) / total for y in range(5)]
     return pz, py
+
+
+def _oracle(probe: Probe) -> tuple[float, ...]:
+    """The probe's exact oracle (every recommender probe has one)."""
+    assert probe.oracle is not None, probe.name
+    return probe.oracle
 
 
 def test_episode_oracles_match_brute_force() -> None:
@@ -44,10 +54,10 @@ def test_episode_oracles_match_brute_force() -> None:
             t = turn.index
             pz, py = brute_force(w, movies[:t], ratings[:t], target)
             probes = {p.name: p for p in turn.probes}
-            assert np.allclose(probes["type"].oracle, pz, atol=1e-12)
-            assert np.allclose(probes["rating"].oracle, py, atol=1e-12)
+            assert np.allclose(_oracle(probes["type"]), pz, atol=1e-12)
+            assert np.allclose(_oracle(probes["rating"]), py, atol=1e-12)
             for k in range(w.n_types):
-                assert np.allclose(probes[f"rating|type={k}"].oracle, w.phi[target, k])
+                assert np.allclose(_oracle(probes[f"rating|type={k}"]), w.phi[target, k])
 
 
 @settings(max_examples=40, deadline=None)
@@ -87,9 +97,10 @@ def test_probes_rotations_and_labels() -> None:
 
 def test_prior_turn_and_messages() -> None:
     env = envs.get("recommender", turns=3)
+    assert isinstance(env, Recommender)
     ep = next(env.episodes(1, seed=2))
     t0 = ep.turns[0]
-    assert np.allclose(next(p.oracle for p in t0.probes if p.name == "type"), env.world.pi)
+    assert np.allclose(next(_oracle(p) for p in t0.probes if p.name == "type"), env.world.pi)
     multi = ep.turns[3].messages["multi-turn"]
     assert [m.role for m in multi] == ["user", "assistant"] * 4
     assert ep.turns[3].observation in multi[-2].content

@@ -36,7 +36,9 @@ def _dataset(deliveries: tuple[str, ...] = ("single-turn",)) -> list[Row]:
 
 
 def test_listed_order() -> None:
-    np.testing.assert_allclose(listed_order(np.array([0.1, 0.2, 0.3]), "2,0,1"), [0.2, 0.3, 0.1])
+    listed = listed_order(np.array([0.1, 0.2, 0.3]), "2,0,1")
+    assert listed is not None
+    np.testing.assert_allclose(listed, [0.2, 0.3, 0.1])
     assert listed_order(np.array([0.1, np.nan]), "0,1") is None
     assert listed_order(np.array([0.1]), "0,1") is None
 

@@ -36,8 +36,9 @@ def _social_rows(deliveries: tuple[str, ...] = ("single-turn",)) -> list[Row]:
     rows: list[Row] = []
     for d in deliveries:
         for e, (case, label, style, final) in enumerate(SOCIAL):
-            truth = {"case": case, "label": VERDICT[label], "label_index": float(label),
-                     "style": style, "engagement": "passive" if style == "clean" else "active"}
+            truth: dict[str, float | str] = {
+                "case": case, "label": VERDICT[label], "label_index": float(label),
+                "style": style, "engagement": "passive" if style == "clean" else "active"}
             last = 1 if case == "A" else 2
             for t in range(last + 1):
                 p = final if t == last else [0.5, 0.5]
@@ -91,8 +92,8 @@ def test_failed_simulations_are_left_out_of_invariance_and_gaps() -> None:
 def test_by_case_averages_repeats() -> None:
     rows = _social_rows()
     # a repeat of case A / neutral with belief [0.5, 0.5] at its last turn
-    truth = {"case": "A", "label": "YTA", "label_index": 0.0, "style": "neutral",
-             "engagement": "active"}
+    truth: dict[str, float | str] = {"case": "A", "label": "YTA", "label_index": 0.0,
+                                     "style": "neutral", "engagement": "active"}
     for t, p in ((0, [0.5, 0.5]), (1, [0.5, 0.5])):
         rows += mcq_rows(p, episode=6, turn=t, probe="verdict", labels=VERDICT, truth=truth)
     d = judgment_data(cache_dataset(rows))
@@ -105,9 +106,9 @@ def _triage_rows() -> list[Row]:
     rows: list[Row] = []
     # one active hypochondriac episode of an Observation case; the direct urgency says
     # Emergency, the urgency given the (correctly recognised) style says Observation
-    truth = {"case": "T1", "label": "Observation", "label_index": 2.0,
-             "style": "hypochondriac", "engagement": "active", "sim_failures": 1.0,
-             "sim_attempts": 4.0}
+    truth: dict[str, float | str] = {"case": "T1", "label": "Observation", "label_index": 2.0,
+                                     "style": "hypochondriac", "engagement": "active",
+                                     "sim_failures": 1.0, "sim_attempts": 4.0}
     for t in (0, 1):
         rows += mcq_rows([0.7, 0.1, 0.1, 0.1], episode=0, turn=t, probe="urgency",
                          labels=URGENCY, truth=truth)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -15,7 +17,7 @@ from belieflens.analysis.envs.recommender.metrics import (
 )
 
 
-def _dist(values: list[list[float]] | list[float], dims: list[str]) -> xr.DataArray:
+def _dist(values: Sequence[Sequence[float]] | Sequence[float], dims: list[str]) -> xr.DataArray:
     return xr.DataArray(np.asarray(values, dtype=np.float64), dims=dims)
 
 
