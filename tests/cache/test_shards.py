@@ -194,3 +194,13 @@ def test_bad_cluster_values() -> None:
     for spec in ("local:0", "somewhere", "/no/such/scheduler.json"):
         with pytest.raises(ParameterError):
             cluster.connect(spec)
+
+
+def test_merge_of_a_folder_without_manifest_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from belieflens.cli.main import app
+
+    r = CliRunner().invoke(app, ["merge", str(tmp_path), str(tmp_path / "out.h5")])
+    assert r.exit_code == 2 and "not a study directory" in r.output
+    assert r.output.count("\n") == 1 and not (tmp_path / "out.h5").exists()
