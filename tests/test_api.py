@@ -15,6 +15,7 @@ import belieflens
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.cache.extract import ExtractOptions, Progress
 from belieflens.cache.extract import extract as cache_extract
+from belieflens.cache.models import LoadedModel
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from tests.cache.conftest import assert_same_data, one_thread, tiny_dir  # noqa: F401  (fixtures)
 
@@ -29,7 +30,7 @@ def _attrs(path: Path) -> dict[str, str]:
         return {k: str(v) for k, v in h.attrs.items() if k not in VARYING}
 
 
-def test_extract_by_name_equals_the_cache_layer(tiny_model: Any, tmp_path: Path) -> None:
+def test_extract_by_name_equals_the_cache_layer(tiny_model: LoadedModel, tmp_path: Path) -> None:
     events: list[ExtractEvent] = []
     path = belieflens.extract(
         "coin-flip", params={"turns": 1, "delivery": "multi-turn"}, model=tiny_model,

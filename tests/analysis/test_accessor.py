@@ -16,6 +16,7 @@ from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.lens import LogitLens, lens_beliefs
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tuned_lens import TunedLens, TunedLensConfig, TunedLensError
+from belieflens.cache.models import LoadedModel
 from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
 
 INSTANCE = ("delivery", "probe", "episode", "turn")
@@ -93,7 +94,7 @@ def test_probe_returns_scores_per_layer() -> None:
         ds.bl.probe(probe="missing")
 
 
-def test_accessor_on_a_tiny_model_file(tiny_model: Any, tmp_path: Path) -> None:
+def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) -> None:
     """On an extracted file, the logit lens at the last layer reproduces the output belief."""
     import belieflens
     import belieflens.envs as envs
@@ -110,7 +111,7 @@ def test_accessor_on_a_tiny_model_file(tiny_model: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.real_model
-def test_accessor_on_the_real_model(smol_model: Any, tmp_path: Path) -> None:
+def test_accessor_on_the_real_model(smol_model: LoadedModel, tmp_path: Path) -> None:
     """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
     import belieflens
     import belieflens.envs as envs

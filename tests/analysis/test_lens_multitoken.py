@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,9 @@ from belieflens.analysis.lens import (
     lens_option_logprob,
 )
 from belieflens.probes.latin import latin_square
+
+if TYPE_CHECKING:
+    from belieflens.cache.models import LoadedModel
 
 N_LAYER, D, N_TOK = 3, 6, 7
 # two 2-option probes x 2 rotations; option 0 has 3 tokens, option 1 has 2 tokens
@@ -146,11 +150,9 @@ def test_chunked_equals_whole() -> None:
                        lens_option_logprob(ds, chunk=100))
 
 
-def test_cont_resid_convention_on_tiny_model(tiny_model: object, tmp_path: object) -> None:
+def test_cont_resid_convention_on_tiny_model(tiny_model: LoadedModel, tmp_path: Path) -> None:
     """Each stored continuation residual, read through the lens head at the last layer, gives
     the model's own logit of the next continuation token (the convention the lens relies on)."""
-    from pathlib import Path
-
     import torch
 
     import belieflens
@@ -158,7 +160,7 @@ def test_cont_resid_convention_on_tiny_model(tiny_model: object, tmp_path: objec
     from belieflens.analysis.lens import final_norm_of
     from belieflens.cache.extract import ExtractOptions, extract
 
-    model: Any = tiny_model
+    model = tiny_model
     path = extract(envs.get("dice"), model, Path(str(tmp_path)) / "dice.h5",
                    ExtractOptions(episodes=1, cont_resid=True))
     ds = belieflens.open_cache(path)

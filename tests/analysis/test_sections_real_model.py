@@ -4,7 +4,6 @@ through extraction and their analysis sections (tiny sizes)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,11 +17,12 @@ from belieflens.analysis.envs.belief_attribution.section import (
 from belieflens.analysis.envs.dutch_book.section import lens_sure_loss, score_scenarios
 from belieflens.analysis.envs.protein_world.section import step_metrics
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 
 pytestmark = pytest.mark.real_model
 
 
-def test_dutch_book_end_to_end(smol_model: Any, tmp_path: Path) -> None:
+def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
     from belieflens.analysis.report import analyze
 
     # the yes-no read-out: the words Yes/No with their lower-case variants summed
@@ -53,7 +53,7 @@ def test_dutch_book_end_to_end(smol_model: Any, tmp_path: Path) -> None:
     assert "Dutch-book coherence" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_protein_world_end_to_end(smol_model: Any, tmp_path: Path) -> None:
+def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
     env = envs.get("protein-world", classes=2, attributes=2, steps=1, delivery="single-turn")
     path = extract(env, smol_model, tmp_path / "pw.h5", ExtractOptions(episodes=1, max_rows=8))
     ds = belieflens.open_cache(path)
@@ -70,7 +70,9 @@ def test_protein_world_end_to_end(smol_model: Any, tmp_path: Path) -> None:
         ds.close()
 
 
-def test_belief_attribution_with_the_models_own_answer(smol_model: Any, tmp_path: Path) -> None:
+def test_belief_attribution_with_the_models_own_answer(
+    smol_model: LoadedModel, tmp_path: Path
+) -> None:
     from belieflens.cache.generate import ModelGenerator
 
     env = envs.get("belief-attribution", stated="model", domain="geography", answer_tokens=16)

@@ -19,10 +19,11 @@ from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.report import analyze
 from belieflens.analysis.tuned_lens.lens import TunedLensConfig, identity_lens
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 
 
 @pytest.fixture(scope="module")
-def batched_file(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def batched_file(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = envs.get("coin-flip", turns=2, bins=3)
     out = tmp_path_factory.mktemp("summary") / "coin.h5"
     # window=7: the file is written in many small batches (queries are not a multiple of 7)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +17,7 @@ from belieflens import envs, open_cache
 from belieflens.analysis.report import analyze
 from belieflens.cache.extract import ExtractOptions, extract
 from belieflens.cache.info import describe, rerun_command
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.verify import verify
 from belieflens.errors import CacheFileError
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def clean(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+def clean(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     env = envs.get("coin-flip", turns=1, delivery="multi-turn")
     path = extract(env, tiny_model, tmp_path_factory.mktemp("fuzz") / "clean.h5",
                    ExtractOptions(episodes=1))

@@ -7,7 +7,6 @@ test_generate_real.py.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ from belieflens.cache.generate import (
     stop_token_ids,
 )
 from belieflens.cache.generation_log import GenerationLog
+from belieflens.cache.models import LoadedModel
 from belieflens.envs.base import Message
 from belieflens.errors import ParameterError
 
@@ -59,7 +59,7 @@ def test_next_token_reproducible_for_a_seed() -> None:
     assert a == b and a != c
 
 
-def test_prompt_ids_use_the_chat_template(tiny_model: Any) -> None:
+def test_prompt_ids_use_the_chat_template(tiny_model: LoadedModel) -> None:
     tok = tiny_model.tokenizer
     ids = prompt_ids(tok, PROMPT)
     text = tok.decode(ids)
@@ -67,12 +67,12 @@ def test_prompt_ids_use_the_chat_template(tiny_model: Any) -> None:
     assert "Tell me something about the sea." in text
 
 
-def test_stop_tokens_include_end_of_turn(tiny_model: Any) -> None:
+def test_stop_tokens_include_end_of_turn(tiny_model: LoadedModel) -> None:
     stops = stop_token_ids(tiny_model)
     assert tiny_model.tokenizer.convert_tokens_to_ids("<|im_end|>") in stops
 
 
-def test_cached_decoding_equals_full_recompute(tiny_model: Any) -> None:
+def test_cached_decoding_equals_full_recompute(tiny_model: LoadedModel) -> None:
     assert tiny_model.info.prefix_reuse
     no_cache = dataclasses.replace(
         tiny_model, info=dataclasses.replace(tiny_model.info, prefix_reuse=False)
@@ -85,7 +85,7 @@ def test_cached_decoding_equals_full_recompute(tiny_model: Any) -> None:
         assert a.ids == b.ids and len(a.ids) == 8 and a.stop == "length"
 
 
-def test_greedy_follows_the_argmax_of_a_full_forward(tiny_model: Any) -> None:
+def test_greedy_follows_the_argmax_of_a_full_forward(tiny_model: LoadedModel) -> None:
     out = generate(tiny_model, PROMPT, seed=0, max_new_tokens=4, temperature=0.0,
                    stop_ids=frozenset())
     ids = prompt_ids(tiny_model.tokenizer, PROMPT)
@@ -96,7 +96,7 @@ def test_greedy_follows_the_argmax_of_a_full_forward(tiny_model: Any) -> None:
             ids.append(tok)
 
 
-def test_seeds_reproduce_and_differ(tiny_model: Any) -> None:
+def test_seeds_reproduce_and_differ(tiny_model: LoadedModel) -> None:
     def run(seed: int) -> tuple[int, ...]:
         return generate(tiny_model, PROMPT, seed=seed, max_new_tokens=8, temperature=5.0,
                         stop_ids=frozenset()).ids
@@ -105,7 +105,7 @@ def test_seeds_reproduce_and_differ(tiny_model: Any) -> None:
     assert len({run(11), run(12), run(13)}) > 1
 
 
-def test_stops_at_a_stop_token_and_leaves_it_out(tiny_model: Any) -> None:
+def test_stops_at_a_stop_token_and_leaves_it_out(tiny_model: LoadedModel) -> None:
     free = generate(tiny_model, PROMPT, seed=0, max_new_tokens=6, temperature=0.0,
                     stop_ids=frozenset())
     stop_at = free.ids[2]
@@ -115,14 +115,14 @@ def test_stops_at_a_stop_token_and_leaves_it_out(tiny_model: Any) -> None:
     assert out.stop == "eos" and out.ids == free.ids[:first]
 
 
-def test_bad_settings_are_one_line_errors(tiny_model: Any) -> None:
+def test_bad_settings_are_one_line_errors(tiny_model: LoadedModel) -> None:
     with pytest.raises(ParameterError, match="max_new_tokens"):
         generate(tiny_model, PROMPT, seed=0, max_new_tokens=0, temperature=0.0)
     with pytest.raises(ParameterError, match="temperature"):
         generate(tiny_model, PROMPT, seed=0, max_new_tokens=2, temperature=-1.0)
 
 
-def test_model_generator_logs_each_call(tiny_model: Any) -> None:
+def test_model_generator_logs_each_call(tiny_model: LoadedModel) -> None:
     log = GenerationLog()
     gen = ModelGenerator(tiny_model, role="simulator", log=log)
     text = gen(PROMPT, seed=4, max_new_tokens=3, temperature=0.7)

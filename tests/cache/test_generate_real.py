@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 
 from belieflens.cache.generate import ModelGenerator, generate, prompt_ids
+from belieflens.cache.models import LoadedModel
 from belieflens.envs.base import Message
 
 pytestmark = pytest.mark.real_model
@@ -16,7 +15,7 @@ PROMPT = (Message("user", "Describe your favourite season in one sentence."),)
 TOKENS = 8
 
 
-def test_sampling_reproducible_per_seed_and_varied_across_seeds(smol_model: Any) -> None:
+def test_sampling_reproducible_per_seed_and_varied_across_seeds(smol_model: LoadedModel) -> None:
     gen = ModelGenerator(smol_model)
     a = gen(PROMPT, seed=1, max_new_tokens=TOKENS, temperature=0.7)
     assert a.strip()
@@ -24,7 +23,7 @@ def test_sampling_reproducible_per_seed_and_varied_across_seeds(smol_model: Any)
     assert gen(PROMPT, seed=2, max_new_tokens=TOKENS, temperature=0.7) != a
 
 
-def test_greedy_at_temperature_zero(smol_model: Any) -> None:
+def test_greedy_at_temperature_zero(smol_model: LoadedModel) -> None:
     # greedy ignores the seed and follows the argmax of a full forward (KV-cache decoding
     # against re-running the sequence is compared token by token on the tiny model)
     a = generate(smol_model, PROMPT, seed=1, max_new_tokens=TOKENS, temperature=0.0)
@@ -38,7 +37,7 @@ def test_greedy_at_temperature_zero(smol_model: Any) -> None:
     assert "<|im_end|>" not in a.text and "<|im_start|>" not in a.text
 
 
-def test_stops_at_end_of_turn(smol_model: Any) -> None:
+def test_stops_at_end_of_turn(smol_model: LoadedModel) -> None:
     out = generate(smol_model, (Message("user", "Say just the word: yes"),), seed=0,
                    max_new_tokens=16, temperature=0.0)
     assert out.stop == "eos" and 1 <= len(out.ids) < 16

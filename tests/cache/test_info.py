@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, extract
 from belieflens.cache.info import rerun_command
+from belieflens.cache.models import LoadedModel
 
 
-def test_rerun_command_names_kernels_and_nondefault_window(tiny_model: Any,
+def test_rerun_command_names_kernels_and_nondefault_window(tiny_model: LoadedModel,
                                                            tmp_path: Path) -> None:
     env = envs.get("coin-flip", turns=1)
     out = extract(env, tiny_model, tmp_path / "a.h5", ExtractOptions(episodes=1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -18,8 +18,13 @@ from belieflens.errors import ParameterError
 from belieflens.probes.render import bos_policy, render
 from tests.conftest import tiny_llama
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-def test_onednn_equals_default_kernels_on_a_tiny_model(smol_tokenizer: Any) -> None:
+
+def test_onednn_equals_default_kernels_on_a_tiny_model(
+    smol_tokenizer: PreTrainedTokenizerBase
+) -> None:
     hf = tiny_llama(smol_tokenizer)
     src = ModelSource("tiny-random", "directory", Path("."), "tiny-random")
     plain = bridge_from_hf(src, "cpu", "float32", copy.deepcopy(hf), smol_tokenizer, "r", "", 0.0,
@@ -40,7 +45,9 @@ def test_onednn_equals_default_kernels_on_a_tiny_model(smol_tokenizer: Any) -> N
         assert np.allclose(x.option_logprob, y.option_logprob, atol=1e-4)
 
 
-def test_kernels_changes_every_linear_layer_and_only_on_cpu(smol_tokenizer: Any) -> None:
+def test_kernels_changes_every_linear_layer_and_only_on_cpu(
+    smol_tokenizer: PreTrainedTokenizerBase
+) -> None:
     hf = tiny_llama(smol_tokenizer)
     linear = [m for m in hf.modules() if type(m) is torch.nn.Linear]
 

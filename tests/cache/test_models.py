@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -11,6 +11,9 @@ import pytest
 from belieflens.cache.models import load, resolve
 from belieflens.errors import ModelNotFoundError
 from tests.conftest import tiny_llama
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @pytest.mark.parametrize(
@@ -37,7 +40,7 @@ def test_embedded_resolves_to_shipped_gguf() -> None:
     assert src.kind == "embedded" and (src.path / str(src.gguf_file)).is_file()
 
 
-def test_load_hugging_face_folder(smol_tokenizer: Any, tmp_path: Path) -> None:
+def test_load_hugging_face_folder(smol_tokenizer: PreTrainedTokenizerBase, tmp_path: Path) -> None:
     import torch
 
     model = tiny_llama(smol_tokenizer, seed=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,28 +12,32 @@ import belieflens
 import belieflens.envs as envs
 from belieflens.analysis.lens import final_norm_of, lens_logits
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 
 pytestmark = pytest.mark.real_model
 
 
 @pytest.fixture(scope="module")
-def small_file(smol_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def small_file(smol_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = envs.get("coin-flip", turns=2)
     return extract(env, smol_model, tmp_path_factory.mktemp("real") / "coin.h5",
                    ExtractOptions(episodes=1, max_rows=8))
 
 
-def test_model_info(smol_model: Any) -> None:
+def test_model_info(smol_model: LoadedModel) -> None:
     info = smol_model.info
     assert info.n_layers == 30 and info.d_model == 576 and info.vocab_size == 49152
     assert len(info.weights_hash) == 64 and info.chat_template_hash
 
 
-def test_resid_equals_plain_transformers_hidden_states(smol_model: Any, small_file: Path) -> None:
+def test_resid_equals_plain_transformers_hidden_states(
+    smol_model: LoadedModel, small_file: Path
+) -> None:
     from transformers import AutoModelForCausalLM
 
     plain = AutoModelForCausalLM.from_pretrained(smol_model.info.weights_cache,
-                                                 dtype=torch.float32).eval()
+                                                 dtype=torch.float32)
+    plain.eval()  # type: ignore[no-untyped-call]  # transformers' PreTrainedModel.eval is unannotated
     ds = belieflens.open_cache(small_file)
     norm = final_norm_of(ds)
     for q in (0, ds.sizes["query"] - 1):

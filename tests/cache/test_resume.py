@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from belieflens import envs, open_cache
 from belieflens.cache import runner
 from belieflens.cache.extract import ExtractOptions, Progress, extract
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.resume import (
     Study,
     StudyModel,
@@ -21,8 +23,11 @@ from belieflens.cache.resume import (
     fingerprint,
     windows,
 )
+from belieflens.cache.rows import ReadOut
 from belieflens.cache.store import Sizes, chunk_rows, partial_path, read_partial
+from belieflens.envs.base import Environment
 from belieflens.errors import CacheFileError
+from belieflens.probes.render import TokenizedQuery
 from tests.cache.conftest import assert_same_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,11 +39,11 @@ class _StopError(Exception):
     """Raised by the test's progress callback to interrupt an extraction."""
 
 
-def _env() -> Any:
+def _env() -> Environment:
     return envs.get("coin-flip", turns=1, delivery="multi-turn")
 
 
-def _interrupt_after(rows: int) -> Any:
+def _interrupt_after(rows: int) -> Callable[[Progress], None]:
     def report(p: Progress) -> None:
         if p.done >= rows:
             raise _StopError
@@ -47,7 +52,7 @@ def _interrupt_after(rows: int) -> Any:
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def reference(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return extract(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
 
 
@@ -83,14 +88,14 @@ def test_study_record_keeps_the_stored_form() -> None:
 
 
 def test_same_options_reproduce_identical_data(
-    tiny_model: Any, reference: Path, tmp_path: Path
+    tiny_model: LoadedModel, reference: Path, tmp_path: Path
 ) -> None:
     again = extract(_env(), tiny_model, tmp_path / "again.h5", OPTIONS)
     assert_same_data(reference, again)
 
 
 def test_interrupted_run_resumes_to_identical_file(
-    tiny_model: Any, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model: LoadedModel, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "run.h5"
     with pytest.raises(_StopError):
@@ -103,7 +108,9 @@ def test_interrupted_run_resumes_to_identical_file(
     computed: list[int] = []
     real = runner.run_queries
 
-    def counting(model: Any, tqs: Any, **kw: Any) -> Any:
+    def counting(
+        model: LoadedModel, tqs: Sequence[TokenizedQuery], **kw: Any
+    ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
         computed.append(len(tqs))
         return real(model, tqs, **kw)
 
@@ -117,7 +124,7 @@ def test_interrupted_run_resumes_to_identical_file(
     assert_same_data(reference, done)
 
 
-def test_other_study_on_the_same_path_is_refused(tiny_model: Any, tmp_path: Path) -> None:
+def test_other_study_on_the_same_path_is_refused(tiny_model: LoadedModel, tmp_path: Path) -> None:
     out = tmp_path / "run.h5"
     with pytest.raises(_StopError):
         extract(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(5))
@@ -133,7 +140,7 @@ def test_other_study_on_the_same_path_is_refused(tiny_model: Any, tmp_path: Path
 
 
 def test_damaged_partial_is_one_line_and_overwrite_restarts(
-    tiny_model: Any, tmp_path: Path
+    tiny_model: LoadedModel, tmp_path: Path
 ) -> None:
     out = tmp_path / "run.h5"
     partial_path(out).write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 200)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -13,11 +12,12 @@ import xarray as xr
 import belieflens.envs as envs
 from belieflens.cache import rows, runner
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 from belieflens.envs.base import Query
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
 
-def _coin_queries(model: Any, n_turns: int = 3) -> list[TokenizedQuery]:
+def _coin_queries(model: LoadedModel, n_turns: int = 3) -> list[TokenizedQuery]:
     env = envs.get("coin-flip", turns=n_turns)
     bos = bos_policy(model.tokenizer)
     return [
@@ -29,13 +29,13 @@ def _coin_queries(model: Any, n_turns: int = 3) -> list[TokenizedQuery]:
     ]
 
 
-def _raw(model: Any, prompt: str, options: tuple[str, ...]) -> TokenizedQuery:
+def _raw(model: LoadedModel, prompt: str, options: tuple[str, ...]) -> TokenizedQuery:
     q = Query((), prompt, options, tuple(range(len(options))), format="raw", terminator=".")
     return render(model.tokenizer, q, bos=bos_policy(model.tokenizer))
 
 
 @pytest.mark.parametrize("padding", ["right", "left"])
-def test_batched_equals_one_by_one_uneven_lengths(tiny_model: Any, padding: str) -> None:
+def test_batched_equals_one_by_one_uneven_lengths(tiny_model: LoadedModel, padding: str) -> None:
     tqs = _coin_queries(tiny_model)
     pick = [tqs[0], tqs[-1], tqs[len(tqs) // 2], tqs[3]]
     assert len({len(t.context_ids) for t in pick}) > 1  # uneven lengths
@@ -46,7 +46,7 @@ def test_batched_equals_one_by_one_uneven_lengths(tiny_model: Any, padding: str)
         assert np.allclose(b.option_logprob, one.option_logprob, atol=1e-4)
 
 
-def test_hook_capture_equals_run_with_cache(tiny_model: Any) -> None:
+def test_hook_capture_equals_run_with_cache(tiny_model: LoadedModel) -> None:
     tq = _coin_queries(tiny_model)[5]
     (out,) = runner.run_batch(tiny_model, [tq])
     ids = torch.tensor([tq.context_ids])
@@ -60,7 +60,7 @@ def test_hook_capture_equals_run_with_cache(tiny_model: Any) -> None:
     assert np.allclose(out.option_logprob, expected, atol=1e-5)
 
 
-def test_multi_token_option_is_sum_over_its_tokens(tiny_model: Any) -> None:
+def test_multi_token_option_is_sum_over_its_tokens(tiny_model: LoadedModel) -> None:
     tq = _raw(tiny_model, "The total is", (" 1", " 12", " 7"))
     assert not tq.single_token
     (out,) = runner.run_batch(tiny_model, [tq])
@@ -73,14 +73,14 @@ def test_multi_token_option_is_sum_over_its_tokens(tiny_model: Any) -> None:
         assert out.option_logprob[j] == pytest.approx(total, abs=1e-4)
 
 
-def test_plan_batches_respects_budgets_and_covers_all(tiny_model: Any) -> None:
+def test_plan_batches_respects_budgets_and_covers_all(tiny_model: LoadedModel) -> None:
     tqs = _coin_queries(tiny_model)
     batches = runner.plan_batches(tqs, max_rows=3, max_tokens=10_000)
     assert sorted(i for b in batches for i in b) == list(range(len(tqs)))
     assert all(sum(rows.row_count(tqs[i]) for i in b) <= 3 for b in batches)
 
 
-def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path) -> None:
+def test_file_round_trip_opens_with_plain_xarray(tiny_model: LoadedModel, tmp_path: Path) -> None:
     env = envs.get("coin-flip", turns=2)
     out = extract(env, tiny_model, tmp_path / "c.h5",
                   ExtractOptions(episodes=2, max_rows=5, window=7))
@@ -112,15 +112,15 @@ def test_file_round_trip_opens_with_plain_xarray(tiny_model: Any, tmp_path: Path
     ds.close()
 
 
-def test_prefix_reuse_equals_full_prompt_run(tiny_model: Any) -> None:
+def test_prefix_reuse_equals_full_prompt_run(tiny_model: LoadedModel) -> None:
     assert tiny_model.info.prefix_reuse  # the KV-cache self-check passed at load
     tqs = _coin_queries(tiny_model, n_turns=3)
     tqs.append(_raw(tiny_model, "The total is", (" 1", " 12", " 7")))  # multi-token rows
-    full: dict[int, Any] = {}
+    full: dict[int, rows.ReadOut] = {}
     for batch, outs, _ in runner.run_queries(tiny_model, tqs, max_rows=4, max_tokens=4096,
                                              reuse_prefix=False):
         full.update(zip(batch, outs, strict=True))
-    reused: dict[int, Any] = {}
+    reused: dict[int, rows.ReadOut] = {}
     for batch, outs, _ in runner.run_queries(tiny_model, tqs, max_rows=4, max_tokens=4096,
                                              reuse_prefix=True):
         reused.update(zip(batch, outs, strict=True))
@@ -132,7 +132,7 @@ def test_prefix_reuse_equals_full_prompt_run(tiny_model: Any) -> None:
         assert np.allclose(a.option_logprob, b.option_logprob, atol=1e-4)
 
 
-def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: Any) -> None:
+def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: LoadedModel) -> None:
     tq = _raw(tiny_model, "The total is", (" 1", " 12", " 7"))
     (out,) = runner.run_batch(tiny_model, [tq], cont_resid=True)
     assert out.cont_resid is not None
@@ -147,7 +147,9 @@ def test_cont_resid_equals_full_cache_at_continuation_positions(tiny_model: Any)
         assert np.isnan(out.cont_resid[j, len(cont) - 1 :]).all()
 
 
-def test_auto_batch_budget_is_deterministic_and_fits(tiny_model: Any, tmp_path: Path) -> None:
+def test_auto_batch_budget_is_deterministic_and_fits(
+    tiny_model: LoadedModel, tmp_path: Path
+) -> None:
     from belieflens.cache.budget import auto_budget, bytes_per_token
 
     a = auto_budget(tiny_model, 300)

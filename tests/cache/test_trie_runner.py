@@ -9,12 +9,13 @@ import pytest
 
 import belieflens.envs as envs
 from belieflens.cache import rows, runner
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.trie_runner import run_trie
 from belieflens.envs.base import Query
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
 
-def _queries(model: Any) -> list[TokenizedQuery]:
+def _queries(model: LoadedModel) -> list[TokenizedQuery]:
     bos = bos_policy(model.tokenizer)
     env = envs.get("coin-flip", turns=3, delivery="multi-turn")
     tqs = [
@@ -37,11 +38,11 @@ def _queries(model: Any) -> list[TokenizedQuery]:
     return tqs
 
 
-def _full(model: Any, tqs: list[TokenizedQuery], **kw: Any) -> list[Any]:
+def _full(model: LoadedModel, tqs: list[TokenizedQuery], **kw: Any) -> list[rows.ReadOut]:
     return [runner.run_batch(model, [tq], **kw)[0] for tq in tqs]
 
 
-def _close(a: Any, b: Any) -> None:
+def _close(a: rows.ReadOut, b: rows.ReadOut) -> None:
     scale = max(1.0, float(np.abs(a.resid).max()))
     assert np.abs(a.resid - b.resid).max() <= 1e-4 * scale
     assert np.allclose(a.option_logprob, b.option_logprob, atol=1e-4)
@@ -49,10 +50,12 @@ def _close(a: Any, b: Any) -> None:
 
 
 @pytest.mark.parametrize(("max_rows", "max_tokens"), [(1, 1), (3, 200), (64, 100_000)])
-def test_trie_run_equals_full_prompt_run(tiny_model: Any, max_rows: int, max_tokens: int) -> None:
+def test_trie_run_equals_full_prompt_run(
+    tiny_model: LoadedModel, max_rows: int, max_tokens: int
+) -> None:
     tqs = _queries(tiny_model)
     full = _full(tiny_model, tqs, cont_resid=True, save_logits=True)
-    seen: dict[int, Any] = {}
+    seen: dict[int, rows.ReadOut] = {}
     tokens = 0
     for batch, outs, n in run_trie(tiny_model, tqs, max_rows=max_rows, max_tokens=max_tokens,
                                    save_logits=True, cont_resid=True):
@@ -78,7 +81,7 @@ def test_trie_run_equals_full_prompt_run(tiny_model: Any, max_rows: int, max_tok
                 1.0, float(np.abs(a.cont_resid[ok]).max()))
 
 
-def test_run_queries_uses_the_trie_and_computes_fewer_tokens(tiny_model: Any) -> None:
+def test_run_queries_uses_the_trie_and_computes_fewer_tokens(tiny_model: LoadedModel) -> None:
     tqs = _queries(tiny_model)
     shared = sum(n for _, _, n in runner.run_queries(tiny_model, tqs, max_rows=8,
                                                      max_tokens=4096))

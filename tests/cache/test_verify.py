@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from belieflens import envs
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.verify import verify
 from belieflens.cli.main import app
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def good(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def good(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = envs.get("coin-flip", turns=1)
     return extract(env, tiny_model, tmp_path_factory.mktemp("verify") / "good.h5",
                    ExtractOptions(episodes=1, save_logits=True))

@@ -10,7 +10,6 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import h5py
 import numpy as np
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 
 from belieflens import envs, open_cache
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 from belieflens.cache.store import partial_path
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
@@ -80,7 +80,7 @@ def test_out_in_unwritable_folder(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def small(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def small(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return extract(envs.get("coin-flip", turns=1), tiny_model,
                    tmp_path_factory.mktemp("cli") / "small.h5", ExtractOptions(episodes=1))
 

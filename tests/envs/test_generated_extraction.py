@@ -25,6 +25,7 @@ from belieflens.analysis.report import analyze
 from belieflens.cache.extract import ExtractOptions, extract
 from belieflens.cache.generate import bind_model
 from belieflens.cache.generation_log import read_log, replay
+from belieflens.cache.models import LoadedModel
 from belieflens.envs.generation import extract_message
 
 pytestmark = pytest.mark.real_model
@@ -61,7 +62,7 @@ TITLES = {
 
 @pytest.fixture(scope="module")
 def extracted(
-    smol_model: Any, tmp_path_factory: pytest.TempPathFactory
+    smol_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], Path]:
     """Extract an environment's file on first use (one run per environment per module)."""
     folder = tmp_path_factory.mktemp("generated")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import xarray as xr
 
+from belieflens.cache.models import LoadedModel
 from belieflens.lens import (
     Head,
     TrainOptions,
@@ -25,7 +25,7 @@ from belieflens.lens import (
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_model: Any) -> TrainResult:
+def trained(tiny_model: LoadedModel) -> TrainResult:
     rng = np.random.default_rng(0)
     pos = collect_positions(tiny_model, rng, envs=("coin-flip", "dice"), episodes=1,
                             max_contexts=24, per_context=16)
@@ -33,7 +33,7 @@ def trained(tiny_model: Any) -> TrainResult:
                                                                 lr=3e-3, heldout=0.25))
 
 
-def test_positions_are_distinct_and_cover_every_layer(tiny_model: Any) -> None:
+def test_positions_are_distinct_and_cover_every_layer(tiny_model: LoadedModel) -> None:
     pos = collect_positions(tiny_model, np.random.default_rng(1), envs=("coin-flip",),
                             episodes=1, max_contexts=4, per_context=8)
     n_layer = tiny_model.info.n_layers + 1
@@ -54,7 +54,7 @@ def test_tuned_lens_beats_logit_lens_on_heldout_positions(trained: TrainResult) 
     assert trained.n_heldout > 0 and trained.n_train > trained.n_heldout
 
 
-def test_identity_lens_is_the_logit_lens(tiny_model: Any, trained: TrainResult) -> None:
+def test_identity_lens_is_the_logit_lens(tiny_model: LoadedModel, trained: TrainResult) -> None:
     head = Head.from_model(tiny_model)
     rng = np.random.default_rng(2)
     pos = collect_positions(tiny_model, rng, envs=("coins",), episodes=1, max_contexts=3,
@@ -64,7 +64,7 @@ def test_identity_lens_is_the_logit_lens(tiny_model: Any, trained: TrainResult) 
     assert np.allclose(ident(pos.resid), pos.resid)
 
 
-def test_save_load_roundtrip_and_wrong_model(tiny_model: Any, trained: TrainResult,
+def test_save_load_roundtrip_and_wrong_model(tiny_model: LoadedModel, trained: TrainResult,
                                              tmp_path: Path) -> None:
     folder = save_tuned_lens(trained.lens, tmp_path / "lens")
     back = load_tuned_lens(folder, model=tiny_model)

@@ -4,7 +4,6 @@ both read-outs extracted into one cache file, then the analysis section."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from belieflens.analysis.envs.revealed.section import revealed_section
 from belieflens.analysis.envs.revealed.summary import VARIANT
 from belieflens.analysis.report import analyze
 from belieflens.cache.extract import ExtractOptions, extract
+from belieflens.cache.models import LoadedModel
 
 pytestmark = pytest.mark.real_model
 
@@ -35,7 +35,7 @@ CASES: list[tuple[str, dict[str, object], int, list[str], bool, bool]] = [
 @pytest.mark.parametrize(("name", "params", "n", "variants", "has_mode", "has_uniform"), CASES,
                          ids=[c[0] for c in CASES])
 def test_extract_and_analyse(
-    smol_model: Any, tmp_path: Path, name: str, params: dict[str, object], n: int,
+    smol_model: LoadedModel, tmp_path: Path, name: str, params: dict[str, object], n: int,
     variants: list[str], has_mode: bool, has_uniform: bool,
 ) -> None:
     env = envs.get(name, **params)
