@@ -28,20 +28,23 @@ import resource
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from hdf5_share import WriteTimer
 
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, extract, records
-from belieflens.cache.models import load
+from belieflens.cache.models import LoadedModel, load
 from belieflens.cache.runner import forward_rows, resid_hook_names
 from belieflens.cache.trie import build
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
-def raw_limit(model: Any, seqs: list[tuple[int, ...]]) -> float:
+
+def raw_limit(model: PreTrainedModel, seqs: list[tuple[int, ...]]) -> float:
     """Seconds for a plain forward over the unique tokens (trie order, cropped KV cache)."""
     from transformers import DynamicCache
 
@@ -63,7 +66,9 @@ def raw_limit(model: Any, seqs: list[tuple[int, ...]]) -> float:
     return time.perf_counter() - t0
 
 
-def floor_rate(model: Any, *, rows: int = 4, width: int = 128, repeat: int = 3) -> float:
+def floor_rate(
+    model: PreTrainedModel, *, rows: int = 4, width: int = 128, repeat: int = 3
+) -> float:
     """Tokens per second of a plain forward on ``rows x width`` fresh tokens (best of runs)."""
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
@@ -77,7 +82,7 @@ def floor_rate(model: Any, *, rows: int = 4, width: int = 128, repeat: int = 3) 
     return rows * width / best
 
 
-def naive_loop(loaded: Any, tqs: list[TokenizedQuery]) -> float:
+def naive_loop(loaded: LoadedModel, tqs: list[TokenizedQuery]) -> float:
     """Seconds for run_with_cache per forward row on its full prompt, one at a time."""
     names = set(resid_hook_names(loaded.info.n_layers))
     t0 = time.perf_counter()
