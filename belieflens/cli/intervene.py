@@ -1,0 +1,204 @@
+"""``belieflens intervene patch | steer | erase STUDY.h5 --out RESULT.h5``: one library call each.
+
+Each command parses its options, calls one function of :mod:`belieflens.interventions`
+(:func:`~belieflens.interventions.patch`, :func:`~belieflens.interventions.steer`,
+:func:`~belieflens.interventions.erase`) and prints the file written. Every user error
+prints one line ``error: ...`` to stderr and exits with code 2; nothing is written.
+``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.interventions.report`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from belieflens.errors import BeliefLensError, ParameterError
+from belieflens.interventions.erase import EraseOptions, erase
+from belieflens.interventions.pairs import POSITION_SETS, PositionSet, parse_pair
+from belieflens.interventions.patch import PatchOptions, patch
+from belieflens.interventions.steer import DEFAULT_ALPHAS, Selection, SteerOptions, steer
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Causal tests of where a belief lives: patch, steer and erase a study's read-outs.",
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def parse_layers(text: str | None) -> tuple[int, ...] | None:
+    """``--layers``: comma-separated layers and ranges (``0,4,10-12``); ``None``: all."""
+    if text is None or text.strip() in ("", "all"):
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    except ValueError:
+        raise ParameterError(
+            f"option '--layers' = {text!r} is not allowed: layers and ranges like 0,4,10-12"
+        ) from None
+    return tuple(out)
+
+
+def parse_alphas(text: str) -> tuple[float, ...]:
+    """``--alphas``: comma-separated numbers."""
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ParameterError(
+            f"option '--alphas' = {text!r} is not allowed: comma-separated numbers"
+        ) from None
+
+
+def parse_positions(text: str) -> tuple[PositionSet, ...]:
+    """``--positions``: comma-separated position sets."""
+    out: list[PositionSet] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        for s in POSITION_SETS:
+            if s == part:
+                out.append(s)
+                break
+        else:
+            raise ParameterError(f"option '--positions' = {part!r} is not allowed: one of "
+                                 + ", ".join(POSITION_SETS))
+    return tuple(out)
+
+
+def _progress(quiet: bool, what: str) -> Callable[[int, int], None] | None:
+    if quiet:
+        return None
+
+    def report(done: int, total: int) -> None:
+        typer.echo(f"{what}: {done}/{total}", err=True)
+
+    return report
+
+
+Study = Annotated[Path, typer.Argument(help="study file written by `belieflens extract`")]
+Out = Annotated[Path, typer.Option("--out", help="result file to write (.h5)")]
+Model = Annotated[str | None, typer.Option(
+    help="the study's model (embedded name, HF id, folder or .gguf; default: the study's)")]
+Layers = Annotated[str | None, typer.Option(
+    help="layers to intervene at, e.g. 0,4,10-12 (0 = embeddings; default: all)")]
+Turns = Annotated[list[int] | None, typer.Option("--turn", help="only read-outs at this turn")]
+Probes = Annotated[list[str] | None, typer.Option("--probe", help="only this probe question")]
+Deliveries = Annotated[list[str] | None, typer.Option("--delivery", help="only this delivery")]
+Episodes = Annotated[list[int] | None, typer.Option("--episode", help="only this episode")]
+BatchSize = Annotated[int, typer.Option(help="read-outs (or pairs) per batch")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="replace an existing file")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines")]
+Seed = Annotated[int, typer.Option(help="seed of the folds and random control directions")]
+Folds = Annotated[int, typer.Option("--folds", help="cross-validation folds (by episode)")]
+
+
+def _tuple(values: list[T] | None) -> tuple[T, ...] | None:
+    return tuple(values) if values else None
+
+
+@app.command("patch")
+def patch_cmd(
+    study: Study,
+    out: Out,
+    model: Model = None,
+    pair: Annotated[list[str] | None, typer.Option(
+        "--pair", help="BASE:SOURCE query indices (repeat; default: aligned episode pairs)")
+    ] = None,
+    turn: Turns = None,
+    probe: Probes = None,
+    delivery: Deliveries = None,
+    layers: Layers = None,
+    positions: Annotated[str, typer.Option(
+        help="position sets: answer, evidence (tokens where base and source differ), all")
+    ] = ",".join(POSITION_SETS),
+    batch_size: BatchSize = 8,
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
+) -> None:
+    """Interchange patching: each base read-out with its source's residual stream patched in,
+    per layer and position set."""
+    try:
+        pairs = [parse_pair(p) for p in pair] if pair else None
+        options = PatchOptions(layers=parse_layers(layers), positions=parse_positions(positions),
+                               batch_pairs=batch_size)
+        path = patch(study, model, out, pairs=pairs, turns=_tuple(turn), probes=_tuple(probe),
+                     deliveries=_tuple(delivery), options=options, overwrite=overwrite,
+                     on_progress=_progress(quiet, "pairs"))
+    except BeliefLensError as e:
+        _fail(str(e))
+        return
+    typer.echo(f"wrote {path}")
+
+
+@app.command("steer")
+def steer_cmd(
+    study: Study,
+    out: Out,
+    model: Model = None,
+    layers: Layers = None,
+    alphas: Annotated[str, typer.Option(
+        help="steering strengths in SDs of the residuals along the direction (use --alphas=...)")
+    ] = ",".join(f"{a:g}" for a in DEFAULT_ALPHAS),
+    turn: Turns = None,
+    probe: Probes = None,
+    delivery: Deliveries = None,
+    episode: Episodes = None,
+    folds: Folds = 5,
+    batch_size: BatchSize = 8,
+    seed: Seed = 0,
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
+) -> None:
+    """Steering: add alpha times the ridge probe's direction at the answer position, per
+    layer, against a random direction of equal norm."""
+    try:
+        select = Selection(turns=_tuple(turn), probes=_tuple(probe),
+                           deliveries=_tuple(delivery), episodes=_tuple(episode))
+        options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
+                               n_folds=folds, batch_size=batch_size, seed=seed)
+        path = steer(study, model, out, select=select, options=options, overwrite=overwrite,
+                     on_progress=_progress(quiet, "read-outs"))
+    except BeliefLensError as e:
+        _fail(str(e))
+        return
+    typer.echo(f"wrote {path}")
+
+
+@app.command("erase")
+def erase_cmd(
+    study: Study,
+    out: Out,
+    model: Model = None,
+    layers: Layers = None,
+    turn: Turns = None,
+    probe: Probes = None,
+    delivery: Deliveries = None,
+    episode: Episodes = None,
+    folds: Folds = 5,
+    batch_size: BatchSize = 8,
+    seed: Seed = 0,
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
+) -> None:
+    """Erasure: LEACE of the oracle concept at the answer position, per layer (cross-fitted
+    by episode), against a random subspace of equal rank."""
+    try:
+        select = Selection(turns=_tuple(turn), probes=_tuple(probe),
+                           deliveries=_tuple(delivery), episodes=_tuple(episode))
+        options = EraseOptions(layers=parse_layers(layers), n_folds=folds,
+                               batch_size=batch_size, seed=seed)
+        path = erase(study, model, out, select=select, options=options, overwrite=overwrite,
+                     on_progress=_progress(quiet, "read-outs"))
+    except BeliefLensError as e:
+        _fail(str(e))
+        return
+    typer.echo(f"wrote {path}")

@@ -1,0 +1,144 @@
+"""Per-layer directions and erasers fitted on a study's residuals at the answer position.
+
+The concept is each read-out's oracle point estimate
+(:func:`belieflens.interventions.study.oracle_mean`: E[value] for numeric or range outcomes,
+else P(first outcome); for coin flip both probes give the posterior mean of the bias).
+Folds are grouped by episode (:func:`belieflens.analysis.probes.group_folds`): the
+read-outs of one episode share a context and are never split between fitting and testing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from belieflens.analysis.probes import RidgeFitter, group_folds
+
+F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class Direction:
+    """A layer's steering direction: the ridge probe's weight vector, normalised."""
+
+    unit: F64
+    """``[d_model]``, norm 1, oriented so that moving along it raises the probe's output."""
+    scale: float
+    """Standard deviation of the residuals' projection on ``unit`` (α's unit)."""
+    r2: float
+    """Held-out R² of the probe (grouped cross-validation; NaN with fewer than 3 groups)."""
+    lam: float
+    """The ridge penalty used."""
+
+
+def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.random.Generator
+                  ) -> tuple[NDArray[np.int64], int]:
+    """Fold of each row (grouped by episode) and the number of folds actually used
+    (``min(n_folds, number of episodes)``; all rows in fold 0 with a single episode)."""
+    g = np.asarray(groups)
+    k = min(n_folds, int(np.unique(g).size))
+    if k < 2:
+        return np.zeros(g.size, dtype=np.int64), 1
+    return group_folds(g, k, rng), k
+
+
+def probe_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any], rng: np.random.Generator,
+                    *, n_folds: int = 5, lam: float | None = None) -> Direction:
+    """The ridge probe of ``y [n]`` on ``x [n, d]`` (the existing streaming ridge probe,
+    penalty chosen by grouped CV unless ``lam``) as a :class:`Direction`."""
+    folds, k = episode_folds(groups, n_folds, rng)
+    fitter = RidgeFitter(k)
+    fitter.update(x, y, folds if k > 1 else None)
+    if lam is None and k < 2:
+        lam = 1e-2
+    probe = fitter.fit(lam=lam)
+    r2 = float("nan")
+    if k >= 3:
+        r2 = float(fitter.cross_validate(lam=probe.provenance.lam).r2[0])
+    w = np.asarray(probe.coef[:, 0], dtype=np.float64)
+    norm = float(np.linalg.norm(w))
+    unit = w / norm if norm > 0 else w
+    scale = float(np.std(x @ unit)) if norm > 0 else 0.0
+    return Direction(unit=unit, scale=scale, r2=r2, lam=float(probe.provenance.lam))
+
+
+def random_unit(d: int, rng: np.random.Generator) -> F64:
+    """A direction drawn uniformly on the unit sphere of ``R^d``."""
+    v = rng.standard_normal(d)
+    return np.asarray(v / np.linalg.norm(v), dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Eraser:
+    """An affine eraser ``x -> x - left @ right @ (x - bias)`` (LEACE or a control)."""
+
+    left: F64
+    """``[d, rank]``."""
+    right: F64
+    """``[rank, d]``."""
+    bias: F64
+    """``[d]``."""
+
+    @property
+    def rank(self) -> int:
+        """Rank of the removed subspace."""
+        return int(self.left.shape[1])
+
+    def matrix(self) -> F64:
+        """The linear part ``P = I - left @ right`` ``[d, d]``: ``x -> P (x - bias) + bias``."""
+        return np.eye(self.left.shape[0]) - self.left @ self.right
+
+    def apply(self, x: F64) -> F64:
+        """Erase rows ``x [n, d]``."""
+        return np.asarray(x - ((x - self.bias) @ self.right.T) @ self.left.T, dtype=np.float64)
+
+
+def leace(x: F64, z: F64) -> Eraser:
+    """The LEACE eraser of concept ``z [n]`` or ``[n, k]`` fitted on ``x [n, d]``
+    (``concept_erasure.LeaceFitter``, float64)."""
+    import torch
+    from concept_erasure import LeaceFitter
+
+    zz = z[:, None] if z.ndim == 1 else z
+    fitter = LeaceFitter(x.shape[1], zz.shape[1], dtype=torch.float64)
+    fitter.update(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(zz,
+                                                                           dtype=torch.float64))
+    eraser = fitter.eraser
+    bias = eraser.bias if eraser.bias is not None else torch.zeros(x.shape[1],
+                                                                   dtype=torch.float64)
+    return Eraser(left=eraser.proj_left.numpy().astype(np.float64),
+                  right=eraser.proj_right.numpy().astype(np.float64),
+                  bias=bias.numpy().astype(np.float64))
+
+
+def random_eraser(x: F64, rank: int, rng: np.random.Generator) -> Eraser:
+    """Orthogonal erasure of a random ``rank``-dimensional subspace around the mean of ``x``
+    (the control for an eraser of that rank)."""
+    q, _ = np.linalg.qr(rng.standard_normal((x.shape[1], max(rank, 1))))
+    q = q[:, :rank]
+    return Eraser(left=q, right=q.T.copy(), bias=x.mean(axis=0))
+
+
+def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,
+               lam: float = 1e-3) -> float:
+    """Pooled held-out R² of a ridge probe of ``y`` on ``x`` over grouped ``folds``; with
+    ``erase`` a LEACE eraser is fitted on each training fold and applied to its training and
+    test rows before the probe (LEACE's guarantee: the probe is then at chance, R² ≤ 0)."""
+    sse = sst = 0.0
+    for k in np.unique(folds):
+        test = folds == k
+        train = ~test
+        xtr, xte = x[train], x[test]
+        if erase:
+            er = leace(xtr, y[train])
+            xtr, xte = er.apply(xtr), er.apply(xte)
+        fitter = RidgeFitter(1)
+        fitter.update(xtr, y[train])
+        pred = fitter.fit(lam=lam).predict(xte)
+        sse += float(np.sum((y[test] - pred) ** 2))
+        sst += float(np.sum((y[test] - y[train].mean()) ** 2))
+    return 1.0 - sse / sst if sst > 0 else float("nan")

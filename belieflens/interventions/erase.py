@@ -1,0 +1,227 @@
+"""Erasure: LEACE of the oracle concept at layer l, applied at the answer position.
+
+At each layer the concept (each read-out's oracle point estimate,
+:func:`belieflens.interventions.study.oracle_mean`) is erased from the residual stream at the
+answer position with LEACE (``concept_erasure``), fitted on the study's own residuals with
+folds grouped by episode and **cross-fitted**: a read-out is erased by the eraser fitted on
+the other folds' episodes. The control erases a random subspace of the same rank (an
+orthogonal projection around the training mean), seeded. Only blocks ``l..L-1`` run on the
+erased residual.
+
+Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
+``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn
+0 of the same episode, delivery, probe and rotation: the model's belief before any evidence,
+what erasing the evidence should move the output toward), ``study_query[query]``, ``fold``
+of each read-out, and per layer ``eraser_rank``, ``probe_r2_clean`` and ``probe_r2_erased``
+(held-out R² of a ridge probe of the concept before and after erasure,
+:func:`belieflens.interventions.directions.heldout_r2`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from belieflens.cache.models import LoadedModel, quiet_libraries
+from belieflens.dims import LAYER, OPTION, QUERY
+from belieflens.errors import ParameterError
+from belieflens.interventions.directions import (
+    Eraser,
+    episode_folds,
+    heldout_r2,
+    leace,
+    random_eraser,
+)
+from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
+from belieflens.interventions.model import model_for
+from belieflens.interventions.patch import layer_list
+from belieflens.interventions.results import check_out, provenance, write_result
+from belieflens.interventions.steer import Selection
+from belieflens.interventions.study import (
+    Study,
+    check_model,
+    oracle_mean,
+    read_study,
+    study_resid,
+    with_table,
+)
+
+
+@dataclass(frozen=True)
+class EraseOptions:
+    """How to erase: layers, folds (grouped by episode), batch size, seed."""
+
+    layers: tuple[int, ...] | None = None
+    n_folds: int = 5
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ParameterError(f"option '--batch-size' = {self.batch_size} is not allowed: >= 1")
+        if self.n_folds < 2:
+            raise ParameterError(f"option '--folds' = {self.n_folds} is not allowed: >= 2")
+
+
+@dataclass(frozen=True, eq=False)
+class LayerErasers:
+    """One layer's cross-fitted erasers: ``erasers[k]`` was fitted without fold ``k``."""
+
+    layer: int
+    erasers: tuple[Eraser, ...]
+    controls: tuple[Eraser, ...]
+    r2_clean: float
+    r2_erased: float
+
+
+def fit_erasers(study: Study, rows: np.ndarray, folds: np.ndarray, n_folds: int, layer: int,
+                rng: np.random.Generator) -> LayerErasers:
+    """LEACE erasers (one per fold, each fitted on the other folds' rows with an oracle) and
+    random controls of equal rank at ``layer``."""
+    target = oracle_mean(study.table)[rows]
+    ok = np.isfinite(target)
+    x = study_resid(study, [layer], list(rows[ok]))[:, 0, :]
+    z, f = target[ok], folds[ok]
+    erasers, controls = [], []
+    for k in range(n_folds):
+        train = f != k if n_folds > 1 else np.ones(f.size, dtype=bool)
+        er = leace(x[train], z[train])
+        erasers.append(er)
+        controls.append(random_eraser(x[train], er.rank, rng))
+    r2c = r2e = float("nan")
+    if n_folds >= 2:
+        r2c = heldout_r2(x, z, f, erase=False)
+        r2e = heldout_r2(x, z, f, erase=True)
+    return LayerErasers(layer, tuple(erasers), tuple(controls), r2c, r2e)
+
+
+def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: EraseOptions,
+            ) -> tuple[np.ndarray, list[LayerErasers]]:
+    """The fold of each row (grouped by episode, seeded by ``options.seed``) and the
+    cross-fitted erasers of every layer: what :func:`erase_logprobs` applies."""
+    target = oracle_mean(study.table)[rows]
+    if np.isfinite(target).sum() < 3:
+        raise ParameterError("fewer than 3 selected read-outs have an oracle: nothing to fit "
+                             "an eraser on")
+    rng = np.random.default_rng(options.seed)
+    groups = np.asarray(study.table["episode"].values)[rows]
+    folds, k = episode_folds(groups, options.n_folds, rng)
+    return folds, [fit_erasers(study, rows, folds, k, layer, rng) for layer in layers]
+
+
+def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
+    """For each row, the study query at turn 0 with the same episode, delivery, probe and
+    rotation (-1 where there is none)."""
+    t = study.table
+    key = list(zip(*(np.asarray(t[n].values).tolist()
+                     for n in ("episode", "delivery", "probe", "rotation")), strict=True))
+    turn = np.asarray(t["turn"].values)
+    at0 = {k: i for i, k in enumerate(key) if turn[i] == 0}
+    return np.array([at0.get(key[q], -1) for q in rows], dtype=np.int64)
+
+
+def erase_logprobs(
+    model: LoadedModel,
+    study: Study,
+    rows: np.ndarray,
+    options: EraseOptions = EraseOptions(),
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> xr.Dataset:
+    """Erase the concept at every layer of ``options`` for the study's read-outs ``rows``."""
+    import torch
+
+    layers = layer_list(options.layers, model.info.n_layers)
+    folds, fitted = fit_all(study, rows, layers, options)
+    n_opt = max(len(study.queries[q].option_ids) for q in rows)
+    erased = np.full((rows.size, len(layers), n_opt), np.nan)
+    control = np.full_like(erased, np.nan)
+    clean = np.full((rows.size, n_opt), np.nan)
+    for start in range(0, rows.size, options.batch_size):
+        chunk = rows[start : start + options.batch_size]
+        sl = slice(start, start + chunk.size)
+        fk = folds[sl]
+        batch = RowBatch.of([study.queries[q] for q in chunk])
+        run = clean_run(model, batch)
+        clean[sl, : run.logprob.shape[1]] = run.logprob
+        tiled = batch.tile(2)
+        first = _row_query(batch)
+        for li, layer in enumerate(layers):
+            res = run.resid[layer]
+            ans = at_answer(res, batch).double().cpu().numpy()
+            edited = []
+            for kind in (fitted[li].erasers, fitted[li].controls):
+                new = np.stack([kind[int(fk[first[r]])].apply(ans[r : r + 1])[0]
+                                for r in range(ans.shape[0])])
+                edited.append(with_answer(res, batch, torch.as_tensor(new, device=res.device)))
+            lp = run_from(model, tiled, layer, torch.cat(edited)).reshape(2, chunk.size, -1)
+            erased[sl, li, : lp.shape[-1]] = lp[0]
+            control[sl, li, : lp.shape[-1]] = lp[1]
+        del run
+        if on_progress is not None:
+            on_progress(start + chunk.size, rows.size)
+    prior_q = prior_rows(study, rows)
+    study_lp = np.asarray(study.table["option_logprob"].values, dtype=np.float64)[:, :n_opt]
+    prior = np.where(prior_q[:, None] >= 0, study_lp[np.maximum(prior_q, 0)], np.nan)
+    ds = xr.Dataset(
+        {
+            "erased_logprob": ((QUERY, LAYER, OPTION), erased),
+            "control_logprob": ((QUERY, LAYER, OPTION), control),
+            "clean_logprob": ((QUERY, OPTION), clean),
+            "prior_logprob": ((QUERY, OPTION), prior),
+            "study_query": (QUERY, rows.astype(np.int32)),
+            "fold": (QUERY, folds.astype(np.int32)),
+            "eraser_rank": (LAYER, np.array([f.erasers[0].rank for f in fitted], np.int32)),
+            "probe_r2_clean": (LAYER, np.array([f.r2_clean for f in fitted])),
+            "probe_r2_erased": (LAYER, np.array([f.r2_erased for f in fitted])),
+        },
+        coords={LAYER: np.asarray(layers, dtype=np.int32)},
+    )
+    ds["erased_logprob"].attrs["description"] = (
+        "log P(option) with the oracle concept LEACE-erased at the answer position of layer l "
+        "(eraser fitted on the other folds' episodes)")
+    ds["control_logprob"].attrs["description"] = (
+        "log P(option) with a random subspace of equal rank erased instead")
+    ds["prior_logprob"].attrs["description"] = (
+        "the study's log P(option) at turn 0 of the same episode, delivery, probe, rotation")
+    return with_table(ds, study.select(rows), n_opt)
+
+
+def _row_query(batch: RowBatch) -> np.ndarray:
+    """The query of each row of ``batch``."""
+    return np.array([r.query for r in batch.rows], dtype=np.int64)
+
+
+def erase(
+    study: str | os.PathLike[str],
+    model: LoadedModel | str | None,
+    out: str | os.PathLike[str],
+    *,
+    select: Selection | None = None,
+    options: EraseOptions = EraseOptions(),
+    overwrite: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Erase the oracle concept from a study's read-outs layer by layer and write ``out``.
+
+    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``).
+    Bad input raises one line and writes nothing.
+    """
+    path = Path(out)
+    check_out(path, overwrite)
+    st = read_study(Path(study), need=("resid",))
+    select = select or Selection()
+    rows = select.rows(st)
+    loaded = model_for(model, st)
+    check_model(st, loaded)
+    layer_list(options.layers, loaded.info.n_layers)
+    with quiet_libraries():
+        ds = erase_logprobs(loaded, st, rows, options, on_progress=on_progress)
+    ds.attrs.update(provenance("intervention-erase", st, loaded,
+                               {**asdict(options), **asdict(select)}))
+    return write_result(ds, path)

@@ -1,0 +1,239 @@
+"""Forward passes that re-enter the residual stream at a layer: the engine of every intervention.
+
+A **clean run** of a batch of read-outs caches the residual stream at every layer and every
+position (layer 0 = the embeddings, the input of block 0; layer ``l`` = the output of block
+``l-1``: the hook points of :func:`belieflens.cache.rows.resid_hook_names`, as in the cache
+file's ``resid``). An intervention at layer ``l`` edits that residual (at some positions) and
+needs only blocks ``l .. L-1`` on top of it: :func:`run_from` feeds the edited residual to
+the bridge as the input of block ``l`` (TransformerBridge's ``start_at_layer``) while blocks
+``0 .. l-1`` are bypassed (:func:`bypass_blocks`: their forward returns its input), so they
+cost nothing. At ``l = L`` no block runs; the final norm and the unembedding read the
+residual. :func:`run_replaced` is the reference: one full forward in which a hook replaces
+the layer-``l`` residual (what a patching loop without reuse runs).
+
+Rows are those of the extraction runner (:func:`belieflens.cache.rows.forward_rows`: one per
+query with single-token options, else one per option), right-padded into one batch; the
+unembedding runs only at the positions read (``logits_to_keep``). Option log-probabilities
+are computed as in :func:`belieflens.cache.runner.run_batch` (log-softmax over the
+vocabulary, summed over a multi-token option's tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from belieflens.cache.models import LoadedModel
+from belieflens.cache.rows import Row, forward_rows, resid_hook_names
+from belieflens.probes.render import TokenizedQuery
+
+Tensor = Any
+"""A ``torch.Tensor`` (torch is imported only when a model runs)."""
+
+
+@dataclass(frozen=True)
+class RowBatch:
+    """Forward rows of some read-outs, right-padded to ``width`` tokens.
+
+    ``rows[i].query`` indexes ``queries``; positions are the rows' own (right padding keeps
+    every real token at its true position, and causal attention never sees the pads).
+    """
+
+    queries: tuple[TokenizedQuery, ...]
+    rows: tuple[Row, ...]
+    width: int
+
+    @classmethod
+    def of(cls, queries: Sequence[TokenizedQuery]) -> RowBatch:
+        """The rows of ``queries`` in query order."""
+        rows = tuple(forward_rows(queries))
+        return cls(tuple(queries), rows, max(len(r.ids) for r in rows))
+
+    def tile(self, k: int) -> RowBatch:
+        """The batch repeated ``k`` times (queries and rows, block after block)."""
+        return RowBatch.of(self.queries * k)
+
+    @property
+    def n_options(self) -> int:
+        """The widest query's number of options."""
+        return max(len(q.option_ids) for q in self.queries)
+
+    def answer_positions(self) -> NDArray[np.int64]:
+        """Each row's answer position (the last context token) ``[row]``."""
+        return np.array([r.answer_pos for r in self.rows], dtype=np.int64)
+
+    def lengths(self) -> NDArray[np.int64]:
+        """Each row's token count ``[row]``."""
+        return np.array([len(r.ids) for r in self.rows], dtype=np.int64)
+
+
+def _device(model: LoadedModel) -> Any:
+    return next(model.bridge.original_model.parameters()).device
+
+
+def _ids(model: LoadedModel, batch: RowBatch) -> Tensor:
+    import torch
+
+    pad = getattr(model.tokenizer, "pad_token_id", None)
+    ids = torch.full((len(batch.rows), batch.width), 0 if pad is None else int(pad),
+                     dtype=torch.long)
+    for b, r in enumerate(batch.rows):
+        ids[b, : len(r.ids)] = torch.tensor(r.ids)
+    return ids.to(_device(model))
+
+
+def _read_plan(batch: RowBatch) -> tuple[list[int], list[int], list[int]]:
+    """(row, position) of every read, and the sorted positions the unembedding keeps."""
+    read_b: list[int] = []
+    read_p: list[int] = []
+    for b, r in enumerate(batch.rows):
+        n = 1 if r.option is None else len(batch.queries[r.query].option_ids[r.option])
+        for i in range(n):
+            read_b.append(b)
+            read_p.append(r.answer_pos + i)
+    return read_b, read_p, sorted(set(read_p))
+
+
+def _option_logprobs(logits: Tensor, batch: RowBatch, plan: tuple[list[int], list[int],
+                     list[int]]) -> NDArray[np.float64]:
+    """``[query, option]`` log P(option) from logits at the kept positions (NaN padding)."""
+    import torch
+
+    read_b, read_p, keep = plan
+    col = {p: i for i, p in enumerate(keep)}
+    dev = logits.device
+    sel = logits[torch.tensor(read_b, device=dev), torch.tensor([col[p] for p in read_p],
+                                                                  device=dev)]
+    logp = torch.log_softmax(sel.float(), dim=-1).double().cpu()
+    out = np.full((len(batch.queries), batch.n_options), np.nan)
+    k = 0
+    for r in batch.rows:
+        tq = batch.queries[r.query]
+        if r.option is None:
+            targets = torch.tensor([c[0] for c in tq.option_ids])
+            out[r.query, : len(tq.option_ids)] = logp[k, targets].numpy()
+            k += 1
+        else:
+            cont = tq.option_ids[r.option]
+            vals = logp[torch.arange(k, k + len(cont)), torch.tensor(cont)]
+            out[r.query, r.option] = float(vals.sum())
+            k += len(cont)
+    return out
+
+
+def _identity(*args: Any, **kwargs: Any) -> Any:
+    return args[0] if args else kwargs["hidden_states"]
+
+
+@contextlib.contextmanager
+def bypass_blocks(model: LoadedModel, n: int) -> Iterator[None]:
+    """Inside the block, blocks ``0 .. n-1`` return their input unchanged (no compute).
+
+    The bypass is set on the bridge's block modules themselves (``object.__setattr__``: the
+    bridge forwards ordinary attribute writes to the wrapped HF layer) and removed after.
+    """
+    blocks = [model.bridge.blocks[i] for i in range(n)]
+    for blk in blocks:
+        object.__setattr__(blk, "forward", _identity)
+    try:
+        yield
+    finally:
+        for blk in blocks:
+            object.__delattr__(blk, "forward")
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """A clean run: residuals at every layer and position, and the option log-probs."""
+
+    resid: Tensor
+    """``[layer, row, position, d_model]`` on the model's device (layer 0 = embeddings)."""
+    logprob: NDArray[np.float64]
+    """``[query, option]`` log P(option) (NaN past a query's options)."""
+
+
+def clean_run(model: LoadedModel, batch: RowBatch) -> CleanRun:
+    """Run ``batch`` unedited, keeping the residual stream of every layer at every position."""
+    import torch
+
+    n_layers = model.info.n_layers
+    captured: dict[int, Tensor] = {}
+
+    def make_hook(layer: int) -> Any:
+        def hook(tensor: Tensor, hook: Any) -> Tensor:
+            captured[layer] = tensor.detach().clone()
+            return tensor
+
+        return hook
+
+    hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
+    plan = _read_plan(batch)
+    with torch.inference_mode():
+        logits = model.bridge.run_with_hooks(
+            _ids(model, batch), fwd_hooks=hooks,
+            logits_to_keep=torch.tensor(plan[2], device=_device(model)),
+        )
+        resid = torch.stack([captured[i] for i in range(n_layers + 1)])
+    return CleanRun(resid=resid, logprob=_option_logprobs(logits, batch, plan))
+
+
+def run_from(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
+             ) -> NDArray[np.float64]:
+    """Option log-probs ``[query, option]`` of ``batch`` when the residual stream at ``layer``
+    is ``resid [row, position, d_model]``: only blocks ``layer .. L-1`` run."""
+    import torch
+
+    n_layers = model.info.n_layers
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"layer {layer} is outside 0..{n_layers}")
+    plan = _read_plan(batch)
+    with torch.inference_mode(), bypass_blocks(model, layer):
+        logits = model.bridge(
+            resid, start_at_layer=min(layer, n_layers - 1),
+            logits_to_keep=torch.tensor(plan[2], device=_device(model)),
+        )
+    return _option_logprobs(logits, batch, plan)
+
+
+def run_replaced(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
+                 ) -> NDArray[np.float64]:
+    """The reference for :func:`run_from`: one full forward of ``batch`` in which a hook
+    replaces the residual stream at ``layer`` by ``resid`` (every block runs)."""
+    import torch
+
+    name = resid_hook_names(model.info.n_layers)[layer]
+    plan = _read_plan(batch)
+
+    def hook(tensor: Tensor, hook: Any) -> Tensor:
+        return resid.to(tensor.dtype)
+
+    with torch.inference_mode():
+        logits = model.bridge.run_with_hooks(
+            _ids(model, batch), fwd_hooks=[(name, hook)],
+            logits_to_keep=torch.tensor(plan[2], device=_device(model)),
+        )
+    return _option_logprobs(logits, batch, plan)
+
+
+def at_answer(resid: Tensor, batch: RowBatch) -> Tensor:
+    """The residual ``[row, position, d_model]`` at each row's answer position: ``[row, d]``."""
+    import torch
+
+    pos = torch.tensor(batch.answer_positions(), device=resid.device)
+    return resid[torch.arange(resid.shape[0], device=resid.device), pos]
+
+
+def with_answer(resid: Tensor, batch: RowBatch, values: Tensor) -> Tensor:
+    """A copy of ``resid [row, position, d_model]`` with each row's answer position set to
+    ``values [row, d_model]``."""
+    import torch
+
+    out = resid.clone()
+    pos = torch.tensor(batch.answer_positions(), device=resid.device)
+    out[torch.arange(resid.shape[0], device=resid.device), pos] = values.to(resid.dtype)
+    return out

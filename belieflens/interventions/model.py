@@ -1,0 +1,28 @@
+"""The model an intervention runs: the study's own, loaded unless given loaded."""
+
+from __future__ import annotations
+
+from belieflens.cache.models import LoadedModel, load, quiet_libraries, resolve
+from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
+from belieflens.interventions.study import Study
+from belieflens.types import DeviceName
+
+
+def model_for(model: LoadedModel | str | None, study: Study, *,
+              device: DeviceName = "cpu") -> LoadedModel:
+    """``model`` itself, or the model spec loaded (float32; ``None``: the study's
+    ``model_spec``); one line if it cannot be found or read."""
+    if isinstance(model, LoadedModel):
+        return model
+    spec = model if model is not None else str(study.attrs.get("model_spec", ""))
+    if not spec:
+        raise ParameterError(f"{study.path} names no model (model_spec): pass --model")
+    resolve(spec)
+    with quiet_libraries():
+        try:
+            return load(spec, device=device, dtype="float32", kernels="default")
+        except BeliefLensError:
+            raise
+        except Exception as e:  # weights or config transformers cannot read
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ModelNotFoundError(f"model {spec!r} could not be loaded: {first}") from None

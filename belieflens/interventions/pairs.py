@@ -1,0 +1,157 @@
+"""Pairs of read-outs for interchange patching, and the position sets patched.
+
+A pair ``(base, source)`` names two queries of one study (indices into its ``query``). It
+is **aligned** when their token sequences match position by position: the same context
+length (so the same answer position) and the same option continuations; only then does
+"the source's residual at position ``p``" have a place in the base run. Misaligned pairs
+are refused in one line naming the first one (:func:`check_aligned`).
+
+:func:`pair_instances` builds pairs from a study: within each (delivery, probe, turn), the
+queries of every episode are paired, rotation by rotation, with those of the next episode
+(in episode order, cyclically) whose read-outs are aligned for every rotation and differ in
+at least one token — for coin flip, episodes with different flips so far at the same turn.
+Whole probe instances are paired so that a pair's beliefs can be debiased over rotations.
+
+Position sets (:data:`POSITION_SETS`):
+
+- ``answer``: the answer position (the last context token, where the answer is read);
+- ``evidence``: the context positions where the base and source tokens differ — the tokens
+  that carry the evidence in which the two episodes differ (for coin flip, the flips and
+  their counts); empty for a self-patch;
+- ``all``: every position of the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+from numpy.typing import NDArray
+
+from belieflens.errors import ParameterError
+from belieflens.interventions.forward import RowBatch
+from belieflens.interventions.study import Study
+from belieflens.probes.render import TokenizedQuery
+
+PositionSet = Literal["answer", "evidence", "all"]
+"""Which positions of the base run take the source's residual."""
+
+POSITION_SETS: tuple[PositionSet, ...] = get_args(PositionSet)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A base read-out run with a source read-out's residual patched in."""
+
+    base: int
+    """Index of the base query in the study."""
+    source: int
+    """Index of the source query in the study."""
+
+
+def misalignment(base: TokenizedQuery, source: TokenizedQuery) -> str:
+    """Why two read-outs are not aligned position by position, or ``''``."""
+    if len(base.context_ids) != len(source.context_ids):
+        return f"context lengths {len(base.context_ids)} and {len(source.context_ids)} differ"
+    if base.option_ids != source.option_ids:
+        return "their option continuations differ"
+    return ""
+
+
+def check_aligned(study: Study, pairs: Sequence[Pair]) -> None:
+    """Refuse (one line naming the first offending pair) pairs that are out of range or
+    misaligned."""
+    if not pairs:
+        raise ParameterError("no pairs to patch: the study has no aligned read-outs that "
+                             "differ (try other --turn, --probe or more episodes)")
+    n = study.n_query
+    for i, pair in enumerate(pairs):
+        for q in (pair.base, pair.source):
+            if not 0 <= q < n:
+                raise ParameterError(
+                    f"pair {i} (base {pair.base}, source {pair.source}): query {q} is not "
+                    f"in the study (0..{n - 1})"
+                )
+        why = misalignment(study.queries[pair.base], study.queries[pair.source])
+        if why:
+            raise ParameterError(
+                f"pair {i} (base query {pair.base}, source query {pair.source}) is not aligned "
+                f"position by position: {why}"
+            )
+
+
+def parse_pair(text: str) -> Pair:
+    """``'BASE:SOURCE'`` (two query indices) as a :class:`Pair`, or one line."""
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return Pair(int(parts[0]), int(parts[1]))
+    except ValueError:
+        raise ParameterError(
+            f"option '--pair' = {text!r} is not allowed: BASE:SOURCE, two query indices"
+        ) from None
+
+
+def pair_instances(
+    study: Study,
+    *,
+    turns: Sequence[int] | None = None,
+    probes: Sequence[str] | None = None,
+    deliveries: Sequence[str] | None = None,
+) -> list[Pair]:
+    """Aligned, differing pairs of whole probe instances (see the module docstring)."""
+    t = study.table
+    episode = np.asarray(t["episode"].values, dtype=np.int64)
+    turn = np.asarray(t["turn"].values, dtype=np.int64)
+    rotation = np.asarray(t["rotation"].values, dtype=np.int64)
+    probe = np.asarray(t["probe"].values).astype(str)
+    delivery = np.asarray(t["delivery"].values).astype(str)
+    keep = np.ones(study.n_query, dtype=bool)
+    if turns is not None:
+        keep &= np.isin(turn, list(turns))
+    if probes is not None:
+        keep &= np.isin(probe, list(probes))
+    if deliveries is not None:
+        keep &= np.isin(delivery, list(deliveries))
+    groups: dict[tuple[str, str, int], dict[int, dict[int, int]]] = {}
+    for q in np.flatnonzero(keep):
+        key = (str(delivery[q]), str(probe[q]), int(turn[q]))
+        groups.setdefault(key, {}).setdefault(int(episode[q]), {})[int(rotation[q])] = int(q)
+    pairs: list[Pair] = []
+    for key in sorted(groups):
+        by_ep = groups[key]
+        eps = sorted(by_ep)
+        for i, e in enumerate(eps):
+            for step in range(1, len(eps)):
+                other = eps[(i + step) % len(eps)]
+                if _instances_pair(study, by_ep[e], by_ep[other]):
+                    pairs.extend(Pair(by_ep[e][r], by_ep[other][r]) for r in sorted(by_ep[e]))
+                    break
+    return pairs
+
+
+def _instances_pair(study: Study, base: dict[int, int], source: dict[int, int]) -> bool:
+    if sorted(base) != sorted(source):
+        return False
+    qs = study.queries
+    if any(misalignment(qs[base[r]], qs[source[r]]) for r in base):
+        return False
+    return any(qs[base[r]].context_ids != qs[source[r]].context_ids for r in base)
+
+
+def position_masks(base: RowBatch, source: RowBatch) -> dict[PositionSet, NDArray[np.bool_]]:
+    """Each position set as a mask ``[row, position]`` over the base batch's rows."""
+    n, w = len(base.rows), base.width
+    masks: dict[PositionSet, NDArray[np.bool_]] = {
+        s: np.zeros((n, w), dtype=bool) for s in POSITION_SETS
+    }
+    for i, (rb, rs) in enumerate(zip(base.rows, source.rows, strict=True)):
+        masks["answer"][i, rb.answer_pos] = True
+        ctx = rb.answer_pos + 1
+        diff = np.asarray(rb.ids[:ctx]) != np.asarray(rs.ids[:ctx])
+        masks["evidence"][i, :ctx] = diff
+        masks["all"][i, :] = True
+    return masks

@@ -1,0 +1,215 @@
+"""Interchange patching: run a base read-out with a source read-out's residual stream patched
+in at one layer over a set of positions, for every layer and position set.
+
+For each batch of pairs the base and source rows run once, clean, keeping the residual
+stream of every layer at every position (:func:`belieflens.interventions.forward.clean_run`).
+A patch at layer ``l`` then takes the base's layer-``l`` residual, puts the source's in at
+the patched positions, and runs only blocks ``l .. L-1`` on top
+(:func:`~belieflens.interventions.forward.run_from`); the position sets of a layer run as one
+batch. ``reuse=False`` runs instead one full forward per (pair, layer, position set) with a
+hook that replaces the layer-``l`` residual
+(:func:`~belieflens.interventions.forward.run_replaced`): the same numbers, the reference
+``bench/intervene.py`` compares against.
+
+The result (:func:`patch_logprobs`, written by :func:`patch`) has ``patched_logprob[pair,
+layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pair, option]``,
+``base_query`` / ``source_query[pair]`` (indices into the study's ``query``),
+``n_patched[pair, positions]`` and the base read-out's coordinates, outcomes and oracle
+(plus ``source_episode`` and ``source_oracle``), so that analysis needs no study file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from belieflens.cache.models import LoadedModel, quiet_libraries
+from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
+from belieflens.errors import ParameterError
+from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
+from belieflens.interventions.model import model_for
+from belieflens.interventions.pairs import (
+    POSITION_SETS,
+    Pair,
+    PositionSet,
+    check_aligned,
+    pair_instances,
+    position_masks,
+)
+from belieflens.interventions.results import check_out, provenance, write_result
+from belieflens.interventions.study import Study, check_model, read_study, with_table
+
+
+@dataclass(frozen=True)
+class PatchOptions:
+    """How to patch: which layers and position sets, how many pairs per batch."""
+
+    layers: tuple[int, ...] | None = None
+    """Layers to patch (0 = embeddings .. L); ``None``: all."""
+    positions: tuple[PositionSet, ...] = POSITION_SETS
+    """Position sets to patch (see :mod:`belieflens.interventions.pairs`)."""
+    batch_pairs: int = 8
+    """Pairs run together (each costs residuals of every layer at every position, twice)."""
+    reuse: bool = True
+    """Run only blocks ``l..L-1`` on the patched residual (``False``: full forwards)."""
+
+    def __post_init__(self) -> None:
+        if self.batch_pairs < 1:
+            raise ParameterError(
+                f"option '--batch-size' = {self.batch_pairs} is not allowed: >= 1"
+            )
+        if not self.positions:
+            raise ParameterError("option '--positions' is empty: name at least one of "
+                                 + ", ".join(POSITION_SETS))
+        if self.layers is not None and not self.layers:
+            raise ParameterError("option '--layers' is empty")
+
+
+def layer_list(layers: Sequence[int] | None, n_layers: int) -> tuple[int, ...]:
+    """``layers`` checked against ``0..n_layers`` (``None``: all of them)."""
+    if layers is None:
+        return tuple(range(n_layers + 1))
+    for la in layers:
+        if not 0 <= la <= n_layers:
+            raise ParameterError(
+                f"option '--layers' = {la} is not allowed: a layer in 0..{n_layers}"
+            )
+    return tuple(sorted(set(layers)))
+
+
+def patch_logprobs(
+    model: LoadedModel,
+    study: Study,
+    pairs: Sequence[Pair],
+    options: PatchOptions = PatchOptions(),
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> xr.Dataset:
+    """Patch every pair at every layer and position set of ``options``; see the module
+    docstring for the variables. ``on_progress(pairs done, pairs)`` after each batch."""
+    import torch
+
+    check_aligned(study, pairs)
+    layers = layer_list(options.layers, model.info.n_layers)
+    sets = options.positions
+    n_opt = max(len(study.queries[p.base].option_ids) for p in pairs)
+    patched = np.full((len(pairs), len(layers), len(sets), n_opt), np.nan)
+    base_lp = np.full((len(pairs), n_opt), np.nan)
+    source_lp = np.full((len(pairs), n_opt), np.nan)
+    n_patched = np.zeros((len(pairs), len(sets)), dtype=np.int32)
+    run = run_from if options.reuse else run_replaced
+    for start in range(0, len(pairs), options.batch_pairs):
+        chunk = pairs[start : start + options.batch_pairs]
+        sl = slice(start, start + len(chunk))
+        base = RowBatch.of([study.queries[p.base] for p in chunk])
+        source = RowBatch.of([study.queries[p.source] for p in chunk])
+        masks = position_masks(base, source)
+        cb, cs = clean_run(model, base), clean_run(model, source)
+        base_lp[sl, : cb.logprob.shape[1]] = cb.logprob
+        source_lp[sl, : cs.logprob.shape[1]] = cs.logprob
+        first_row = _first_rows(base)
+        lengths = base.lengths()
+        for j, s in enumerate(sets):
+            m = masks[s][first_row]
+            n_patched[sl, j] = (m & (np.arange(base.width)[None, :] < lengths[first_row, None])
+                                ).sum(axis=1)
+        tiled = base.tile(len(sets))
+        mask = torch.tensor(np.concatenate([masks[s] for s in sets]),
+                            device=cb.resid.device)[:, :, None]
+        for li, layer in enumerate(layers):
+            b_res = cb.resid[layer].repeat(len(sets), 1, 1)
+            s_res = cs.resid[layer].repeat(len(sets), 1, 1)
+            lp = run(model, tiled, layer, torch.where(mask, s_res, b_res))
+            patched[sl, li, :, : lp.shape[1]] = lp.reshape(len(sets), len(chunk), -1
+                                                           ).transpose(1, 0, 2)
+        del cb, cs
+        if on_progress is not None:
+            on_progress(start + len(chunk), len(pairs))
+    return _dataset(study, pairs, layers, sets, patched, base_lp, source_lp, n_patched)
+
+
+def _first_rows(batch: RowBatch) -> np.ndarray:
+    """Index of each query's first row."""
+    first: dict[int, int] = {}
+    for i, r in enumerate(batch.rows):
+        first.setdefault(r.query, i)
+    return np.array([first[q] for q in range(len(batch.queries))], dtype=np.int64)
+
+
+def _dataset(study: Study, pairs: Sequence[Pair], layers: Sequence[int],
+             sets: Sequence[PositionSet], patched: np.ndarray, base_lp: np.ndarray,
+             source_lp: np.ndarray, n_patched: np.ndarray) -> xr.Dataset:
+    b_idx = np.array([p.base for p in pairs], dtype=np.int64)
+    s_idx = np.array([p.source for p in pairs], dtype=np.int64)
+    base_t = study.select(b_idx).rename({QUERY: PAIR})
+    src_t = study.select(s_idx).rename({QUERY: PAIR})
+    n_opt = patched.shape[-1]
+    ds = xr.Dataset(
+        {
+            "patched_logprob": ((PAIR, LAYER, POSITIONS, OPTION), patched),
+            "base_logprob": ((PAIR, OPTION), base_lp),
+            "source_logprob": ((PAIR, OPTION), source_lp),
+            "base_query": (PAIR, b_idx.astype(np.int32)),
+            "source_query": (PAIR, s_idx.astype(np.int32)),
+            "n_patched": ((PAIR, POSITIONS), n_patched),
+            "source_episode": (PAIR, np.asarray(src_t["episode"].values, dtype=np.int32)),
+            "source_oracle": ((PAIR, OUTCOME), np.asarray(src_t["oracle"].values)),
+        },
+        coords={LAYER: np.asarray(layers, dtype=np.int32),
+                POSITIONS: np.asarray(list(sets), dtype=object)},
+    )
+    ds = with_table(ds, base_t, n_opt)
+    ds["patched_logprob"].attrs["description"] = (
+        "log P(option) of the base read-out with the source's residual at layer l patched "
+        "in over the position set")
+    ds["base_query"].attrs["description"] = "index of the base read-out in the study's query"
+    ds["source_query"].attrs["description"] = "index of the source read-out in the study's query"
+    ds["n_patched"].attrs["description"] = "number of positions patched"
+    ds[POSITIONS].attrs["description"] = (
+        "answer: the answer position; evidence: context positions where base and source "
+        "tokens differ; all: every position")
+    return ds
+
+
+def patch(
+    study: str | os.PathLike[str],
+    model: LoadedModel | str | None,
+    out: str | os.PathLike[str],
+    *,
+    pairs: Sequence[Pair] | None = None,
+    turns: Sequence[int] | None = None,
+    probes: Sequence[str] | None = None,
+    deliveries: Sequence[str] | None = None,
+    options: PatchOptions = PatchOptions(),
+    overwrite: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Interchange-patch a study's read-outs and write the result file ``out``.
+
+    ``model``: the study's model, loaded or as a ``--model`` spec (``None``: the study's own
+    ``model_spec``); a model with other weights is refused. ``pairs``: explicit (base,
+    source) query pairs, else :func:`~belieflens.interventions.pairs.pair_instances` over
+    the ``turns``, ``probes`` and ``deliveries`` given. Every input is checked before the
+    model loads; bad input raises one line and writes nothing.
+    """
+    path = Path(out)
+    check_out(path, overwrite)
+    st = read_study(Path(study))
+    chosen = list(pairs) if pairs is not None else pair_instances(
+        st, turns=turns, probes=probes, deliveries=deliveries)
+    check_aligned(st, chosen)
+    loaded = model_for(model, st)
+    check_model(st, loaded)
+    layer_list(options.layers, loaded.info.n_layers)
+    with quiet_libraries():
+        ds = patch_logprobs(loaded, st, chosen, options, on_progress=on_progress)
+    ds.attrs.update(provenance("intervention-patch", st, loaded, {
+        **asdict(options), "turns": turns, "probes": probes, "deliveries": deliveries,
+        "explicit_pairs": pairs is not None,
+    }))
+    return write_result(ds, path)

@@ -1,0 +1,133 @@
+"""Intervention result files: HDF5 (netCDF layout) that opens with plain xarray.
+
+``xr.open_dataset(path, engine="h5netcdf")`` reads one without belieflens. The root
+attribute ``kind`` says which intervention wrote it (:data:`KINDS`); ``study_fingerprint``,
+``study_path`` and the model's provenance (``model_id``, ``model_spec``, ``weights_hash``,
+``dtype``, ``device``) say what it was computed from. A file is written under a temporary
+name and renamed once whole, so a finished path never holds a truncated file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+import xarray as xr
+
+from belieflens.cache.models import LoadedModel
+from belieflens.cache.provenance import git_commit
+from belieflens.errors import CacheFileError, ParameterError
+from belieflens.interventions.study import Study
+
+Kind = Literal["intervention-patch", "intervention-steer", "intervention-erase"]
+"""The ``kind`` attribute of a result file."""
+
+KINDS: tuple[Kind, ...] = get_args(Kind)
+KIND_ATTR = "kind"
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """``out`` may be written (a new file in an existing folder, unless ``overwrite``);
+    else one line."""
+    if out.is_dir():
+        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a directory")
+    if out.exists() and not overwrite:
+        raise ParameterError(f"{out} exists; pass --overwrite to replace it")
+    if not out.parent.is_dir():
+        raise ParameterError(
+            f"option '--out' = '{out}' is not allowed: folder {out.parent} does not exist"
+        )
+
+
+def provenance(kind: Kind, study: Study, model: LoadedModel, options: Mapping[str, Any]
+               ) -> dict[str, Any]:
+    """Root attributes of a result file: what it is, from which study and model, how."""
+    try:
+        version = importlib.metadata.version("belieflens")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    info = model.info
+    attrs: dict[str, Any] = {
+        KIND_ATTR: kind,
+        "study_fingerprint": study.fingerprint,
+        "study_path": str(study.path.resolve()),
+        "study_env_name": str(study.attrs.get("env_name", "")),
+        "study_env_params": str(study.attrs.get("env_params", "")),
+        "model_id": info.official_id,
+        "model_spec": info.spec,
+        "weights_hash": info.weights_hash,
+        "dtype": info.dtype,
+        "device": info.device,
+        "n_layers": info.n_layers,
+        "belieflens_version": version,
+        "git_commit": git_commit(),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    for k, v in options.items():
+        attrs[f"option_{k}"] = v
+    return attrs
+
+
+def _attr(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    return v
+
+
+def write_result(ds: xr.Dataset, out: Path) -> Path:
+    """Write ``ds`` to ``out`` (atomically: a temporary file renamed once whole)."""
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    ds = ds.copy()
+    ds.attrs = {k: _attr(v) for k, v in ds.attrs.items()}
+    for name in ds.variables:
+        if ds[name].dtype == object or ds[name].dtype.kind == "U":
+            ds[name] = ds[name].astype(str).astype(object)
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def result_kind(path: str | Path) -> str:
+    """The ``kind`` attribute of a file (``''`` for a study file or any other file)."""
+    import h5py
+
+    p = Path(path)
+    try:
+        with h5py.File(p, "r") as h:
+            v = h.attrs.get(KIND_ATTR, "")
+    except (OSError, ValueError):
+        return ""
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray):
+        return str(v.reshape(-1)[0]) if v.size else ""
+    return str(v)
+
+
+def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
+    """Open a result file (loaded in memory), or one line if it is not one (of ``kind``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CacheFileError(f"no such result file: {p}")
+    found = result_kind(p)
+    if found not in KINDS or (kind is not None and found != kind):
+        want = kind or "an intervention result"
+        raise CacheFileError(f"{p} is not {want} file (kind {found!r})")
+    try:
+        with xr.open_dataset(p, engine="h5netcdf") as ds:
+            return ds.load()
+    except (OSError, ValueError, KeyError) as e:
+        raise CacheFileError(f"{p} is corrupt or unreadable: {str(e).splitlines()[0]}") from None

@@ -1,0 +1,204 @@
+"""Steering along probe directions: add α·σ_l·w_l at the answer position of layer l.
+
+``w_l`` is the unit direction of the ridge probe of the oracle's point estimate fitted on the
+study's own residuals at layer ``l`` (:func:`belieflens.interventions.directions.probe_direction`),
+``σ_l`` the standard deviation of those residuals along ``w_l``, so ``α`` is in units of the
+residuals' own spread along the direction. The control adds ``α·σ_l·r_l`` along a random unit
+direction ``r_l`` (seeded), the same norm. Only blocks ``l..L-1`` run on the steered residual,
+every α and the control of a layer in one batch.
+
+Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``, the clean
+``clean_logprob[query, option]``, ``study_query[query]``, per layer ``direction`` and
+``control_direction[layer, d_model]``, ``resid_std``, ``probe_r2``, ``probe_lam``, and the
+read-outs' coordinates, outcomes and oracle.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from belieflens.cache.models import LoadedModel, quiet_libraries
+from belieflens.dims import ALPHA, D_MODEL, LAYER, OPTION, QUERY
+from belieflens.errors import ParameterError
+from belieflens.interventions.directions import Direction, probe_direction, random_unit
+from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
+from belieflens.interventions.model import model_for
+from belieflens.interventions.patch import layer_list
+from belieflens.interventions.results import check_out, provenance, write_result
+from belieflens.interventions.study import (
+    Study,
+    check_model,
+    oracle_mean,
+    read_study,
+    study_resid,
+    with_table,
+)
+
+DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
+"""Steering strengths, in standard deviations of the residuals along the direction."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which read-outs of a study an intervention runs on (``None``: all)."""
+
+    turns: tuple[int, ...] | None = None
+    probes: tuple[str, ...] | None = None
+    deliveries: tuple[str, ...] | None = None
+    episodes: tuple[int, ...] | None = None
+
+    def rows(self, study: Study) -> np.ndarray:
+        """Study query indices selected, in study order; one line if none is."""
+        t = study.table
+        keep = np.ones(study.n_query, dtype=bool)
+        for name, allowed in (("turn", self.turns), ("probe", self.probes),
+                              ("delivery", self.deliveries), ("episode", self.episodes)):
+            if allowed is not None:
+                values = np.asarray(t[name].values)
+                keep &= np.isin(values.astype(str) if values.dtype.kind in "OUS" else values,
+                                np.asarray(list(allowed)))
+        rows = np.flatnonzero(keep)
+        if rows.size == 0:
+            raise ParameterError("the selection (--turn, --probe, --delivery, --episode) "
+                                 "holds no read-out of the study")
+        return rows
+
+
+@dataclass(frozen=True)
+class SteerOptions:
+    """How to steer: layers, strengths, folds of the probe, batch size, seed."""
+
+    layers: tuple[int, ...] | None = None
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    n_folds: int = 5
+    lam: float | None = None
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ParameterError(f"option '--batch-size' = {self.batch_size} is not allowed: >= 1")
+        if not self.alphas:
+            raise ParameterError("option '--alphas' is empty")
+        if self.n_folds < 2:
+            raise ParameterError(f"option '--folds' = {self.n_folds} is not allowed: >= 2")
+
+
+def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
+                   rng: np.random.Generator, *, n_folds: int = 5, lam: float | None = None,
+                   ) -> list[Direction]:
+    """The probe direction of each layer, fitted on the selected rows with an oracle."""
+    target = oracle_mean(study.table)[rows]
+    ok = np.isfinite(target)
+    if ok.sum() < 3:
+        raise ParameterError("fewer than 3 selected read-outs have an oracle: nothing to fit "
+                             "a probe direction on")
+    fit_rows = rows[ok]
+    groups = np.asarray(study.table["episode"].values)[fit_rows]
+    out = []
+    for layer in layers:
+        x = study_resid(study, [layer], list(fit_rows))[:, 0, :]
+        out.append(probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
+    return out
+
+
+def steer_logprobs(
+    model: LoadedModel,
+    study: Study,
+    rows: np.ndarray,
+    options: SteerOptions = SteerOptions(),
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> xr.Dataset:
+    """Steer the study's read-outs ``rows`` at every layer and α of ``options``."""
+    import torch
+
+    layers = layer_list(options.layers, model.info.n_layers)
+    rng = np.random.default_rng(options.seed)
+    dirs = fit_directions(study, rows, layers, rng, n_folds=options.n_folds, lam=options.lam)
+    d = model.info.d_model
+    controls = [random_unit(d, rng) for _ in layers]
+    alphas = np.asarray(options.alphas, dtype=np.float64)
+    n_a = alphas.size
+    n_opt = max(len(study.queries[q].option_ids) for q in rows)
+    steered = np.full((rows.size, len(layers), n_a, n_opt), np.nan)
+    control = np.full_like(steered, np.nan)
+    clean = np.full((rows.size, n_opt), np.nan)
+    for start in range(0, rows.size, options.batch_size):
+        chunk = rows[start : start + options.batch_size]
+        sl = slice(start, start + chunk.size)
+        batch = RowBatch.of([study.queries[q] for q in chunk])
+        run = clean_run(model, batch)
+        clean[sl, : run.logprob.shape[1]] = run.logprob
+        tiled = batch.tile(2 * n_a)
+        for li, layer in enumerate(layers):
+            res = run.resid[layer]
+            ans = at_answer(res, batch)
+            dev, dt = res.device, res.dtype
+            shifts: list[Any] = []
+            for unit in (dirs[li].unit, controls[li]):
+                vec = torch.as_tensor(unit * dirs[li].scale, device=dev, dtype=dt)
+                shifts.extend(with_answer(res, batch, ans + float(a) * vec) for a in alphas)
+            lp = run_from(model, tiled, layer, torch.cat(shifts))
+            lp = lp.reshape(2, n_a, chunk.size, -1).transpose(0, 2, 1, 3)
+            steered[sl, li, :, : lp.shape[-1]] = lp[0]
+            control[sl, li, :, : lp.shape[-1]] = lp[1]
+        del run
+        if on_progress is not None:
+            on_progress(start + chunk.size, rows.size)
+    ds = xr.Dataset(
+        {
+            "steered_logprob": ((QUERY, LAYER, ALPHA, OPTION), steered),
+            "control_logprob": ((QUERY, LAYER, ALPHA, OPTION), control),
+            "clean_logprob": ((QUERY, OPTION), clean),
+            "study_query": (QUERY, rows.astype(np.int32)),
+            "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in dirs])),
+            "control_direction": ((LAYER, D_MODEL), np.stack(controls)),
+            "resid_std": (LAYER, np.array([x.scale for x in dirs])),
+            "probe_r2": (LAYER, np.array([x.r2 for x in dirs])),
+            "probe_lam": (LAYER, np.array([x.lam for x in dirs])),
+        },
+        coords={LAYER: np.asarray(layers, dtype=np.int32), ALPHA: alphas},
+    )
+    ds["steered_logprob"].attrs["description"] = (
+        "log P(option) with alpha * resid_std * direction added at the answer position")
+    ds["control_logprob"].attrs["description"] = (
+        "log P(option) with alpha * resid_std * control_direction (random) added instead")
+    return with_table(ds, study.select(rows), n_opt)
+
+
+def steer(
+    study: str | os.PathLike[str],
+    model: LoadedModel | str | None,
+    out: str | os.PathLike[str],
+    *,
+    select: Selection | None = None,
+    options: SteerOptions = SteerOptions(),
+    overwrite: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> Path:
+    """Steer a study's read-outs along per-layer probe directions and write ``out``.
+
+    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``).
+    Bad input raises one line and writes nothing.
+    """
+    path = Path(out)
+    check_out(path, overwrite)
+    st = read_study(Path(study), need=("resid",))
+    select = select or Selection()
+    rows = select.rows(st)
+    loaded = model_for(model, st)
+    check_model(st, loaded)
+    layer_list(options.layers, loaded.info.n_layers)
+    with quiet_libraries():
+        ds = steer_logprobs(loaded, st, rows, options, on_progress=on_progress)
+    ds.attrs.update(provenance("intervention-steer", st, loaded,
+                               {**asdict(options), **asdict(select)}))
+    return write_result(ds, path)

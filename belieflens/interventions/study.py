@@ -1,0 +1,217 @@
+"""The study file an intervention reads: its queries as tokens, their coordinates, its model.
+
+An intervention re-runs a study's own read-outs, so everything comes from the cache file
+(:func:`belieflens.cache.store.open_cache`, which refuses damaged, incomplete or
+incomplete-schema files in one line): the exact context token ids, the answer position, the
+option continuations, the rotation's outcome order, the oracle and the coordinates. The
+residuals (``resid``) stay on disk until :func:`study_resid` reads the layers asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from numpy.typing import NDArray
+
+from belieflens.cache.models import LoadedModel
+from belieflens.cache.store import open_cache
+from belieflens.dims import DELIVERY, EPISODE, PROBE, QUERY, ROTATION, TURN
+from belieflens.errors import CacheFileError, ParameterError
+from belieflens.probes.render import TokenizedQuery
+
+NEEDED: tuple[str, ...] = (
+    "input_ids", "answer_pos", "option_ids", "outcome", "outcome_label", "oracle",
+    EPISODE, TURN, ROTATION, PROBE, DELIVERY,
+)
+"""Variables every intervention reads from the study file."""
+
+QUERY_VARS: tuple[str, ...] = (
+    EPISODE, TURN, ROTATION, PROBE, DELIVERY, "outcome", "n_outcome", "oracle",
+    "outcome_label", "option_logprob",
+)
+"""Per-query variables copied from the study into a result file (analysis needs no study)."""
+
+FINGERPRINT_ATTR = "study_fingerprint"
+"""Root attribute of a study file holding its fingerprint (:mod:`belieflens.cache.resume`)."""
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study file's read-outs, ready to run again.
+
+    ``queries[i]`` is query ``i`` of the file as tokens; ``table`` holds the small
+    per-query variables of :data:`QUERY_VARS` on dim ``query`` (loaded in memory).
+    """
+
+    path: Path
+    fingerprint: str
+    attrs: Mapping[str, Any]
+    queries: tuple[TokenizedQuery, ...]
+    table: xr.Dataset
+    n_layers: int
+    d_model: int
+
+    @property
+    def n_query(self) -> int:
+        """Number of read-outs in the study."""
+        return len(self.queries)
+
+    def select(self, rows: Sequence[int] | NDArray[np.int64]) -> xr.Dataset:
+        """The per-query table at ``rows`` (study query indices)."""
+        return self.table.isel({QUERY: np.asarray(rows, dtype=np.int64)})
+
+
+def _unpad(row: NDArray[np.int64]) -> tuple[int, ...]:
+    return tuple(int(t) for t in row if t >= 0)
+
+
+def read_study(path: str | Path, *, need: Sequence[str] = ()) -> Study:
+    """Read a study file's queries and per-query table; one line if it cannot be used.
+
+    ``need`` names variables the caller needs beyond :data:`NEEDED` (e.g. ``resid``).
+    """
+    p = Path(path)
+    ds = open_cache(p)
+    try:
+        missing = [v for v in (*NEEDED, *need) if v not in ds.variables]
+        if missing:
+            raise CacheFileError(
+                f"{p} lacks variables an intervention needs: {', '.join(missing)}"
+            )
+        ids = np.asarray(ds["input_ids"].values, dtype=np.int64)
+        answer = np.asarray(ds["answer_pos"].values, dtype=np.int64)
+        opt = np.asarray(ds["option_ids"].values, dtype=np.int64)
+        outcome = np.asarray(ds["outcome"].values, dtype=np.int64)
+        queries = []
+        for i in range(ids.shape[0]):
+            ctx = _unpad(ids[i])
+            options = tuple(c for c in (_unpad(o) for o in opt[i]) if c)
+            shown = tuple(int(o) for o in outcome[i][: len(options)])
+            if not ctx or not options or int(answer[i]) != len(ctx) - 1:
+                raise CacheFileError(f"{p}: query {i} has no context, no options, or an "
+                                     "answer position that is not its last context token")
+            queries.append(TokenizedQuery(ctx, options, shown, ""))
+        cols: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
+        for v in QUERY_VARS:
+            if v in ds.variables:
+                values = np.asarray(ds[v].values)
+                cols[v] = (tuple(str(d) for d in ds[v].dims),
+                           values.astype(str) if values.dtype.kind in "OUS" else values)
+        if "n_outcome" not in cols:
+            labels = cols["outcome_label"][1]
+            cols["n_outcome"] = ((QUERY,), (labels != "").sum(axis=1).astype(np.int32))
+        table = xr.Dataset(cols)
+        layers = int(ds.sizes.get("layer", 0))
+        d_model = int(ds.sizes.get("d_model", 0))
+        attrs = dict(ds.attrs)
+    finally:
+        ds.close()
+    table = table.reset_coords()
+    return Study(
+        path=p, fingerprint=str(attrs.get(FINGERPRINT_ATTR, "unknown")), attrs=attrs,
+        queries=tuple(queries), table=table, n_layers=max(layers - 1, 0), d_model=d_model,
+    )
+
+
+def study_resid(study: Study, layers: Sequence[int], rows: Sequence[int] | None = None,
+                ) -> NDArray[np.float64]:
+    """The study's stored residuals ``[query, layer, d_model]`` at ``layers`` (float64)."""
+    with xr.open_dataset(study.path, engine="h5netcdf") as ds:
+        if "resid" not in ds.variables:
+            raise CacheFileError(f"{study.path} lacks variables an intervention needs: resid")
+        da = ds["resid"].isel({"layer": list(layers)})
+        if rows is not None:
+            da = da.isel({QUERY: list(rows)})
+        return np.asarray(da.values, dtype=np.float64)
+
+
+def check_model(study: Study, model: LoadedModel) -> None:
+    """Refuse (one line) a model whose weights or shape differ from the study's model."""
+    want = str(study.attrs.get("weights_hash", ""))
+    if want and want != model.info.weights_hash:
+        raise ParameterError(
+            f"model {model.info.spec!r} (weights sha256 {model.info.weights_hash[:12]}) is not "
+            f"the model of {study.path} (weights sha256 {want[:12]}, "
+            f"{study.attrs.get('model_id', '?')}): pass --model {study.attrs.get('model_spec', '')}"
+        )
+    if study.n_layers and (study.n_layers, study.d_model) != (
+        model.info.n_layers, model.info.d_model
+    ):
+        raise ParameterError(
+            f"model {model.info.spec!r} has {model.info.n_layers} layers of width "
+            f"{model.info.d_model}; {study.path} was extracted with {study.n_layers} of "
+            f"width {study.d_model}"
+        )
+
+
+def study_model_spec(path: str | Path) -> str:
+    """The ``--model`` a study file was extracted with (its ``model_spec`` attribute)."""
+    with xr.open_dataset(Path(path), engine="h5netcdf") as ds:
+        return str(ds.attrs.get("model_spec", ""))
+
+
+def point_values(labels: Sequence[str]) -> NDArray[np.float64] | None:
+    """Numeric value of each outcome label (a number, or a range ``a to b``: its midpoint),
+    or ``None`` if some non-empty label is not numeric. Empty labels (padding) are NaN."""
+    vals = []
+    for lab in labels:
+        if lab == "":
+            vals.append(np.nan)
+            continue
+        try:
+            vals.append(float(np.mean([float(x) for x in lab.replace("–", " to ").split(" to ")])))
+        except ValueError:
+            return None
+    return np.asarray(vals, dtype=np.float64)
+
+
+def belief_mean(p: NDArray[np.float64], labels: Sequence[str]) -> NDArray[np.float64]:
+    """The point estimate of distributions ``p [..., outcome]`` over outcomes with ``labels``:
+    E[value] for numeric or range labels, else the probability of the first outcome."""
+    values = point_values(labels)
+    if values is None:
+        return np.asarray(p[..., 0], dtype=np.float64)
+    k = p.shape[-1]
+    return np.asarray(np.sum(p * np.nan_to_num(values[:k]), axis=-1), dtype=np.float64)
+
+
+def oracle_mean(table: xr.Dataset) -> NDArray[np.float64]:
+    """Each query's oracle point estimate (:func:`belief_mean` of its ``oracle``), NaN where
+    the query has no oracle: the concept that steering and erasure fit on."""
+    oracle = np.asarray(table["oracle"].values, dtype=np.float64)
+    labels = np.asarray(table["outcome_label"].values).astype(str)
+    out = np.full(oracle.shape[0], np.nan)
+    for i in range(oracle.shape[0]):
+        out[i] = float(belief_mean(oracle[i], list(labels[i])))
+    return out
+
+
+def with_table(ds: xr.Dataset, table: xr.Dataset, n_opt: int) -> xr.Dataset:
+    """``ds`` with the per-read-out variables of ``table`` added (options cut to ``n_opt``;
+    the study's ``option_logprob`` renamed ``study_option_logprob``).
+
+    The dataset is rebuilt in one go: the study's ``outcome[query, option]`` shares its name
+    with the ``outcome`` dimension, which xarray accepts when building but not when merging.
+    """
+    data: dict[str, Any] = {
+        str(k): xr.Variable(v.dims, v.values, v.attrs) for k, v in ds.data_vars.items()
+    }
+    for name, var in table.data_vars.items():
+        if "option" in var.dims:
+            var = var.isel(option=slice(0, n_opt))
+        key = "study_option_logprob" if name == "option_logprob" else str(name)
+        data[key] = xr.Variable(var.dims, var.values)
+    coords = {str(k): ds.coords[k] for k in ds.indexes}
+    return xr.Dataset(data, coords=coords, attrs=ds.attrs)
+
+
+__all__ = [
+    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Study", "belief_mean",
+    "check_model", "oracle_mean", "point_values", "read_study",
+    "study_model_spec", "study_resid", "with_table",
+]

@@ -1,0 +1,109 @@
+"""Interchange patching on the tiny random model: identities that pin the engine down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from belieflens.errors import ParameterError
+from belieflens.interventions.pairs import Pair, check_aligned, pair_instances, parse_pair
+from belieflens.interventions.patch import PatchOptions, patch, patch_logprobs
+from belieflens.interventions.study import read_study
+
+
+@pytest.fixture(scope="module")
+def patched(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
+    study = read_study(tiny_study)
+    pairs = pair_instances(study, turns=[1, 2])[:6]
+    return patch_logprobs(tiny_model, study, pairs)
+
+
+def test_pairs_are_aligned_and_differ(tiny_study: Path) -> None:
+    study = read_study(tiny_study)
+    pairs = pair_instances(study)
+    assert pairs
+    t = study.table
+    for p in pairs:
+        b, s = study.queries[p.base], study.queries[p.source]
+        assert len(b.context_ids) == len(s.context_ids) and b.context_ids != s.context_ids
+        for name in ("turn", "rotation", "probe", "delivery"):
+            assert t[name].values[p.base] == t[name].values[p.source]
+        assert t["episode"].values[p.base] != t["episode"].values[p.source]
+
+
+def test_all_positions_at_layer_0_reproduce_the_source(patched: xr.Dataset) -> None:
+    got = patched["patched_logprob"].sel(layer=0, positions="all").values
+    np.testing.assert_allclose(got, patched["source_logprob"].values, atol=1e-4)
+
+
+def test_answer_position_at_last_layer_reproduces_the_source(patched: xr.Dataset) -> None:
+    last = int(patched["layer"].values[-1])
+    got = patched["patched_logprob"].sel(layer=last, positions="answer").values
+    np.testing.assert_allclose(got, patched["source_logprob"].values, atol=1e-4)
+
+
+def test_clean_runs_reproduce_the_study(patched: xr.Dataset) -> None:
+    np.testing.assert_allclose(patched["base_logprob"].values,
+                               patched["study_option_logprob"].values, atol=1e-4)
+
+
+def test_self_patch_changes_nothing(tiny_model: Any, tiny_study: Path) -> None:
+    study = read_study(tiny_study)
+    pairs = [Pair(q, q) for q in (4, 5, 30)]
+    ds = patch_logprobs(tiny_model, study, pairs)
+    base = ds["base_logprob"].values[:, None, None, :]
+    np.testing.assert_allclose(ds["patched_logprob"].values,
+                               np.broadcast_to(base, ds["patched_logprob"].shape), atol=1e-5)
+    assert (ds["n_patched"].sel(positions="evidence").values == 0).all()
+
+
+def test_reuse_equals_full_forwards(tiny_model: Any, tiny_study: Path) -> None:
+    study = read_study(tiny_study)
+    pairs = pair_instances(study, turns=[2])[:3]
+    fast = patch_logprobs(tiny_model, study, pairs, PatchOptions(batch_pairs=2))
+    slow = patch_logprobs(tiny_model, study, pairs, PatchOptions(reuse=False))
+    np.testing.assert_allclose(fast["patched_logprob"].values, slow["patched_logprob"].values,
+                               atol=1e-4)
+
+
+def test_misaligned_pairs_are_refused_naming_the_first(tiny_study: Path) -> None:
+    study = read_study(tiny_study)
+    lengths = [len(q.context_ids) for q in study.queries]
+    a = 0
+    b = next(i for i, n in enumerate(lengths) if n != lengths[a])
+    with pytest.raises(ParameterError, match=r"^pair 1 \(base query 0, source query "
+                       rf"{b}\) is not aligned position by position: context lengths"):
+        check_aligned(study, [Pair(a, a), Pair(a, b), Pair(b, a)])
+    with pytest.raises(ParameterError, match="not in the study"):
+        check_aligned(study, [Pair(0, 10_000)])
+
+
+def test_parse_pair() -> None:
+    assert parse_pair("3:7") == Pair(3, 7)
+    for bad in ("3", "a:b", "1:2:3"):
+        with pytest.raises(ParameterError, match="BASE:SOURCE"):
+            parse_pair(bad)
+
+
+def test_patch_writes_a_file_plain_xarray_opens(tiny_model: Any, tiny_study: Path,
+                                                tmp_path: Path) -> None:
+    out = tmp_path / "patch.h5"
+    patch(tiny_study, tiny_model, out, turns=[1], options=PatchOptions(layers=(0, 2)))
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["kind"] == "intervention-patch"
+        with xr.open_dataset(tiny_study, engine="h5netcdf") as st:
+            assert ds.attrs["study_fingerprint"] == st.attrs["study_fingerprint"]
+        assert ds["patched_logprob"].dims == ("pair", "layer", "positions", "option")
+        assert list(ds["positions"].values) == ["answer", "evidence", "all"]
+        assert list(ds["layer"].values) == [0, 2]
+        assert ds["base_query"].dims == ("pair",) and ds["source_query"].dims == ("pair",)
+        assert ds.attrs["model_id"] == "tiny-random"
+    with pytest.raises(ParameterError, match="exists"):
+        patch(tiny_study, tiny_model, out, turns=[1])
+    with pytest.raises(ParameterError, match="'--layers' = 9"):
+        patch(tiny_study, tiny_model, tmp_path / "x.h5", options=PatchOptions(layers=(9,)))
+    assert not (tmp_path / "x.h5").exists()
