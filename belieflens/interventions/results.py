@@ -4,7 +4,9 @@
 attribute ``kind`` says which intervention wrote it (:data:`KINDS`); ``study_fingerprint``,
 ``study_path`` and the model's provenance (``model_id``, ``model_spec``, ``weights_hash``,
 ``dtype``, ``device``) say what it was computed from. A file is written under a temporary
-name and renamed once whole, so a finished path never holds a truncated file.
+name and renamed once whole, so a finished path never holds a truncated file; every numeric
+array carries an HDF5 Fletcher-32 checksum, so a damaged chunk fails to read instead of
+returning wrong numbers.
 """
 
 from __future__ import annotations
@@ -92,8 +94,12 @@ def write_result(ds: xr.Dataset, out: Path) -> Path:
     for name in ds.variables:
         if ds[name].dtype == object or ds[name].dtype.kind == "U":
             ds[name] = ds[name].astype(str).astype(object)
+    # every numeric array carries an HDF5 Fletcher-32 checksum, verified by h5py on read
+    encoding = {str(k): {"fletcher32": True, "chunksizes": v.shape}
+                for k, v in ds.variables.items()
+                if v.dtype.kind in "fiub" and v.ndim and v.size and k not in ds.indexes}
     try:
-        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True)
+        ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True, encoding=encoding)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import pytest
 import xarray as xr
@@ -102,6 +103,8 @@ def test_patch_writes_a_file_plain_xarray_opens(tiny_model: Any, tiny_study: Pat
         assert list(ds["layer"].values) == [0, 2]
         assert ds["base_query"].dims == ("pair",) and ds["source_query"].dims == ("pair",)
         assert ds.attrs["model_id"] == "tiny-random"
+    with h5py.File(out, "r") as h:
+        assert h["patched_logprob"].fletcher32 and h["base_query"].fletcher32
     with pytest.raises(ParameterError, match="exists"):
         patch(tiny_study, tiny_model, out, turns=[1])
     with pytest.raises(ParameterError, match="'--layers' = 9"):
