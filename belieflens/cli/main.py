@@ -30,6 +30,7 @@ from belieflens.api import (
 from belieflens.api import choice as _choice
 from belieflens.api import extract as run_extract
 from belieflens.cache.generation_log import GenerationRecord
+from belieflens.cli.intervene import app as intervene_app
 from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.types import DEBIAS_METHODS
 
@@ -251,10 +252,15 @@ def analyze(
 ) -> None:
     """Print belief tables; with --out, write plots and a Markdown report."""
     from belieflens.analysis.report import analyze as run
+    from belieflens.interventions.report import report as intervention_report
+    from belieflens.interventions.results import is_result
 
     try:
         method = _choice("--debias", debias, DEBIAS_METHODS)
-        result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed)
+        if is_result(file):  # an intervention result: its own report section
+            result = intervention_report(file, out, method=method)
+        else:
+            result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed)
     except BeliefLensError as e:
         _fail(str(e))
         return
@@ -265,6 +271,7 @@ def analyze(
 
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")
 app.add_typer(lens_app, name="lens")
+app.add_typer(intervene_app, name="intervene")
 
 
 @lens_app.command("train")

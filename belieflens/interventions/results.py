@@ -123,6 +123,11 @@ def result_kind(path: str | Path) -> str:
     return str(v)
 
 
+def is_result(path: str | Path) -> bool:
+    """Whether ``path`` is an intervention result file (its ``kind`` is one of :data:`KINDS`)."""
+    return result_kind(path) in KINDS
+
+
 def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
     """Open a result file (loaded in memory), or one line if it is not one (of ``kind``)."""
     p = Path(path)

@@ -11,6 +11,7 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from belieflens.cli.intervene import app, parse_layers
+from belieflens.cli.main import app as main_app
 from belieflens.errors import ParameterError
 from belieflens.interventions.report import report
 
@@ -64,6 +65,11 @@ def test_unknown_model_is_one_line(tiny_study: Path, tmp_path: Path) -> None:
     assert "nope" in line
 
 
+def test_intervene_is_a_belieflens_command() -> None:
+    r = runner.invoke(main_app, ["intervene", "--help"])
+    assert r.exit_code == 0 and all(c in r.output for c in ("patch", "steer", "erase"))
+
+
 def test_parse_layers() -> None:
     assert parse_layers(None) is None and parse_layers("all") is None
     assert parse_layers("0,4,10-12") == (0, 4, 10, 11, 12)
@@ -83,9 +89,10 @@ def test_patch_and_erase_write_files_that_analyze_reads(
                             "--layers", "0,2", "--quiet"])
     assert r.exit_code == 0, r.output
     assert r.output.strip() == f"wrote {out}"
-    res = report(out, tmp_path / "rep")
-    assert "belief transfer" in res.text
-    assert {f.name for f in res.files} == {"patch_transfer.png", "report.md"}
+    r = runner.invoke(main_app, ["analyze", str(out), "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    assert "belief transfer" in r.output and "wrote" in r.output
+    assert {f.name for f in (tmp_path / "rep").iterdir()} == {"patch_transfer.png", "report.md"}
     eout = tmp_path / "erase.h5"
     r = runner.invoke(app, ["erase", str(tiny_study), "--out", str(eout), "--layers", "2",
                             "--folds", "2", "--quiet"])
