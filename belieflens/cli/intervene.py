@@ -15,8 +15,10 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from belieflens.api import DEVICE_NAMES
+from belieflens.api import choice as _choice
 from belieflens.errors import BeliefLensError, ParameterError
-from belieflens.interventions.erase import EraseOptions, erase
+from belieflens.interventions.erase import ERASE_AT, EraseOptions, erase
 from belieflens.interventions.pairs import POSITION_SETS, PositionSet, parse_pair
 from belieflens.interventions.patch import PatchOptions, patch
 from belieflens.interventions.steer import DEFAULT_ALPHAS, Selection, SteerOptions, steer
@@ -99,6 +101,7 @@ Overwrite = Annotated[bool, typer.Option("--overwrite", help="replace an existin
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines")]
 Seed = Annotated[int, typer.Option(help="seed of the folds and random control directions")]
 Folds = Annotated[int, typer.Option("--folds", help="cross-validation folds (by episode)")]
+Device = Annotated[str, typer.Option(help="cpu, cuda or auto")]
 
 
 def _tuple(values: list[T] | None) -> tuple[T, ...] | None:
@@ -121,6 +124,7 @@ def patch_cmd(
         help="position sets: answer, evidence (tokens where base and source differ), all")
     ] = ",".join(POSITION_SETS),
     batch_size: BatchSize = 8,
+    device: Device = "cpu",
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
@@ -132,6 +136,7 @@ def patch_cmd(
                                batch_pairs=batch_size)
         path = patch(study, model, out, pairs=pairs, turns=_tuple(turn), probes=_tuple(probe),
                      deliveries=_tuple(delivery), options=options, overwrite=overwrite,
+                     device=_choice("--device", device, DEVICE_NAMES),
                      on_progress=_progress(quiet, "pairs"))
     except BeliefLensError as e:
         _fail(str(e))
@@ -155,6 +160,7 @@ def steer_cmd(
     folds: Folds = 5,
     batch_size: BatchSize = 8,
     seed: Seed = 0,
+    device: Device = "cpu",
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
@@ -166,6 +172,7 @@ def steer_cmd(
         options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
                                n_folds=folds, batch_size=batch_size, seed=seed)
         path = steer(study, model, out, select=select, options=options, overwrite=overwrite,
+                     device=_choice("--device", device, DEVICE_NAMES),
                      on_progress=_progress(quiet, "read-outs"))
     except BeliefLensError as e:
         _fail(str(e))
@@ -184,8 +191,11 @@ def erase_cmd(
     delivery: Deliveries = None,
     episode: Episodes = None,
     folds: Folds = 5,
+    at: Annotated[str, typer.Option(help="apply the eraser at the answer position or all")
+                  ] = "answer",
     batch_size: BatchSize = 8,
     seed: Seed = 0,
+    device: Device = "cpu",
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
@@ -195,8 +205,10 @@ def erase_cmd(
         select = Selection(turns=_tuple(turn), probes=_tuple(probe),
                            deliveries=_tuple(delivery), episodes=_tuple(episode))
         options = EraseOptions(layers=parse_layers(layers), n_folds=folds,
-                               batch_size=batch_size, seed=seed)
+                               batch_size=batch_size, seed=seed,
+                               at=_choice("--at", at, ERASE_AT))
         path = erase(study, model, out, select=select, options=options, overwrite=overwrite,
+                     device=_choice("--device", device, DEVICE_NAMES),
                      on_progress=_progress(quiet, "read-outs"))
     except BeliefLensError as e:
         _fail(str(e))

@@ -2,11 +2,11 @@
 
 At each layer the concept (each read-out's oracle point estimate,
 :func:`belieflens.interventions.study.oracle_mean`) is erased from the residual stream at the
-answer position with LEACE (``concept_erasure``), fitted on the study's own residuals with
-folds grouped by episode and **cross-fitted**: a read-out is erased by the eraser fitted on
-the other folds' episodes. The control erases a random subspace of the same rank (an
-orthogonal projection around the training mean), seeded. Only blocks ``l..L-1`` run on the
-erased residual.
+answer position (``at="all"``: at every position) with LEACE (``concept_erasure``), fitted
+on the study's own residuals with folds grouped by episode and **cross-fitted**: a read-out
+is erased by the eraser fitted on the other folds' episodes. The control erases a random
+subspace of the same rank (an orthogonal projection around the training mean), seeded. Only
+blocks ``l..L-1`` run on the erased residual.
 
 Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
 ``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn
@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -50,6 +51,12 @@ from belieflens.interventions.study import (
     study_resid,
     with_table,
 )
+from belieflens.types import DeviceName
+
+EraseAt = Literal["answer", "all"]
+"""Positions an eraser is applied at."""
+
+ERASE_AT: tuple[EraseAt, ...] = get_args(EraseAt)
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class EraseOptions:
     n_folds: int = 5
     batch_size: int = 8
     seed: int = 0
+    at: EraseAt = "answer"
+    """Where the eraser is applied: the answer position, or every position of the row."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -153,12 +162,20 @@ def erase_logprobs(
         first = _row_query(batch)
         for li, layer in enumerate(layers):
             res = run.resid[layer]
-            ans = at_answer(res, batch).double().cpu().numpy()
             edited = []
-            for kind in (fitted[li].erasers, fitted[li].controls):
-                new = np.stack([kind[int(fk[first[r]])].apply(ans[r : r + 1])[0]
-                                for r in range(ans.shape[0])])
-                edited.append(with_answer(res, batch, torch.as_tensor(new, device=res.device)))
+            if options.at == "all":
+                full = res.double().cpu().numpy()
+                for kind in (fitted[li].erasers, fitted[li].controls):
+                    new = np.stack([kind[int(fk[first[r]])].apply(full[r])
+                                    for r in range(full.shape[0])])
+                    edited.append(torch.as_tensor(new, device=res.device, dtype=res.dtype))
+            else:
+                ans = at_answer(res, batch).double().cpu().numpy()
+                for kind in (fitted[li].erasers, fitted[li].controls):
+                    new = np.stack([kind[int(fk[first[r]])].apply(ans[r : r + 1])[0]
+                                    for r in range(ans.shape[0])])
+                    edited.append(with_answer(res, batch, torch.as_tensor(new,
+                                                                           device=res.device)))
             lp = run_from(model, tiled, layer, torch.cat(edited)).reshape(2, chunk.size, -1)
             erased[sl, li, : lp.shape[-1]] = lp[0]
             control[sl, li, : lp.shape[-1]] = lp[1]
@@ -205,11 +222,13 @@ def erase(
     select: Selection | None = None,
     options: EraseOptions = EraseOptions(),
     overwrite: bool = False,
+    device: DeviceName = "cpu",
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Erase the oracle concept from a study's read-outs layer by layer and write ``out``.
 
-    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``).
+    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``),
+    loaded on ``device``.
     Bad input raises one line and writes nothing.
     """
     path = Path(out)
@@ -217,7 +236,7 @@ def erase(
     st = read_study(Path(study), need=("resid",))
     select = select or Selection()
     rows = select.rows(st)
-    loaded = model_for(model, st)
+    loaded = model_for(model, st, device=device)
     check_model(st, loaded)
     layer_list(options.layers, loaded.info.n_layers)
     with quiet_libraries():

@@ -43,6 +43,7 @@ from belieflens.interventions.pairs import (
 )
 from belieflens.interventions.results import check_out, provenance, write_result
 from belieflens.interventions.study import Study, check_model, read_study, with_table
+from belieflens.types import DeviceName
 
 
 @dataclass(frozen=True)
@@ -187,14 +188,16 @@ def patch(
     deliveries: Sequence[str] | None = None,
     options: PatchOptions = PatchOptions(),
     overwrite: bool = False,
+    device: DeviceName = "cpu",
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Interchange-patch a study's read-outs and write the result file ``out``.
 
-    ``model``: the study's model, loaded or as a ``--model`` spec (``None``: the study's own
-    ``model_spec``); a model with other weights is refused. ``pairs``: explicit (base,
-    source) query pairs, else :func:`~belieflens.interventions.pairs.pair_instances` over
-    the ``turns``, ``probes`` and ``deliveries`` given. Every input is checked before the
+    ``model``: the study's model (loaded on ``device`` unless given loaded), or a ``--model``
+    spec (``None``: the study's own ``model_spec``); a model with other weights is refused.
+    ``pairs``: explicit (base, source) query pairs, else
+    :func:`~belieflens.interventions.pairs.pair_instances` over the ``turns``, ``probes`` and
+    ``deliveries`` given. Every input is checked before the
     model loads; bad input raises one line and writes nothing.
     """
     path = Path(out)
@@ -203,7 +206,7 @@ def patch(
     chosen = list(pairs) if pairs is not None else pair_instances(
         st, turns=turns, probes=probes, deliveries=deliveries)
     check_aligned(st, chosen)
-    loaded = model_for(model, st)
+    loaded = model_for(model, st, device=device)
     check_model(st, loaded)
     layer_list(options.layers, loaded.info.n_layers)
     with quiet_libraries():

@@ -40,6 +40,7 @@ from belieflens.interventions.study import (
     study_resid,
     with_table,
 )
+from belieflens.types import DeviceName
 
 DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 """Steering strengths, in standard deviations of the residuals along the direction."""
@@ -182,11 +183,13 @@ def steer(
     select: Selection | None = None,
     options: SteerOptions = SteerOptions(),
     overwrite: bool = False,
+    device: DeviceName = "cpu",
     on_progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Steer a study's read-outs along per-layer probe directions and write ``out``.
 
-    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``).
+    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``),
+    loaded on ``device``.
     Bad input raises one line and writes nothing.
     """
     path = Path(out)
@@ -194,7 +197,7 @@ def steer(
     st = read_study(Path(study), need=("resid",))
     select = select or Selection()
     rows = select.rows(st)
-    loaded = model_for(model, st)
+    loaded = model_for(model, st, device=device)
     check_model(st, loaded)
     layer_list(options.layers, loaded.info.n_layers)
     with quiet_libraries():

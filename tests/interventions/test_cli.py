@@ -83,7 +83,7 @@ def test_patch_and_erase_write_files_that_analyze_reads(
     # the package re-exports the functions patch and erase under the modules' names
     for name in ("belieflens.interventions.patch", "belieflens.interventions.erase"):
         mod = importlib.import_module(name)
-        monkeypatch.setattr(mod, "model_for", lambda model, study: tiny_model)
+        monkeypatch.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
     out = tmp_path / "patch.h5"
     r = runner.invoke(app, ["patch", str(tiny_study), "--out", str(out), "--turn", "2",
                             "--layers", "0,2", "--quiet"])

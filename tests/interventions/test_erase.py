@@ -50,3 +50,17 @@ def test_erased_forward_equals_the_eraser_matrix_applied(tiny_model: Any,
     np.testing.assert_allclose(ds["erased_logprob"].sel(layer=1).values, expect, atol=1e-4)
     assert not np.allclose(manual, x)
     assert (ds["eraser_rank"].values == 1).all()
+
+
+def test_erasing_every_position_at_the_last_layer_is_erasing_the_answer(
+    tiny_model: Any, tiny_study: Path
+) -> None:
+    study = read_study(tiny_study)
+    rows = Selection(turns=(2,)).rows(study)
+    last = tiny_model.info.n_layers
+    at_answer_ = erase_logprobs(tiny_model, study, rows,
+                                EraseOptions(layers=(last,), n_folds=2, batch_size=32))
+    at_all = erase_logprobs(tiny_model, study, rows,
+                            EraseOptions(layers=(last,), n_folds=2, batch_size=32, at="all"))
+    for var in ("erased_logprob", "control_logprob"):
+        np.testing.assert_allclose(at_all[var].values, at_answer_[var].values, atol=1e-4)
