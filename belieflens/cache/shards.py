@@ -43,6 +43,7 @@ import xarray as xr
 from belieflens.cache import manifest as mf
 from belieflens.cache.cluster import DaskClient
 from belieflens.cache.extract import ExtractOptions, Prepared, Progress, check_rows
+from belieflens.cache.integrity import verify_file
 from belieflens.cache.lock import write_lock
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.resume import FINGERPRINT_ATTR, STUDY_ATTR, differences
@@ -533,6 +534,8 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
     if not target.parent.is_dir():
         raise ParameterError(f"folder {target.parent} does not exist")
     m, paths = _checked_shards(directory)
+    for p in paths:  # nothing is written from a damaged shard: every chunk checked first
+        verify_file(p)
     sizes = Sizes(**m.study["sizes"])
     window = m.window
     with write_lock(target):

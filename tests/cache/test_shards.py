@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -204,3 +205,23 @@ def test_merge_of_a_folder_without_manifest_is_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["merge", str(tmp_path), str(tmp_path / "out.h5")])
     assert r.exit_code == 2 and "not a study directory" in r.output
     assert r.output.count("\n") == 1 and not (tmp_path / "out.h5").exists()
+
+
+def test_merge_refuses_a_damaged_shard(study: Path, tmp_path: Path) -> None:
+    """Finite-looking damage in one shard's residuals: merge names it in one line (exit 2)
+    and writes nothing."""
+    from typer.testing import CliRunner
+
+    from belieflens.cli.main import app
+    from tests.cache.test_checksums import _damage
+
+    copy = tmp_path / "study"
+    shutil.copytree(study, copy)
+    shard = sorted(copy.glob("*.h5"))[1]
+    _damage(shard, shard.with_suffix(".tmp"), "resid", 0)
+    shard.with_suffix(".tmp").replace(shard)
+    r = CliRunner().invoke(app, ["merge", str(copy), str(tmp_path / "merged.h5")])
+    assert r.exit_code == 2 and "resid" in r.output and shard.name in r.output, r.output
+    assert r.output.count("\n") == 1
+    assert not (tmp_path / "merged.h5").exists()
+    assert not (tmp_path / "merged.h5.partial").exists()
