@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 from belieflens.cache.models import LoadedModel, load, quiet_libraries, resolve
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.interventions.study import Study
-from belieflens.types import DeviceName
+from belieflens.types import DeviceName, KernelName
+
+KERNELS: tuple[KernelName, ...] = get_args(KernelName)
+
+
+def _kernels(study: Study) -> KernelName:
+    """The study's CPU kernels (``default`` where it names none this version knows)."""
+    named = str(study.attrs.get("model_kernels", "default"))
+    for k in KERNELS:
+        if k == named:
+            return k
+    return "default"
 
 
 def model_for(model: LoadedModel | str | None, study: Study, *,
               device: DeviceName = "cpu") -> LoadedModel:
-    """``model`` itself, or the model spec loaded (float32; ``None``: the study's
-    ``model_spec``); one line if it cannot be found or read."""
+    """``model`` itself, or the model spec loaded (``None``: the study's ``model_spec``) in
+    float32 with the CPU kernels the study ran with (``model_kernels``); one line if it cannot
+    be found or read."""
     if isinstance(model, LoadedModel):
         return model
     spec = model if model is not None else str(study.attrs.get("model_spec", ""))
@@ -20,7 +34,7 @@ def model_for(model: LoadedModel | str | None, study: Study, *,
     resolve(spec)
     with quiet_libraries():
         try:
-            return load(spec, device=device, dtype="float32", kernels="default")
+            return load(spec, device=device, dtype="float32", kernels=_kernels(study))
         except BeliefLensError:
             raise
         except Exception as e:  # weights or config transformers cannot read

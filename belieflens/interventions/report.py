@@ -159,6 +159,22 @@ def _patch_text(summ: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+def _patch_headline(summ: xr.Dataset) -> str:
+    """Where patching moves half of the belief: the first layer at the answer position and
+    the last layer at the evidence tokens (mean transfer over probes, deliveries, turns)."""
+    tr = summ["transfer_mean"].mean(("delivery", "probe", "turn"), skipna=True)
+    layers = [int(x) for x in tr[LAYER].values]
+    parts = []
+    for s, which, word in (("answer", 0, "first"), ("evidence", -1, "last")):
+        if s not in [str(x) for x in tr[POSITIONS].values]:
+            continue
+        vals = tr.sel({POSITIONS: s}).values
+        hits = [la for la, v in zip(layers, vals, strict=True) if np.isfinite(v) and v >= 0.5]
+        where = f"layer {hits[which]}" if hits else "no layer"
+        parts.append(f"{s} position(s): {word} layer with transfer >= 0.5: {where}")
+    return "; ".join(parts) or f"largest mean belief transfer: {_best(tr)}"
+
+
 def _patch_heatmap(summ: xr.Dataset, out: Path) -> Path:
     plt = _pyplot()
     panels = [(str(d), str(p), str(s)) for d in summ["delivery"].values
@@ -176,8 +192,13 @@ def _patch_heatmap(summ: xr.Dataset, out: Path) -> Path:
                                              float(turns.max()) + 0.5, -0.5,
                                              grid.sizes[LAYER] - 0.5))
         ax.set_title(f"{p} ({d}): patch {s}", fontsize=9)
+        ax.set_xticks(turns)
+        layers = grid[LAYER].values
+        step = max(1, len(layers) // 8)
+        ax.set_yticks(range(0, len(layers), step), [str(x) for x in layers[::step]])
         ax.set_xlabel("turn")
-        ax.set_ylabel("layer index")
+        if s == panels[0][2]:
+            ax.set_ylabel("layer (0 = embeddings)")
     if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="belief transfer")
     fig.suptitle("Interchange patching: how much of the source's belief moves into the base")
@@ -378,9 +399,7 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
     if kind == "intervention-patch":
         summ = patch_summary(patch_transfer(ds, method=method))
         body = _patch_text(summ)
-        tr = summ["transfer_mean"]
-        best = _best(tr.mean(("delivery", "probe", "turn"), skipna=True))
-        headline = f"largest mean belief transfer: {best}"
+        headline = _patch_headline(summ)
         if out is not None:
             files.append(_patch_heatmap(summ, out / "patch_transfer.png"))
     elif kind == "intervention-steer":
