@@ -65,6 +65,8 @@ def by_instance(
     variable). A boolean ``present`` variable marks the cells that hold a query. Two queries
     with the same keys are a :class:`~belieflens.errors.CacheFileError`.
     """
+    if ds.sizes.get(QUERY, 0) == 0:
+        raise CacheFileError("cache file has no read-outs (query is empty)")
     keys = _keys(ds)
     out = xr.Dataset(dict(data)).assign({PRESENT: (QUERY, np.ones(ds.sizes[QUERY], bool))})
     out = out.assign_coords({k: (QUERY, v) for k, v in keys.items()})

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from belieflens.analysis.beliefs import (
@@ -43,6 +43,7 @@ def caches(draw: Any) -> xr.Dataset:
                         if rng.random() < 0.05:
                             lp[rng.integers(k)] = np.nan if rng.random() < 0.5 else -np.inf
                         rows.append((d, f"q{p}", e, t, r, k, lp, latin_square(k)[r], oracle))
+    assume(rows)  # every instance drawn missing: see test_a_file_without_read_outs_is_one_line
     order = rng.permutation(len(rows))
     rows = [rows[i] for i in order]
     n, n_opt = len(rows), max(ks)
@@ -111,6 +112,19 @@ def test_output_beliefs_equal_the_loop_reference(ds: xr.Dataset, method: Any) ->
     # rows in another order give the same result
     perm = np.random.default_rng(0).permutation(ds.sizes["query"])
     xr.testing.assert_identical(output_beliefs(ds.isel(query=perm), method=method), got)
+
+
+def test_a_file_without_read_outs_is_one_line() -> None:
+    empty = xr.Dataset(
+        {"option_logprob": (("query", "option"), np.zeros((0, 2))),
+         "outcome": (("query", "option"), np.zeros((0, 2), np.int32)),
+         "outcome_label": (("query", "outcome"), np.zeros((0, 2), str)),
+         "oracle": (("query", "outcome"), np.zeros((0, 2)))},
+        coords={c: ("query", np.zeros(0, np.int32))
+                for c in ("delivery", "probe", "episode", "turn", "rotation")},
+    )
+    with pytest.raises(CacheFileError, match="no read-outs"):
+        output_beliefs(empty)
 
 
 @settings(max_examples=20, deadline=None)
