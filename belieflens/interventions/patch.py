@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel, quiet_libraries
+from belieflens.cache.models import LoadedModel
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
 from belieflens.errors import ParameterError
 from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
-from belieflens.interventions.model import model_for
+from belieflens.interventions.model import layer_list, run_to_file
 from belieflens.interventions.pairs import (
     POSITION_SETS,
     Pair,
@@ -41,8 +41,8 @@ from belieflens.interventions.pairs import (
     pair_instances,
     position_masks,
 )
-from belieflens.interventions.results import check_out, provenance, write_result
-from belieflens.interventions.study import Study, check_model, read_study, with_table
+from belieflens.interventions.results import check_out
+from belieflens.interventions.study import Study, read_study, with_table
 from belieflens.types import DeviceName
 
 
@@ -69,18 +69,6 @@ class PatchOptions:
                                  + ", ".join(POSITION_SETS))
         if self.layers is not None and not self.layers:
             raise ParameterError("option '--layers' is empty")
-
-
-def layer_list(layers: Sequence[int] | None, n_layers: int) -> tuple[int, ...]:
-    """``layers`` checked against ``0..n_layers`` (``None``: all of them)."""
-    if layers is None:
-        return tuple(range(n_layers + 1))
-    for la in layers:
-        if not 0 <= la <= n_layers:
-            raise ParameterError(
-                f"option '--layers' = {la} is not allowed: a layer in 0..{n_layers}"
-            )
-    return tuple(sorted(set(layers)))
 
 
 def patch_logprobs(
@@ -206,13 +194,10 @@ def patch(
     chosen = list(pairs) if pairs is not None else pair_instances(
         st, turns=turns, probes=probes, deliveries=deliveries)
     check_aligned(st, chosen)
-    loaded = model_for(model, st, device=device)
-    check_model(st, loaded)
-    layer_list(options.layers, loaded.info.n_layers)
-    with quiet_libraries():
-        ds = patch_logprobs(loaded, st, chosen, options, on_progress=on_progress)
-    ds.attrs.update(provenance("intervention-patch", st, loaded, {
-        **asdict(options), "turns": turns, "probes": probes, "deliveries": deliveries,
-        "explicit_pairs": pairs is not None,
-    }))
-    return write_result(ds, path)
+    return run_to_file(
+        "intervention-patch", st, model, path, layers=options.layers, device=device,
+        settings={**asdict(options), "turns": turns, "probes": probes,
+                  "deliveries": deliveries, "explicit_pairs": pairs is not None},
+        compute=lambda loaded: patch_logprobs(loaded, st, chosen, options,
+                                              on_progress=on_progress),
+    )

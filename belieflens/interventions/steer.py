@@ -24,17 +24,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel, quiet_libraries
+from belieflens.cache.models import LoadedModel
 from belieflens.dims import ALPHA, D_MODEL, LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import Direction, probe_direction, random_unit
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
-from belieflens.interventions.model import model_for
-from belieflens.interventions.patch import layer_list
-from belieflens.interventions.results import check_out, provenance, write_result
+from belieflens.interventions.model import layer_list, run_to_file
+from belieflens.interventions.results import check_out
 from belieflens.interventions.study import (
     Study,
-    check_model,
     oracle_mean,
     read_study,
     study_resid,
@@ -197,11 +195,8 @@ def steer(
     st = read_study(Path(study), need=("resid",))
     select = select or Selection()
     rows = select.rows(st)
-    loaded = model_for(model, st, device=device)
-    check_model(st, loaded)
-    layer_list(options.layers, loaded.info.n_layers)
-    with quiet_libraries():
-        ds = steer_logprobs(loaded, st, rows, options, on_progress=on_progress)
-    ds.attrs.update(provenance("intervention-steer", st, loaded,
-                               {**asdict(options), **asdict(select)}))
-    return write_result(ds, path)
+    return run_to_file(
+        "intervention-steer", st, model, path, layers=options.layers, device=device,
+        settings={**asdict(options), **asdict(select)},
+        compute=lambda loaded: steer_logprobs(loaded, st, rows, options, on_progress=on_progress),
+    )
