@@ -34,24 +34,10 @@ from typing import Any
 
 def _model(threads: int) -> Any:
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from belieflens.cache.models import ModelSource, bridge_from_hf, resolve
+    from random_model import smol_shaped_random
 
     torch.set_num_threads(threads)
-    source = resolve("smollm2-135m")
-    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
-    cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=576, intermediate_size=64, num_hidden_layers=30,
-        num_attention_heads=1, num_key_value_heads=1, head_dim=64,
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(0)
-    hf = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
-    src = ModelSource("narrow-random", "directory", Path("."), "narrow-random")
-    return bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0)
+    return smol_shaped_random(narrow=True)
 
 
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:

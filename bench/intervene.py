@@ -31,25 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def random_model() -> Any:
-    """A random Llama of SmolLM2-135M's shape, wrapped like a loaded model."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    """SmolLM2-135M's shape with its real widths, random weights, default CPU kernels."""
+    from random_model import smol_shaped_random
 
-    from belieflens.cache.models import ModelSource, bridge_from_hf, resolve
-
-    source = resolve("smollm2-135m")
-    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
-    cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-        num_attention_heads=9, num_key_value_heads=3, head_dim=64,
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(0)
-    hf = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
-    src = ModelSource("smol-shaped-random", "directory", Path("."), "smol-shaped-random")
-    return bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0, kernels="default")
+    return smol_shaped_random(narrow=False, kernels="default")
 
 
 def main() -> None:

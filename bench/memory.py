@@ -28,26 +28,13 @@ def child(n_readouts: int, threads: int) -> None:
     """Extract ``n_readouts`` read-outs (rounded up to whole episodes) and print JSON."""
     import torch
     from hdf5_share import WriteTimer
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from random_model import smol_shaped_random
 
     import belieflens.envs as envs
     from belieflens.cache.extract import ExtractOptions, extract
-    from belieflens.cache.models import ModelSource, bridge_from_hf, resolve
 
     torch.set_num_threads(threads)
-    source = resolve("smollm2-135m")
-    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
-    cfg = LlamaConfig(
-        vocab_size=len(tok), hidden_size=576, intermediate_size=64, num_hidden_layers=30,
-        num_attention_heads=1, num_key_value_heads=1, head_dim=64,
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    torch.manual_seed(0)
-    hf = LlamaForCausalLM(cfg).eval()  # type: ignore[no-untyped-call]
-    src = ModelSource("narrow-random", "directory", Path("."), "narrow-random")
-    model = bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0)
+    model = smol_shaped_random(narrow=True)
     turns = 10
     env = envs.get("coin-flip", turns=turns, delivery="multi-turn")
     per_episode = turns * 7
