@@ -29,6 +29,7 @@ from belieflens.analysis.probes.layers import probe_layers
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import unpad
 from belieflens.dims import OUTCOME, PROBE, QUERY
+from belieflens.errors import ParameterError
 from belieflens.types import DebiasMethod
 
 BeliefSource = Literal["output", "logit-lens"]
@@ -78,7 +79,7 @@ class BeliefLensAccessor:
             if source == "logit-lens":
                 return lens_beliefs(self._ds, method=method, multi_token=multi_token,
                                     chunk=chunk)
-            raise ValueError(
+            raise ParameterError(
                 f"source = {source!r} is not allowed: one of {', '.join(BELIEF_SOURCES)} or a "
                 "Lens"
             )
@@ -111,7 +112,7 @@ class BeliefLensAccessor:
         :meth:`beliefs` without ``outcome``; the result is named after the metric.
         """
         if metric not in METRICS:
-            raise ValueError(f"metric = {metric!r} is not allowed: one of {', '.join(METRICS)}")
+            raise ParameterError(f"metric = {metric!r} is not allowed: one of {', '.join(METRICS)}")
         out = output_beliefs(self._ds, method=method)
         belief = self.beliefs(source, method=method, multi_token=multi_token, chunk=chunk)
         if metric == "mae":
@@ -159,10 +160,10 @@ class BeliefLensAccessor:
         ds = self._ds
         names = [str(p) for p in np.unique(np.asarray(ds[PROBE].values).astype(str))]
         if probe is not None and probe not in names:
-            raise ValueError(f"probe = {probe!r} is not in this file: {', '.join(names)}")
+            raise ParameterError(f"probe = {probe!r} is not in this file: {', '.join(names)}")
         if isinstance(target, str) and target == "oracle" and probe is None:
             if len(names) != 1:
-                raise ValueError(
+                raise ParameterError(
                     f"this file has probes {', '.join(names)}: pass probe= to pick one"
                 )
             probe = names[0]

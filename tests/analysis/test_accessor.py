@@ -17,6 +17,7 @@ from belieflens.analysis.lens import LogitLens, lens_beliefs
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tuned_lens import TunedLens, TunedLensConfig, TunedLensError
 from belieflens.cache.models import LoadedModel
+from belieflens.errors import BeliefLensError
 from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
 
 INSTANCE = ("delivery", "probe", "episode", "turn")
@@ -47,7 +48,7 @@ def test_beliefs_by_source() -> None:
     assert tuned.attrs["lens"] == "tuned" and not np.allclose(tuned, lens_beliefs(ds))
     with pytest.raises(TunedLensError):
         ds.bl.beliefs(source=_tuned(ds, weights_hash="x" * 64))
-    with pytest.raises(ValueError, match="source"):
+    with pytest.raises(BeliefLensError, match="source"):
         ds.bl.beliefs(source="nope")
 
 
@@ -90,7 +91,7 @@ def test_probe_returns_scores_per_layer() -> None:
     got = ds.bl.probe(n_folds=2, max_iter=20)
     assert dict(got.sizes) == {"layer": N_LAYER}
     assert {"score", "control_score", "selectivity"} <= set(got.data_vars)
-    with pytest.raises(ValueError, match="not in this file"):
+    with pytest.raises(BeliefLensError, match="not in this file"):
         ds.bl.probe(probe="missing")
 
 
