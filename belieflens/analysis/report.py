@@ -33,7 +33,7 @@ from belieflens.analysis.tables import (
 )
 from belieflens.analysis.tuned_lens.lens import TunedLens, load_tuned_lens, parse_lens_spec
 from belieflens.cache.integrity import verify_file
-from belieflens.cache.store import open_cache
+from belieflens.cache.shards import cache_files, open_cache
 from belieflens.errors import CacheFileError
 from belieflens.types import DebiasMethod
 
@@ -63,7 +63,8 @@ def analyze(
     probes: bool = True,
     seed: int = 0,
 ) -> Analysis:
-    """Analyse a cache file.
+    """Analyse a cache file, or a study directory of shards (one dask-backed dataset; its
+    arrays are read as the analysis needs them, not bounded by chunks yet).
 
     Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
@@ -75,11 +76,16 @@ def analyze(
     leaves no partial report.
     """
     tuned = _lens(lens)
-    ds = open_cache(path)
     out = Path(out_dir) if out_dir is not None else None
+    shards = Path(path).is_dir()
+    if out is not None and shards:  # a study's shards, checked before they are held open
+        for f in cache_files(path):
+            verify_file(f)
+    ds = open_cache(path)
     if out is not None:
         try:  # nothing is written from damaged data: every chunk is checked first
-            verify_file(path)
+            if not shards:
+                verify_file(path)
         except CacheFileError:
             ds.close()
             raise

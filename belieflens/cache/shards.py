@@ -482,6 +482,15 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     return ds
 
 
+def cache_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files that hold a cache: ``path`` itself, or a study directory's shard files in
+    query order (checked against its manifest first)."""
+    p = Path(path)
+    if p.is_dir():
+        return _checked_shards(p)[1]
+    return [p]
+
+
 def open_cache(
     path: str | os.PathLike[str], *, chunks: Mapping[str, int] | None = None
 ) -> xr.Dataset:

@@ -225,3 +225,17 @@ def test_merge_refuses_a_damaged_shard(study: Path, tmp_path: Path) -> None:
     assert r.output.count("\n") == 1
     assert not (tmp_path / "merged.h5").exists()
     assert not (tmp_path / "merged.h5.partial").exists()
+
+
+def test_analysis_of_a_study_directory_equals_the_single_file(
+    study: Path, reference: Path, tmp_path: Path
+) -> None:
+    """`analyze DIR` reads the dask-backed study; its tables and report equal those of the
+    file one process wrote (the report's provenance header aside)."""
+    from belieflens.analysis.report import analyze
+
+    a = analyze(study, tmp_path / "dir", probes=False)
+    b = analyze(reference, tmp_path / "file", probes=False)
+    assert a.text == b.text
+    body = [(tmp_path / d / "report.md").read_text().split("\n## ", 1)[1] for d in ("dir", "file")]
+    assert body[0] == body[1]
