@@ -276,14 +276,17 @@ def _steer_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
-def _steer_plot(summ: xr.Dataset, out: Path) -> Path:
+def _layer_lines(summ: xr.Dataset, out: Path, series: tuple[tuple[str, str], ...],
+                 ylabel: str, title: str) -> Path:
+    """One panel per (delivery, probe): each ``series`` (variable stem, label) mean ± SEM per
+    layer, against a zero line."""
     plt = _pyplot()
     panels = [(str(d), str(p)) for d in summ["delivery"].values for p in summ["probe"].values]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
     for ax, (d, p) in zip(axes[0], panels, strict=True):
         s = summ.sel(delivery=d, probe=p)
         layers = s[LAYER].values
-        for name, label in (("slope", "probe direction"), ("control_slope", "random direction")):
+        for name, label in series:
             m = s[f"{name}_mean"].values
             e = np.nan_to_num(s[f"{name}_sem"].values)
             ax.plot(layers, m, marker="o", label=label)
@@ -291,13 +294,20 @@ def _steer_plot(summ: xr.Dataset, out: Path) -> Path:
         ax.axhline(0, color="k", lw=0.5)
         ax.set_title(f"{p} ({d})")
         ax.set_xlabel("layer")
-        ax.set_ylabel("d belief mean / d alpha")
+        ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
-    fig.suptitle("Steering: slope of the output belief along the probe direction vs control")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _steer_plot(summ: xr.Dataset, out: Path) -> Path:
+    return _layer_lines(
+        summ, out, (("slope", "probe direction"), ("control_slope", "random direction")),
+        "d belief mean / d alpha",
+        "Steering: slope of the output belief along the probe direction vs control")
 
 
 # -- erase -------------------------------------------------------------------------------
@@ -353,27 +363,10 @@ def _erase_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
 
 
 def _erase_plot(summ: xr.Dataset, out: Path) -> Path:
-    plt = _pyplot()
-    panels = [(str(d), str(p)) for d in summ["delivery"].values for p in summ["probe"].values]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
-    for ax, (d, p) in zip(axes[0], panels, strict=True):
-        s = summ.sel(delivery=d, probe=p)
-        layers = s[LAYER].values
-        for name, label in (("toward_prior", "LEACE"), ("control_toward_prior", "random")):
-            m = s[f"{name}_mean"].values
-            e = np.nan_to_num(s[f"{name}_sem"].values)
-            ax.plot(layers, m, marker="o", label=label)
-            ax.fill_between(layers, m - e, m + e, alpha=0.2)
-        ax.axhline(0, color="k", lw=0.5)
-        ax.set_title(f"{p} ({d})")
-        ax.set_xlabel("layer")
-        ax.set_ylabel("movement toward the prior")
-        ax.legend(fontsize=7)
-    fig.suptitle("Erasure: how far the output belief falls back to the prior")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _layer_lines(
+        summ, out, (("toward_prior", "LEACE"), ("control_toward_prior", "random")),
+        "movement toward the prior",
+        "Erasure: how far the output belief falls back to the prior")
 
 
 # -- entry point -------------------------------------------------------------------------
