@@ -53,6 +53,18 @@ def _wait_until_loaded(proc: subprocess.Popen[str]) -> bool:
     return any("loaded in" in line for line in proc.stderr)
 
 
+def _wait_until_allocated(proc: subprocess.Popen[str], partial: Path, out: Path) -> bool:
+    """Poll until the partial file is in place (True) or the run ended or finished (False)."""
+    deadline = time.monotonic() + 120.0
+    while time.monotonic() < deadline:
+        if partial.exists():
+            return True
+        if out.exists() or proc.poll() is not None:
+            return False
+        time.sleep(0.002)
+    return False
+
+
 def test_sigkill_at_random_points_then_resume_equals_reference(
     tiny_dir: Path, tmp_path: Path
 ) -> None:
@@ -74,10 +86,12 @@ def test_sigkill_at_random_points_then_resume_equals_reference(
     n_rows = -1
     last = 0
     killed_mid_run = 0
-    for _ in range(KILLS):
+    for attempt in range(KILLS):
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
-        if _wait_until_loaded(proc):
+        # The first kill lands as soon as the partial file exists, so at least one kill
+        # is mid-run however fast or slow this machine is; later kills land at random.
+        if _wait_until_loaded(proc) and _wait_until_allocated(proc, partial, out) and attempt:
             left = 1.0 - (last / n_rows if n_rows > 0 else 0.0)
             time.sleep(float(rng.uniform(0.0, run_time * left)))
         os.kill(proc.pid, signal.SIGKILL)
