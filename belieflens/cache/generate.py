@@ -25,7 +25,7 @@ Every call can be recorded in a :class:`~belieflens.cache.generation_log.Generat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,9 +37,11 @@ from belieflens.cache.generation_log import (
     bind_generators,
     requires_generator,
     requires_simulator,
+    score_messages,
+    score_text,
 )
 from belieflens.cache.models import LoadedModel
-from belieflens.envs.base import Environment, Message
+from belieflens.envs.base import Environment, Message, Query
 from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.probes.render import bos_policy
 
@@ -54,6 +56,12 @@ END_OF_TURN_TOKENS: tuple[str, ...] = (
 
 DECODE_THREADS = 1
 """CPU threads of the one-token decode steps (see the module docstring)."""
+
+SCORE_ROWS = 32
+"""Forward rows per batch when an environment scores read-outs (:meth:`ModelGenerator.score`)."""
+
+SCORE_TOKENS = 16384
+"""Padded tokens per batch when an environment scores read-outs."""
 
 StopReason = Literal["eos", "length"]
 """Why generation ended: a stop token, or ``max_new_tokens`` reached."""
@@ -217,6 +225,30 @@ class ModelGenerator:
                 )
             )
         return out.text
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        """Per query, the log-probability of each option's whole continuation, computed as
+        extraction computes it (same rendering and runner); each is logged (role ``score``)."""
+        from belieflens.cache.runner import run_queries
+        from belieflens.probes.render import render
+
+        bos = bos_policy(self.model.tokenizer)
+        tqs = [render(self.model.tokenizer, q, bos=bos) for q in queries]
+        out: list[tuple[float, ...]] = [() for _ in tqs]
+        for idx, reads, _ in run_queries(self.model, tqs, max_rows=SCORE_ROWS,
+                                         max_tokens=SCORE_TOKENS):
+            for i, r in zip(idx, reads, strict=True):
+                out[i] = tuple(float(x) for x in r.option_logprob[: len(queries[i].options)])
+        if self.log is not None:
+            for q, lp in zip(queries, out, strict=True):
+                self.log.add(
+                    GenerationRecord(
+                        role="score", model=self.model.info.official_id, seed=0,
+                        temperature=0.0, max_new_tokens=0, messages=score_messages(q),
+                        text=score_text(q.options, lp), tokens=0, stop="score",
+                    )
+                )
+        return tuple(out)
 
 
 def bind_model(

@@ -32,13 +32,15 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from belieflens.envs.base import Environment, Episode, Message, ParamsLike
+from belieflens.envs.base import Environment, Episode, Message, ParamsLike, Query
 from belieflens.envs.capabilities import NeedsGenerator, NeedsSimulator
 from belieflens.envs.generation import TextGenerator
 from belieflens.errors import BeliefLensError, CacheFileError
 
-Role = Literal["reply", "simulator"]
-"""What generated text is for: the evaluated model's own reply, or a simulated user message."""
+Role = Literal["reply", "simulator", "score"]
+"""What generated text is for: the evaluated model's own reply, a simulated user message, or
+(``score``) the option log-probs of a read-out the environment needed while building its
+episodes (``text``: JSON ``{"options": [...], "logprob": [...]}``; see :func:`score_messages`)."""
 
 LOG_VARIABLE = "generation_log"
 """Name of the cache-file variable holding the generation log (see the module docstring)."""
@@ -58,6 +60,20 @@ def messages_key(messages: Sequence[Message]) -> str:
     """SHA-256 of a prompt's messages (role and content, in order)."""
     payload = json.dumps([[m.role, m.content] for m in messages], ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def score_messages(query: Query) -> tuple[Message, ...]:
+    """The logged prompt of a scored read-out: its messages, then its prefill as the start of
+    the assistant's turn (``raw`` queries: the prompt as one user message)."""
+    if query.format == "raw":
+        return (Message("user", query.prefill),)
+    return (*query.messages, Message("assistant", query.prefill))
+
+
+def score_text(options: Sequence[str], logprob: Sequence[float]) -> str:
+    """The logged result of a scored read-out (floats round-trip exactly through JSON)."""
+    return json.dumps({"options": list(options), "logprob": [float(x) for x in logprob]},
+                      ensure_ascii=False)
 
 
 @dataclass(frozen=True)
@@ -250,7 +266,8 @@ class ReplayGenerator:
 
     A call is answered with the recorded text of the same role, prompt, seed,
     temperature and ``max_new_tokens``; a prompt never recorded raises
-    :class:`BeliefLensError` (never a guess).
+    :class:`BeliefLensError` (never a guess). ``score`` answers a read-out with the
+    recorded option log-probs of the same prompt and options (records of role ``score``).
     """
 
     def __init__(self, records: Sequence[GenerationRecord], role: Role) -> None:
@@ -260,6 +277,22 @@ class ReplayGenerator:
             for r in records
             if r.role == role
         }
+        self._scores: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
+        for r in records:
+            if r.role == "score":
+                obj = json.loads(r.text)
+                key = (messages_key(r.messages), tuple(str(o) for o in obj["options"]))
+                self._scores[key] = tuple(float(x) for x in obj["logprob"])
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        """The recorded option log-probs of each read-out."""
+        out = []
+        for q in queries:
+            key = (messages_key(score_messages(q)), tuple(q.options))
+            if key not in self._scores:
+                raise BeliefLensError("replay: no recorded score for this read-out")
+            out.append(self._scores[key])
+        return tuple(out)
 
     def __call__(
         self,

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from belieflens.envs.base import Message
+from belieflens.envs.base import Message, Query
 from belieflens.envs.params import bad
 
 MESSAGE_RE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
@@ -37,6 +37,22 @@ class TextGenerator(Protocol):
         temperature: float,
     ) -> str:
         """The generated reply text (without the chat template's end-of-turn marker)."""
+        ...
+
+
+@runtime_checkable
+class OptionScorer(Protocol):
+    """A model that scores read-out queries: the log-probability of each option's whole
+    continuation, deterministic (no sampling), as the runner stores them.
+
+    Environments whose later turns depend on the model's own option probabilities (e.g.
+    ``twenty-questions``, which filters its hypotheses by the model's P(Yes)) use the bound
+    generator's ``score`` where it has one; the scores are logged and replayed like generated
+    text (role ``score``).
+    """
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        """Per query, the log-probability of each option (in position order)."""
         ...
 
 
