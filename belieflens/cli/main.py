@@ -54,15 +54,16 @@ def _fail(message: str) -> None:
 def envs() -> None:
     """List environments with their parameters, types and defaults."""
     from belieflens import envs as registry
+    from belieflens.envs.revealed.counts import counts_line
 
     for name in registry.names():
         doc, params = registry.describe(name)
         typer.echo(f"{name}: {doc}")
         for p in params:
             typer.echo(f"    {p.name} ({p.type}, default {p.default!r}): {p.help}")
-        count = e.count if isinstance(e := registry.get(name), registry.FiniteGrid) else None
-        if callable(count):
-            typer.echo(f"    grid: {count()} prompts with the defaults (one episode each)")
+        line = counts_line(name, registry.get(name))
+        if line is not None:
+            typer.echo(f"    {line}")
         typer.echo("")
 
 

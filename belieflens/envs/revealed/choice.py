@@ -8,7 +8,7 @@ from typing import Literal
 
 from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import categorical
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
 
 ChoiceVariant = Literal["regular", "independent"]
 """one pick; or a previous pick is stated and a new independent one predicted."""
@@ -37,10 +37,31 @@ def _listing(letters: Sequence[str]) -> str:
     return ", ".join(letters[:-1]) + f" and {letters[-1]}"
 
 
-def choice_points(variant: ChoiceVariant, k: int) -> Iterator[GridPoint]:
+def choice_points(
+    variant: ChoiceVariant, k: int, style: Style = "belieflens"
+) -> Iterator[GridPoint]:
     """The grid points of one variant and number of options, in grid order."""
     letters = tuple("ABCDEF"[:k])
     dist = categorical([1] * k)
+    if style == "paper":
+        setup = (f"A person has to choose randomly between {k} options. The options are "
+                 f"{_listing(letters)}. All possible options are equally likely.")
+        base: dict[str, float | str] = {
+            "scenario": "choice", "variant": variant, "options": float(k), "previous": "",
+        }
+        ask = "What is the probability that the person chooses option {outcome}"
+        if variant == "regular":
+            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", letters,
+                            dist.probs, "", base, style)
+            return
+        for prev in letters:
+            yield GridPoint(
+                f"{setup} The person first chooses at random option {prev}.",
+                "Then the person performs another random choice and chooses option",
+                f"{ask} in the second choice?", letters, dist.probs, f"previous pick {prev}",
+                {**base, "previous": prev}, style,
+            )
+        return
     setup = (
         f"I pick one of the options {_listing(letters)} at random; each option is equally "
         "likely to be picked."
@@ -78,4 +99,4 @@ class Choice(GridEnvironment[ChoiceParams]):
         p = self.params
         variants = VARIANTS if p.variant == "all" else (p.variant,)
         sizes = SIZES if p.options is None else (p.options,)
-        return [point for v in variants for k in sizes for point in choice_points(v, k)]
+        return [point for v in variants for k in sizes for point in choice_points(v, k, p.style)]

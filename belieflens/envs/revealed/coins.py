@@ -8,7 +8,7 @@ from typing import Literal
 
 from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import Exact, focus_count, shift
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
 
 CoinsVariant = Literal["regular", "independent", "dependent"]
 """one toss; a previous toss then a new independent one; the total over both tosses."""
@@ -59,9 +59,22 @@ def _setup(n: int, focus: Face, bias: int) -> str:
     return f"I toss {NUMBER_WORDS[n]} coins.{kind} I count how many coins land on {focus}."
 
 
-def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int) -> Iterator[GridPoint]:
+def paper_setup(n: int, focus: Face, bias: int) -> str:
+    """The coins and their bias as App. C writes them."""
+    other = "Tails" if focus == "Heads" else "Heads"
+    kind = (
+        "Each coin is fair and is equally likely to land on Heads and Tails." if bias == 1
+        else f"Each coin is biased and is {bias} times more likely to land on {focus} than on "
+        f"{other}."
+    )
+    return f"There are {n} coins. {kind}"
+
+
+def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int,
+                 style: Style = "belieflens") -> Iterator[GridPoint]:
     """The grid points of one variant and coin configuration, in grid order."""
-    setup = _setup(n, focus, bias)
+    paper = style == "paper"
+    setup = paper_setup(n, focus, bias) if paper else _setup(n, focus, bias)
     prior = focus_count(n, bias)
     count = f"the number of coins showing {focus}"
 
@@ -70,10 +83,32 @@ def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int) -> Itera
             scenario=scenario, stem=stem, question=question,
             labels=tuple(str(v) for v in dist.values), probs=dist.probs,
             observation="" if previous != previous else f"previous count {int(previous)}",
+            style=style,
             truth={"scenario": "coins", "variant": variant, "coins": float(n), "focus": focus,
                    "bias": float(bias), "previous": previous},
         )
 
+    if paper:
+        number = f"resulting number of {focus}"
+        if variant == "regular":
+            yield point(prior, setup, f"The coins are flipped and the {number} is equal to",
+                        f"What is the probability that the {number} is equal to {{outcome}} "
+                        "after flipping the coins?", float("nan"))
+            return
+        for r in prior.values:
+            first = f"{setup} The coins are flipped a first time and the {number} is {r}."
+            if variant == "independent":
+                yield point(prior, first,
+                            f"The coins are flipped again and the new {number} is equal to",
+                            f"What is the probability that the new {number} is equal to "
+                            "{outcome} after flipping the coins again?", float(r))
+            else:
+                both = f"sum of both resulting numbers of {focus}"
+                yield point(shift(prior, r), first,
+                            f"The coins are flipped again and the {both} is equal to",
+                            f"What is the probability that the {both} is equal to {{outcome}}?",
+                            float(r))
+        return
     if variant == "regular":
         yield point(prior, setup, f"The number of coins showing {focus} is",
                     f"What is the probability that {count} is {{outcome}}?", float("nan"))
@@ -124,5 +159,5 @@ class Coins(GridEnvironment[CoinsParams]):
             for n in coins
             for f in faces
             for b in biases
-            for point in coins_points(v, n, f, b)
+            for point in coins_points(v, n, f, b, p.style)
         ]

@@ -10,7 +10,7 @@ from typing import Literal
 
 from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import Exact, Observation, condition, dice_sum, shift
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
 
 DiceVariant = Literal["single", "independent", "dependent", "observation"]
 """single roll; a previous roll then a new independent one; the total of both; observations."""
@@ -41,6 +41,11 @@ class DiceParams(RevealedParams):
         "observation variant: outcomes are every value the roll can take (prior) or only "
         "those consistent with the observations (posterior)",
     )
+    observations: Literal["all", "multiple"] = param(
+        "all",
+        "observation sets kept: all that some result satisfies (the paper's, e.g. 'smaller "
+        "than 2' on a 4-sided die), or only those leaving two or more possible results",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -55,12 +60,16 @@ def middle(n_dice: int, faces: int) -> int:
     return (n_dice + n_dice * faces) // 2
 
 
-def observation_sets(n_dice: int, faces: int) -> Iterator[tuple[Observation, ...]]:
-    """One or two observations about the result that leave at least two possible results.
+def observation_sets(
+    n_dice: int, faces: int, min_results: int = 2
+) -> Iterator[tuple[Observation, ...]]:
+    """One or two observations about the result that leave ``min_results`` or more results.
 
-    The candidates, in order: even, odd, smaller than the middle value, greater
-    than the middle value, not equal to 1, not equal to the middle value; first
-    each alone, then each pair (in ``itertools.combinations`` order).
+    The candidates, in order (App. B, Table 2): even, odd, smaller than the middle
+    value, greater than the middle value, not equal to 1, not equal to the middle
+    value; first each alone, then each pair (in ``itertools.combinations`` order).
+    ``min_results=1`` keeps every set some result satisfies (the paper's grid, whose
+    examples include "smaller than 2" on a 4-sided die: only 1 is left).
     """
     m = middle(n_dice, faces)
     single = (
@@ -69,7 +78,7 @@ def observation_sets(n_dice: int, faces: int) -> Iterator[tuple[Observation, ...
     )
     prior = dice_sum(n_dice, faces)
     for combo in itertools.chain(((o,) for o in single), itertools.combinations(single, 2)):
-        if sum(all(o.holds(v) for o in combo) for v in prior.values) >= 2:
+        if sum(all(o.holds(v) for o in combo) for v in prior.values) >= min_results:
             yield combo
 
 
@@ -87,9 +96,64 @@ def _setup(n_dice: int, faces: int) -> str:
     )
 
 
+def paper_observation_text(combo: Sequence[Observation]) -> str:
+    """The observations as App. C writes them: ``the result is smaller than 2 and that it is
+    also an odd number`` (a parity statement comes second)."""
+
+    def words(o: Observation) -> str:
+        return f"an {o.kind} number" if o.kind in ("even", "odd") else o.text
+
+    ordered = sorted(combo, key=lambda o: o.kind in ("even", "odd"))
+    return " and that it is also ".join(words(o) for o in ordered)
+
+
+def _paper_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
+                  min_results: int) -> Iterator[GridPoint]:
+    """The grid points of one variant and die configuration in the paper's wording (App. C)."""
+    prior = dice_sum(n_dice, faces)
+    if n_dice == 1:
+        setup = (f"A die has {faces} faces. The die is equally likely to land on any of its "
+                 "faces. The die is cast.")
+        roll, again = "The die lands on face number", "The die is cast again."
+        question = "What is the probability that the die lands on face {outcome}"
+    else:
+        setup = (f"There are {n_dice} dice. Each die has {faces} faces and is equally likely to "
+                 "land on any of its faces. The dice are cast.")
+        roll, again = "The sum of the faces is equal to", "The dice are cast again."
+        question = "What is the probability that the sum of the faces is equal to {outcome}"
+    nan = math.nan
+    if variant == "single":
+        yield _point(variant, n_dice, faces, prior, setup, roll, f"{question}?", nan, "",
+                     "paper")
+        return
+    if variant == "observation":
+        for combo in observation_sets(n_dice, faces, min_results):
+            said = paper_observation_text(combo)
+            dist = condition(prior, combo)
+            dist = dist.nonzero() if support == "posterior" else dist
+            yield _point(
+                variant, n_dice, faces, dist, f"{setup} We observe that the result is {said}.",
+                "Indeed, the result is equal to",
+                "What is the probability that the result is equal to {outcome}?", nan,
+                " and ".join(o.text for o in combo), "paper",
+            )
+        return
+    for r in prior.values:
+        first = f"{setup} {roll} {r}. {again}"
+        if variant == "independent":
+            yield _point(variant, n_dice, faces, prior, first, roll,
+                         f"{question} the second time?", float(r), f"previous result {r}",
+                         "paper")
+        else:
+            yield _point(variant, n_dice, faces, shift(prior, r), first,
+                         "The sum of both results is equal to",
+                         "What is the probability that the sum of both results is equal to "
+                         "{outcome}?", float(r), f"previous result {r}", "paper")
+
+
 def _point(
     variant: DiceVariant, n_dice: int, faces: int, dist: Exact, scenario: str, stem: str,
-    question: str, previous: float, observation: str,
+    question: str, previous: float, observation: str, style: Style = "belieflens",
 ) -> GridPoint:
     return GridPoint(
         scenario=scenario,
@@ -98,6 +162,7 @@ def _point(
         labels=tuple(str(v) for v in dist.values),
         probs=dist.probs,
         observation=observation,
+        style=style,
         truth={
             "scenario": "dice", "variant": variant, "dice": float(n_dice),
             "faces": float(faces), "previous": previous, "observation": observation,
@@ -105,8 +170,12 @@ def _point(
     )
 
 
-def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str) -> Iterator[GridPoint]:
+def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
+                style: Style = "belieflens", min_results: int = 2) -> Iterator[GridPoint]:
     """The grid points of one variant and die configuration, in grid order."""
+    if style == "paper":
+        yield from _paper_points(variant, n_dice, faces, support, min_results)
+        return
     result, them = _roll_words(n_dice)
     setup = _setup(n_dice, faces)
     prior = dice_sum(n_dice, faces)
@@ -116,7 +185,7 @@ def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str) -> 
                      f"What is the probability that the {result} is {{outcome}}?", nan, "")
         return
     if variant == "observation":
-        for combo in observation_sets(n_dice, faces):
+        for combo in observation_sets(n_dice, faces, min_results):
             said = " and ".join(o.text for o in combo)
             dist = condition(prior, combo)
             dist = dist.nonzero() if support == "posterior" else dist
@@ -153,8 +222,8 @@ class Dice(GridEnvironment[DiceParams]):
     Variants: a single roll; a previous roll is stated and a new independent roll
     is predicted (every previous result); the total of the previous and a new roll
     (every previous result); one or two observations about the result (even, odd,
-    smaller/greater than the middle value, not 1, not the middle value) that leave
-    two or more possible results. Grid
+    smaller/greater than the middle value, not 1, not the middle value) that some
+    result satisfies (``observations=multiple``: two or more results). Grid
     order: variant, number of dice, faces, then previous result or observations.
     """
 
@@ -167,10 +236,11 @@ class Dice(GridEnvironment[DiceParams]):
         variants = VARIANTS if p.variant == "all" else (p.variant,)
         dice = DICE if p.dice is None else (p.dice,)
         faces = FACES if p.faces is None else (p.faces,)
+        min_results = 1 if p.observations == "all" else 2
         return [
             point
             for v in variants
             for n in dice
             for f in faces
-            for point in dice_points(v, n, f, p.support)
+            for point in dice_points(v, n, f, p.support, p.style, min_results)
         ]

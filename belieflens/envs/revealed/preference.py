@@ -8,7 +8,7 @@ from typing import Literal
 
 from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import categorical
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
+from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
 
 PreferenceVariant = Literal["regular", "independent"]
 """one choice; or a previous choice is stated and a new independent one predicted."""
@@ -28,6 +28,10 @@ ORDERS = ("forward", "reverse")
 FOCUSES = ("first", "second")
 """Which presented option is favoured."""
 
+Focus = Literal["canonical", "all", "first", "second"]
+"""Which option is favoured: the pair's own first (Left, Heads; the paper's), or the first or
+second presented, or both in turn (``all``)."""
+
 BIASES = (1, 2, 3)
 """The favoured option is ``bias`` times more likely to be chosen."""
 
@@ -38,7 +42,11 @@ class PreferenceParams(RevealedParams):
 
     pair: Literal["all", "left-right", "heads-tails"] = param("all", "the two options")
     order: Literal["all", "forward", "reverse"] = param("all", "order the options are presented in")
-    focus: Literal["all", "first", "second"] = param("all", "which presented option is favoured")
+    focus: Literal["canonical", "all", "first", "second"] = param(
+        "canonical",
+        "favoured option: canonical = Left/Heads whatever the order (the paper's grid), "
+        "first/second presented, or all (both in turn)",
+    )
     bias: int | None = param(None, "favoured option k times likelier, one of 1, 2, 3; default: all")
     variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
 
@@ -49,14 +57,44 @@ class PreferenceParams(RevealedParams):
 
 
 def preference_points(
-    variant: PreferenceVariant, pair: str, order: str, focus: str, bias: int
+    variant: PreferenceVariant, pair: str, order: str, focus: str, bias: int,
+    style: Style = "belieflens",
 ) -> Iterator[GridPoint]:
-    """The grid points of one variant and configuration, in grid order."""
+    """The grid points of one variant and configuration, in grid order.
+
+    ``focus``: ``first`` or ``second`` presented option favoured, or ``canonical``
+    (the pair's own first option, Left or Heads, whatever the order).
+    """
     shown = PAIRS[pair] if order == "forward" else PAIRS[pair][::-1]
-    fav = 0 if focus == "first" else 1
+    fav = shown.index(PAIRS[pair][0]) if focus == "canonical" else int(focus == "second")
     favoured, other = shown[fav], shown[1 - fav]
     weights = [bias if i == fav else 1 for i in range(2)]
     dist = categorical(weights)
+    if style == "paper":
+        choice = (
+            "The choice is fair and each option equally likely to be chosen." if bias == 1
+            else f"The choice is biased and option {favoured} is {bias} times more likely to be "
+            f"chosen than option {other}."
+        )
+        setup = (f"A person has to choose randomly between two options: {shown[0]} and "
+                 f"{shown[1]}. {choice}")
+        base: dict[str, float | str] = {
+            "scenario": "preference", "variant": variant, "pair": pair, "order": order,
+            "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
+        }
+        ask = "What is the probability that the person chooses option {outcome}"
+        if variant == "regular":
+            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", shown,
+                            dist.probs, "", base, style)
+            return
+        for prev in shown:
+            yield GridPoint(
+                f"{setup} The person first chooses at random option {prev}.",
+                "Then the person performs another random choice and chooses option",
+                f"{ask} in the second choice?", shown, dist.probs, f"previous choice {prev}",
+                {**base, "previous": prev}, style,
+            )
+        return
     liking = (
         f"Sam is as likely to choose {favoured} as {other}." if bias == 1
         else f"Sam is {bias} times more likely to choose {favoured} than {other}."
@@ -83,7 +121,9 @@ def preference_points(
 class Preference(GridEnvironment[PreferenceParams]):
     """Preference: Sam chooses Left/Right or Heads/Tails, one option 1-3 times likelier.
 
-    Both presentation orders, either option favoured, bias 1, 2 or 3. Variants:
+    Both presentation orders, bias 1, 2 or 3; by default (``focus=canonical``, the paper's
+    grid) the pair's own first option (Left, Heads) is favoured, and each option gets its
+    own stated question; ``focus=all`` favours either presented option in turn. Variants:
     one choice; a previous choice is stated and a new independent choice is
     predicted (every previous choice). Outcomes are listed in presentation order.
     Grid order: variant, pair, order, focus, bias, previous choice.
@@ -107,5 +147,5 @@ class Preference(GridEnvironment[PreferenceParams]):
             for o in orders
             for f in focuses
             for b in biases
-            for point in preference_points(v, pair, o, f, b)
+            for point in preference_points(v, pair, o, f, b, p.style)
         ]

@@ -154,3 +154,141 @@ def stated_probe(
     return Probe(
         name=name, labels=labels, oracle=None, queries=tuple(queries), delivery=delivery, kind="mcq"
     )
+
+
+# --- the paper's stated-answer format (App. C) -------------------------------------------
+
+PAPER_PREAMBLE = (
+    "You are given a Scenario, a Question, and a set of possible Answers. Select one Answer as "
+    "your reply. The Answers are A, B, C, D, E. Your selected final Answer will be contained "
+    "within double square brackets: [[A]], [[B]], [[C]], [[D]], [[E]]."
+)
+"""The instruction that opens every stated-answer prompt of the paper (App. C)."""
+
+PAPER_ORDER = (0, 1, 4, 2, 3)
+"""Candidate order shown under rotation 0 (ascending indices): the paper's dice example shows
+``1/12, 1/6, 5/12, 1/4, 1/3``, i.e. ascending candidates in this order."""
+
+
+def fraction_text(p: Fraction) -> str:
+    """A probability as the paper writes it: ``1/12`` (``0`` and ``1`` as integers)."""
+    return str(Fraction(p))
+
+
+@dataclass(frozen=True)
+class FractionCandidates:
+    """Five candidate probabilities as exact fractions, ascending, one of them correct.
+
+    Attributes:
+        values: the candidates, ascending.
+        correct: index of the correct one in ``values``.
+        denominator: if set, every candidate is written over this common denominator
+            (the case study's ``1553/5000``); otherwise each is written reduced (``1/12``).
+    """
+
+    values: tuple[Fraction, ...]
+    correct: int
+    denominator: int | None = None
+
+    def __post_init__(self) -> None:
+        if len(set(self.values)) != len(self.values) or list(self.values) != sorted(self.values):
+            raise ValueError(f"candidates must be distinct and ascending, got {self.values!r}")
+        if not 0 <= self.correct < len(self.values):
+            raise ValueError("correct candidate index out of range")
+        if any(not 0 <= v <= 1 for v in self.values):
+            raise ValueError(f"candidates must be probabilities, got {self.values!r}")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Each candidate as text: ``1/12``, or ``1553/5000`` over the common denominator."""
+        if self.denominator is None:
+            return tuple(fraction_text(v) for v in self.values)
+        d = self.denominator
+        return tuple(f"{int(v * d)}/{d}" for v in self.values)
+
+
+def paper_candidates(p: Fraction) -> FractionCandidates:
+    """The paper's five candidates for a correct probability ``p``.
+
+    Every stated example of App. C (1/4, 1/4, 1/2, 1/6) shows ``p * k / 3`` for
+    ``k = 1..5``. Where ``5p/3`` would exceed 1 (``p > 3/5``, which the paper never
+    shows) the candidates are ``p * k / 5`` for ``k = 1..5`` instead, so ``p`` is the
+    largest. ``p`` must be positive.
+    """
+    p = Fraction(p)
+    if not 0 < p <= 1:
+        raise ValueError(f"a stated question needs a positive probability, got {p}")
+    step = p / 3 if 5 * p <= 3 else p / 5
+    values = tuple(step * k for k in range(1, 6))
+    return FractionCandidates(values, values.index(p))
+
+
+def case_candidates(
+    p: Fraction, group_rates: tuple[Fraction, Fraction], offsets: tuple[Fraction, Fraction]
+) -> FractionCandidates:
+    """The case study's candidates: the two subgroup rates, the marginal and two near misses.
+
+    The paper's question (anxiety, ``1553/5000``) shows the rate among surgical-ward
+    staff (``4250/5000``), among the others (``1150/5000``), the marginal, and two
+    near misses at ``+94/5000`` and ``-181/5000`` from it (``offsets``). All are
+    written over their least common denominator, as the paper writes them.
+    """
+    values = sorted({Fraction(p), *group_rates, *(p + o for o in offsets)})
+    if len(values) != 5:
+        raise ValueError("case-study candidates collide")
+    denom = 1
+    for v in values:
+        denom = denom * v.denominator // np.gcd(denom, v.denominator)
+    return FractionCandidates(tuple(values), values.index(Fraction(p)), int(denom))
+
+
+def paper_stated_probe(
+    scenario: str,
+    question: str,
+    cands: FractionCandidates,
+    fmt: PromptFormat,
+    delivery: Delivery = "single-turn",
+    *,
+    name: str = "stated",
+    system: str | None = None,
+) -> Probe:
+    """The paper's stated-answer MCQ, one query per cyclic rotation of the five candidates.
+
+    Text (App. C): :data:`PAPER_PREAMBLE`, ``Scenario: ...``, ``Question: ...``,
+    ``Answers:`` and one ``[[A]] 1/12`` line per candidate; rotation 0 shows the
+    ascending candidates in :data:`PAPER_ORDER`. With ``system`` (the case study,
+    Fig. 2/3a) the background is the system message and the user's turn is the
+    question and the answers, without the preamble. ``chat``: the answer is read as
+    the first thing the assistant writes (``[[A]]`` ...); ``raw``: the text, then
+    ``Answer:`` and `` [[A]]`` ....
+    """
+    labels = cands.labels
+    k = len(labels)
+    square = latin_square(k)
+    queries = []
+    for r in range(k):
+        row = tuple(PAPER_ORDER[int(o)] for o in square[r])
+        answers = "\n".join(f"[[{LETTERS[j]}]] {labels[o]}" for j, o in enumerate(row))
+        if system is None:
+            body = (f"{PAPER_PREAMBLE}\nScenario: {scenario}\nQuestion: {question}\n"
+                    f"Answers:\n{answers}")
+            messages: tuple[Message, ...] = (Message("user", body),)
+            raw = body
+        else:
+            body = f"{question}\n{answers}"
+            messages = (Message("system", system), Message("user", body))
+            raw = f"{system}\n{body}"
+        chat = fmt == "chat"
+        queries.append(
+            Query(
+                messages=messages,
+                prefill="" if chat else f"{raw}\n{PREFILL}",
+                options=tuple(f"{'' if chat else ' '}[[{LETTERS[j]}]]" for j in range(k)),
+                outcome=row,
+                rotation=r,
+                format=fmt,
+            )
+        )
+    return Probe(
+        name=name, labels=labels, oracle=None, queries=tuple(queries), delivery=delivery, kind="mcq"
+    )

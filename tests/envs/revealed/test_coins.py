@@ -28,16 +28,20 @@ def brute(n: int, bias: int, offset: int = 0) -> dict[int, Fraction]:
 
 def test_grid_counts() -> None:
     env = Coins(CoinsParams())
-    by_variant = Counter(str(e.truth["variant"]) for e in env.episodes(10_000, 0))
+    by_variant = Counter(str(p.truth["variant"]) for p in env.points)
     configs = 2 * 3  # focus x bias
     per_prev = sum(n + 1 for n in (2, 3, 4)) * configs
     assert by_variant == {"regular": 3 * configs, "independent": per_prev, "dependent": per_prev}
-    assert env.count() == 18 + 72 + 72
+    assert env.prompt_counts().revealed == 18 + 72 + 72
+    # one stated question per possible count: regular sum(n+1) = 12, repeated sum((n+1)^2) = 50
+    assert env.count() == configs * (12 + 50 + 50) == 672
 
 
 def test_every_oracle_matches_brute_force() -> None:
     for ep in Coins(CoinsParams()).episodes(10_000, 0):
         t = ep.truth
+        if t["has_revealed"] == 0:
+            continue
         n, bias = int(t["coins"]), int(t["bias"])
         offset = int(t["previous"]) if t["variant"] == "dependent" else 0
         expected = brute(n, bias, offset)
@@ -48,8 +52,9 @@ def test_every_oracle_matches_brute_force() -> None:
 
 
 def test_three_coins_3_to_1_heads_total_with_previous_2() -> None:
-    env = get("coins", coins=3, focus="Heads", bias=3, variant="dependent")
-    ep = next(e for e in env.episodes(10, 0) if e.truth["previous"] == 2.0)
+    env = get("coins", coins=3, focus="Heads", bias=3, variant="dependent", style="belieflens")
+    ep = next(e for e in env.episodes(100, 0)
+              if e.truth["previous"] == 2.0 and e.truth["has_revealed"] == 1)
     probe = ep.turns[0].probes[0]
     assert probe.labels == ("2", "3", "4", "5")
     assert probe.oracle == pytest.approx([1 / 64, 9 / 64, 27 / 64, 27 / 64])

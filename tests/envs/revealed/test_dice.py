@@ -37,9 +37,11 @@ def all_of(preds: Sequence[Callable[[int], bool]]) -> Callable[[int], bool]:
     return lambda s: all(p(s) for p in preds)
 
 
-def test_grid_counts() -> None:
-    env = Dice(DiceParams())
-    by_variant = Counter(str(e.truth["variant"]) for e in env.episodes(10_000, 0))
+@pytest.mark.parametrize("observations", ["all", "multiple"])
+def test_grid_counts(observations: str) -> None:
+    env = Dice(DiceParams(observations=observations))  # type: ignore[arg-type]
+    by_variant = Counter(str(p.truth["variant"]) for p in env.points)
+    least = 1 if observations == "all" else 2
     ranges = sum(n * f - n + 1 for n, f in CONFIGS)
     obs = 0
     for n, f in CONFIGS:
@@ -47,20 +49,31 @@ def test_grid_counts() -> None:
         preds = [predicate(x) for x in ("even", "odd", f"smaller than {m}", f"greater than {m}",
                                         "not equal to 1", f"not equal to {m}")]
         combos = [(p,) for p in preds] + list(itertools.combinations(preds, 2))
-        obs += sum(len(brute(n, f, all_of(c))) >= 2 for c in combos)
+        obs += sum(len(brute(n, f, all_of(c))) >= least for c in combos)
     assert by_variant == {"single": 15, "independent": ranges, "dependent": ranges,
                           "observation": obs}
-    assert (ranges, obs) == (225, 269)
-    assert env.count() == 15 + 2 * 225 + 269
-    assert get("dice", dice=2, faces=6, variant="independent").count() == 11  # type: ignore[attr-defined]
+    # the paper keeps the 14 sets that leave a single result ("smaller than 2" on a d4)
+    assert (ranges, obs) == (225, 283 if observations == "all" else 269)
+    assert env.prompt_counts().revealed == 15 + 2 * 225 + obs
+    # one stated question per possible outcome of every scenario
+    assert env.count() == sum(sum(p > 0 for p in pt.probs) for pt in env.points)
+    six = get("dice", dice=2, faces=6, variant="independent", stated="first")
+    assert six.count() == 11  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("support", ["prior", "posterior"])
 def test_every_oracle_matches_brute_force(support: str) -> None:
     env = Dice(DiceParams(support=support))  # type: ignore[arg-type]
-    for ep in env.episodes(10_000, 0):
+    seen = 0
+    for ep in env.episodes(100_000, 0):
         t = ep.truth
         n, f, variant = int(t["dice"]), int(t["faces"]), t["variant"]
+        if t["has_revealed"] == 0:
+            (stated,) = ep.turns[0].probes
+            assert stated.labels[int(t["stated_correct"])] == t["stated_answer"]
+            assert float(t["stated_p"]) > 0
+            continue
+        seen += 1
         (probe, stated) = ep.turns[0].probes
         if variant == "observation":
             preds = [predicate(x) for x in str(t["observation"]).split(" and ")]
@@ -81,10 +94,11 @@ def test_every_oracle_matches_brute_force(support: str) -> None:
         assert t["stated_p"] == pytest.approx(counts[target] / total)
         assert counts[target] == max(counts.values())
         assert stated.labels[int(t["stated_correct"])] == t["stated_answer"]
+    assert seen == env.prompt_counts().revealed
 
 
 def test_two_dice_even_and_greater_than_middle_text() -> None:
-    env = Dice(DiceParams(dice=2, faces=6, variant="observation"))
+    env = Dice(DiceParams(dice=2, faces=6, variant="observation", style="belieflens"))
     said = "even and greater than 7"
     ep = next(e for e in env.episodes(100, 0) if e.truth["observation"] == said)
     assert middle(2, 6) == 7
@@ -105,9 +119,14 @@ def test_prefix_ambiguous_outcomes_get_a_terminator() -> None:
 
 
 def test_single_fair_die_has_no_unique_mode() -> None:
-    ep = next(Dice(DiceParams(dice=1, faces=6, variant="single")).episodes(1, 0))
-    assert ep.truth["mode"] == "" and ep.truth["target"] == "1"
+    params = DiceParams(dice=1, faces=6, variant="single", style="belieflens", stated="mode")
+    eps = list(Dice(params).episodes(10, 0))
+    ep = eps[0]
+    assert ep.truth["mode"] == "" and ep.truth["target"] == "1" and ep.truth["ties"] == 6
     assert ep.truth["stated_answer"] == "16.7%"
+    # a six-way tie: one stated question per tied outcome, the revealed read-out once
+    assert [e.truth["target"] for e in eps] == ["1", "2", "3", "4", "5", "6"]
+    assert [len(e.turns[0].probes) for e in eps] == [2, 1, 1, 1, 1, 1]
     assert ep.turns[0].probes[0].oracle == pytest.approx([Fraction(1, 6)] * 6)
 
 

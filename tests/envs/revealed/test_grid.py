@@ -40,11 +40,11 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize("name", ENVS)
 def test_episodes_are_deterministic_and_shaped(name: str) -> None:
-    env = get(name)
+    env = get(name, stated="first")
     a = list(env.episodes(7, 3))
     assert a == list(env.episodes(7, 3))
-    assert [e.index for e in a] == list(range(7))
-    assert [e.truth["grid_index"] for e in a] == [float(i) for i in range(7)]
+    assert [e.index for e in a] == list(range(min(7, env.count())))  # type: ignore[attr-defined]
+    assert [e.truth["grid_index"] for e in a] == [float(i) for i in range(len(a))]
     for e in a:
         assert len(e.turns) == 1 and e.turns[0].index == 0
         revealed, stated = e.turns[0].probes
@@ -60,24 +60,39 @@ def test_episodes_are_deterministic_and_shaped(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ENVS)
+def test_items_share_their_grid_point(name: str) -> None:
+    """Under stated=every, item 0 of a grid point holds both probes, the others one stated."""
+    env = get(name)
+    eps = list(env.episodes(40, 0))
+    for e in eps:
+        q = int(e.truth["asked_index"])
+        probes = e.turns[0].probes
+        assert [p.name for p in probes] == (["revealed", "stated"] if q == 0 else ["stated"])
+        assert e.truth["has_revealed"] == float(q == 0)
+    firsts = [e for e in eps if e.truth["asked_index"] == 0]
+    assert [e.truth["grid_index"] for e in firsts] == [float(i) for i in range(len(firsts))]
+
+
+@pytest.mark.parametrize("name", ENVS)
 def test_count_caps_episodes(name: str) -> None:
     env = get(name)
-    assert len(list(env.episodes(10_000, 0))) == env.count()  # type: ignore[attr-defined]
+    assert len(list(env.episodes(100_000, 0))) == env.count()  # type: ignore[attr-defined]
     assert list(env.episodes(0, 0)) == []
 
 
 def test_distractors_depend_on_seed_not_on_selection() -> None:
-    env = get("dice", dice=2)
+    kw = {"dice": 2, "style": "belieflens", "stated": "first"}
+    env = get("dice", **kw)
     a = {e.truth["grid_index"]: e.turns[0].probes[1].labels for e in env.episodes(50, 1)}
     b = {e.truth["grid_index"]: e.turns[0].probes[1].labels
-         for e in get("dice", dice=2, sample=True).episodes(50, 1)}
+         for e in get("dice", sample=True, **kw).episodes(50, 1)}
     c = {e.truth["grid_index"]: e.turns[0].probes[1].labels for e in env.episodes(50, 2)}
     assert all(a[g] == labels for g, labels in b.items() if g in a)
     assert sum(a[g] != c[g] for g in a) > 40
 
 
 def test_sample_is_a_seeded_permutation() -> None:
-    env = get("coins", sample=True)
+    env = get("coins", sample=True, stated="first")
     a = [e.truth["grid_index"] for e in env.episodes(20, 5)]
     assert a == [e.truth["grid_index"] for e in env.episodes(20, 5)]
     assert a != [e.truth["grid_index"] for e in env.episodes(20, 6)]
@@ -90,15 +105,24 @@ def test_sample_is_a_seeded_permutation() -> None:
 @pytest.mark.parametrize("name", ENVS)
 def test_rendering_aligns_every_query(name: str, fmt: str) -> None:
     tok: Any = CharTokenizer()
-    for e in get(name, format=fmt, sample=True).episodes(25, 0):
+    for style in ("paper", "belieflens"):
+        _check_rendering(tok, name, fmt, style)
+
+
+def _check_rendering(tok: Any, name: str, fmt: str, style: str) -> None:
+    for e in get(name, format=fmt, sample=True, style=style, stated="first").episodes(25, 0):
         revealed, stated = e.turns[0].probes
         for probe in (revealed, stated):
             for q in probe.queries:
-                assert q.format == fmt
+                # the paper asks its MCQs through the chat template (Sec. 3.3)
+                assert q.format == ("chat" if probe is stated and style == "paper" else fmt)
                 t = render(tok, q)
                 conts = [decode(c) for c in t.option_ids]
                 assert all(conts) and len(set(conts)) == len(conts)
-                if probe is stated:
+                if probe is stated and style == "paper":
+                    assert decode(t.context_ids).endswith("<assistant>[[")
+                    assert conts == [f"{x}]]" for x in "ABCDE"]
+                elif probe is stated:
                     assert decode(t.context_ids).endswith("Answer: [[")
                     assert conts == [f"{x}]]" for x in "ABCDE"]
         t = render(tok, revealed.queries[0])
@@ -108,12 +132,12 @@ def test_rendering_aligns_every_query(name: str, fmt: str) -> None:
         assert [decode(c) for c in t.option_ids] == expected
         assert decode(t.context_ids) == t.context_text + " "  # the shared space moved in
         if fmt == "chat":
-            assert t.context_text.startswith("<user>")
+            assert t.context_text.startswith(("<user>", "<system>"))
             assert revealed.queries[0].messages[0].content in t.context_text
 
 
 def test_dice_raw_completion_text() -> None:
-    (e,) = get("dice", dice=1, faces=12, variant="single").episodes(1, 0)
+    (e,) = get("dice", dice=1, faces=12, variant="single", style="belieflens").episodes(1, 0)
     t = render(CharTokenizer(), e.turns[0].probes[0].queries[0])
     assert decode(t.context_ids) == ("I roll a fair 12-sided die with faces numbered 1 to 12. "
                               "The result is ")

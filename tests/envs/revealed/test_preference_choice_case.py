@@ -12,7 +12,7 @@ from belieflens.errors import ParameterError
 
 
 def test_preference_grid() -> None:
-    env = get("preference")
+    env = get("preference", focus="all", stated="first", style="belieflens")
     eps = list(env.episodes(10_000, 0))
     assert env.count() == len(eps) == 24 + 48  # type: ignore[attr-defined]
     assert Counter(str(e.truth["variant"]) for e in eps) == {"regular": 24, "independent": 48}
@@ -30,7 +30,7 @@ def test_preference_grid() -> None:
 
 def test_preference_text() -> None:
     env = get("preference", pair="left-right", order="reverse", focus="second", bias=2,
-              variant="independent")
+              variant="independent", style="belieflens", stated="first")
     eps = list(env.episodes(10, 0))
     assert [e.truth["previous"] for e in eps] == ["Right", "Left"]
     q = eps[0].turns[0].probes[0].queries[0]
@@ -40,7 +40,7 @@ def test_preference_text() -> None:
 
 
 def test_choice_grid() -> None:
-    env = get("choice")
+    env = get("choice", stated="first")
     eps = list(env.episodes(10_000, 0))
     assert env.count() == len(eps) == 3 + 2 + 4 + 6  # type: ignore[attr-defined]
     for e in eps:
@@ -53,7 +53,7 @@ def test_choice_grid() -> None:
 
 
 def test_case_study_marginal() -> None:
-    env = get("case-study", variant="marginal", share=30)
+    env = get("case-study", case="clinic", variant="marginal", share=30, stated="first")
     (ep,) = env.episodes(10, 0)
     child, adult = (50, 30, 20), (20, 60, 20)
     expected = [Fraction(30, 100) * Fraction(c, 100) + Fraction(70, 100) * Fraction(a, 100)
@@ -65,7 +65,7 @@ def test_case_study_marginal() -> None:
 
 
 def test_case_study_grid() -> None:
-    env = get("case-study")
+    env = get("case-study", case="clinic", stated="first")
     eps = list(env.episodes(100, 0))
     assert env.count() == len(eps) == 15  # type: ignore[attr-defined]
     for e in eps:
@@ -78,7 +78,10 @@ def test_case_study_grid() -> None:
 
 @pytest.mark.parametrize("env, name, value", [("preference", "bias", "5"),
                                                ("choice", "options", "3"),
-                                               ("case-study", "share", "20")])
+                                               ("case-study", "share", "20"),
+                                               ("case-study", "case", "ward"),
+                                               ("dice", "stated", "all"),
+                                               ("coins", "style", "book")])
 def test_bad_params(env: str, name: str, value: str) -> None:
     with pytest.raises(ParameterError, match=name):
         get(env, **{name: value})
