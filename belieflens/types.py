@@ -47,7 +47,8 @@ SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
 """All scenario kinds, in order."""
 
 SectionName = Literal[
-    "dutch-book", "protein-world", "belief-attribution", "recommender", "judgment", "revealed"
+    "dutch-book", "protein-world", "belief-attribution", "recommender", "judgment", "revealed",
+    "twenty-questions",
 ]
 """An environment-specific section of ``belieflens analyze``; each environment class lists the
 sections it needs (``sections``), and :mod:`belieflens.analysis.sections` implements each."""

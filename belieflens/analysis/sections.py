@@ -17,6 +17,7 @@ from belieflens.analysis.envs.protein_world.section import protein_world_section
 from belieflens.analysis.envs.recommender.section import recommender_section
 from belieflens.analysis.envs.revealed.section import revealed_section
 from belieflens.analysis.envs.section import SectionFn
+from belieflens.analysis.envs.twenty_questions.section import twenty_questions_section
 from belieflens.types import SectionName
 
 SECTIONS: dict[SectionName, SectionFn] = {
@@ -26,6 +27,7 @@ SECTIONS: dict[SectionName, SectionFn] = {
     "recommender": recommender_section,
     "judgment": judgment_section,
     "revealed": revealed_section,
+    "twenty-questions": twenty_questions_section,
 }
 """Every section name's implementation."""
 

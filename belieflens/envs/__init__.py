@@ -22,6 +22,7 @@ from belieflens.envs.revealed.choice import Choice
 from belieflens.envs.revealed.coins import Coins
 from belieflens.envs.revealed.dice import Dice
 from belieflens.envs.revealed.preference import Preference
+from belieflens.envs.twenty_questions import TwentyQuestions
 from belieflens.errors import ParameterError
 from belieflens.types import SectionName
 
@@ -51,6 +52,7 @@ _REGISTRY: dict[str, EnvironmentClass] = {
     "dutch-book": DutchBook,
     "belief-attribution": BeliefAttribution,
     "case-study": CaseStudy,
+    "twenty-questions": TwentyQuestions,
 }
 """name -> environment class, built as ``Class(params)`` from its ``Params`` dataclass."""
 

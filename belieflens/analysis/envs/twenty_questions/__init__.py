@@ -1,0 +1,1 @@
+"""The ``twenty-questions`` analysis section: KL(oracle ‖ model) per step."""
