@@ -22,13 +22,15 @@ pytestmark = pytest.mark.real_model
 # env, params, episodes, variants expected, whether some grid point has a unique mode,
 # whether some grid point is uniform (position-bias rows)
 CASES: list[tuple[str, dict[str, object], int, list[str], bool, bool]] = [
-    ("dice", {"dice": 2, "faces": 4}, 2, ["single", "independent"], True, False),
-    ("coins", {"coins": 2, "focus": "Heads", "bias": 3}, 2, ["regular", "independent"], True,
-     False),
+    ("dice", {"dice": 2, "faces": 4, "stated": "first", "style": "belieflens"}, 2,
+     ["single", "independent"], True, False),
+    ("coins", {"coins": 2, "focus": "Heads", "bias": 3, "stated": "first"}, 2,
+     ["regular", "independent"], True, False),
     ("preference", {"pair": "left-right", "order": "forward", "focus": "first",
-                    "variant": "regular"}, 3, ["regular"], True, True),
-    ("choice", {"options": 2}, 2, ["regular", "independent"], False, True),
-    ("case-study", {"share": 30}, 2, ["marginal", "child"], True, False),
+                    "variant": "regular", "stated": "first"}, 3, ["regular"], True, True),
+    ("choice", {"options": 2, "stated": "first"}, 2, ["regular", "independent"], False, True),
+    ("case-study", {"case": "clinic", "share": 30, "stated": "first"}, 2, ["marginal", "child"],
+     True, False),
 ]
 
 
@@ -82,3 +84,23 @@ def test_extract_and_analyse(
         assert "Revealed belief vs stated answer" in report.text
         assert (tmp_path / "report" / "revealed_accuracy.png").exists()
         assert "revealed_accuracy.png" in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_every_outcome_items_pair_on_the_first(smol_model: LoadedModel, tmp_path: Path) -> None:
+    """stated=every (the default): one revealed read-out per grid point, a stated question per
+    outcome; the analysis pairs RevB with the stated question about the mode."""
+    env = envs.get("coins", coins=2, focus="Heads", bias=3, variant="regular")
+    assert env.count() == 3  # type: ignore[attr-defined]
+    path = extract(env, smol_model, tmp_path / "every.h5", ExtractOptions(episodes=3))
+    ds = belieflens.open_cache(path)
+    try:
+        probes = np.asarray(ds["probe"].values).astype(str)
+        assert (probes == "revealed").sum() == 1 and (probes == "stated").sum() == 15
+        r = readouts(ds, lens=False)
+        s = summarise(r)
+    finally:
+        ds.close()
+    assert int(r.revealed.notnull().any("outcome").sum()) == 1
+    assert int(s.distance["n"].values[0]) == 1
+    acc = s.accuracy
+    assert int(acc["n_all"].values[0]) == 3 and int(acc["n"].values[0]) == 1

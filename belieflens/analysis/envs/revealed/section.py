@@ -21,9 +21,12 @@ distribution over the outcome continuations of a prompt that ends right before t
 outcome; it is compared with the exact distribution (the truth) by Chebyshev distance,
 L1 distance and symmetric KL (the truth smoothed additively so that outcomes it rules
 out do not make the KL infinite). The **stated answer** (StaA) is the same scenario as
-a question with five candidate probabilities, debiased over their five rotations; it is
-right when its most likely candidate is the correct one. Where the truth has a unique
-mode, RevB is right when the revealed belief's argmax is that mode; the two
+a question about one outcome's probability with five candidates (the paper's fractions
+by default), debiased over their five rotations; it is right when its most likely
+candidate is the correct one. With `stated=every` (the default) each possible outcome
+gets its own question: StaA over every question is `staa_all`. Where the truth has a
+unique mode, RevB is right when the revealed belief's argmax is that mode; it is paired
+with the stated question about that mode (the grid point's first item) and the two
 accuracies are compared on the same grid points with McNemar's exact test."""
 
 
