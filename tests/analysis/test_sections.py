@@ -35,6 +35,7 @@ def test_sections_per_environment_as_before() -> None:
         "recommender": "recommender",
         "social-judgment": "judgment",
         "medical-triage": "judgment",
+        "twenty-questions": "twenty-questions",
         **{e: "revealed" for e in ("dice", "coins", "preference", "choice", "case-study")},
     }
     for name in envs.names():

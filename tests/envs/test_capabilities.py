@@ -13,8 +13,10 @@ from belieflens.envs.capabilities import FiniteGrid, NeedsGenerator, NeedsSimula
 from belieflens.errors import ParameterError
 
 GENERATING = {"recommender", "social-judgment", "medical-triage", "protein-world", "dutch-book",
-              "belief-attribution"}
-SIMULATING = {"social-judgment", "medical-triage"}
+              "belief-attribution", "twenty-questions"}
+SIMULATING = {"social-judgment", "medical-triage", "twenty-questions"}
+MODEL_DRIVEN = {"twenty-questions"}
+"""Environments played by the model itself: they need a model (and its simulator) always."""
 GRIDS = {"dice", "coins", "preference", "choice", "case-study"}
 
 
@@ -25,8 +27,8 @@ def test_capabilities_of_every_environment(name: str) -> None:
     assert isinstance(env, NeedsGenerator) == (name in GENERATING)
     assert isinstance(env, NeedsSimulator) == (name in SIMULATING)
     assert isinstance(env, FiniteGrid) == (name in GRIDS)
-    # the defaults never need a model
-    assert not requires_generator(env) and not requires_simulator(env)
+    # the defaults never need a model, but for the environments the model plays
+    assert requires_generator(env) == requires_simulator(env) == (name in MODEL_DRIVEN)
     # parameters are a dataclass instance: asdict needs no cast
     assert isinstance(dataclasses.asdict(env.params), dict)
 
