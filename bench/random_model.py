@@ -9,17 +9,18 @@ model's widths (9 heads, 3 KV heads, MLP 1536), so compute per block is realisti
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from belieflens.cache.models import LoadedModel
 from belieflens.types import KernelName
 
 
-def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedModel:
-    """The random model on the CPU in float32 (seeded: the same weights every run)."""
+def smol_shaped_hf(*, narrow: bool) -> tuple[Any, Any]:
+    """The random transformers model (seeded: the same weights every run) and its tokenizer."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from belieflens.cache.models import ModelSource, bridge_from_hf, resolve
+    from belieflens.cache.models import resolve
 
     source = resolve("smollm2-135m")
     tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
@@ -34,6 +35,14 @@ def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedM
     torch.manual_seed(0)
     hf = LlamaForCausalLM(cfg)
     hf.eval()  # type: ignore[no-untyped-call]
+    return hf, tok
+
+
+def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedModel:
+    """The random model on the CPU in float32 (seeded: the same weights every run)."""
+    from belieflens.cache.models import ModelSource, bridge_from_hf
+
+    hf, tok = smol_shaped_hf(narrow=narrow)
     name = "narrow-random" if narrow else "smol-shaped-random"
     src = ModelSource(name, "directory", Path("."), name)
     return bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0, kernels=kernels)

@@ -181,40 +181,94 @@ def lens_option_logprob(
                             memory_budget=memory_budget), "lens_logprob")
 
 
+def _score_block(
+    resid: np.ndarray,
+    index: np.ndarray,
+    cont: np.ndarray | None,
+    *,
+    head: Head,
+    lens: Lens,
+    n_extra: int,
+    sub: int,
+) -> np.ndarray:
+    """Lens log-scores ``[q, layer, option]`` of one block of read-outs.
+
+    ``resid [q, layer, d_model]``, ``index [q, option, cont]`` (lens rows of each option's
+    tokens, -1 past its end), ``cont [q, option, cont_extra, layer, d_model]`` or None.
+    Continuation residuals are scored ``sub`` queries at a time (a memory bound).
+    """
+    n_opt = index.shape[1]
+    logp = _log_normalised(head, lens.transform(np.asarray(resid, dtype=np.float64)))
+    idx = index[:, :, 0]
+    first = np.take_along_axis(logp, np.where(idx >= 0, idx, 0)[:, None, :], axis=-1)
+    score = np.where((idx >= 0)[:, None, :], first, np.nan)
+    for i in range(n_extra if cont is not None else 0):
+        assert cont is not None
+        tok = index[:, :, i + 1]  # [q, option]: token i+1, predicted at position i
+        if not (tok >= 0).any():
+            continue
+        for a in range(0, tok.shape[0], sub):
+            z = min(a + sub, tok.shape[0])
+            hc = np.asarray(cont[a:z, :n_opt, i], dtype=np.float64)  # [q, option, layer, d]
+            lp = _log_normalised(head, lens.transform(hc))  # [q, option, layer, lens_token]
+            t = tok[a:z]
+            got = np.take_along_axis(lp, np.where(t >= 0, t, 0)[:, :, None, None], axis=-1)
+            add = np.where((t >= 0)[:, :, None], got[..., 0], 0.0)  # [q, option, layer]
+            score[a:z] += np.transpose(add, (0, 2, 1))
+    return np.asarray(score, dtype=np.float64)
+
+
+def _is_dask(da: xr.DataArray) -> bool:
+    return da.chunks is not None
+
+
 def _option_logprob(
     ds: xr.Dataset, *, chunk: int, lens: Lens, multi_token: MultiToken, memory_budget: int
 ) -> Float[np.ndarray, "query layer option"]:
+    """Lens log-scores of every option at every layer, block by block.
+
+    A dask-backed dataset (a study directory, or ``open_cache(..., chunks=...)``) is scored
+    with :func:`xarray.apply_ufunc` (``dask="parallelized"``), one task per chunk of
+    queries: memory is bounded by a chunk, and on a distributed client the workers read and
+    score their chunks, sending back only ``[query, layer, option]``. A file read lazily
+    from disk is scored ``chunk`` queries at a time by the same block function.
+    """
     head = Head.from_dataset(ds)
-    w = head.weight
-    index = np.asarray(ds["option_lens_index"].values).astype(np.int64)  # [q, option, cont]
+    index = ds["option_lens_index"].astype(np.int64)  # [q, option, cont]
     n_q, n_opt = index.shape[0], index.shape[1]
     n_layer = ds.sizes["layer"]
     use_cont = multi_token == "auto" and has_continuations(ds)
     n_extra = min(ds.sizes[CONT_EXTRA], index.shape[2] - 1) if use_cont else 0
-    out = np.full((n_q, n_layer, n_opt), np.nan)
-    row_bytes = max(1, n_opt * n_layer * (ds.sizes["d_model"] + w.shape[0]) * 8)
+    row_bytes = max(1, n_opt * n_layer * (ds.sizes["d_model"] + head.weight.shape[0]) * 8)
     sub = max(1, memory_budget // row_bytes)
+    cont = (ds[CONT_RESID].transpose(QUERY, OPTION, CONT_EXTRA, LAYER, "d_model")
+            if n_extra else None)
+    resid = ds["resid"]
+    if _is_dask(resid):
+        args = [resid, index.chunk({QUERY: resid.chunks[0]})]  # type: ignore[index]
+        core = [[LAYER, "d_model"], [OPTION, str(index.dims[2])]]
+        if cont is not None:
+            args.append(cont)
+            core.append([OPTION, CONT_EXTRA, LAYER, "d_model"])
+
+        def block(r: np.ndarray, i: np.ndarray, *c: np.ndarray) -> np.ndarray:
+            return _score_block(r, i, c[0] if c else None, head=head, lens=lens,
+                                n_extra=n_extra, sub=sub)
+
+        scored = xr.apply_ufunc(
+            block, *args, input_core_dims=core, output_core_dims=[[LAYER, OPTION]],
+            dask="parallelized", output_dtypes=[np.float64], exclude_dims={OPTION},
+            dask_gufunc_kwargs={"output_sizes": {OPTION: n_opt}},
+        )
+        return np.asarray(scored.transpose(QUERY, LAYER, OPTION).values, dtype=np.float64)
+    idx_all = np.asarray(index.values)
+    out = np.full((n_q, n_layer, n_opt), np.nan)
     for s in range(0, n_q, chunk):
         e = min(s + chunk, n_q)
-        logp = _log_normalised(head, lens.transform(_resid(ds, s, e)))  # [q, layer, lens_token]
-        idx = index[s:e, :, 0]
-        first = np.take_along_axis(logp, np.where(idx >= 0, idx, 0)[:, None, :], axis=-1)
-        score = np.where((idx >= 0)[:, None, :], first, np.nan)
-        for i in range(n_extra):
-            tok = index[s:e, :, i + 1]  # [q, option]: token i+1, predicted at position i
-            if not (tok >= 0).any():
-                continue
-            for a in range(s, e, sub):
-                z = min(a + sub, e)
-                cont = ds[CONT_RESID].isel({"query": slice(a, z), CONT_EXTRA: i})
-                hc = np.asarray(cont.transpose("query", "option", LAYER, "d_model").values,
-                                dtype=np.float64)[:, :n_opt]
-                lp = _log_normalised(head, lens.transform(hc))  # [q, option, layer, lens_token]
-                t = tok[a - s : z - s]
-                got = np.take_along_axis(lp, np.where(t >= 0, t, 0)[:, :, None, None], axis=-1)
-                add = np.where((t >= 0)[:, :, None], got[..., 0], 0.0)  # [q, option, layer]
-                score[a - s : z - s] += np.transpose(add, (0, 2, 1))
-        out[s:e] = score
+        c = None if cont is None else np.asarray(cont.isel({QUERY: slice(s, e)}).values)
+        out[s:e] = _score_block(np.asarray(resid.isel({QUERY: slice(s, e)}).values),
+                                idx_all[s:e], c, head=head, lens=lens, n_extra=n_extra,
+                                sub=sub)
     return out
 
 

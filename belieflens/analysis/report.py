@@ -32,6 +32,8 @@ from belieflens.analysis.tables import (
     turn_table,
 )
 from belieflens.analysis.tuned_lens.lens import TunedLens, load_tuned_lens, parse_lens_spec
+from belieflens.cache import cluster
+from belieflens.cache.cluster import DaskClient
 from belieflens.cache.integrity import verify_file
 from belieflens.cache.shards import cache_files, open_cache
 from belieflens.errors import CacheFileError
@@ -62,9 +64,16 @@ def analyze(
     lens: str | Path | TunedLens | None = None,
     probes: bool = True,
     seed: int = 0,
+    client: DaskClient | str | None = None,
 ) -> Analysis:
-    """Analyse a cache file, or a study directory of shards (one dask-backed dataset; its
-    arrays are read as the analysis needs them, not bounded by chunks yet).
+    """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
+    chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
+
+    With ``client`` (a :class:`distributed.Client` or a ``--cluster`` value: ``local[:N]``,
+    ``tcp://HOST:PORT``, ``PATH/scheduler.json``), the dask work runs on that cluster: the
+    shards' checksums are verified by the workers, one task per shard, and the lens scores
+    are computed there chunk by chunk (only ``[query, layer, option]`` comes back); the
+    linear probes' streaming statistics are accumulated here from chunks the workers read.
 
     Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
@@ -75,12 +84,42 @@ def analyze(
     anything is written: a damaged file raises :class:`CacheFileError` (one line) and
     leaves no partial report.
     """
+    if client is None:
+        return _analyze(path, out_dir, method=method, lens=lens, probes=probes, seed=seed,
+                        client=None)
+    import dask
+
+    connected = cluster.connect(client) if isinstance(client, str) else client
+    try:
+        with dask.config.set(scheduler=getattr(connected, "get")):  # noqa: B009 - not in the Protocol
+            return _analyze(path, out_dir, method=method, lens=lens, probes=probes, seed=seed,
+                            client=connected)
+    finally:
+        if isinstance(client, str):
+            cluster.close(connected)
+
+
+def _analyze(
+    path: str | Path,
+    out_dir: str | Path | None,
+    *,
+    method: DebiasMethod,
+    lens: str | Path | TunedLens | None,
+    probes: bool,
+    seed: int,
+    client: DaskClient | None,
+) -> Analysis:
     tuned = _lens(lens)
     out = Path(out_dir) if out_dir is not None else None
     shards = Path(path).is_dir()
     if out is not None and shards:  # a study's shards, checked before they are held open
-        for f in cache_files(path):
-            verify_file(f)
+        shard_files = cache_files(path)
+        if client is None:
+            for f in shard_files:
+                verify_file(f)
+        else:  # one task per shard on the workers; the first damage found is raised here
+            for future in [client.submit(verify_file, f, pure=False) for f in shard_files]:
+                future.result()
     ds = open_cache(path)
     if out is not None:
         try:  # nothing is written from damaged data: every chunk is checked first

@@ -453,8 +453,10 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
 
     Checked against the manifest first (every shard finished, of this study, rows with no
     gap and no duplicate); each shard is opened by :func:`belieflens.cache.store.open_cache`
-    (its checks, and every chunk read against its checksum), with ``chunks`` (default about
-    1,024 rows per dask chunk), and the shards are concatenated along ``query``. It holds
+    (its checks, and every chunk read against its checksum), with ``chunks`` (default: whole
+    HDF5 chunks of rows, as many as keep the widest per-query variable's dask chunk under
+    about 64 MiB, so a task's memory is bounded whatever the study's size), and the shards
+    are concatenated along ``query``. It holds
     what plain xarray gives with::
 
         xr.open_mfdataset(sorted(glob("DIR/shard-*.h5")), engine="h5netcdf", combine="nested",
@@ -464,9 +466,8 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     with the whole study's ``study`` and ``study_fingerprint`` as attributes.
     """
     m, paths = _checked_shards(directory)
-    rows = chunk_rows(m.window)
-    parts = [open_file(p, chunks=dict(chunks) if chunks else {QUERY: rows * max(1, 1024 // rows)})
-             for p in paths]
+    rows = default_chunk_rows(paths[0], chunk_rows(m.window)) if paths else 1
+    parts = [open_file(p, chunks=dict(chunks) if chunks else {QUERY: rows}) for p in paths]
     ds = xr.concat(parts, dim=QUERY, data_vars="minimal", coords="minimal", compat="override",
                    join="outer", combine_attrs="override")
     attrs = {k: v for k, v in ds.attrs.items() if k not in SHARD_ATTRS}
@@ -480,6 +481,23 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
 
     ds.set_close(close)
     return ds
+
+
+CHUNK_BYTES = 64 * 2**20
+"""About the most bytes a default dask chunk of one per-query variable holds."""
+
+
+def default_chunk_rows(path: Path, rows: int, budget: int = CHUNK_BYTES) -> int:
+    """Rows per dask chunk: a multiple of the file's ``rows`` per HDF5 chunk, as many as keep
+    the widest per-query variable's chunk under ``budget`` bytes (at least one HDF5 chunk)."""
+    import h5netcdf
+
+    widest = 1
+    with h5netcdf.File(path, "r") as f:
+        for var in f.variables.values():
+            if var.dimensions[:1] == (QUERY,) and len(var.shape) > 1 and var.dtype != str:
+                widest = max(widest, int(np.prod(var.shape[1:])) * np.dtype(var.dtype).itemsize)
+    return rows * max(1, budget // (rows * widest))
 
 
 def cache_files(path: str | os.PathLike[str]) -> list[Path]:

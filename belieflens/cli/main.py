@@ -250,6 +250,10 @@ def analyze(
         bool, typer.Option("--no-probes", help="skip the per-layer linear probes")
     ] = False,
     seed: Annotated[int, typer.Option(help="seed of the probes' cross-validation folds")] = 0,
+    cluster: Annotated[
+        str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
+                                 "tcp://HOST:PORT or PATH/scheduler.json")
+    ] = None,
 ) -> None:
     """Print belief tables; with --out, write plots and a Markdown report."""
     from belieflens.analysis.report import analyze as run
@@ -261,7 +265,8 @@ def analyze(
         if is_result(file):  # an intervention result: its own report section
             result = intervention_report(file, out, method=method)
         else:
-            result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed)
+            result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed,
+                         client=cluster)
     except BeliefLensError as e:
         _fail(str(e))
         return

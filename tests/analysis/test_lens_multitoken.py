@@ -150,6 +150,20 @@ def test_chunked_equals_whole() -> None:
                        lens_option_logprob(ds, chunk=100))
 
 
+@pytest.mark.parametrize("cont", [True, False])
+def test_dask_backed_blocks_equal_the_in_memory_scores(cont: bool) -> None:
+    """A dask-backed dataset is scored chunk by chunk (apply_ufunc, dask="parallelized"):
+    the same numbers as the in-memory loop, and nothing is computed until asked."""
+    ds = synthetic(cont=cont)
+    lazy = ds.chunk({"query": 3})  # uneven chunks: 3 + 1 read-outs
+    assert lazy["resid"].chunks is not None
+    want = lens_option_logprob(ds)
+    got = lens_option_logprob(lazy)
+    assert np.allclose(got.values, want.values, equal_nan=True)
+    assert np.array_equal(np.isnan(got.values), np.isnan(want.values))
+    assert np.allclose(lens_beliefs(lazy).values, lens_beliefs(ds).values, equal_nan=True)
+
+
 def test_cont_resid_convention_on_tiny_model(tiny_model: LoadedModel, tmp_path: Path) -> None:
     """Each stored continuation residual, read through the lens head at the last layer, gives
     the model's own logit of the next continuation token (the convention the lens relies on)."""

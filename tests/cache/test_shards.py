@@ -239,3 +239,24 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
     assert a.text == b.text
     body = [(tmp_path / d / "report.md").read_text().split("\n## ", 1)[1] for d in ("dir", "file")]
     assert body[0] == body[1]
+
+
+def test_analysis_on_the_cluster_equals_the_local_one(
+    study: Path, client: Any, tmp_path: Path
+) -> None:
+    """`analyze DIR --cluster`: the workers verify the shards and score the lens chunk by
+    chunk; the tables and the report equal those of the analysis run in this process."""
+    import distributed
+
+    from belieflens.analysis.report import analyze
+
+    a = analyze(study, tmp_path / "local", probes=True)
+    with distributed.get_task_stream(client) as stream:
+        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
+    assert a.text == b.text
+    assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
+        tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]
+    keys = [str(t["key"]) for t in stream.data]
+    shards = len(list(study.glob("shard-*.h5")))
+    assert sum("verify_file" in k for k in keys) == shards, keys[:10]
+    assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
