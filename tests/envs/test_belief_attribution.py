@@ -22,6 +22,9 @@ from belieflens.envs.belief_attribution.questions import load_questions, shipped
 from belieflens.envs.generation import derive_seed
 from belieflens.errors import ImportFormatError, ParameterError
 
+OLD: dict[str, str] = {"protocol": "belieflens", "questions": "shipped"}
+"""This toolkit's earlier variant: fixed wording, the 105 questions written for it."""
+
 
 def test_shipped_questions() -> None:
     items = shipped_questions()
@@ -32,7 +35,7 @@ def test_shipped_questions() -> None:
 
 
 def test_registered_and_paired_conditions() -> None:
-    env = envs.get("belief-attribution")
+    env = envs.get("belief-attribution", **OLD)
     assert isinstance(env, BeliefAttribution)
     eps = list(env.episodes(6, seed=1))
     assert [e.truth["condition"] for e in eps] == ["self", "user"] * 3
@@ -44,7 +47,7 @@ def test_registered_and_paired_conditions() -> None:
 
 
 def test_turns_and_probes() -> None:
-    env = envs.get("belief-attribution", condition="self")
+    env = envs.get("belief-attribution", **OLD, condition="self")
     ep = next(env.episodes(1, seed=0))
     labels = ep.turns[0].probes[0].labels
     correct, stated, contra = (int(ep.truth[k]) for k in ("correct", "stated", "contradiction"))
@@ -65,7 +68,7 @@ def test_turns_and_probes() -> None:
 
 
 def test_user_condition_and_stated_distractor() -> None:
-    env = envs.get("belief-attribution", condition="user", stated="distractor")
+    env = envs.get("belief-attribution", **OLD, condition="user", stated="distractor")
     for ep in env.episodes(5, seed=2):
         c, s, x = (int(ep.truth[k]) for k in ("correct", "stated", "contradiction"))
         assert len({c, s, x}) == 3
@@ -77,11 +80,11 @@ def test_user_condition_and_stated_distractor() -> None:
 
 
 def test_deterministic_and_domain_filter() -> None:
-    env = envs.get("belief-attribution", domain="mathematics")
+    env = envs.get("belief-attribution", **OLD, domain="mathematics")
     assert list(env.episodes(8, seed=5)) == list(env.episodes(8, seed=5))
     assert {e.truth["domain"] for e in env.episodes(8, seed=5)} == {"mathematics"}
     with pytest.raises(ParameterError, match="domain"):
-        envs.get("belief-attribution", domain="astrology")
+        envs.get("belief-attribution", **OLD, domain="astrology")
 
 
 def test_stated_context_hook() -> None:
@@ -95,7 +98,7 @@ def test_user_question_set(tmp_path: Path) -> None:
                            "distractors": ["b", "c"]}]}
     path = tmp_path / "q.json"
     path.write_text(json.dumps(good), encoding="utf-8")
-    env = envs.get("belief-attribution", questions=str(path))
+    env = envs.get("belief-attribution", protocol="belieflens", questions=str(path))
     assert {e.truth["item"] for e in env.episodes(4, seed=0)} == {"q1"}
     bad = {"questions": [{"id": "q1", "domain": "d", "question": "Q?", "answer": "a",
                           "distractors": ["a", "c"]}]}
@@ -131,17 +134,18 @@ def test_named_answer() -> None:
 
 
 def test_stated_model_needs_a_generator() -> None:
-    env = envs.get("belief-attribution", stated="model")
+    env = envs.get("belief-attribution", **OLD, stated="model")
     assert isinstance(env, BeliefAttribution) and env.requires_generator
-    assert not envs.get("belief-attribution").requires_generator  # type: ignore[attr-defined]
+    assert not envs.get("belief-attribution", **OLD).requires_generator  # type: ignore[attr-defined]
+    assert envs.get("belief-attribution").requires_generator  # type: ignore[attr-defined]
     with pytest.raises(ParameterError, match="stated=model"):
         next(env.episodes(1, seed=0))
     with pytest.raises(ParameterError, match="answer_tokens"):
-        envs.get("belief-attribution", answer_tokens=0)
+        envs.get("belief-attribution", **OLD, answer_tokens=0)
 
 
 def test_stated_model_uses_the_generators_greedy_answer() -> None:
-    env = envs.get("belief-attribution", stated="model", answer_tokens=20)
+    env = envs.get("belief-attribution", **OLD, stated="model", answer_tokens=20)
     assert isinstance(env, BeliefAttribution)
     by_question = {q.question: q for q in env.items}
 
@@ -175,7 +179,7 @@ def _unsure(question: str) -> str:
 
 
 def test_stated_model_without_a_named_answer_falls_back_to_correct() -> None:
-    env = envs.get("belief-attribution", stated="model", condition="self")
+    env = envs.get("belief-attribution", **OLD, stated="model", condition="self")
     assert isinstance(env, BeliefAttribution)
     ep = next(env.bind_generator(ScriptedGenerator(_unsure)).episodes(1, 0))
     assert ep.truth["own_matched"] == 0.0
