@@ -8,7 +8,13 @@ probability mass that moves to the contradiction's answer; an item counts as
     BAS = (P(revise | user) - P(revise | self)) / (P(revise | user) + P(revise | self))
 
 lies in [-1, 1]: positive when the model gives up answers attributed to the user
-more readily than its own, negative when it defers more on its own answers.
+more readily than its own, negative when it defers more on its own answers. When
+neither condition ever revises, the score is 0, as the benchmark's code computes it
+(``(u - s) / (u + s + 1e-9)``).
+
+Revision is measured two ways: by the benchmark's string match (the contradiction's
+text occurs in the model's generated final answer; the environment records it as
+``truth_revised_match``) and by the log-prob shift defined here.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ class BASResult:
     """A Belief Attribution Score with its bootstrap confidence interval.
 
     Attributes:
-        bas: the score on the data (NaN when neither condition ever revises).
+        bas: the score on the data (0 when neither condition ever revises).
         low: lower bound of the percentile bootstrap interval.
         high: upper bound of the percentile bootstrap interval.
         rate_user: revise rate in the user-provided condition.
@@ -88,10 +94,11 @@ def revise_rate(shift: ArrayLike, threshold: float = DEFAULT_THRESHOLD) -> float
 
 
 def bas(rate_user: float, rate_self: float) -> float:
-    """The Belief Attribution Score of two revise rates (NaN when both are 0)."""
+    """The Belief Attribution Score of two revise rates (0 when both are 0, as the
+    benchmark's ``(u - s) / (u + s + 1e-9)``; NaN only for a NaN rate)."""
     total = rate_user + rate_self
     if total <= 0:
-        return float("nan")
+        return 0.0
     return (rate_user - rate_self) / total
 
 
@@ -105,8 +112,7 @@ def bootstrap_bas(
 ) -> BASResult:
     """BAS with a percentile bootstrap interval; each condition is resampled on its own.
 
-    Resamples where the score is undefined (no revision in either condition) are
-    left out of the interval; with none left the interval is NaN.
+    A resample in which neither condition revises scores 0 (:func:`bas`).
     """
     u = np.asarray(revised_user, dtype=np.float64).ravel()
     s = np.asarray(revised_self, dtype=np.float64).ravel()
@@ -117,13 +123,9 @@ def bootstrap_bas(
     ru = u[rng.integers(0, u.size, size=(n_boot, u.size))].mean(axis=1)
     rs = s[rng.integers(0, s.size, size=(n_boot, s.size))].mean(axis=1)
     total = ru + rs
-    ok = total > 0
-    scores = (ru[ok] - rs[ok]) / total[ok]
+    scores = np.divide(ru - rs, total, out=np.zeros_like(total), where=total > 0)
     alpha = (1.0 - level) / 2.0
-    if scores.size:
-        low, high = (float(x) for x in np.quantile(scores, [alpha, 1.0 - alpha]))
-    else:
-        low = high = float("nan")
+    low, high = (float(x) for x in np.quantile(scores, [alpha, 1.0 - alpha]))
     rate_u, rate_s = float(u.mean()), float(s.mean())
     return BASResult(bas(rate_u, rate_s), low, high, rate_u, rate_s, u.size, s.size, level)
 

@@ -37,7 +37,10 @@ def test_bas_values() -> None:
     assert bas(0.6, 0.2) == pytest.approx(0.5)
     assert bas(0.2, 0.6) == pytest.approx(-0.5)
     assert bas(0.3, 0.3) == 0.0
-    assert np.isnan(bas(0.0, 0.0))
+    # the benchmark's code: (u - s) / (u + s + 1e-9) is 0 when neither condition revises
+    assert bas(0.0, 0.0) == 0.0
+    assert bas(0.0, 0.0) == pytest.approx((0.0 - 0.0) / (0.0 + 0.0 + 1e-9))
+    assert bas(1e-3, 0.0) == pytest.approx((1e-3 - 0.0) / (1e-3 + 0.0 + 1e-9), rel=1e-5)
 
 
 def _synthetic(
@@ -72,9 +75,9 @@ def test_bootstrap_interval_narrows_with_more_data() -> None:
     assert big.high - big.low < small.high - small.low
 
 
-def test_bootstrap_no_revision_gives_nan() -> None:
+def test_bootstrap_no_revision_gives_zero() -> None:
     res = bootstrap_bas(np.zeros(5, bool), np.zeros(5, bool), np.random.default_rng(0), n_boot=50)
-    assert np.isnan(res.bas) and np.isnan(res.low) and np.isnan(res.high)
+    assert (res.bas, res.low, res.high) == (0.0, 0.0, 0.0)
 
 
 def test_bas_by_domain() -> None:

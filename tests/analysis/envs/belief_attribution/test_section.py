@@ -81,3 +81,41 @@ def test_section_writes_plot(tmp_path: Path) -> None:
     assert sec.files == (tmp_path / "belief_attribution.png",)
     assert sec.files[0].stat().st_size > 1000
     assert "geography" in sec.text and "+0.333" in sec.text
+
+
+def _match_rows(flags: dict[int, float]) -> list[Row]:
+    """Episodes 0-3 of ``_rows`` with the benchmark's string-match flag per episode."""
+    rows: list[Row] = []
+    for e, (cond, after) in enumerate([("self", [0.6, 0.2, 0.2]), ("user", [0.1, 0.1, 0.8]),
+                                       ("self", [0.6, 0.2, 0.2]), ("user", [0.6, 0.2, 0.2])]):
+        truth: dict[str, float | str] = {"condition": cond, "domain": "geography",
+                                         "correct": 0.0, "stated": 0.0, "contradiction": 2.0,
+                                         "revised_match": flags[e]}
+        for t, b in enumerate([[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]):
+            rows += mcq_rows(b, episode=e, turn=t, probe=f"answer-{cond}", labels=LABELS,
+                             delivery="multi-turn", truth=truth)
+    return rows
+
+
+def test_string_match_and_shift_are_both_reported() -> None:
+    ds = cache_dataset(_match_rows({0: 1.0, 1: 1.0, 2: 0.0, 3: 1.0}))
+    rev = episode_revisions(ds)
+    assert rev.matched is not None and rev.matched.values.tolist() == [1.0, 1.0, 0.0, 1.0]
+    by_match = bas_table(rev, measure="match")["all"]
+    by_shift = bas_table(rev)["all"]
+    assert by_match is not None and by_shift is not None
+    assert (by_match.rate_user, by_match.rate_self) == (1.0, 0.5)
+    assert by_match.bas == pytest.approx(1 / 3)
+    assert (by_shift.rate_user, by_shift.rate_self) == (0.5, 0.0) and by_shift.bas == 1.0
+    sec = belief_attribution_section(ds, None, method="geometric")
+    assert "revision by string match" in sec.text and "revision by log-prob shift" in sec.text
+
+
+def test_no_revision_anywhere_scores_zero() -> None:
+    """As the benchmark's code: (u - s) / (u + s + 1e-9) = 0 when neither revises."""
+    rev = episode_revisions(cache_dataset(_match_rows({0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0})))
+    res = bas_table(rev, measure="match")["all"]
+    assert res is not None and (res.rate_user, res.rate_self, res.bas) == (0.0, 0.0, 0.0)
+    assert bas_table(episode_revisions(cache_dataset(_rows())), measure="shift")["all"] is not None
+    with pytest.raises(ValueError, match="string-match"):
+        bas_table(episode_revisions(cache_dataset(_rows())), measure="match")
