@@ -29,6 +29,7 @@ from belieflens.errors import ParameterError
 
 
 def _world(difficulty: str = "simple", seed: int = 0, samples: int = 4000) -> World:
+    """A world of the ``belieflens`` preset: every attribute measured with Gaussian noise."""
     return generate_world(
         np.random.default_rng(seed), classes=4, attributes=3, difficulty=difficulty,  # type: ignore[arg-type]
         spread=2.0, tau=1.0, sigma=0.5, rho=1.5, mc_samples=samples, uniform_prior=False,
@@ -47,7 +48,7 @@ def test_names_and_prior() -> None:
 def test_analytic_likelihood_equals_monte_carlo_within_se() -> None:
     """Where a class's likelihood has its mass (within 2.5 sd); in far tails MC is a rare event."""
     world = _world("simple")
-    sd = float(np.hypot(world.tau, world.sigma))
+    sd = float(np.hypot(world.sds[0, 0], world.sigma))
     zs = []
     for j in range(3):
         for mu in world.means[:, j]:
@@ -68,12 +69,22 @@ def test_analytic_posterior_equals_monte_carlo_posterior_within_se() -> None:
     exact = _world("simple")
     history = [(0, 0.7), (1, -0.4), (2, 1.1)]
     p_exact = np.array(posterior(exact, history).probs)
-    # the same world scored by Monte Carlo: a "hard" world with rho = 0 is the simple model
+    # the same world scored by Monte Carlo over its previous attributes: with rho = 0 the
+    # Rao-Blackwellised estimate has nothing left to average, so it is the closed form
     mc_world = World(**{**exact.__dict__, "difficulty": "hard"})
     post = posterior(mc_world, history)
-    se = np.array(post.se)
-    assert np.all(se > 0)
-    assert np.all(np.abs(np.array(post.probs) - p_exact) < 5 * se + 1e-12)
+    assert np.all(np.array(post.se) == 0)
+    assert np.allclose(post.probs, p_exact, rtol=0, atol=1e-15)
+    # plain Monte Carlo over whole simulated proteins agrees within its standard error
+    logp = np.log(np.asarray(exact.prior))
+    rel_var = np.zeros(4)
+    for j, y in history:
+        lk = likelihood_mc(exact, j, y)
+        logp, rel_var = logp + lk.log_value, rel_var + lk.rel_se**2
+    p_mc = np.exp(logp - logp.max())
+    p_mc /= p_mc.sum()
+    se = p_mc * np.sqrt(rel_var) * 2
+    assert np.all(np.abs(p_mc - p_exact) < 5 * se + 1e-12)
 
 
 def test_hard_world_reports_se_and_is_normalised() -> None:
@@ -130,7 +141,7 @@ def test_active_oracle_picks_the_informative_experiment() -> None:
 
 
 def test_environment_episodes() -> None:
-    env = envs.get("protein-world", steps=3)
+    env = envs.get("protein-world", preset="belieflens", steps=3)
     assert isinstance(env, ProteinWorld)
     eps = list(env.episodes(2, seed=7))
     assert eps == list(env.episodes(2, seed=7))
@@ -159,7 +170,7 @@ def test_environment_episodes() -> None:
 
 
 def test_environment_oracle_is_the_posterior_of_the_stated_history() -> None:
-    env = ProteinWorld(ProteinWorldParams(steps=2, delivery="single-turn"))
+    env = ProteinWorld(ProteinWorldParams(preset="belieflens", steps=2, delivery="single-turn"))
     ep = next(env.episodes(1, seed=0))
     world = env.world(np.random.default_rng([0, 0]))
     experiments = [int(j) for j in str(ep.truth["experiments"]).split(",")]
@@ -174,8 +185,8 @@ def test_environment_oracle_is_the_posterior_of_the_stated_history() -> None:
 
 
 def test_hard_and_active_environment() -> None:
-    env = envs.get("protein-world", difficulty="hard", steps=2, mc_samples=500,
-                   sequence="active", delivery="multi-turn")
+    env = envs.get("protein-world", preset="belieflens", difficulty="hard", steps=2,
+                   mc_samples=500, sequence="active", delivery="multi-turn")
     ep = next(env.episodes(1, seed=1))
     assert float(ep.truth["oracle_se_max"]) > 0
     assert "tanh" in ep.turns[0].messages["multi-turn"][0].content
@@ -183,8 +194,10 @@ def test_hard_and_active_environment() -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("classes", 1), ("classes", 11), ("attributes", 1), ("steps", 0), ("sigma", 0.0),
-     ("tau", -1.0), ("mc_samples", 5), ("difficulty", "medium"), ("sequence", "greedy")],
+    [("classes", 1), ("classes", 11), ("attributes", 1), ("steps", -1), ("sigma", 0.0),
+     ("tau", -1.0), ("mc_samples", 5), ("difficulty", "medium"), ("sequence", "greedy"),
+     ("preset", "published"), ("observation", "poisson"), ("scales", "random"),
+     ("truth", "first"), ("decimals", 9), ("experiments", 9)],
 )
 def test_bad_params(name: str, value: object) -> None:
     with pytest.raises(ParameterError, match=name):
@@ -192,7 +205,7 @@ def test_bad_params(name: str, value: object) -> None:
 
 
 def test_environment_records_eig_of_every_experiment() -> None:
-    env = envs.get("protein-world", steps=2, attributes=3)
+    env = envs.get("protein-world", preset="belieflens", steps=2, attributes=3)
     ep = next(env.episodes(1, seed=3))
     for t in range(2):
         gains = [float(ep.truth[f"eig_{t}_{j}"]) for j in range(3)]
@@ -217,7 +230,7 @@ class _PickLast:
 
 
 def test_model_sequence_follows_the_generators_choices() -> None:
-    env = envs.get("protein-world", sequence="model", attributes=3, steps=3)
+    env = envs.get("protein-world", preset="belieflens", sequence="model", attributes=3, steps=3)
     assert env.requires_generator  # type: ignore[attr-defined]
     with pytest.raises(ParameterError, match="sequence=model"):
         next(iter(env.episodes(1, seed=0)))

@@ -38,7 +38,7 @@ from belieflens.envs.protein_world.oracle import (
     experiment_grids,
     posterior,
 )
-from belieflens.envs.protein_world.world import World, generate_world, measure
+from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.envs.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.types import Delivery, SectionName
 
@@ -46,25 +46,80 @@ ACK = "Understood."
 CLASS_Q = "Which class do the proteins most likely belong to?"
 NEXT_Q = "Which experiment should be run next to find out the class as quickly as possible?"
 DECIMALS = 2
-"""Measurements are stated (and conditioned on) rounded to this many decimals."""
+"""Results are shown (and conditioned on) rounded to this many decimals (``belieflens``
+preset; the ``paper`` preset shows 4, as App. A.1 states its parameters)."""
+
+Preset = Literal["paper", "belieflens"]
+"""``paper``: From Prompts to Posteriors, App. F.3 (the default); ``belieflens``: the
+project's earlier, richer variant (noisy measurements of every attribute, a random prior,
+the true class drawn from it)."""
+
+PRESETS: dict[str, dict[str, object]] = {
+    "paper": {"classes": 8, "attributes": 8, "experiments": 6, "steps": 6, "spread": 1.0,
+              "decimals": 4, "scales": "drawn", "prior": "uniform", "truth": "each-class",
+              "observation": {"simple": "exact", "hard": "mixed"}},
+    "belieflens": {"classes": 4, "attributes": 3, "experiments": 0, "steps": 5, "spread": 2.0,
+                   "decimals": DECIMALS, "scales": "fixed", "prior": "random", "truth": "prior",
+                   "observation": {"simple": "gaussian", "hard": "gaussian"}},
+}
+"""What each preset puts in place of a parameter left at its ``0`` / ``auto`` default
+(``experiments`` 0 under ``belieflens``: one per attribute)."""
+
+_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
 @dataclass(frozen=True)
 class ProteinWorldParams:
-    """Parameters of the ProteinWorld environment."""
+    """Parameters of the ProteinWorld environment.
 
-    classes: int = param(4, "number of protein classes |Θ| (2..10)")
-    attributes: int = param(3, "latent attributes per class J, one experiment each (2..8)")
-    steps: int = param(5, "experiments per episode (1..50)")
-    difficulty: Literal["simple", "hard"] = param(
-        "simple", "simple: Gaussian attributes; hard: autoregressive, Monte Carlo likelihood"
+    Numeric parameters left at 0 and options left at ``auto`` take the preset's value
+    (:data:`PRESETS`); after construction every field holds the value in use.
+    """
+
+    preset: Literal["paper", "belieflens"] = param(
+        "paper",
+        "paper: From Prompts to Posteriors App. F.3 (8 classes, 8 attributes, 6 experiments, "
+        "T = 6, each class the truth once per world); belieflens: the earlier richer variant",
     )
-    spread: float = param(2.0, "sd of the class means around 0 (> 0)")
-    tau: float = param(1.0, "within-class sd of each attribute (> 0)")
-    sigma: float = param(0.5, "measurement noise sd (0.1..10)")
+    classes: int = param(0, "number of protein classes |Θ| (2..10; 0 = preset: paper 8, "
+                            "belieflens 4)")
+    attributes: int = param(0, "latent attributes per class J (2..8; 0 = preset: paper 8, "
+                               "belieflens 3)")
+    experiments: int = param(0, "available experiments |Ξ|, each observing a distinct attribute "
+                                "(1..attributes; 0 = preset: paper min(6, J), belieflens J)")
+    steps: int = param(0, "experiments per episode T (1..50; 0 = preset: paper 6, belieflens 5)")
+    difficulty: Literal["simple", "hard"] = param(
+        "simple", "simple: independent Gaussian attributes (closed form); hard: autoregressive "
+        "attributes, Monte Carlo likelihood"
+    )
+    observation: Literal["auto", "exact", "gaussian", "uniform", "bernoulli", "mixed"] = param(
+        "auto",
+        "observation model of the experiments: the exact value, y ~ N(a, sigma^2), "
+        "y ~ Uniform(a - sigma, a + sigma), y ~ Bernoulli(sigmoid(a)), or mixed (cycling "
+        "gaussian, uniform, bernoulli); auto = paper: exact (simple) / mixed (hard), "
+        "belieflens: gaussian",
+    )
+    scales: Literal["auto", "drawn", "drawn-sd", "fixed"] = param(
+        "auto", "attribute variances: drawn 0.1 + |N(0, 1)| per class and attribute (F.3.1), "
+                "drawn-sd (the sd is 0.1 + |N(0, 1)|, as App. A.1's example has it), or fixed "
+                "tau^2; auto = paper: drawn, belieflens: fixed"
+    )
+    spread: float = param(0.0, "sd of the class means around 0 (> 0; 0 = preset: paper 1, "
+                               "belieflens 2)")
+    tau: float = param(1.0, "within-class sd of each attribute under scales=fixed (> 0)")
+    sigma: float = param(0.5, "noise of the gaussian and uniform observation models (0.1..10)")
     rho: float = param(1.5, "autoregressive coupling of the hard worlds (-5..5)")
     mc_samples: int = param(2000, "Monte Carlo samples per class, hard worlds (100..100000)")
-    prior: Literal["random", "uniform"] = param("random", "prior over classes p0")
+    decimals: int = param(0, "decimals of the shown results (1..8; 0 = preset: paper 4, "
+                             "belieflens 2)")
+    prior: Literal["auto", "random", "uniform"] = param(
+        "auto", "prior over classes p0; auto = paper: uniform, belieflens: random"
+    )
+    truth: Literal["auto", "each-class", "prior"] = param(
+        "auto", "the true class: each-class (episode i plays class i mod K of world i div K, so "
+                "every class is the truth once per world) or drawn from the prior; auto = "
+                "paper: each-class, belieflens: prior"
+    )
     sequence: Literal["random", "cycle", "active", "model"] = param(
         "random",
         "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, or the "
@@ -75,10 +130,29 @@ class ProteinWorldParams:
     )
 
     def __post_init__(self) -> None:
+        preset = PRESETS[self.preset]
+        fill = object.__setattr__
+        for name in ("classes", "attributes", "steps", "spread", "decimals"):
+            if getattr(self, name) == 0:
+                fill(self, name, preset[name])
+        for name in ("scales", "prior", "truth"):
+            if getattr(self, name) == "auto":
+                fill(self, name, preset[name])
+        if self.observation == "auto":
+            by_difficulty = preset["observation"]
+            assert isinstance(by_difficulty, dict)
+            fill(self, "observation", by_difficulty[self.difficulty])
         if not 2 <= self.classes <= 10:
             raise bad("classes", self.classes, "an integer in 2..10")
         if not 2 <= self.attributes <= 8:
             raise bad("attributes", self.attributes, "an integer in 2..8")
+        if self.experiments == 0:
+            default = preset["experiments"]
+            assert isinstance(default, int)
+            fill(self, "experiments", min(default, self.attributes) if default else
+                 self.attributes)
+        if not 1 <= self.experiments <= self.attributes:
+            raise bad("experiments", self.experiments, f"an integer in 1..{self.attributes}")
         if not 1 <= self.steps <= 50:
             raise bad("steps", self.steps, "an integer in 1..50")
         if not self.spread > 0:
@@ -91,6 +165,8 @@ class ProteinWorldParams:
             raise bad("rho", self.rho, "a number in -5..5")
         if not 100 <= self.mc_samples <= 100_000:
             raise bad("mc_samples", self.mc_samples, "an integer in 100..100000")
+        if not 1 <= self.decimals <= 8:
+            raise bad("decimals", self.decimals, "an integer in 1..8")
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
@@ -100,13 +176,54 @@ class ProteinWorldParams:
         return (self.delivery,)
 
 
+def _paper_style(world: World) -> bool:
+    """Whether ``world`` is written as the paper writes it."""
+    return world.style == "paper"
+
+
 def experiment_label(world: World, j: int) -> str:
-    """The MCQ label of experiment ``j``, e.g. ``measure thermal stability``."""
-    return f"measure {world.attributes[j]}"
+    """The MCQ label of experiment ``j``, e.g. ``measure thermal stability`` or
+    ``reveal the exact value of Helix-Torsion Index``."""
+    ex = world.experiments[j]
+    name = world.attributes[ex.attribute]
+    if not _paper_style(world):
+        return f"measure {name}"
+    return {
+        "exact": f"reveal the exact value of {name}",
+        "gaussian": f"measure {name} with Gaussian noise",
+        "uniform": f"measure {name} with uniform noise",
+        "bernoulli": f"run the binary test on {name}",
+    }[ex.observation]
+
+
+def experiment_text(world: World, j: int) -> str:
+    """What experiment ``j`` does, as the paper's experiment list states it (App. A.1)."""
+    ex = world.experiments[j]
+    name = world.attributes[ex.attribute]
+    s = exact_text(world.sigma)
+    return {
+        "exact": f"Reveals the exact value of attribute {name}.",
+        "gaussian": f"Reveals a noisy value of attribute {name}: y ~ N(a, σ²) with a the "
+                    f"attribute's value and σ = {s}.",
+        "uniform": f"Reveals a noisy value of attribute {name}: y ~ Uniform(a - σ, a + σ) with "
+                   f"a the attribute's value and σ = {s}.",
+        "bernoulli": f"Reveals 1 with probability sigmoid(a) = 1 / (1 + exp(-a)) and 0 otherwise, "
+                     f"with a the value of attribute {name}.",
+    }[ex.observation]
+
+
+def _count(n: int) -> str:
+    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
 
 
 def describe_world(world: World) -> str:
-    """The world, its generative model and the prior, as stated to the model."""
+    """The world, its generative model and the prior, as stated to the model.
+
+    Every number the oracle uses is written exactly (the stated parameters are the
+    parameters used)."""
+    if _paper_style(world):
+        return _describe_paper(world)
+    tau = exact_text(float(world.sds[0, 0]))
     lines = [
         "We are studying proteins from a fictional world. There are "
         f"{len(world.classes)} protein classes: {', '.join(world.classes)}. "
@@ -121,29 +238,98 @@ def describe_world(world: World) -> str:
         lines.append(
             f"Each protein has the attributes {attrs}. For a protein of a given class, each "
             f"attribute is normally distributed around the class mean with standard deviation "
-            f"{world.tau:g}."
+            f"{tau}."
         )
     else:
         lines.append(
             f"Each protein has the attributes {attrs}, generated in this order. For a protein "
             f"of a given class, the first attribute is normally distributed around the class "
-            f"mean with standard deviation {world.tau:g}; each later attribute equals the class "
-            f"mean plus {world.rho:g} times tanh of the previous attribute's value, plus normal "
-            f"noise with standard deviation {world.tau:g}."
+            f"mean with standard deviation {tau}; each later attribute equals the class "
+            f"mean plus {exact_text(world.rho)} times tanh of the previous attribute's value, "
+            f"plus normal noise with standard deviation {tau}."
         )
-    lines.append(
-        "Each experiment measures one attribute of a new protein, with normal measurement "
-        f"noise of standard deviation {world.sigma:g}. The class means are:"
-    )
-    for c, row in zip(world.classes, world.means, strict=True):
+    fixed = bool(np.all(world.variances == world.variances[0, 0]))
+    if not fixed:
+        lines[-1] = lines[-1].replace(f"with standard deviation {tau}",
+                                      "with the class's standard deviation")
+    models = {e.observation for e in world.experiments}
+    if models == {"gaussian"}:
+        lines.append("Each experiment measures one attribute of a new protein, with normal "
+                     f"measurement noise of standard deviation {exact_text(world.sigma)}. "
+                     "The class means are:")
+    else:
+        lines.append("Each experiment observes one attribute of a new protein:")
+        lines += [f"- {experiment_text(world, e)}" for e in range(len(world.experiments))]
+        lines.append("The class means are:")
+    for c, row in enumerate(world.means):
         vals = ", ".join(f"{a} {float(m):.1f}" for a, m in zip(world.attributes, row, strict=True))
-        lines.append(f"- {c}: {vals}")
+        if not fixed:
+            vals += "; variances " + ", ".join(f"{a} {float(v):.4f}" for a, v in
+                                             zip(world.attributes, world.variances[c],
+                                                 strict=True))
+        lines.append(f"- {world.classes[c]}: {vals}")
+    return "\n".join(lines)
+
+
+def _describe_paper(world: World) -> str:
+    """The world as App. A.1 of From Prompts to Posteriors writes it, then the prior."""
+    j = len(world.attributes)
+    lines = [
+        f"Existing Proteins: {', '.join(world.classes)}.",
+        "",
+        "Latent Attribute Distribution",
+        f"Every protein possesses {_count(j)} continuous latent attributes: "
+        f"a = [{', '.join(world.attributes)}].",
+    ]
+    if world.difficulty == "simple":
+        lines.append(
+            "Each attribute is conditionally independent and distributed according to: "
+            "A | Protein ~ N(μ_Protein, σ²_Protein) where the distribution parameters (μ, σ²) "
+            "per protein and attribute are specified in Table 1."
+        )
+    else:
+        lines.append(
+            "Attributes are autoregressively conditioned on preceding attributes according to: "
+            "a_1 | Protein ~ N(μ_Protein,1, σ²_Protein,1) and, for j > 1, "
+            "a_j | Protein, a_(j-1) ~ N(μ_Protein,j + ρ·tanh(a_(j-1)), σ²_Protein,j) with "
+            f"ρ = {exact_text(world.rho)}, where the distribution parameters (μ, σ²) per protein "
+            "and attribute are specified in Table 1."
+        )
+    lines += [
+        "",
+        "Table 1: Latent attribute mean (μ) and variance (σ²) parameters per protein.",
+        "Attribute | Protein | Mean (μ) | Variance (σ²)",
+    ]
+    for i, attr in enumerate(world.attributes):
+        for c, cls in enumerate(world.classes):
+            lines.append(f"{attr} | {cls} | {float(world.means[c, i]):.4f} | "
+                         f"{float(world.variances[c, i]):.4f}")
+    lines += [
+        "",
+        "Experiments",
+        "The environment provides the following experiments to observe results based on the "
+        "latent attributes:",
+    ]
+    lines += [f"- {experiment_text(world, e)}" for e in range(len(world.experiments))]
+    lines += [
+        f"Every experiment runs on a new protein. Continuous results are reported rounded to "
+        f"{world.decimals} decimals.",
+        "",
+        "You can assume that initially, this probability distribution over the protein classes "
+        "held: " + ", ".join(f"{c}: {exact_text(p)}" for c, p in zip(world.classes, world.prior,
+                                                                      strict=True)) + ".",
+    ]
     return "\n".join(lines)
 
 
 def result_text(world: World, step: int, j: int, y: float) -> str:
-    """One experiment's result as stated to the model."""
-    return f"Experiment {step}: {world.attributes[j]} measured {y:.{DECIMALS}f}."
+    """One experiment's result as stated to the model (to the world's decimals)."""
+    if not _paper_style(world):
+        name = world.attributes[world.experiments[j].attribute]
+        return f"Experiment {step}: {name} measured {y:.{world.decimals}f}."
+    shown = (str(int(y)) if world.experiments[j].observation == "bernoulli"
+             else f"{y:.{world.decimals}f}")
+    return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
 
 
 class ProteinWorld:
@@ -196,6 +382,9 @@ class ProteinWorld:
     def world(self, rng: np.random.Generator) -> World:
         """Draw a world with this environment's parameters."""
         p = self._params
+        if p.observation == "auto" or p.scales == "auto":  # resolved by the parameters
+            raise AssertionError("unresolved parameters")
+        style: Preset = p.preset
         return generate_world(
             rng,
             classes=p.classes,
@@ -207,10 +396,20 @@ class ProteinWorld:
             rho=p.rho,
             mc_samples=p.mc_samples,
             uniform_prior=p.prior == "uniform",
+            style=style,
+            scales=p.scales,
+            experiments=p.experiments,
+            observation=p.observation,
+            decimals=p.decimals,
         )
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
-        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
+        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``.
+
+        Under ``truth=each-class`` episode ``i`` plays class ``i mod K`` of world ``i div K``,
+        drawn from ``np.random.default_rng([seed, i div K, 1])`` (so the worlds, like the
+        episodes, depend only on the seed and the index).
+        """
         if self.requires_generator:
             require_generator("sequence=model", self._generator, self.name)
         for i in range(n):
@@ -218,38 +417,46 @@ class ProteinWorld:
 
     def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
         p = self._params
-        world = self.world(rng)
-        truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
+        if p.truth == "each-class":
+            world_index, truth = divmod(index, p.classes)
+            world = self.world(np.random.default_rng([seed, world_index, 1]))
+        else:
+            world_index = index
+            world = self.world(rng)
+            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
         grids = experiment_grids(world)
         active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
-                            decimals=DECIMALS, grids=grids)
+                            grids=grids)
         intro = describe_world(world)
         classes = world.classes
-        experiments = tuple(experiment_label(world, j) for j in range(p.attributes))
+        n_exp = len(world.experiments)
+        experiments = tuple(experiment_label(world, j) for j in range(n_exp))
         info: dict[str, float | str] = {}
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
             history = []
             for k in range(p.steps):
-                fallback = int(rng.integers(p.attributes))
+                fallback = int(rng.integers(n_exp))
                 if p.sequence == "cycle":
-                    j = k % p.attributes
+                    j = k % n_exp
                 elif p.sequence == "model":
                     so_far = "\n".join(result_text(world, i + 1, a, y)
                                        for i, (a, y) in enumerate(history))
                     context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
                     choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
-                                               p.attributes, derive_seed(seed, index, k))
+                                               n_exp, derive_seed(seed, index, k))
                     info[f"model_choice_valid_{k}"] = float(choice is not None)
                     j = fallback if choice is None else choice
                 else:
                     j = fallback
-                history.append((j, round(measure(world, truth, j, rng), DECIMALS)))
+                history.append((j, measure(world, truth, j, rng)))
         info |= {
             "theta": classes[truth],
             "theta_index": float(truth),
+            "world": float(world_index),
             "difficulty": world.difficulty,
+            "observations": ",".join(e.observation for e in world.experiments),
             "experiments": ",".join(str(j) for j, _ in history),
         }
         multi: tuple[Message, ...] = (Message("user", intro), Message("assistant", ACK))

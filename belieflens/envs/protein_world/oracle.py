@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from belieflens.envs.protein_world.world import (
     World,
+    grid_weights,
     likelihood,
     likelihood_grid,
     measure,
@@ -46,12 +47,14 @@ class ExperimentGrid:
     """The likelihood of one experiment tabulated on a measurement grid.
 
     Attributes:
-        y: grid of measurement values (even spacing).
+        y: grid of result values (an even grid, or the outcomes 0 and 1 of a Bernoulli).
         lik: ``p(y | class)`` per class and grid value, ``[class, y]``.
+        w: quadrature weight of each grid value (trapezoid rule; 1 for discrete results).
     """
 
     y: Float[np.ndarray, " y"]
     lik: Float[np.ndarray, "outcome y"]
+    w: Float[np.ndarray, " y"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class ActiveRun:
 
     Attributes:
         experiments: experiment chosen at each step.
-        observations: the (rounded) measurement at each step.
+        observations: the shown result at each step.
         posteriors: posterior before step 1, after step 1, ..., ``[step + 1, class]``.
     """
 
@@ -92,9 +95,9 @@ def posterior(world: World, history: Sequence[tuple[int, float]]) -> Posterior:
 def experiment_grids(world: World) -> tuple[ExperimentGrid, ...]:
     """Every experiment's likelihood on its measurement grid (compute once per world)."""
     out = []
-    for j in range(len(world.attributes)):
+    for j in range(len(world.experiments)):
         y = measurement_grid(world, j)
-        out.append(ExperimentGrid(y, likelihood_grid(world, j, y)))
+        out.append(ExperimentGrid(y, likelihood_grid(world, j, y), grid_weights(world, j, y)))
     return tuple(out)
 
 
@@ -107,14 +110,13 @@ def eig(prior: ArrayLike, grid: ExperimentGrid, method: EigMethod = "entropy") -
     """Expected information gain (nats) of one experiment under ``prior`` over classes.
 
     ``entropy``: ``H(prior) - E_y H(posterior | y)``; ``kl``:
-    ``sum_c prior_c KL(p(y | c) || p(y))``. Both integrate over the grid with the
-    trapezoid rule, so they agree when the grid holds all the likelihood mass.
+    ``sum_c prior_c KL(p(y | c) || p(y))``. Both integrate over the grid with its
+    weights (trapezoid rule, or a sum over discrete results), so they agree when the
+    grid holds all the likelihood mass.
     """
     pi = np.asarray(prior, dtype=np.float64)
     lik = np.asarray(grid.lik, dtype=np.float64)
-    w = np.gradient(grid.y)  # trapezoid-like weights on an even grid
-    w[0] *= 0.5
-    w[-1] *= 0.5
+    w = np.asarray(grid.w, dtype=np.float64)
     joint = pi[:, None] * lik  # class y
     py = joint.sum(axis=0)
     if method == "entropy":
@@ -161,17 +163,17 @@ def active_run(
     steps: int,
     rng: np.random.Generator,
     *,
-    decimals: int = 2,
     grids: Sequence[ExperimentGrid] | None = None,
 ) -> ActiveRun:
-    """Run the max-EIG experimenter for ``steps`` steps on proteins of class ``truth``."""
+    """Run the max-EIG experimenter for ``steps`` steps on proteins of class ``truth``
+    (results shown, and conditioned on, as the world rounds them)."""
     gs = experiment_grids(world) if grids is None else grids
     history: list[tuple[int, float]] = []
     post = posterior(world, history).probs
     posteriors = [post]
     for _ in range(steps):
         j = best_experiment(post, gs)
-        y = round(measure(world, truth, j, rng), decimals)
+        y = measure(world, truth, j, rng)
         history.append((j, y))
         post = posterior(world, history).probs
         posteriors.append(post)
