@@ -47,10 +47,6 @@ YES, NO = "Yes", "No"
 OPTIONS = (" Yes", " No")
 """Continuations of the prefill read at every Yes/No read-out (outcomes 0, 1)."""
 
-MAX_QUESTION_CHARS = 200
-"""Longer generated lines are not taken as questions."""
-
-
 def guess(animal: str) -> str:
     """The guess question asked once |Θk| ≤ 2 (paper, F.2.4): ``Is it X?``."""
     return f"Is it {animal}?"
@@ -144,11 +140,12 @@ def parse_hypotheses(text: str, *, max_chars: int) -> list[str]:
 
 
 def parse_questions(text: str, n: int) -> list[str]:
-    """Up to ``n`` distinct candidate questions in generated text, one per line."""
+    """Up to ``n`` distinct candidate questions in generated text, one per non-empty line (the
+    paper restricts neither their form nor their length)."""
     out: list[str] = []
     seen: set[str] = set()
     for line in _lines(text):
-        if len(line) > MAX_QUESTION_CHARS or line.casefold() in seen:
+        if line.casefold() in seen:
             continue
         seen.add(line.casefold())
         out.append(line)
