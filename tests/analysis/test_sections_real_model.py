@@ -75,7 +75,8 @@ def test_belief_attribution_with_the_models_own_answer(
 ) -> None:
     from belieflens.cache.generate import ModelGenerator
 
-    env = envs.get("belief-attribution", stated="model", domain="geography", answer_tokens=16)
+    env = envs.get("belief-attribution", protocol="belieflens", questions="shipped",
+                   stated="model", domain="geography", answer_tokens=16)
     bound = env.bind_generator(ModelGenerator(smol_model))  # type: ignore[attr-defined]
     path = extract(bound, smol_model, tmp_path / "ba.h5", ExtractOptions(episodes=2, max_rows=8))
     ds = belieflens.open_cache(path)
