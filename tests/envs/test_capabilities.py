@@ -17,6 +17,9 @@ GENERATING = {"recommender", "social-judgment", "medical-triage", "protein-world
 SIMULATING = {"social-judgment", "medical-triage", "twenty-questions"}
 MODEL_DRIVEN = {"twenty-questions"}
 """Environments played by the model itself: they need a model (and its simulator) always."""
+OWN_ANSWERS = {"belief-attribution"}
+"""Environments whose published protocol (the default) runs on the model's own replies: they
+need a model by default, but no simulator."""
 GRIDS = {"dice", "coins", "preference", "choice", "case-study"}
 
 
@@ -28,7 +31,8 @@ def test_capabilities_of_every_environment(name: str) -> None:
     assert isinstance(env, NeedsSimulator) == (name in SIMULATING)
     assert isinstance(env, FiniteGrid) == (name in GRIDS)
     # the defaults never need a model, but for the environments the model plays
-    assert requires_generator(env) == requires_simulator(env) == (name in MODEL_DRIVEN)
+    assert requires_simulator(env) == (name in MODEL_DRIVEN)
+    assert requires_generator(env) == (name in MODEL_DRIVEN | OWN_ANSWERS)
     # parameters are a dataclass instance: asdict needs no cast
     assert isinstance(dataclasses.asdict(env.params), dict)
 
