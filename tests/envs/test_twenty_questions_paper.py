@@ -152,9 +152,9 @@ def test_eig_over_outcomes_on_the_sample() -> None:
 
 
 def test_beliefs_over_thirty_characters_are_dropped() -> None:
-    text = "1. Zebra\n- Kiwi\nzebra\nA lizard that lives in the desert sand\n\nRed fox."
+    text = "1. Zebra\n- 2. Kiwi\nzebra\nA lizard that lives in the desert sand\n\nRed fox."
     assert parse_hypotheses(text, max_chars=30) == ["Zebra", "Kiwi", "Red fox"]
-    assert parse_questions("1. Does it swim?\n2. Does it fly?\nDoes it swim?", 15) == [
+    assert parse_questions("1. Does it swim?\n2. 2. Does it fly?\nDoes it swim?", 15) == [
         "Does it swim?", "Does it fly?"]
     assert parse_questions("Q1?\nQ2?\nQ3?", 2) == ["Q1?", "Q2?"]
 

@@ -117,7 +117,9 @@ def _lines(text: str) -> list[str]:
     """Non-empty lines of ``text`` with list bullets / numbering removed."""
     out = []
     for raw in text.splitlines():
-        line = _BULLET.sub("", raw.strip(), count=1).strip()
+        line = raw.strip()
+        while (stripped := _BULLET.sub("", line, count=1).strip()) != line:
+            line = stripped  # e.g. "1. 1. Zebra"
         if line:
             out.append(line)
     return out
