@@ -22,10 +22,11 @@ Step k = 1..T (turn k is the state after k answers):
    p(y_i | θ, ξ_i) not read before (``likelihood/i/j``); Θ_k keeps the θ with compatibility
    ≥ 0.2, most compatible first, at most ``hypotheses`` of them.
 
-Θ0 is generated the same way from an empty history. The model's posterior at turn k is the
-compatibility normalised across Θ_k; the oracle's is uniform over Θ_k times ∏_i p(y_i | θ, ξ_i),
-θ dropped where a likelihood is ≤ 0.2 (:mod:`.bayes`); the ``twenty-questions`` analysis section
-reports KL(oracle ‖ model) per step from the stored read-outs.
+Θ0 is generated the same way from an empty history (its first ``hypotheses`` names are
+kept: with no history every θ is equally compatible, a uniform prior). The model's posterior
+at turn k is the compatibility normalised across Θ_k; the oracle's is uniform over Θ_k times
+∏_i p(y_i | θ, ξ_i), θ dropped where a likelihood is ≤ 0.2 (:mod:`.bayes`); the
+``twenty-questions`` analysis section reports KL(oracle ‖ model) per step from the stored read-outs.
 
 Where the paper is silent: an answer naming none of Yes / No / Correct reads as No
 (``answer_valid`` false); the guess rule needs 1 ≤ |Θk| ≤ 2, so an empty Θk gets generated
