@@ -269,12 +269,6 @@ def item_episode(point: GridPoint, index: int, grid_index: int, asked: Sequence[
     return Episode(index=index, turns=(turn,), truth=truth)
 
 
-def episode(point: GridPoint, index: int, grid_index: int, fmt: PromptFormat,
-            rng: np.random.Generator) -> Episode:
-    """The grid point's first item (revealed probe and the stated question about its mode)."""
-    return item_episode(point, index, grid_index, point.asked("mode"), 0, fmt, rng)
-
-
 class GridEnvironment(Generic[P]):
     """Base of the grid environments: subclasses set ``name``, ``Params`` and :meth:`grid`."""
 
