@@ -17,6 +17,7 @@ from belieflens.envs.params import bad, param
 from belieflens.envs.questions import mcq_probe
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
+from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
 from belieflens.types import Delivery, SectionName
@@ -26,6 +27,9 @@ RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" f
 
 TYPE_Q = "Based on the ratings so far, which type of user is this most likely to be?"
 """The type probe's question."""
+
+Titles = Literal["anonymised", "anonymised+genres", "explicit"]
+"""How movies are named: ``Movie N``, ``Movie N (genres)``, or ``Title (genres)``."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,20 @@ class RecommenderParams:
     movies: int = param(12, "movies in the default world's rated sequence (1..30)")
     targets: int = param(4, "held-out target movies of the default world (1..10)")
     turns: int = param(10, "evidence turns T: ratings revealed, at most the sequence length")
-    titles: Literal["anonymised", "explicit"] = param(
-        "anonymised", "movie names: 'Movie N' with genres, or the titles with genres"
+    prompt: Literal["bayesbench", "profiles"] = param(
+        "bayesbench",
+        "what the model is told of the types: bayesbench = each type's share and its rating "
+        "distribution of every movie rated and of the target, what the oracle conditions on "
+        "(BayesBench Sec. 3); profiles = the earlier genre profiles with rounded shares",
+    )
+    titles: Literal["anonymised", "anonymised+genres", "explicit"] = param(
+        "anonymised",
+        "movie names: 'Movie N' (BayesBench's anonymised condition), 'Movie N (genres)', or "
+        "the titles with genres (BayesBench's explicit condition)",
+    )
+    decimals: int = param(
+        1, "decimals of the percentages under prompt=bayesbench (0..6); the world is rounded "
+           "to the stated values, so the oracle conditions on exactly what is shown"
     )
     conditional: bool = param(True, "ask the type-conditional rating probe for every type")
     delivery: Literal["single-turn", "multi-turn", "multi-turn-self", "all", "all+self"] = param(
@@ -71,6 +87,8 @@ class RecommenderParams:
             raise bad("turns", self.turns, f"at most movies = {self.movies}")
         if not 0.0 <= self.temperature <= 5.0:
             raise bad("temperature", self.temperature, "a number in [0, 5]")
+        if not 0 <= self.decimals <= 6:
+            raise bad("decimals", self.decimals, "an integer in 0..6")
         if not 1 <= self.reply_tokens <= 4096:
             raise bad("reply_tokens", self.reply_tokens, "an integer in 1..4096")
 
@@ -80,8 +98,9 @@ class RecommenderParams:
         return resolve(self.delivery)
 
 
-def movie_names(world: World, titles: Literal["anonymised", "explicit"]) -> tuple[str, ...]:
-    """How each movie is named in prompts: ``Movie N (genres)`` or ``Title (genres)``.
+def movie_names(world: World, titles: Titles) -> tuple[str, ...]:
+    """How each movie is named in prompts: ``Movie N``, ``Movie N (genres)`` or
+    ``Title (genres)``.
 
     Anonymised numbers run over the rated sequence first, then the targets, then
     the rest of the world's movies.
@@ -92,7 +111,8 @@ def movie_names(world: World, titles: Literal["anonymised", "explicit"]) -> tupl
     names = []
     for m in range(len(world.movie_ids)):
         base = world.titles[m] if titles == "explicit" else f"Movie {number[m]}"
-        names.append(f"{base} ({', '.join(world.genres[m])})" if world.genres[m] else base)
+        show_genres = titles != "anonymised" and world.genres[m]
+        names.append(f"{base} ({', '.join(world.genres[m])})" if show_genres else base)
     return tuple(names)
 
 
@@ -102,7 +122,7 @@ def type_labels(k: int) -> tuple[str, ...]:
 
 
 def intro_text(world: World) -> str:
-    """The introduction: the service, each type's share and tastes, the task."""
+    """The ``profiles`` introduction: the service, each type's rounded share and tastes."""
     lines = [
         "I run a movie recommendation service. Our users fall into "
         f"{world.n_types} types with different tastes in movies:"
@@ -137,6 +157,9 @@ class Recommender:
     posterior over types), the rating of a held-out target movie (oracle: the
     posterior predictive) and, for every type k, the rating given type k (oracle:
     the rating table of the target under k). Target ``i % targets`` serves episode i.
+    Under ``prompt=bayesbench`` (the default) the introduction states every type's
+    share and rating distributions of the rated movies and the target, and the world
+    is the one those percentages state (:func:`~belieflens.envs.recommender.shown.shown_world`).
     """
 
     name = "recommender"
@@ -161,6 +184,8 @@ class Recommender:
                     params.turns,
                     f"at most {len(self._world.sequence)} (the imported sequence)",
                 )
+        if params.prompt == "bayesbench":
+            self._world = shown_world(self._world, params.decimals)
         self._names = movie_names(self._world, params.titles)
 
     @property
@@ -207,7 +232,10 @@ class Recommender:
         ratings = [int(rng.choice(len(STARS), p=w.phi[m, z])) + 1 for m in movies]
         target_rating = int(rng.choice(len(STARS), p=w.phi[target, z])) + 1
 
-        intro = intro_text(w)
+        if p.prompt == "bayesbench":
+            intro = distributions_text(w, self._names, [*movies, target], p.decimals)
+        else:
+            intro = intro_text(w)
         observations = [
             f"They rated {self._names[m]}: {_stars(y)}."
             for m, y in zip(movies, ratings, strict=True)

@@ -62,7 +62,10 @@ def test_posterior_reproduced_for_fixed_ratings() -> None:
 
 
 def test_env_oracle_on_their_world() -> None:
-    env = envs.get("recommender", world=str(PEER), turns=8, delivery="single-turn")
+    """Under prompt=profiles the world is theirs unrounded (prompt=bayesbench rounds it to
+    the percentages it states: tests/envs/recommender/test_recommender_prompt.py)."""
+    env = envs.get("recommender", world=str(PEER), turns=8, delivery="single-turn",
+                   prompt="profiles")
     assert isinstance(env, Recommender)
     sel = _json("movie_selection.json")
     for ep in env.episodes(2, seed=4):

@@ -136,9 +136,14 @@ def test_default_world_separates_types_by_genre_not_generosity() -> None:
 
 
 def test_titles_anonymised_by_default_and_explicit_on_request() -> None:
-    shipped = {t for t, _ in load_titles().titles}
+    names = load_titles()
+    shipped = {t for t, _ in names.titles}
     anon = envs.get("recommender", turns=3)
     text = next(anon.episodes(1, 0)).turns[3].messages["single-turn"][0].content
+    assert "- Movie 1: " in text and not any(t in text for t in shipped)
+    assert not any(g in text for g in names.genres)  # no genres by default (BayesBench)
+    with_genres = envs.get("recommender", turns=3, titles="anonymised+genres")
+    text = next(with_genres.episodes(1, 0)).turns[3].messages["single-turn"][0].content
     assert "Movie 1 (" in text and not any(t in text for t in shipped)
     explicit = envs.get("recommender", turns=3, titles="explicit")
     text = next(explicit.episodes(1, 0)).turns[3].messages["single-turn"][0].content
@@ -151,6 +156,8 @@ def test_titles_anonymised_by_default_and_explicit_on_request() -> None:
         ("types", "1"),
         ("turns", "13"),
         ("titles", "real"),
+        ("prompt", "verbose"),
+        ("decimals", "7"),
         ("world", "/no/such/dir"),
         ("targets", "0"),
         ("delivery", "telepathy"),
