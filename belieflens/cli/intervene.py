@@ -21,7 +21,13 @@ from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.interventions.erase import ERASE_AT, EraseOptions, erase
 from belieflens.interventions.pairs import POSITION_SETS, PositionSet, parse_pair
 from belieflens.interventions.patch import PatchOptions, patch
-from belieflens.interventions.steer import DEFAULT_ALPHAS, Selection, SteerOptions, steer
+from belieflens.interventions.steer import (
+    DEFAULT_ALPHAS,
+    STEER_AT,
+    Selection,
+    SteerOptions,
+    steer,
+)
 
 T = TypeVar("T")
 
@@ -158,19 +164,23 @@ def steer_cmd(
     delivery: Deliveries = None,
     episode: Episodes = None,
     folds: Folds = 5,
+    at: Annotated[str, typer.Option(help="add the vector at the answer position, or at every "
+                                    "position after the evidence (after-evidence)")
+                  ] = "answer",
     batch_size: BatchSize = 8,
     seed: Seed = 0,
     device: Device = "cpu",
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
-    """Steering: add alpha times the ridge probe's direction at the answer position, per
-    layer, against a random direction of equal norm."""
+    """Steering: add alpha times the ridge probe's direction at the answer position (or every
+    position after the evidence), per layer, against a random direction of equal norm."""
     try:
         select = Selection(turns=_tuple(turn), probes=_tuple(probe),
                            deliveries=_tuple(delivery), episodes=_tuple(episode))
         options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
-                               n_folds=folds, batch_size=batch_size, seed=seed)
+                               n_folds=folds, batch_size=batch_size, seed=seed,
+                               at=_choice("--at", at, STEER_AT))
         path = steer(study, model, out, select=select, options=options, overwrite=overwrite,
                      device=_choice("--device", device, DEVICE_NAMES),
                      on_progress=_progress(quiet, "read-outs"))

@@ -260,8 +260,11 @@ def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
 
 
 def _steer_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
+    at = ("every position after the evidence" if ds.attrs.get("at") == "after-evidence"
+          else "the answer position")
     lines = ["slope of the debiased belief's point estimate per unit alpha (alpha in SDs of "
-             "the residuals along the probe direction), mean ± SEM over instances"]
+             f"the residuals along the probe direction, added at {at}), mean ± SEM over "
+             "instances"]
     for d in summ["delivery"].values:
         for p in summ["probe"].values:
             lines.append(f"  {p} ({d})")

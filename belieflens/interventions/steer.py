@@ -1,4 +1,12 @@
-"""Steering along probe directions: add α·σ_l·w_l at the answer position of layer l.
+"""Steering along probe directions: add α·σ_l·w_l at the answer position of layer l
+(``at="after-evidence"``: at every position after the evidence, through the read-out's end).
+
+**After the evidence.** A read-out's evidence ends at the last context position where the
+study's read-outs of the same turn, delivery, probe and rotation, of the same length, differ
+across episodes (what differs between episodes is the evidence: for coin flip, the flips);
+every position after it (the question, the answer position, and a multi-token option's
+tokens) is steered. A read-out with no such comparison (one episode, or no other of its
+length) is refused in one line (:func:`evidence_end`).
 
 ``w_l`` is the unit direction of the ridge probe of the oracle's point estimate fitted on the
 study's own residuals at layer ``l`` (:func:`belieflens.interventions.directions.probe_direction`),
@@ -19,7 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -39,6 +47,11 @@ from belieflens.interventions.study import (
     with_table,
 )
 from belieflens.types import DeviceName
+
+SteerAt = Literal["answer", "after-evidence"]
+"""Positions the steering vector is added at."""
+
+STEER_AT: tuple[SteerAt, ...] = get_args(SteerAt)
 
 DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 """Steering strengths, in standard deviations of the residuals along the direction."""
@@ -80,10 +93,14 @@ class SteerOptions:
     lam: float | None = None
     batch_size: int = 8
     seed: int = 0
+    at: SteerAt = "answer"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ParameterError(f"option '--batch-size' = {self.batch_size} is not allowed: >= 1")
+        if self.at not in STEER_AT:
+            raise ParameterError(f"option '--at' = {self.at!r} is not allowed: choose one of "
+                                 + ", ".join(STEER_AT))
         if not self.alphas:
             raise ParameterError("option '--alphas' is empty")
         if self.n_folds < 2:
@@ -108,6 +125,43 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
     return out
 
 
+def evidence_end(study: Study, rows: np.ndarray) -> np.ndarray:
+    """For each selected read-out, the last context position of its evidence: the last
+    position where read-outs of the same turn, delivery, probe, rotation and length differ
+    across episodes (module docstring). One line if a read-out has nothing to compare with."""
+    t = study.table
+    key_cols = [np.asarray(t[name].values).astype(str)
+                for name in ("turn", "delivery", "probe", "rotation")]
+    episode = np.asarray(t["episode"].values)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for q in range(study.n_query):
+        key = (*(c[q] for c in key_cols), str(len(study.queries[q].context_ids)))
+        groups.setdefault(key, []).append(q)
+    ends = np.empty(rows.size, dtype=np.int64)
+    for i, q in enumerate(rows):
+        key = (*(c[q] for c in key_cols), str(len(study.queries[q].context_ids)))
+        peers = [p for p in groups[key] if episode[p] != episode[q]]
+        ids = np.asarray(study.queries[q].context_ids)
+        diff = np.zeros(ids.size, dtype=bool)
+        for p in peers:
+            diff |= ids != np.asarray(study.queries[p].context_ids)
+        if not diff.any():
+            raise ParameterError(
+                f"--at after-evidence: read-out {q} (episode {episode[q]}, turn {key[0]}) has no "
+                "read-out of another episode with the same turn, probe, rotation and length "
+                "that differs from it: its evidence cannot be located")
+        ends[i] = int(np.flatnonzero(diff)[-1])
+    return ends
+
+
+def _after_mask(batch: RowBatch, ends: np.ndarray, width: int) -> np.ndarray:
+    """``[row, position]`` 1.0 at every real position after the query's evidence end."""
+    mask = np.zeros((len(batch.rows), width))
+    for b, r in enumerate(batch.rows):
+        mask[b, int(ends[r.query]) + 1 : len(r.ids)] = 1.0
+    return mask
+
+
 def steer_logprobs(
     model: LoadedModel,
     study: Study,
@@ -127,6 +181,7 @@ def steer_logprobs(
     alphas = np.asarray(options.alphas, dtype=np.float64)
     n_a = alphas.size
     n_opt = max(len(study.queries[q].option_ids) for q in rows)
+    ends = evidence_end(study, rows) if options.at == "after-evidence" else None
     steered = np.full((rows.size, len(layers), n_a, n_opt), np.nan)
     control = np.full_like(steered, np.nan)
     clean = np.full((rows.size, n_opt), np.nan)
@@ -137,6 +192,7 @@ def steer_logprobs(
         run = clean_run(model, batch)
         clean[sl, : run.logprob.shape[1]] = run.logprob
         tiled = batch.tile(2 * n_a)
+        mask = None if ends is None else _after_mask(batch, ends[sl], run.resid.shape[2])
         for li, layer in enumerate(layers):
             res = run.resid[layer]
             ans = at_answer(res, batch)
@@ -144,7 +200,11 @@ def steer_logprobs(
             shifts: list[Any] = []
             for unit in (dirs[li].unit, controls[li]):
                 vec = torch.as_tensor(unit * dirs[li].scale, device=dev, dtype=dt)
-                shifts.extend(with_answer(res, batch, ans + float(a) * vec) for a in alphas)
+                if mask is None:
+                    shifts.extend(with_answer(res, batch, ans + float(a) * vec) for a in alphas)
+                else:
+                    m = torch.as_tensor(mask, device=dev, dtype=dt)[:, :, None]
+                    shifts.extend(res + float(a) * m * vec for a in alphas)
             lp = run_from(model, tiled, layer, torch.cat(shifts))
             lp = lp.reshape(2, n_a, chunk.size, -1).transpose(0, 2, 1, 3)
             steered[sl, li, :, : lp.shape[-1]] = lp[0]
@@ -166,8 +226,11 @@ def steer_logprobs(
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32), ALPHA: alphas},
     )
+    where = ("the answer position" if options.at == "answer"
+             else "every position after the evidence")
+    ds.attrs["at"] = options.at
     ds["steered_logprob"].attrs["description"] = (
-        "log P(option) with alpha * resid_std * direction added at the answer position")
+        f"log P(option) with alpha * resid_std * direction added at {where}")
     ds["control_logprob"].attrs["description"] = (
         "log P(option) with alpha * resid_std * control_direction (random) added instead")
     return with_table(ds, study.select(rows), n_opt)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from belieflens.interventions.steer import Selection, SteerOptions, steer_logprobs
+from belieflens.interventions.steer import Selection, SteerOptions, evidence_end, steer_logprobs
 from belieflens.interventions.study import read_study
 
 
@@ -43,3 +43,62 @@ def test_directions_are_unit_and_the_probe_reads_the_concept(steered: xr.Dataset
     assert steered["steered_logprob"].dims == ("query", "layer", "alpha", "option")
     assert float(steered["probe_r2"].sel(layer=2)) > 0.5
     assert (steered["resid_std"].sel(layer=[1, 2]).values > 0).all()
+
+
+@pytest.fixture(scope="module")
+def after_evidence(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
+    study = read_study(tiny_study)
+    rows = Selection(turns=(1, 2)).rows(study)
+    return steer_logprobs(tiny_model, study, rows,
+                          SteerOptions(alphas=(-2.0, 0.0, 2.0), n_folds=3, batch_size=16,
+                                       at="after-evidence"))
+
+
+def test_evidence_ends_where_episodes_stop_differing(tiny_study: Path) -> None:
+    study = read_study(tiny_study)
+    rows = Selection(turns=(1, 2)).rows(study)
+    ends = evidence_end(study, rows)
+    t = study.table
+    for q, end in zip(rows, ends, strict=True):
+        ids = np.asarray(study.queries[q].context_ids)
+        assert 0 < end < ids.size - 1  # the question and the answer position follow it
+        peers = [p for p in range(study.n_query)
+                 if all(t[k].values[p] == t[k].values[q]
+                        for k in ("turn", "delivery", "probe", "rotation"))
+                 and t["episode"].values[p] != t["episode"].values[q]
+                 and len(study.queries[p].context_ids) == ids.size]
+        tails = {tuple(study.queries[p].context_ids[end + 1:]) for p in peers}
+        assert tails == {tuple(ids[end + 1:])}  # everything after it is shared
+        assert any(study.queries[p].context_ids[end] != ids[end] for p in peers)
+
+
+def test_after_evidence_alpha_zero_changes_nothing_and_last_layer_equals_answer(
+    after_evidence: xr.Dataset, steered: xr.Dataset
+) -> None:
+    assert after_evidence.attrs["at"] == "after-evidence"
+    clean = after_evidence["clean_logprob"].values[:, None, :]
+    got = after_evidence["steered_logprob"].sel(alpha=0.0).values
+    np.testing.assert_allclose(got, np.broadcast_to(clean, got.shape), atol=1e-5)
+    # at the last layer no block runs: only the answer position is read, as with at="answer"
+    last = int(after_evidence["layer"].values[-1])
+    np.testing.assert_allclose(after_evidence["steered_logprob"].sel(layer=last).values,
+                               steered["steered_logprob"].sel(layer=last).values, atol=1e-5)
+    # below it, steering the question's positions too changes what the answer reads
+    diff = abs(after_evidence["steered_logprob"].sel(layer=1, alpha=2.0)
+               - steered["steered_logprob"].sel(layer=1, alpha=2.0))
+    assert float(diff.max()) > 1e-5
+
+
+def test_after_evidence_needs_another_episode(tiny_study: Path) -> None:
+    """A study whose other episodes show the same tokens as read-out q: q's evidence cannot
+    be located, and that is one line, not a guess."""
+    import dataclasses
+
+    from belieflens.errors import ParameterError
+
+    study = read_study(tiny_study)
+    q = int(Selection(turns=(1,), episodes=(0,)).rows(study)[0])
+    same = tuple(study.queries[q] if study.table["episode"].values[p] != 0 else study.queries[p]
+                 for p in range(study.n_query))
+    with pytest.raises(ParameterError, match="evidence cannot be located"):
+        evidence_end(dataclasses.replace(study, queries=same), np.array([q]))
