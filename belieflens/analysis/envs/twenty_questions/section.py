@@ -136,7 +136,7 @@ def twenty_questions_section(
         n = int(m["kl"].sel({TURN: t}).notnull().sum())
         mu, se = float(stats["mean"].sel({TURN: t})), float(stats["sem"].sel({TURN: t}))
         sz = float(size.sel({TURN: t}))
-        cell = f"{mu:.4f} ± {se:.4f}" if n else "-"
+        cell = "-" if not n else f"{mu:.4f}" if np.isnan(se) else f"{mu:.4f} ± {se:.4f}"
         lines.append(f"{t:>4}  {n:>5}  {cell:>20}  {sz:>9.1f}")
         rows.append(f"| {t} | {n} | {cell} | {sz:.1f} |")
     won = int((solved.values > 0).sum())
