@@ -252,3 +252,13 @@ def test_tiny_model_analysis_section(tiny_run: Path, tmp_path: Path) -> None:
     section = twenty_questions_section(ds, tmp_path)
     assert section.title.startswith("twenty-questions")
     assert all(p.exists() for p in section.files)
+
+
+def test_the_answerer_is_the_simulator() -> None:
+    env = envs.get("twenty-questions", animals="Kiwi", eig_sample=4)
+    assert isinstance(env, TwentyQuestions)
+    player, answerer = Scripted(), Scripted()
+    (ep,) = env.bind_generator(player, simulator=answerer).episodes(1, 0)
+    assert {name for name, _, _ in answerer.calls} == {ANSWERER_SYSTEM[:20]}
+    assert ANSWERER_SYSTEM[:20] not in {name for name, _, _ in player.calls}
+    assert len(answerer.calls) == ep.truth["steps_run"] == 2  # stripes: No, then Is it Kiwi?
