@@ -240,13 +240,14 @@ class ModelGenerator:
             for i, r in zip(idx, reads, strict=True):
                 out[i] = tuple(float(x) for x in r.option_logprob[: len(queries[i].options)])
         if self.log is not None:
-            for q, lp in zip(queries, out, strict=True):
+            for i, (q, lp) in enumerate(zip(queries, out, strict=True)):
                 self.log.add(
                     GenerationRecord(
                         role="score", model=self.model.info.official_id, seed=0,
                         temperature=0.0, max_new_tokens=0, messages=score_messages(q),
                         text=score_text(q.options, lp), tokens=0, stop="score",
-                    )
+                    ),
+                    notify=i == len(out) - 1,  # progress once per scored batch, not per read-out
                 )
         return tuple(out)
 

@@ -123,10 +123,10 @@ class GenerationLog:
         """All records so far."""
         return tuple(self._records)
 
-    def add(self, record: GenerationRecord) -> None:
-        """Append one record."""
+    def add(self, record: GenerationRecord, *, notify: bool = True) -> None:
+        """Append one record (and pass it to ``on_record`` when ``notify``)."""
         self._records.append(record)
-        if self.on_record is not None:
+        if notify and self.on_record is not None:
             self.on_record(record)
 
     def assign(self, episode: int) -> None:

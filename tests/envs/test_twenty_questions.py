@@ -5,6 +5,7 @@ replay without a model, the analysis section)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -20,7 +21,12 @@ import belieflens.envs as envs
 from belieflens.analysis.envs.twenty_questions.section import step_kl, twenty_questions_section
 from belieflens.cache.extract import ExtractOptions, extract
 from belieflens.cache.generate import bind_model
-from belieflens.cache.generation_log import ReplayGenerator, read_log, replay
+from belieflens.cache.generation_log import (
+    GenerationRecord,
+    ReplayGenerator,
+    read_log,
+    replay,
+)
 from belieflens.cache.models import LoadedModel
 from belieflens.envs.base import Episode, Message, Query
 from belieflens.envs.twenty_questions import TwentyQuestions
@@ -206,12 +212,17 @@ TINY = dict(animals="2", steps=2, candidates=2, propose=3, eig_sample=2, list_to
 high enough that it writes more than newlines."""
 
 
+NOTIFIED: list[GenerationRecord] = []
+"""The records the tiny run reported as progress (``on_record``)."""
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        env = bind_model(envs.get("twenty-questions", **TINY), tiny_model)
+        env = bind_model(envs.get("twenty-questions", **TINY), tiny_model,
+                         on_record=NOTIFIED.append)
         return extract(env, tiny_model, tmp_path_factory.mktemp("tq") / "tq.h5",
                        ExtractOptions(episodes=2, seed=0))
     finally:
@@ -224,6 +235,11 @@ def test_tiny_model_extracts_logs_and_replays(tiny_run: Path) -> None:
     records = read_log(ds)
     assert {r.role for r in records} == {"reply", "simulator", "score"}
     assert sum(r.role == "score" for r in records) >= ds.sizes["query"]
+    # progress reports each scored batch once, every generated text once
+    n_scores = sum(r.role == "score" for r in records)
+    assert 0 < sum(r.role == "score" for r in NOTIFIED) < n_scores
+    assert [r for r in NOTIFIED if r.role != "score"] == [
+        dataclasses.replace(r, episode=-1) for r in records if r.role != "score"]
     # replay rebuilds the same games, read-outs and truth without the model
     env = envs.get("twenty-questions", **TINY)
     again = list(replay(env, ds).episodes(2, 0))
