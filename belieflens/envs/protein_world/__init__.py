@@ -32,6 +32,7 @@ from belieflens.envs.delivery import require_generator
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
 from belieflens.envs.protein_world.oracle import (
+    ExperimentGrid,
     active_run,
     best_experiment,
     eig,
@@ -350,6 +351,7 @@ class ProteinWorld:
     def __init__(self, params: ProteinWorldParams) -> None:
         self._params = params
         self._generator: TextGenerator | None = None
+        self._last_world: tuple[tuple[int, int], World, tuple[ExperimentGrid, ...]] | None = None
 
     @property
     def requires_generator(self) -> bool:
@@ -419,12 +421,18 @@ class ProteinWorld:
         p = self._params
         if p.truth == "each-class":
             world_index, truth = divmod(index, p.classes)
-            world = self.world(np.random.default_rng([seed, world_index, 1]))
+            cached = self._last_world
+            if cached is not None and cached[0] == (seed, world_index):
+                world, grids = cached[1], cached[2]
+            else:  # K consecutive episodes share a world: draw it and its grids once
+                world = self.world(np.random.default_rng([seed, world_index, 1]))
+                grids = experiment_grids(world)
+                self._last_world = ((seed, world_index), world, grids)
         else:
             world_index = index
             world = self.world(rng)
             truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
-        grids = experiment_grids(world)
+            grids = experiment_grids(world)
         active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
                             grids=grids)
         intro = describe_world(world)
