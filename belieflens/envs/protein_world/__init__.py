@@ -1,7 +1,20 @@
-"""ProteinWorld: identify a fictional protein class from a sequence of noisy experiments.
+"""ProteinWorld: identify a fictional protein class from a sequence of experiments.
 
-Each episode draws a world (:mod:`belieflens.envs.protein_world.world`), a true
-class from the stated prior and a seeded experiment sequence; the model reads
+Two presets. ``preset=paper`` (the default) is From Prompts to Posteriors, App. F.3
+and Sec. 5.2: 8 classes with 8 attributes, means ``N(0, 1)`` and variances
+``0.1 + |N(0, 1)|`` per class and attribute, 6 experiments on distinct attributes
+(``simple``: each reveals the exact value; ``hard``: autoregressive attributes and the
+noisy observation models, Gaussian, Uniform and Bernoulli through a sigmoid), ``T = 6``,
+a uniform prior, and every class the true class once per world (episode ``i`` plays
+class ``i mod 8`` of world ``i div 8``: 40 episodes are the paper's 5 worlds x 8 runs);
+the world is written as App. A.1 writes it. ``preset=belieflens`` is the project's
+earlier variant (4 classes, 3 attributes each measured with Gaussian noise, a random
+prior the true class is drawn from). Every parameter can override its preset's value.
+The default is the published protocol because a study should reproduce the source
+before departing from it; the earlier variant stays reachable by name.
+
+Each episode has a world (:mod:`belieflens.envs.protein_world.world`), a true
+class and a seeded experiment sequence; the model reads
 the world, the prior and the results so far, and is asked which class the
 proteins belong to (MCQ over the classes, oracle: the passive exact posterior)
 and which experiment to run next (MCQ over the experiments, no oracle: the
