@@ -15,17 +15,22 @@ from belieflens.analysis.envs.belief_attribution.section import (
     episode_revisions,
 )
 from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.generate import ModelGenerator
+from belieflens.cache.generate import bind_run
+from belieflens.cache.generation_log import read_log
 from belieflens.cache.models import LoadedModel
 
 
 def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,
                                                   tmp_path: Path) -> None:
     env = envs.get("belief-attribution", domain="capitals", answer_tokens=4)
-    bound = env.bind_generator(ModelGenerator(tiny_model))  # type: ignore[attr-defined]
+    bound, attrs = bind_run(env, tiny_model)  # what `belieflens extract` does
+    assert "generator_model" in attrs
     path = extract(bound, tiny_model, tmp_path / "ba.h5", ExtractOptions(episodes=2))
     ds = belieflens.open_cache(path)
     try:
+        # the benchmark's four generations per question, logged and replayable
+        log = read_log(ds)
+        assert len(log) == 4 and all(r.temperature == 0.0 for r in log)
         finals = ds["truth_final_answer"].values.astype(str)
         matched = ds["truth_revised_match"].values
         assert set(np.unique(matched)) <= {0.0, 1.0}
