@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import belieflens.envs as envs
+from belieflens.cli.main import app
 from belieflens.envs.recommender import Recommender
 from belieflens.envs.recommender.shown import round_distribution, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
@@ -117,3 +119,14 @@ def test_rounding_keeps_every_distribution_whole() -> None:
     w = shown_world(default_world(1), 1)
     assert np.allclose(w.phi.sum(-1), 1.0, atol=1e-12) and np.allclose(w.pi.sum(), 1.0)
     assert np.allclose(w.phi * 1000, np.round(w.phi * 1000), atol=1e-9)
+
+
+@pytest.mark.parametrize("setting", ["prompt=verbatim", "titles=real", "decimals=9"])
+def test_bad_prompt_settings_exit_2_and_write_nothing(tmp_path: Path, setting: str) -> None:
+    out = tmp_path / "study.h5"
+    result = CliRunner().invoke(app, ["extract", "recommender", "--set", setting,
+                                      "--out", str(out)])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and setting.split("=")[0] in lines[0]
+    assert not any(tmp_path.iterdir())
