@@ -44,7 +44,8 @@ class DiceParams(RevealedParams):
     observations: Literal["all", "multiple"] = param(
         "all",
         "observation sets kept: all that some result satisfies (the paper's, e.g. 'smaller "
-        "than 2' on a 4-sided die), or only those leaving two or more possible results",
+        "than 2' on a 4-sided die), or only those leaving two or more possible results "
+        "(always so with support=posterior)",
     )
 
     def __post_init__(self) -> None:
@@ -236,7 +237,8 @@ class Dice(GridEnvironment[DiceParams]):
         variants = VARIANTS if p.variant == "all" else (p.variant,)
         dice = DICE if p.dice is None else (p.dice,)
         faces = FACES if p.faces is None else (p.faces,)
-        min_results = 1 if p.observations == "all" else 2
+        # a posterior support with one result would leave a one-outcome read-out (always 1)
+        min_results = 1 if p.observations == "all" and p.support == "prior" else 2
         return [
             point
             for v in variants

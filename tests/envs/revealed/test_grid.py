@@ -148,3 +148,17 @@ def test_truth_has_nan_only_for_absent_numbers() -> None:
     (e,) = get("coins", coins=2, focus="Tails", bias=5, variant="regular").episodes(1, 0)
     assert math.isnan(float(e.truth["previous"]))
     assert e.truth["focus"] == "Tails" and e.truth["bias"] == 5.0
+
+
+@pytest.mark.parametrize(("name", "params"), [(n, {}) for n in ENVS]
+                         + [("dice", {"support": "posterior"}), ("case-study", {"case": "clinic"})])
+def test_every_revealed_prompt_renders(name: str, params: dict[str, str]) -> None:
+    """Every grid point's revealed read-out has two or more non-empty continuations."""
+    tok: Any = CharTokenizer()
+    env = get(name, stated="first", **params)
+    n = 0
+    for e in env.episodes(100_000, 0):
+        t = render(tok, e.turns[0].probes[0].queries[0])
+        assert len(t.option_ids) >= 2 and all(t.option_ids)
+        n += 1
+    assert n == env.prompt_counts().revealed  # type: ignore[attr-defined]

@@ -51,6 +51,10 @@ def test_single_result_observations_are_kept() -> None:
     (first,) = [e for e in _episodes(case) if e.truth["has_revealed"] == 1]
     assert first.turns[0].probes[0].oracle == (1.0, 0.0, 0.0, 0.0)
     assert first.truth["mode"] == "1"
+    # with the posterior support a single result would be a one-outcome read-out: left out
+    post = get("dice", dice=1, faces=4, variant="observation", support="posterior")
+    assert all(len(e.turns[0].probes[0].labels) >= 2 for e in post.episodes(1000, 0)
+               if e.truth["has_revealed"] == 1)
     assert get("dice", dice=1, faces=4, variant="observation", observations="multiple") \
         .prompt_counts().revealed < get("dice", dice=1, faces=4,  # type: ignore[attr-defined]
                                         variant="observation").prompt_counts().revealed
