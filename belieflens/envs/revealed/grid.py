@@ -181,7 +181,8 @@ class RevealedParams:
     """Parameters shared by every revealed-belief environment."""
 
     format: Literal["raw", "chat"] = param(
-        "raw", "raw: plain-text completion; chat: scenario as a user turn, stem as the prefill"
+        "raw", "revealed read-out: raw: plain-text completion; chat: scenario as a user turn, "
+        "stem as the prefill (style=paper asks the stated questions through the chat template)"
     )
     sample: bool = param(False, "episodes are a seeded sample of the grid instead of grid order")
     style: Literal["paper", "belieflens"] = param(
