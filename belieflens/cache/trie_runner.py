@@ -15,12 +15,15 @@ as the last of its read positions is computed. Equality with the full-prompt run
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from belieflens.cache.attention import AttentionName, fast_modules, sdpa_attention
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names
 from belieflens.cache.trie import Edge, Trie, build, schedule
@@ -120,33 +123,109 @@ def _readout(plan: _Plan, tqs: Sequence[TokenizedQuery], q: int, got: dict[Key, 
                    cont_resid=conts)
 
 
-def _padded_past(kv: list[list[tuple[Any, Any]] | None], width: int) -> Any:
-    """One DynamicCache holding each row's past, left-padded with zeros to ``width``."""
+@functools.cache
+def _prealloc_layer() -> type:
+    """A ``DynamicLayer`` that writes new keys and values into a preallocated buffer.
+
+    ``DynamicLayer.update`` concatenates: every forward copies the whole past once
+    per layer (and building a cache from tensors copies it once more). This layer is
+    handed its buffer, past included, sized for the call's new tokens too, and
+    writes them in place; without a buffer (no past) it keeps the new tensors as
+    they are.
+    """
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    base: Any = DynamicLayer
+
+    class PreallocLayer(base):  # type: ignore[misc]
+        def __init__(self, keys: Any = None, values: Any = None, filled: int = 0) -> None:
+            super().__init__()
+            self._buf_k, self._buf_v, self._n = keys, values, filled
+            if keys is not None:
+                self.keys, self.values = keys[..., :filled, :], values[..., :filled, :]
+                self.device = keys.device
+                self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any,
+                   **kwargs: Any) -> tuple[Any, Any]:
+            n = self._n + key_states.shape[-2]
+            if self._buf_k is None and self._n == 0:
+                self.keys, self.values = key_states, value_states
+                self.device, self.is_initialized = key_states.device, True
+            elif self._buf_k is not None and n <= self._buf_k.shape[-2]:
+                self._buf_k[..., self._n : n, :] = key_states
+                self._buf_v[..., self._n : n, :] = value_states
+                self.keys, self.values = self._buf_k[..., :n, :], self._buf_v[..., :n, :]
+            else:  # pragma: no cover - a second call on one cache; extraction makes one
+                self.keys = torch.cat([self.keys, key_states], dim=-2)
+                self.values = torch.cat([self.values, value_states], dim=-2)
+            self._n = n
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self._n
+
+    return PreallocLayer
+
+
+def _empty_cache(n_layers: int, prealloc: bool) -> Any:
+    """A cache for a call without past (root edges whose children need their keys)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    if prealloc:
+        cache.layers = [_prealloc_layer()() for _ in range(n_layers)]
+    return cache
+
+
+def _padded_past(
+    kv: list[list[tuple[Any, Any]] | None], width: int, new: int = 0, *, prealloc: bool = True
+) -> Any:
+    """One cache holding each row's past, left-padded with zeros to ``width``.
+
+    With ``prealloc`` the buffers have room for ``new`` more positions, which the
+    forward writes in place (:func:`_prealloc_layer`); otherwise a ``DynamicCache``
+    of the past alone (the forward concatenates).
+    """
     import torch
     from transformers import DynamicCache
 
     some = next(x for x in kv if x is not None)
+    size = width + (new if prealloc else 0)
     layers = []
     for layer, (k0, v0) in enumerate(some):
-        k = torch.zeros((len(kv), k0.shape[0], width, k0.shape[2]), dtype=k0.dtype,
+        k = torch.zeros((len(kv), k0.shape[0], size, k0.shape[2]), dtype=k0.dtype,
                         device=k0.device)
-        v = torch.zeros((len(kv), v0.shape[0], width, v0.shape[2]), dtype=v0.dtype,
+        v = torch.zeros((len(kv), v0.shape[0], size, v0.shape[2]), dtype=v0.dtype,
                         device=v0.device)
         for b, x in enumerate(kv):
             if x is not None:
                 kb, vb = x[layer]
-                k[b, :, width - kb.shape[1] :] = kb
-                v[b, :, width - vb.shape[1] :] = vb
+                k[b, :, width - kb.shape[1] : width] = kb
+                v[b, :, width - vb.shape[1] : width] = vb
         layers.append((k, v))
-    return DynamicCache(ddp_cache_data=layers)
+    if not prealloc:
+        return DynamicCache(ddp_cache_data=layers)
+    cache = DynamicCache()
+    cache.layers = [_prealloc_layer()(k, v, width) for k, v in layers]
+    return cache
 
 
-def _capture_hooks(names: list[str], rows: Any, pos: Any, into: dict[int, Any]) -> list[Any]:
-    """Hooks copying the residual at ``(rows, pos)`` of each named layer into ``into``."""
+@dataclass
+class _At:
+    """Where the capture hooks read: batch rows and positions (set before each call)."""
+
+    rows: Any = None
+    pos: Any = None
+
+
+def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]:
+    """Hooks copying the residual at ``(at.rows, at.pos)`` of each named layer into ``into``."""
 
     def make(layer: int) -> Any:
         def hook(tensor: Any, hook: Any) -> Any:
-            into[layer] = tensor[rows, pos].detach().float().cpu()
+            into[layer] = tensor[at.rows, at.pos].detach().float().cpu()
             return tensor
 
         return hook
@@ -155,11 +234,11 @@ def _capture_hooks(names: list[str], rows: Any, pos: Any, into: dict[int, Any]) 
 
 
 def _batch_inputs(
-    edges: list[Edge], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any
+    edges: list[Edge], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any,
+    *, n_layers: int, prealloc: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     """Input ids (right-padded) and forward kwargs (past, positions, mask) for a batch of edges."""
     import torch
-    from transformers import DynamicCache
 
     past = max(e.start for e in edges)
     width = max(len(e.tokens) for e in edges)
@@ -170,7 +249,8 @@ def _batch_inputs(
     kwargs: dict[str, Any] = {"use_cache": keeps_cache}
     if past > 0:
         kwargs["past_key_values"] = _padded_past(
-            [kv[e.parent] if e.parent >= 0 else None for e in edges], past)
+            [kv[e.parent] if e.parent >= 0 else None for e in edges], past, width,
+            prealloc=prealloc)
         kwargs["position_ids"] = (
             torch.tensor([[e.start] for e in edges]) + torch.arange(width)
         ).to(device)
@@ -180,7 +260,7 @@ def _batch_inputs(
                 mask[b, past - e.start : past + len(e.tokens)] = 1
             kwargs["attention_mask"] = mask.to(device)
     elif keeps_cache:
-        kwargs["past_key_values"] = DynamicCache()
+        kwargs["past_key_values"] = _empty_cache(n_layers, prealloc)
     return ids.to(device), kwargs
 
 
@@ -214,12 +294,23 @@ def run_trie(
     max_tokens: int,
     save_logits: bool = False,
     cont_resid: bool = False,
+    attention: AttentionName = "sdpa",
+    prealloc: bool = True,
+    hooks_once: bool = True,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
     Needs a model whose KV cache passed the self-check at load
     (``model.info.prefix_reuse``) and whose cache keeps every position (no sliding
     window); a cache of another layout raises :class:`BeliefLensError` (one line).
+
+    ``attention``: SDPA where the bridge's attention allows it
+    (:mod:`belieflens.cache.attention`) or the bridge's eager steps.
+    ``prealloc``: each call's cache is allocated once, new keys written in place
+    (else ``DynamicCache`` concatenates). ``hooks_once``: the capture hooks are
+    attached once per call of this function, not once per forward call. The last
+    three exist so that ``bench/floor_steps.py`` can measure each step; the
+    results agree within 1e-4 either way (tested).
     """
     import torch
 
@@ -240,60 +331,71 @@ def run_trie(
     kv: dict[int, list[tuple[Any, Any]]] = {}  # edge -> per layer (keys, values), no batch dim
     open_children = {e.index: len(e.children) for e in trie.edges}
     got: dict[Key, _Got] = {}
-    for batch in schedule(trie, max_rows=max_rows, max_tokens=max_tokens):
-        edges = [trie.edges[i] for i in batch]
-        ids, kwargs = _batch_inputs(edges, kv, pad, device)
-        keys = [(b, e.index, off) for b, e in enumerate(edges) for off in reads.get(e.index, [])]
-        r_keys = [(b, off) for b, ei, off in keys if plan.needs[(ei, off)].resid]
-        r_b = torch.tensor([b for b, _ in r_keys], dtype=torch.long, device=device)
-        r_p = torch.tensor([p for _, p in r_keys], dtype=torch.long, device=device)
-        captured: dict[int, Any] = {}
-        hooks = _capture_hooks(names, r_b, r_p, captured)
-        cols = sorted({off for _, _, off in keys})
-        col = {p: i for i, p in enumerate(cols)}
-        kwargs["logits_to_keep"] = torch.tensor(cols or [ids.shape[1] - 1], device=device)
-        with torch.inference_mode():
-            logits = bridge.run_with_hooks(ids, fwd_hooks=hooks, **kwargs)
-            if keys:
-                sel = logits[
-                    torch.tensor([b for b, _, _ in keys], device=device),
-                    torch.tensor([col[off] for _, _, off in keys], device=device),
-                ].float()
-                logp = torch.log_softmax(sel, dim=-1).cpu()
-                lse = torch.logsumexp(sel, dim=-1).cpu()
-        resid = (
-            torch.stack([captured[i] for i in range(len(names))], dim=1).numpy()
-            if r_keys else None
-        )
-        r_at = {k: i for i, k in enumerate(r_keys)}
-        for i, (b, ei, off) in enumerate(keys):
-            n = plan.needs[(ei, off)]
-            t = sorted(n.targets)
-            vals = logp[i, t].double().numpy() if t else np.zeros(0)
-            got[(ei, off)] = _Got(
-                lse=float(lse[i]),
-                lp=dict(zip(t, (float(x) for x in vals), strict=True)),
-                resid=resid[r_at[(b, off)]] if resid is not None and n.resid else None,
-                full=logp[i].numpy().copy() if n.full else None,
+    fast = fast_modules(bridge) if attention == "sdpa" else []
+    at = _At()
+    captured: dict[int, Any] = {}
+    with contextlib.ExitStack() as stack:
+        if hooks_once:  # one registration for every forward call below
+            stack.enter_context(bridge.hooks(fwd_hooks=_capture_hooks(names, at, captured)))
+        for batch in schedule(trie, max_rows=max_rows, max_tokens=max_tokens):
+            edges = [trie.edges[i] for i in batch]
+            ids, kwargs = _batch_inputs(edges, kv, pad, device, n_layers=len(names) - 1,
+                                        prealloc=prealloc)
+            keys = [(b, e.index, off) for b, e in enumerate(edges)
+                    for off in reads.get(e.index, [])]
+            r_keys = [(b, off) for b, ei, off in keys if plan.needs[(ei, off)].resid]
+            at.rows = torch.tensor([b for b, _ in r_keys], dtype=torch.long, device=device)
+            at.pos = torch.tensor([p for _, p in r_keys], dtype=torch.long, device=device)
+            captured.clear()
+            cols = sorted({off for _, _, off in keys})
+            col = {p: i for i, p in enumerate(cols)}
+            kwargs["logits_to_keep"] = torch.tensor(cols or [ids.shape[1] - 1], device=device)
+            with torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast):
+                if hooks_once:
+                    logits = bridge(ids, **kwargs)
+                else:
+                    logits = bridge.run_with_hooks(
+                        ids, fwd_hooks=_capture_hooks(names, at, captured), **kwargs)
+                if keys:
+                    sel = logits[
+                        torch.tensor([b for b, _, _ in keys], device=device),
+                        torch.tensor([col[off] for _, _, off in keys], device=device),
+                    ].float()
+                    logp = torch.log_softmax(sel, dim=-1).cpu()
+                    lse = torch.logsumexp(sel, dim=-1).cpu()
+            resid = (
+                torch.stack([captured[i] for i in range(len(names))], dim=1).numpy()
+                if r_keys else None
             )
-        if kwargs["use_cache"]:
-            kv.update(_child_caches(kwargs["past_key_values"], edges, ids.shape[1]))
-        for e in edges:
-            if e.parent >= 0:
-                open_children[e.parent] -= 1
-                if open_children[e.parent] == 0:
-                    kv.pop(e.parent, None)
-        done: list[int] = []
-        for _, ei, off in keys:
-            for q in plan.needs[(ei, off)].queries:
-                waiting[q] -= 1
-                if waiting[q] == 0:
-                    done.append(q)
-        done.sort()
-        outs = [_readout(plan, tqs, q, got) for q in done]
-        for q in done:  # free what no other query reads
-            for k in plan.keys_of(q):
-                readers[k] -= 1
-                if readers[k] == 0:
-                    del got[k]
-        yield done, outs, sum(len(e.tokens) for e in edges)
+            r_at = {k: i for i, k in enumerate(r_keys)}
+            for i, (b, ei, off) in enumerate(keys):
+                n = plan.needs[(ei, off)]
+                t = sorted(n.targets)
+                vals = logp[i, t].double().numpy() if t else np.zeros(0)
+                got[(ei, off)] = _Got(
+                    lse=float(lse[i]),
+                    lp=dict(zip(t, (float(x) for x in vals), strict=True)),
+                    resid=resid[r_at[(b, off)]] if resid is not None and n.resid else None,
+                    full=logp[i].numpy().copy() if n.full else None,
+                )
+            if kwargs["use_cache"]:
+                kv.update(_child_caches(kwargs["past_key_values"], edges, ids.shape[1]))
+            for e in edges:
+                if e.parent >= 0:
+                    open_children[e.parent] -= 1
+                    if open_children[e.parent] == 0:
+                        kv.pop(e.parent, None)
+            done: list[int] = []
+            for _, ei, off in keys:
+                for q in plan.needs[(ei, off)].queries:
+                    waiting[q] -= 1
+                    if waiting[q] == 0:
+                        done.append(q)
+            done.sort()
+            outs = [_readout(plan, tqs, q, got) for q in done]
+            for q in done:  # free what no other query reads
+                for k in plan.keys_of(q):
+                    readers[k] -= 1
+                    if readers[k] == 0:
+                        del got[k]
+            yield done, outs, sum(len(e.tokens) for e in edges)

@@ -89,3 +89,68 @@ def test_run_queries_uses_the_trie_and_computes_fewer_tokens(tiny_model: LoadedM
                                                     max_tokens=4096, reuse_prefix=False))
     assert whole == sum(len(r.ids) for r in rows.forward_rows(tqs))
     assert shared < whole / 2
+
+
+def test_each_step_toward_the_floor_keeps_the_results(tiny_model: LoadedModel) -> None:
+    """Eager vs SDPA attention, concatenated vs preallocated caches, hooks per call vs once."""
+    tqs = _queries(tiny_model)
+
+    def lps(**kw: Any) -> np.ndarray:
+        out: dict[int, rows.ReadOut] = {}
+        for batch, outs, _ in run_trie(tiny_model, tqs, max_rows=3, max_tokens=200,
+                                       cont_resid=True, **kw):
+            out.update(zip(batch, outs, strict=True))
+        return np.concatenate([np.concatenate([out[q].option_logprob, out[q].resid.ravel()])
+                               for q in range(len(tqs))])
+
+    new = lps()
+    for kw in ({"attention": "eager", "prealloc": False, "hooks_once": False},
+               {"attention": "sdpa", "prealloc": False, "hooks_once": True},
+               {"attention": "eager", "prealloc": True, "hooks_once": False}):
+        old = lps(**kw)
+        assert np.abs(new - old).max() <= 1e-4 * max(1.0, float(np.abs(old).max())), kw
+
+
+def test_sdpa_attention_is_switched_on_and_steps_aside_for_pattern_hooks(
+    tiny_model: LoadedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    from belieflens.cache.attention import fast_modules, sdpa_attention
+
+    bridge = tiny_model.bridge
+    mods = fast_modules(bridge)
+    assert len(mods) == tiny_model.info.n_layers
+    ids = torch.randint(0, tiny_model.info.vocab_size, (2, 12),
+                        generator=torch.Generator().manual_seed(0))
+    seen: list[int] = []
+    calls: list[int] = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return sdpa(*a, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted)
+
+    def pattern(t: Any, hook: Any) -> Any:
+        seen.append(int(t.shape[-1]))
+        return t
+
+    with torch.inference_mode():
+        eager = bridge(ids).float()
+        with sdpa_attention(bridge) as n:
+            assert n == len(mods)
+            assert all("forward" in m.__dict__ for m in mods)
+            fast = bridge(ids).float()
+            assert len(calls) == len(mods)
+            hooked = bridge.run_with_hooks(ids, fwd_hooks=[("blocks.0.attn.hook_pattern",
+                                                            pattern)]).float()
+        assert seen == [12]  # the hooked module ran the eager steps, the other one SDPA
+        assert len(calls) == 2 * len(mods) - 1
+        with sdpa_attention(bridge, "eager") as n_eager:
+            assert n_eager == 0
+    assert not any("forward" in m.__dict__ for m in mods)  # restored on exit
+    assert not any("forward" in m.original_component.__dict__ for m in mods)
+    assert float((torch.log_softmax(eager, -1) - torch.log_softmax(fast, -1)).abs().max()) <= 1e-4
+    assert float((hooked - eager).abs().max()) <= 1e-4
