@@ -15,8 +15,12 @@ rotation), measured side by side:
     large batches of fresh tokens (no reuse structure, no bridge) — no schedule of
     these tokens on this machine can be much faster.
 
+A second, shallower workload, a revealed-belief grid (``--grid``, default ``preference``:
+every prompt of the grid, every rotation; the prompts share little but their rotations),
+runs (a) and (f) only.
+
 The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...`` and then
-``ratio_vs_floor=a/f write_share=...``.
+``ratio_vs_floor=a/f write_share=... grid_ratio_vs_floor=a/f`` (the grid's).
 Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
 a 2-core machine; the naive loop dominates the run time).
 """
@@ -26,10 +30,10 @@ from __future__ import annotations
 import argparse
 import resource
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import clock
 import torch
 from hdf5_share import WriteTimer
 
@@ -48,7 +52,7 @@ def raw_limit(model: PreTrainedModel, seqs: list[tuple[int, ...]]) -> float:
     """Seconds for a plain forward over the unique tokens (trie order, cropped KV cache)."""
     from transformers import DynamicCache
 
-    t0 = time.perf_counter()
+    t0 = clock.now()
     cache = DynamicCache()
     prev: tuple[int, ...] = ()
     with torch.inference_mode():
@@ -63,7 +67,7 @@ def raw_limit(model: PreTrainedModel, seqs: list[tuple[int, ...]]) -> float:
             model(torch.tensor([s[lcp:]]), past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
             prev = s
-    return time.perf_counter() - t0
+    return clock.now() - t0
 
 
 def floor_rate(
@@ -76,22 +80,52 @@ def floor_rate(
     with torch.inference_mode():
         model(ids[:, :8], logits_to_keep=1)
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0 = clock.now()
             model(ids, logits_to_keep=1)
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, clock.now() - t0)
     return rows * width / best
 
 
 def naive_loop(loaded: LoadedModel, tqs: list[TokenizedQuery]) -> float:
     """Seconds for run_with_cache per forward row on its full prompt, one at a time."""
     names = set(resid_hook_names(loaded.info.n_layers))
-    t0 = time.perf_counter()
+    t0 = clock.now()
     with torch.inference_mode():
         for r in forward_rows(tqs):
             _, cache = loaded.bridge.run_with_cache(
                 torch.tensor([r.ids]), names_filter=lambda n: n in names)
             del cache
-    return time.perf_counter() - t0
+    return clock.now() - t0
+
+
+def workload(
+    loaded: LoadedModel, env: envs.Environment, episodes: int, name: str
+) -> tuple[list[TokenizedQuery], list[tuple[int, ...]], int, int]:
+    """Queries, forward rows in trie order, unique and prompt tokens of ``episodes`` of ``env``."""
+    bos = bos_policy(loaded.tokenizer)
+    tqs = [render(loaded.tokenizer, r.query, bos=bos) for r in records(env, episodes, 0)]
+    rows = forward_rows(tqs)
+    seqs = sorted({r.ids for r in rows})  # every forward row once, in trie order
+    unique = build(seqs).tokens
+    naive_tokens = sum(len(r.ids) for r in rows)
+    print(f"workload ({name}): {len(tqs)} queries, {naive_tokens} prompt tokens, {unique} "
+          f"unique tokens ({naive_tokens / unique:.1f}x sharing)")
+    return tqs, seqs, unique, naive_tokens
+
+
+def timed_extract(
+    loaded: LoadedModel, env: envs.Environment, episodes: int, label: str
+) -> tuple[float, float]:
+    """Seconds of ``belieflens extract`` of ``episodes`` of ``env``, and of its HDF5 writes."""
+    with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
+        tokens = [0]
+        t0 = clock.now()
+        extract(env, loaded, Path(tmp) / "bench.h5", ExtractOptions(episodes=episodes),
+                on_progress=lambda p: tokens.__setitem__(0, p.tokens))
+        a = clock.now() - t0
+    print(f"{label}: {a:.1f}s, {tokens[0]} tokens computed ({tokens[0] / a:.0f} tok/s); "
+          f"HDF5 writes {writes.seconds:.2f}s ({100 * writes.seconds / a:.1f}%)")
+    return a, writes.seconds
 
 
 def main() -> None:
@@ -100,33 +134,29 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=4)
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=sorted(clock.CLOCKS), default="wall",
+                    help="wall time, or this process's CPU time (a shared machine)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernels", default="auto", help="CPU kernels of (a): auto, default, onednn")
     ap.add_argument("--skip-naive", action="store_true", help="skip (c) (then no speedup)")
+    ap.add_argument("--grid", default="preference",
+                    help="revealed-belief grid of the second workload ('none': skip it)")
+    ap.add_argument("--grid-episodes", type=int, default=72, help="prompts of the grid run")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    clock.use(args.clock)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
     env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
-    recs = list(records(env, args.episodes, 0))
-    bos = bos_policy(loaded.tokenizer)
-    tqs = [render(loaded.tokenizer, r.query, bos=bos) for r in recs]
-    rows = forward_rows(tqs)
-    seqs = sorted({r.ids for r in rows})  # every forward row once, in trie order
-    unique = build(seqs).tokens
-    naive_tokens = sum(len(r.ids) for r in rows)
-    print(f"workload: {len(tqs)} queries, {naive_tokens} prompt tokens, {unique} unique tokens "
-          f"({naive_tokens / unique:.1f}x sharing); threads={torch.get_num_threads()} "
-          f"device={args.device} kernels(a)={loaded.info.kernels}")
-
-    with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
-        tokens = [0]
-        t0 = time.perf_counter()
-        extract(env, loaded, Path(tmp) / "bench.h5", ExtractOptions(episodes=args.episodes),
-                on_progress=lambda p: tokens.__setitem__(0, p.tokens))
-        a = time.perf_counter() - t0
-    print(f"(a) belieflens extract: {a:.1f}s, {tokens[0]} tokens computed "
-          f"({tokens[0] / a:.0f} tok/s); HDF5 writes {writes.seconds:.2f}s "
-          f"({100 * writes.seconds / a:.1f}%)")
+    tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")
+    print(f"threads={torch.get_num_threads()} device={args.device} clock={args.clock} "
+          f"kernels(a)={loaded.info.kernels}")
+    a, write_s = timed_extract(loaded, env, args.episodes, "(a) belieflens extract")
+    if args.grid != "none":
+        grid_env = envs.get(args.grid)
+        _, _, grid_unique, _ = workload(loaded, grid_env, args.grid_episodes,
+                                        f"{args.grid} grid")
+        grid_a, _ = timed_extract(loaded, grid_env, args.grid_episodes,
+                                  f"(a) belieflens extract, {args.grid} grid")
 
     from transformers import AutoModelForCausalLM
 
@@ -138,6 +168,11 @@ def main() -> None:
     rate = floor_rate(plain)
     f = unique / rate
     print(f"(f) compute floor: {f:.1f}s ({rate:.0f} tok/s on 4x128 fresh tokens)")
+    grid = ""
+    if args.grid != "none":
+        grid_f = grid_unique / rate
+        print(f"(f) compute floor, {args.grid} grid: {grid_f:.1f}s")
+        grid = f" grid_ratio_vs_floor={grid_a / grid_f:.2f}"
     del plain
     if args.skip_naive:
         c = float("nan")
@@ -146,7 +181,7 @@ def main() -> None:
         print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
-          f"ratio_vs_floor={a / f:.2f} write_share={100 * writes.seconds / a:.1f}%")
+          f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{grid}")
 
 
 if __name__ == "__main__":
