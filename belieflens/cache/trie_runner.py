@@ -8,7 +8,11 @@ context it has in the full prompt. After the forward, the cache of every edge
 that has children is cut out of the batch and kept until its children ran.
 
 Hooks copy the residual stream only at read positions, and the unembedding runs
-only there. A query's :class:`~belieflens.cache.rows.ReadOut` is yielded as soon
+only there. The hooks are attached once per run, not once per forward call;
+attention runs through PyTorch SDPA where the bridge's attention is plain
+(:mod:`belieflens.cache.attention`); each call's cache is allocated once, past and
+new positions, and the forward writes its keys in place (no concatenation).
+A query's :class:`~belieflens.cache.rows.ReadOut` is yielded as soon
 as the last of its read positions is computed. Equality with the full-prompt run
 (within 1e-4 in fp32) is tested in ``tests/cache/test_trie_runner.py``.
 """
