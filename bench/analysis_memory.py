@@ -39,8 +39,15 @@ def save_model(folder: Path) -> None:
 
 
 def make_study(model_dir: Path, out: Path, episodes: int) -> float:
-    """Extract the study into the study directory ``out`` on a one-worker LocalCluster."""
+    """Extract the study into the study directory ``out`` on a one-worker LocalCluster (a
+    finished study of the same size kept from an earlier run, ``--keep``, is reused)."""
     import belieflens
+
+    manifest = out / "manifest.json"
+    if manifest.exists():
+        m = json.loads(manifest.read_text())
+        if m["study"]["episodes"] == episodes and all(s["state"] == "done" for s in m["shards"]):
+            return 0.0
 
     t0 = time.perf_counter()
     belieflens.extract("coin-flip", params={"turns": TURNS, "delivery": "multi-turn"},

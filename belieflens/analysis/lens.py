@@ -222,6 +222,18 @@ def _is_dask(da: xr.DataArray) -> bool:
     return da.chunks is not None
 
 
+def query_blocks(da: xr.DataArray, chunk: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` blocks of ``query`` to read ``da`` by: its dask chunks along
+    ``query`` when it has them (a read never splits a chunk, so none is read twice),
+    else blocks of ``chunk`` queries."""
+    n = da.sizes[QUERY]
+    if da.chunks is not None:
+        sizes = da.chunks[da.dims.index(QUERY)]
+        stops = np.cumsum(sizes)
+        return [(int(b - a), int(b)) for a, b in zip(sizes, stops, strict=True)]
+    return [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
+
+
 def _option_logprob(
     ds: xr.Dataset, *, chunk: int, lens: Lens, multi_token: MultiToken, memory_budget: int
 ) -> Float[np.ndarray, "query layer option"]:

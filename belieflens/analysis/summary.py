@@ -37,7 +37,7 @@ from belieflens.analysis.beliefs import (
     query_n_outcome,
 )
 from belieflens.analysis.divergence import tvd
-from belieflens.analysis.lens import Lens, lens_beliefs
+from belieflens.analysis.lens import Lens, lens_beliefs, query_blocks
 from belieflens.analysis.probes.folds import group_folds
 from belieflens.analysis.probes.heldout import heldout_softmax
 from belieflens.analysis.stats import mean_sem
@@ -73,14 +73,15 @@ def probe_tvd(
     lam: float = 1e-2,
     max_iter: int = 200,
     chunk: int = 256,
-    memory_budget: int = 2**28,
+    memory_budget: int = 2**26,
 ) -> xr.DataArray:
     """Held-out probe TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
 
     NaN where not estimable. One softmax probe per (probe question, layer), trained on the
     oracle distribution with folds grouped by episode; each query row is predicted by the
     probe that did not see its episode, and a probe instance's TVD is the mean over its
-    rotations.
+    rotations. The residuals are held ``memory_budget`` bytes (float64) of layers at a time
+    and read in blocks of ``chunk`` queries (a dask-backed dataset: its own chunks).
     """
     n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
     oracle = np.asarray(ds["oracle"].values, dtype=np.float64)
@@ -133,8 +134,7 @@ def _fit_rows(
     for l0 in range(0, n_layer, per_pass):
         group = list(range(l0, min(n_layer, l0 + per_pass)))
         x = np.empty((used.size, len(group), d))
-        for s in range(0, n_q, chunk):
-            e = min(s + chunk, n_q)
+        for s, e in query_blocks(ds["resid"], chunk):
             keep = where[s:e] >= 0
             if not keep.any():
                 continue
