@@ -218,10 +218,16 @@ def _padded_past(
 
 @dataclass
 class _At:
-    """Where the capture hooks read: batch rows and positions (set before each call)."""
+    """Where the capture hooks read: batch rows and positions (set before each call).
+
+    ``active`` is true only during this runner's own forward calls: the hooks stay
+    attached while the runner yields, and another forward in between (a caller's)
+    must not be read.
+    """
 
     rows: Any = None
     pos: Any = None
+    active: bool = False
 
 
 def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]:
@@ -229,7 +235,8 @@ def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]
 
     def make(layer: int) -> Any:
         def hook(tensor: Any, hook: Any) -> Any:
-            into[layer] = tensor[at.rows, at.pos].detach().float().cpu()
+            if at.active:
+                into[layer] = tensor[at.rows, at.pos].detach().float().cpu()
             return tensor
 
         return hook
@@ -355,11 +362,15 @@ def run_trie(
             col = {p: i for i, p in enumerate(cols)}
             kwargs["logits_to_keep"] = torch.tensor(cols or [ids.shape[1] - 1], device=device)
             with torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast):
-                if hooks_once:
-                    logits = bridge(ids, **kwargs)
-                else:
-                    logits = bridge.run_with_hooks(
-                        ids, fwd_hooks=_capture_hooks(names, at, captured), **kwargs)
+                at.active = True
+                try:
+                    if hooks_once:
+                        logits = bridge(ids, **kwargs)
+                    else:
+                        logits = bridge.run_with_hooks(
+                            ids, fwd_hooks=_capture_hooks(names, at, captured), **kwargs)
+                finally:
+                    at.active = False
                 if keys:
                     sel = logits[
                         torch.tensor([b for b, _, _ in keys], device=device),

@@ -154,3 +154,20 @@ def test_sdpa_attention_is_switched_on_and_steps_aside_for_pattern_hooks(
     assert not any("forward" in m.original_component.__dict__ for m in mods)
     assert float((torch.log_softmax(eager, -1) - torch.log_softmax(fast, -1)).abs().max()) <= 1e-4
     assert float((hooked - eager).abs().max()) <= 1e-4
+
+
+def test_a_forward_between_yields_is_not_captured(tiny_model: LoadedModel) -> None:
+    """The hooks stay attached while the runner yields; a caller's forward must not trip them."""
+    import torch
+
+    tqs = _queries(tiny_model)[:6]
+    alone = {q: o for b, outs, _ in run_trie(tiny_model, tqs, max_rows=3, max_tokens=200)
+             for q, o in zip(b, outs, strict=True)}
+    mixed: dict[int, rows.ReadOut] = {}
+    for b, outs, _ in run_trie(tiny_model, tqs, max_rows=3, max_tokens=200):
+        mixed.update(zip(b, outs, strict=True))
+        with torch.inference_mode():
+            tiny_model.bridge(torch.tensor([[1, 2]]))  # one row: stale indices would fail
+    for q in range(len(tqs)):
+        assert np.array_equal(alone[q].resid, mixed[q].resid)
+        assert np.array_equal(alone[q].option_logprob, mixed[q].option_logprob)
