@@ -291,7 +291,7 @@ def _cells(cmp: xr.Dataset) -> list[tuple[str, str]]:
 def format_compare(cmp: xr.Dataset) -> str:
     """Plain-text tables of :func:`compare`: one block per (delivery, probe), a row per model."""
     lines: list[str] = []
-    head = (f"  {'model':<22}{'layers':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
+    head = (f"  {'model':<22}{'blocks':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
             f"  {'probe: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
     for d, p in _cells(cmp):
         lines.append(f"{d} / {p}: mean over turns; slope ± clustered SE; rotation TVD = "
@@ -371,16 +371,18 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
     fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.0 * rows), squeeze=False)
     models = [str(m) for m in cmp[MODEL].values]
     colors = _colors(len(models))
-    x = cmp[DEPTH].values
     for ax, (d, p) in zip(axes.flat, cells, strict=False):
         for m, c in zip(models, colors, strict=True):
             sub = cmp.sel({MODEL: m, "delivery": d, "probe": p})
+            # each of the model's own layers once, at its own depth (the grid repeats layers)
+            own, first = np.unique(sub[LAYER].values, return_index=True)
+            x = own / int(sub["n_layers"])
             for s, ls in (("logit-lens", "-"), ("probe", "--")):
-                mean = sub["tvd_mean"].sel({SOURCE: s}).mean(TURN, skipna=True).values
+                tv = sub.sel({SOURCE: s}).isel({DEPTH: first})
+                mean = tv["tvd_mean"].mean(TURN, skipna=True).values
                 if not np.isfinite(mean).any():
                     continue
-                err = np.nan_to_num(sub["tvd_sem"].sel({SOURCE: s}).mean(TURN, skipna=True)
-                                    .values)
+                err = np.nan_to_num(tv["tvd_sem"].mean(TURN, skipna=True).values)
                 ax.plot(x, mean, ls=ls, color=c, label=f"{m} {s}")
                 ax.fill_between(x, mean - err, mean + err, color=c, alpha=0.12)
             level = float(sub["output_tvd_mean"].mean(skipna=True))
