@@ -71,9 +71,10 @@ def analyze(
 
     With ``client`` (a :class:`distributed.Client` or a ``--cluster`` value: ``local[:N]``,
     ``tcp://HOST:PORT``, ``PATH/scheduler.json``), the dask work runs on that cluster: the
-    shards' checksums are verified by the workers, one task per shard, and the lens scores
-    are computed there chunk by chunk (only ``[query, layer, option]`` comes back); the
-    linear probes' streaming statistics are accumulated here from chunks the workers read.
+    shards' checksums are verified by the workers, one task per shard, the lens scores
+    are computed there chunk by chunk (only ``[query, layer, option]`` comes back), and the
+    linear probes are fitted there, one task per layer group (only their held-out TVDs per
+    row and layer come back).
 
     Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,

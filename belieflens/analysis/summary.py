@@ -115,9 +115,27 @@ def probe_tvd(
     return out.transpose(*INSTANCE_DIMS, LAYER).assign_coords({LAYER: list(range(n_layer))})
 
 
+Task = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""One probe fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
+
+
+def _fit_group(x: np.ndarray, where: np.ndarray, tasks: list[Task], *, lam: float,
+               max_iter: int) -> np.ndarray:
+    """Held-out TVD ``[used row, layer]`` of every task at each layer of ``x [used row,
+    layer, d_model]`` (the residuals of one layer group at the rows ``where`` indexes)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.full(x.shape[:2], np.nan)
+    for i in range(x.shape[1]):
+        for rows, y, folds in tasks:
+            pred = heldout_softmax(x[where[rows], i], y, folds, lam=lam, max_iter=max_iter)
+            y_n = y / y.sum(axis=1, keepdims=True)
+            out[where[rows], i] = 0.5 * np.abs(pred - y_n).sum(axis=1)
+    return out
+
+
 def _fit_rows(
     ds: xr.Dataset,
-    tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    tasks: list[Task],
     row_tvd: np.ndarray,
     *,
     lam: float,
@@ -125,26 +143,42 @@ def _fit_rows(
     chunk: int,
     memory_budget: int,
 ) -> None:
-    """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer."""
+    """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer.
+
+    Layers are fitted in groups whose residuals (float64, the rows the tasks use) fit
+    ``memory_budget``. A dask-backed dataset (a study directory) is fitted one task per
+    layer group with :func:`dask.compute`: under ``analyze(..., client=...)`` each group's
+    residuals are gathered and fitted on a worker and only its ``[row, layer]`` TVDs come
+    back; locally the groups run on dask's threads. A file read lazily from disk is read
+    block by block into one group at a time here.
+    """
     n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
     used = np.unique(np.concatenate([t[0] for t in tasks]))
     where = np.full(n_q, -1, dtype=np.int64)
     where[used] = np.arange(used.size)
     per_pass = max(1, memory_budget // max(1, used.size * d * 8))
-    for l0 in range(0, n_layer, per_pass):
-        group = list(range(l0, min(n_layer, l0 + per_pass)))
+    groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
+    resid = ds["resid"]
+    if resid.chunks is not None:
+        from dask.base import compute
+        from dask.delayed import delayed
+
+        fit = delayed(_fit_group, pure=True)
+        parts = [fit(resid.data[used][:, g[0]:g[-1] + 1], where, tasks, lam=lam,
+                     max_iter=max_iter) for g in groups]
+        for g, part in zip(groups, compute(*parts), strict=True):  # type: ignore[no-untyped-call]
+            row_tvd[used, g[0]:g[-1] + 1] = part
+        return
+    for group in groups:
         x = np.empty((used.size, len(group), d))
-        for s, e in query_blocks(ds["resid"], chunk):
+        for s, e in query_blocks(resid, chunk):
             keep = where[s:e] >= 0
             if not keep.any():
                 continue
-            block = ds["resid"].isel(query=slice(s, e), layer=group).values
+            block = resid.isel(query=slice(s, e), layer=group).values
             x[where[s:e][keep]] = np.asarray(block, dtype=np.float64)[keep]
-        for i, layer in enumerate(group):
-            for rows, y, folds in tasks:
-                pred = heldout_softmax(x[where[rows], i], y, folds, lam=lam, max_iter=max_iter)
-                y_n = y / y.sum(axis=1, keepdims=True)
-                row_tvd[rows, layer] = 0.5 * np.abs(pred - y_n).sum(axis=1)
+        row_tvd[used, group[0]:group[-1] + 1] = _fit_group(x, where, tasks, lam=lam,
+                                                           max_iter=max_iter)
 
 
 def summary(

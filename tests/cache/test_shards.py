@@ -244,8 +244,9 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
 def test_analysis_on_the_cluster_equals_the_local_one(
     study: Path, client: Any, tmp_path: Path
 ) -> None:
-    """`analyze DIR --cluster`: the workers verify the shards and score the lens chunk by
-    chunk; the tables and the report equal those of the analysis run in this process."""
+    """`analyze DIR --cluster`: the workers verify the shards, score the lens chunk by chunk
+    and fit the probes layer group by layer group; the tables and the report equal those of
+    the analysis run in this process."""
     import distributed
 
     from belieflens.analysis.report import analyze
@@ -260,3 +261,4 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     shards = len(list(study.glob("shard-*.h5")))
     assert sum("verify_file" in k for k in keys) == shards, keys[:10]
     assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
+    assert any("_fit_group" in k for k in keys), keys[:10]  # the probes, fitted on workers
