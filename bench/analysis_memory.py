@@ -12,7 +12,8 @@ its own.
 
 Last line: ``analysis_peak_rss_mb_1x=... analysis_peak_rss_mb_4x=... growth=+x.x%
 resid_gb_4x=... resid_over_rss_4x=...``.
-Run: ``.venv/bin/python bench/analysis_memory.py [--episodes 90] [--keep DIR]``.
+Run: ``.venv/bin/python bench/analysis_memory.py [--episodes 90] [--keep DIR]
+[--scheduler threads|synchronous]``.
 """
 
 from __future__ import annotations
@@ -56,14 +57,17 @@ def make_study(model_dir: Path, out: Path, episodes: int) -> float:
     return time.perf_counter() - t0
 
 
-def analyze_child(study: Path, report: Path) -> None:
-    """Analyse ``study`` in this process and print one JSON line (peak RSS, wall, resid bytes)."""
+def analyze_child(study: Path, report: Path, scheduler: str) -> None:
+    """Analyse ``study`` in this process under dask's ``scheduler`` and print one JSON line
+    (peak RSS, wall, resid bytes)."""
+    import dask
     import h5py
 
     from belieflens.analysis.report import analyze
 
     t0 = time.perf_counter()
-    analyze(study, report, probes=True)
+    with dask.config.set(scheduler=scheduler):
+        analyze(study, report, probes=True)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     resid = 0
@@ -78,10 +82,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=90, help="episodes of the 1x study")
     ap.add_argument("--keep", type=Path, help="folder to keep the studies in (else a temp dir)")
+    ap.add_argument("--scheduler", choices=("threads", "synchronous"), default="threads",
+                    help="dask scheduler of the analysis (threads: chunks in parallel)")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        analyze_child(*args.child)
+        analyze_child(args.child[0], args.child[1], args.scheduler)
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -94,7 +100,8 @@ def main() -> None:
             study = root / f"study-{scale}x"
             seconds = make_study(model_dir, study, args.episodes * scale)
             line = subprocess.run(
-                [sys.executable, __file__, "--child", str(study), str(root / f"report-{scale}x")],
+                [sys.executable, __file__, "--child", str(study), str(root / f"report-{scale}x"),
+                 "--scheduler", args.scheduler],
                 check=True, capture_output=True, text=True,
             ).stdout.strip().splitlines()[-1]
             r = json.loads(line)

@@ -114,13 +114,14 @@ def workload(
 
 
 def timed_extract(
-    loaded: LoadedModel, env: envs.Environment, episodes: int, label: str
+    loaded: LoadedModel, env: envs.Environment, episodes: int, label: str, batch_size: int
 ) -> tuple[float, float]:
     """Seconds of ``belieflens extract`` of ``episodes`` of ``env``, and of its HDF5 writes."""
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
         t0 = clock.now()
-        extract(env, loaded, Path(tmp) / "bench.h5", ExtractOptions(episodes=episodes),
+        extract(env, loaded, Path(tmp) / "bench.h5",
+                ExtractOptions(episodes=episodes, max_rows=batch_size),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
         a = clock.now() - t0
     print(f"{label}: {a:.1f}s, {tokens[0]} tokens computed ({tokens[0] / a:.0f} tok/s); "
@@ -142,6 +143,8 @@ def main() -> None:
     ap.add_argument("--grid", default="preference",
                     help="revealed-belief grid of the second workload ('none': skip it)")
     ap.add_argument("--grid-episodes", type=int, default=72, help="prompts of the grid run")
+    ap.add_argument("--batch-size", type=int, default=ExtractOptions().max_rows,
+                    help="rows per forward call of (a) (default: extraction's default)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     clock.use(args.clock)
@@ -150,13 +153,15 @@ def main() -> None:
     tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")
     print(f"threads={torch.get_num_threads()} device={args.device} clock={args.clock} "
           f"kernels(a)={loaded.info.kernels}")
-    a, write_s = timed_extract(loaded, env, args.episodes, "(a) belieflens extract")
+    print(f"batch size (a): {args.batch_size}")
+    a, write_s = timed_extract(loaded, env, args.episodes, "(a) belieflens extract",
+                               args.batch_size)
     if args.grid != "none":
         grid_env = envs.get(args.grid)
         _, _, grid_unique, _ = workload(loaded, grid_env, args.grid_episodes,
                                         f"{args.grid} grid")
         grid_a, _ = timed_extract(loaded, grid_env, args.grid_episodes,
-                                  f"(a) belieflens extract, {args.grid} grid")
+                                  f"(a) belieflens extract, {args.grid} grid", args.batch_size)
 
     from transformers import AutoModelForCausalLM
 
