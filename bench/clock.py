@@ -11,6 +11,7 @@ CPU seconds.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 
@@ -26,3 +27,18 @@ def use(name: str) -> None:
 def now() -> float:
     """The selected clock's reading, in seconds."""
     return _now[0]()
+
+
+def add_options(ap: argparse.ArgumentParser) -> None:
+    """Add ``--threads`` and ``--clock`` to a benchmark's parser."""
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                    help="wall time, or this process's CPU time (a shared machine)")
+
+
+def apply(args: argparse.Namespace) -> None:
+    """Set torch's thread count and the clock from the options of :func:`add_options`."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    use(args.clock)

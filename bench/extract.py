@@ -134,9 +134,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=4)
     ap.add_argument("--turns", type=int, default=6)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--clock", choices=sorted(clock.CLOCKS), default="wall",
-                    help="wall time, or this process's CPU time (a shared machine)")
+    clock.add_options(ap)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernels", default="auto", help="CPU kernels of (a): auto, default, onednn")
     ap.add_argument("--skip-naive", action="store_true", help="skip (c) (then no speedup)")
@@ -146,8 +144,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=ExtractOptions().max_rows,
                     help="rows per forward call of (a) (default: extraction's default)")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    clock.use(args.clock)
+    clock.apply(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
     env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
     tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")
