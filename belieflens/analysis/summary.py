@@ -65,6 +65,10 @@ def _rotation_mean(vals: np.ndarray, present: np.ndarray) -> np.ndarray:
     return np.asarray(rows.mean(axis=0))
 
 
+Task = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""One probe fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
+
+
 def probe_tvd(
     ds: xr.Dataset,
     rng: np.random.Generator,
@@ -91,7 +95,7 @@ def probe_tvd(
     cols = np.arange(oracle.shape[1])
     real = cols[None, :] < k_q[:, None]
     valid = np.all(np.isfinite(oracle) | ~real, axis=1) & (k_q >= 2)
-    tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, targets, folds)
+    tasks: list[Task] = []
     for name in np.unique(probe[valid]):
         # one probe per question and outcome count: a question asked over sets of different
         # sizes (dice of 4 and 6 sides under one name) is fitted per size
@@ -113,10 +117,6 @@ def probe_tvd(
         vectorize=True, output_dtypes=[np.float64],
     )
     return out.transpose(*INSTANCE_DIMS, LAYER).assign_coords({LAYER: list(range(n_layer))})
-
-
-Task = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""One probe fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
 
 
 def _fit_group(x: np.ndarray, where: np.ndarray, tasks: list[Task], *, lam: float,
@@ -164,7 +164,8 @@ def _fit_rows(
         from dask.delayed import delayed
 
         fit = delayed(_fit_group, pure=True)
-        parts = [fit(resid.data[used][:, g[0]:g[-1] + 1], where, tasks, lam=lam,
+        # slice the group's layers before taking the rows: each task reads only its layers
+        parts = [fit(resid.data[:, g[0]:g[-1] + 1][used], where, tasks, lam=lam,
                      max_iter=max_iter) for g in groups]
         for g, part in zip(groups, compute(*parts), strict=True):  # type: ignore[no-untyped-call]
             row_tvd[used, g[0]:g[-1] + 1] = part
