@@ -84,7 +84,7 @@ def probe_tvd(
     NaN where not estimable. One softmax probe per (probe question, layer), trained on the
     oracle distribution with folds grouped by episode; each query row is predicted by the
     probe that did not see its episode, and a probe instance's TVD is the mean over its
-    rotations. The residuals are held ``memory_budget`` bytes (float64) of layers at a time
+    rotations. The residuals are held ``memory_budget`` bytes (stored dtype) of layers at a time
     and read in blocks of ``chunk`` queries (a dask-backed dataset: its own chunks).
     """
     n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
@@ -122,12 +122,15 @@ def probe_tvd(
 def _fit_group(x: np.ndarray, where: np.ndarray, tasks: list[Task], *, lam: float,
                max_iter: int) -> np.ndarray:
     """Held-out TVD ``[used row, layer]`` of every task at each layer of ``x [used row,
-    layer, d_model]`` (the residuals of one layer group at the rows ``where`` indexes)."""
-    x = np.asarray(x, dtype=np.float64)
+    layer, d_model]`` (the residuals of one layer group at the rows ``where`` indexes, in
+    their stored dtype: each fit streams its rows in float64 blocks, so no float64 copy of
+    the group or of a task's rows is made)."""
+    x = np.asarray(x)
     out = np.full(x.shape[:2], np.nan)
     for i in range(x.shape[1]):
         for rows, y, folds in tasks:
-            pred = heldout_softmax(x[where[rows], i], y, folds, lam=lam, max_iter=max_iter)
+            pred = heldout_softmax(x[:, i], y, folds, rows=where[rows], lam=lam,
+                                   max_iter=max_iter)
             y_n = y / y.sum(axis=1, keepdims=True)
             out[where[rows], i] = 0.5 * np.abs(pred - y_n).sum(axis=1)
     return out
@@ -145,8 +148,8 @@ def _fit_rows(
 ) -> None:
     """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer.
 
-    Layers are fitted in groups whose residuals (float64, the rows the tasks use) fit
-    ``memory_budget``. A dask-backed dataset (a study directory) is fitted one task per
+    Layers are fitted in groups whose residuals (in their stored dtype, the rows the tasks
+    use) fit ``memory_budget``. A dask-backed dataset (a study directory) is fitted one task per
     layer group with :func:`dask.compute`: under ``analyze(..., client=...)`` each group's
     residuals are gathered and fitted on a worker and only its ``[row, layer]`` TVDs come
     back; locally the groups run on dask's threads. A file read lazily from disk is read
@@ -156,9 +159,10 @@ def _fit_rows(
     used = np.unique(np.concatenate([t[0] for t in tasks]))
     where = np.full(n_q, -1, dtype=np.int64)
     where[used] = np.arange(used.size)
-    per_pass = max(1, memory_budget // max(1, used.size * d * 8))
-    groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
     resid = ds["resid"]
+    itemsize = np.dtype(resid.dtype).itemsize
+    per_pass = max(1, memory_budget // max(1, used.size * d * itemsize))
+    groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
     if resid.chunks is not None:
         from dask.base import compute
         from dask.delayed import delayed
@@ -171,13 +175,13 @@ def _fit_rows(
             row_tvd[used, g[0]:g[-1] + 1] = part
         return
     for group in groups:
-        x = np.empty((used.size, len(group), d))
+        x = np.empty((used.size, len(group), d), dtype=resid.dtype)
         for s, e in query_blocks(resid, chunk):
             keep = where[s:e] >= 0
             if not keep.any():
                 continue
             block = resid.isel(query=slice(s, e), layer=group).values
-            x[where[s:e][keep]] = np.asarray(block, dtype=np.float64)[keep]
+            x[where[s:e][keep]] = np.asarray(block)[keep]
         row_tvd[used, group[0]:group[-1] + 1] = _fit_group(x, where, tasks, lam=lam,
                                                            max_iter=max_iter)
 

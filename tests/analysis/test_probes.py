@@ -26,6 +26,7 @@ from belieflens.analysis.probes import (
     save_probe,
     shuffle_by_group,
 )
+from belieflens.analysis.probes.heldout import heldout_softmax
 from belieflens.dims import D_MODEL, EPISODE, LAYER, OUTCOME, QUERY, TURN
 
 D = 12
@@ -227,6 +228,25 @@ def test_softmax_cv_heldout_kl_low_and_control_high() -> None:
     assert cv.n == x.shape[0]
     assert cv.kl[0] < 0.02 and cv.tvd[0] < 0.05
     assert cv.kl[1] > 10 * cv.kl[0]
+
+
+def test_heldout_softmax_streamed_blocks_and_row_subset_equal_one_block() -> None:
+    x, p, ep = _planted_distributions(2)
+    folds = group_folds(ep, 4, np.random.default_rng(0))
+    one = heldout_softmax(x, p, folds, lam=1e-3, max_iter=300, block=x.shape[0])
+    # float32 storage, streamed 37 rows at a time, the rows picked out of a larger array
+    pad = np.concatenate([np.zeros((5, x.shape[1])), x]).astype(np.float32)
+    rows = np.arange(5, 5 + x.shape[0])
+    streamed = heldout_softmax(pad, p, folds, lam=1e-3, max_iter=300, rows=rows, block=37)
+    ref32 = heldout_softmax(x.astype(np.float32), p, folds, lam=1e-3, max_iter=300,
+                            block=x.shape[0])
+    np.testing.assert_allclose(streamed, ref32, atol=1e-6)
+    np.testing.assert_allclose(streamed, one, atol=1e-4)
+    np.testing.assert_allclose(one.sum(axis=1), 1.0)
+    tvd = 0.5 * np.abs(one - p).sum(axis=1).mean()
+    assert tvd < 0.05  # held-out rows are predicted, not memorised
+    with pytest.raises(ValueError, match="differ"):
+        heldout_softmax(x, p[:-1], folds[:-1], rows=rows)
 
 
 # ----------------------------------------------------------------------------- save / load

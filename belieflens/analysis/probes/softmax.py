@@ -152,14 +152,19 @@ def _fit_heads(
         loss = 0.5 * lam * float(np.sum(w * w))
         g_weff = np.zeros_like(w_eff)
         g_beff = np.zeros_like(b_eff)
+        # every head's weights side by side: one [n, d] @ [d, H*k] product per batch (and
+        # one for the gradient) instead of H products with k columns each
+        w_all = w_eff.transpose(1, 0, 2).reshape(d, h_count * k)
         for x, y, f in batches():
             xs = x - mu0
-            logp = _log_softmax(np.matmul(xs, w_eff) + b_eff[:, None, :])
+            z = (xs @ w_all).reshape(-1, h_count, k).transpose(1, 0, 2)
+            logp = _log_softmax(z + b_eff[:, None, :])
             weight = (f[None, :] != heads.skip[:, None]) / n_h[:, None]  # [H, n]
             yt = y[heads.task]  # [H, n, k]
             loss -= float(np.sum(weight * np.sum(yt * logp, axis=-1)))
             g = (np.exp(logp) - yt) * weight[:, :, None]
-            g_weff += np.matmul(xs.T, g)
+            g_all = xs.T @ g.transpose(1, 0, 2).reshape(-1, h_count * k)
+            g_weff += g_all.reshape(d, h_count, k).transpose(1, 0, 2)
             g_beff += g.sum(axis=1)
         g_w = g_weff / sd[:, :, None] - (mu / sd)[:, :, None] * g_beff[:, None, :] + lam * w
         grad = np.concatenate([g_w, g_beff[:, None, :]], axis=1)
