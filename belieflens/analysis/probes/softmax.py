@@ -20,6 +20,13 @@ BatchFactory = Callable[[], Iterable[Batch]]
 """Returns a fresh iterable over the whole data set at each call (one pass)."""
 
 
+FIT_BLAS_THREADS: int | None = 1
+"""BLAS threads of a probe fit (``None``: the libraries' own default). One, because
+L-BFGS-B's many small vector operations lose far more to BLAS thread hand-offs than the
+objective's thin products gain (``bench/probe_fit.py`` measures both); parallelism comes
+from fitting layer groups at once."""
+
+
 def _log_softmax(z: F64) -> F64:
     m = z.max(axis=-1, keepdims=True)
     s = z - m
@@ -172,14 +179,16 @@ def _fit_heads(
 
     theta0 = np.zeros(h_count * (d + 1) * k)
     from scipy.optimize import minimize  # imported on use: it is slow to import
+    from threadpoolctl import threadpool_limits
 
-    res = minimize(
-        objective,
-        theta0,
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3},
-    )
+    with threadpool_limits(limits=FIT_BLAS_THREADS, user_api="blas"):
+        res = minimize(
+            objective,
+            theta0,
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3},
+        )
     _, _, w_eff, b_eff = effective(np.asarray(res.x, dtype=np.float64))
     intercept = b_eff - np.matmul(mu0, w_eff)
     return _HeadFit(coef=w_eff, intercept=intercept, n_train=n_h.astype(np.int64), passes=passes)
