@@ -195,13 +195,18 @@ def _score_block(
 
     ``resid [q, layer, d_model]``, ``index [q, option, cont]`` (lens rows of each option's
     tokens, -1 past its end), ``cont [q, option, cont_extra, layer, d_model]`` or None.
-    Continuation residuals are scored ``sub`` queries at a time (a memory bound).
+    Residuals are scored ``sub`` queries at a time (a memory bound: each is converted to
+    float64 and normalised in turn, never the whole block).
     """
     n_opt = index.shape[1]
-    logp = _log_normalised(head, lens.transform(np.asarray(resid, dtype=np.float64)))
     idx = index[:, :, 0]
-    first = np.take_along_axis(logp, np.where(idx >= 0, idx, 0)[:, None, :], axis=-1)
-    score = np.where((idx >= 0)[:, None, :], first, np.nan)
+    score = np.full((resid.shape[0], resid.shape[1], n_opt), np.nan)
+    for a in range(0, resid.shape[0], sub):  # a float64 copy of `sub` rows at a time
+        z = min(a + sub, resid.shape[0])
+        logp = _log_normalised(head, lens.transform(np.asarray(resid[a:z], dtype=np.float64)))
+        ia = idx[a:z]
+        first = np.take_along_axis(logp, np.where(ia >= 0, ia, 0)[:, None, :], axis=-1)
+        score[a:z] = np.where((ia >= 0)[:, None, :], first, np.nan)
     for i in range(n_extra if cont is not None else 0):
         assert cont is not None
         tok = index[:, :, i + 1]  # [q, option]: token i+1, predicted at position i

@@ -26,6 +26,8 @@ budget (probes), so files larger than memory work.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import xarray as xr
 
@@ -136,6 +138,22 @@ def _fit_group(x: np.ndarray, where: np.ndarray, tasks: list[Task], *, lam: floa
     return out
 
 
+def _parallel_slots(collection: object) -> int:
+    """How many tasks dask's scheduler for ``collection`` runs at once: a distributed
+    client's worker threads, the local threads' count, or 1 (the synchronous scheduler)."""
+    import dask
+    from dask.base import get_scheduler
+
+    get = get_scheduler(collections=[collection])  # type: ignore[no-untyped-call]
+    owner = getattr(get, "__self__", None)
+    if owner is not None and hasattr(owner, "nthreads"):  # distributed.Client.get
+        return max(1, sum(int(n) for n in owner.nthreads().values()))
+    name = getattr(get, "__module__", "")
+    if name == "dask.local":  # get_sync
+        return 1
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
 def _fit_rows(
     ds: xr.Dataset,
     tasks: list[Task],
@@ -161,18 +179,25 @@ def _fit_rows(
     where[used] = np.arange(used.size)
     resid = ds["resid"]
     itemsize = np.dtype(resid.dtype).itemsize
-    per_pass = max(1, memory_budget // max(1, used.size * d * itemsize))
+    lazy = resid.chunks is not None
+    slots = _parallel_slots(resid.data) if lazy else 1
+    # the budget is shared by the groups fitted at once
+    per_pass = max(1, memory_budget // max(1, slots * used.size * d * itemsize))
     groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
-    if resid.chunks is not None:
+    if lazy:
         from dask.base import compute
         from dask.delayed import delayed
 
         fit = delayed(_fit_group, pure=True)
-        # slice the group's layers before taking the rows: each task reads only its layers
-        parts = [fit(resid.data[:, g[0]:g[-1] + 1][used], where, tasks, lam=lam,
-                     max_iter=max_iter) for g in groups]
-        for g, part in zip(groups, compute(*parts), strict=True):  # type: ignore[no-untyped-call]
-            row_tvd[used, g[0]:g[-1] + 1] = part
+        # one wave of `slots` groups at a time: handed every group at once, dask reads them
+        # all before it fits one, and the whole study's residuals are in memory
+        for w in range(0, len(groups), slots):
+            wave = groups[w:w + slots]
+            # slice the group's layers before taking the rows: each task reads only its layers
+            parts = [fit(resid.data[:, g[0]:g[-1] + 1][used], where, tasks, lam=lam,
+                         max_iter=max_iter) for g in wave]
+            for g, part in zip(wave, compute(*parts), strict=True):  # type: ignore[no-untyped-call]
+                row_tvd[used, g[0]:g[-1] + 1] = part
         return
     for group in groups:
         x = np.empty((used.size, len(group), d), dtype=resid.dtype)
