@@ -42,6 +42,7 @@ from belieflens.analysis.divergence import tvd
 from belieflens.analysis.lens import Lens, lens_beliefs, query_blocks
 from belieflens.analysis.probes.folds import group_folds
 from belieflens.analysis.probes.heldout import heldout_softmax
+from belieflens.analysis.probes.softmax import FIT_BLAS_LIMIT
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
@@ -110,8 +111,9 @@ def probe_tvd(
             tasks.append((rows, oracle[rows][:, : int(k)], folds))
     row_tvd = np.full((n_q, n_layer), np.nan)
     if tasks:
-        _fit_rows(ds, tasks, row_tvd, lam=lam, max_iter=max_iter, chunk=chunk,
-                  memory_budget=memory_budget)
+        with FIT_BLAS_LIMIT:  # held here too: the fits may run on dask's threads
+            _fit_rows(ds, tasks, row_tvd, lam=lam, max_iter=max_iter, chunk=chunk,
+                      memory_budget=memory_budget)
     grid = by_instance(ds, {"tvd": xr.DataArray(row_tvd, dims=(QUERY, LAYER))})
     out: xr.DataArray = xr.apply_ufunc(
         _rotation_mean, grid["tvd"], grid[PRESENT],

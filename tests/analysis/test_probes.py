@@ -27,6 +27,7 @@ from belieflens.analysis.probes import (
     shuffle_by_group,
 )
 from belieflens.analysis.probes.heldout import heldout_softmax
+from belieflens.analysis.probes.softmax import FIT_BLAS_LIMIT
 from belieflens.dims import D_MODEL, EPISODE, LAYER, OUTCOME, QUERY, TURN
 
 D = 12
@@ -247,6 +248,45 @@ def test_heldout_softmax_streamed_blocks_and_row_subset_equal_one_block() -> Non
     assert tvd < 0.05  # held-out rows are predicted, not memorised
     with pytest.raises(ValueError, match="differ"):
         heldout_softmax(x, p[:-1], folds[:-1], rows=rows)
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_concurrent_fits_leave_blas_threads_as_they_found_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    import scipy.optimize
+
+    x, p, ep = _planted_distributions(3)
+    folds = group_folds(ep, 4, np.random.default_rng(0))
+    inside: list[list[int]] = []
+    real = scipy.optimize.minimize
+
+    def minimize(*args: object, **kwargs: object) -> object:
+        inside.append(_blas_threads())
+        time.sleep(0.3)  # every fit is inside at once: they overlap, in any order
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "minimize", minimize)
+    before = _blas_threads()
+    with FIT_BLAS_LIMIT:  # as probe_tvd holds it around fits on dask's threads
+        threads = [threading.Thread(target=heldout_softmax, args=(x, p, folds),
+                                    kwargs={"max_iter": n}) for n in (5, 300, 20, 100)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    after = _blas_threads()
+    assert before
+    assert len(inside) == 4 and all(n == 1 for s in inside for n in s)  # one thread in a fit
+    assert after == before  # the last fit out restored what the first one found
 
 
 # ----------------------------------------------------------------------------- save / load

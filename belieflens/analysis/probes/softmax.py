@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,6 +29,45 @@ FIT_BLAS_THREADS: int | None = 1
 L-BFGS-B's many small vector operations lose far more to BLAS thread hand-offs than the
 objective's thin products gain (``bench/probe_fit.py`` measures both); parallelism comes
 from fitting layer groups at once."""
+
+
+class _BlasLimit(AbstractContextManager["_BlasLimit"]):
+    """Hold BLAS at :data:`FIT_BLAS_THREADS` while any fit in this process runs.
+
+    BLAS thread counts are process-wide, so fits on concurrent threads (dask's) share one
+    limit: the first to enter sets it and the last to leave restores the count it found.
+    (One ``threadpool_limits`` per fit would let a fit that entered second restore the
+    first one's limit, leaving BLAS at one thread after the analysis.)
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limiter: Any = None
+
+    def __enter__(self) -> _BlasLimit:
+        with self._lock:
+            if self._users == 0:
+                from threadpoolctl import threadpool_limits
+
+                self._limiter = threadpool_limits(limits=FIT_BLAS_THREADS, user_api="blas")
+            self._users += 1
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._limiter is not None:
+                self._limiter.restore_original_limits()
+                self._limiter = None
+
+
+FIT_BLAS_LIMIT = _BlasLimit()
+"""The one shared limit (a context manager): every fit enters it, and code that runs fits on
+other threads (dask's) enters it first from its own thread, because a limit set from a
+worker thread is not always seen by the others (OpenBLAS keeps the count set from the main
+thread once it has set one)."""
 
 
 def _log_softmax(z: F64) -> F64:
@@ -179,9 +222,8 @@ def _fit_heads(
 
     theta0 = np.zeros(h_count * (d + 1) * k)
     from scipy.optimize import minimize  # imported on use: it is slow to import
-    from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=FIT_BLAS_THREADS, user_api="blas"):
+    with FIT_BLAS_LIMIT:
         res = minimize(
             objective,
             theta0,
