@@ -236,6 +236,7 @@ def extract(
     kernels: KernelName = "auto",
     batch_size: BatchSize = 16,
     max_tokens: int = 8192,
+    row_tokens: int = 256,
     threads: int = 0,
     padding: PaddingSide = "right",
     save_logits: bool = False,
@@ -287,6 +288,7 @@ def extract(
             )
     options = ExtractOptions(
         episodes=episodes, seed=seed, max_rows=_max_rows(batch_size), max_tokens=max_tokens,
+        row_tokens=row_tokens,
         save_logits=save_logits, padding_side=padding, resid_dtype=resid_dtype,
         threads=threads, reuse_prefix=prefix_reuse, cont_resid=cont_resid, window=window,
     )

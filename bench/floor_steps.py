@@ -11,7 +11,10 @@ in rotating order, ``--rounds`` times each:
 - ``prealloc``: SDPA, and each call's cache allocated once (new keys written in place);
 - ``hooks``: SDPA, preallocation, and the hooks attached once per run;
 - ``rows64``: all of these, and batches of up to 64 rows instead of 16 (fewer, larger
-  calls: each call streams every weight once, plus the bridge's per-call overhead).
+  calls: each call streams every weight once, plus the bridge's per-call overhead);
+- ``packed``: SDPA, preallocation, hooks once, 16 rows, and the tree's edges packed into
+  rows of up to 256 tokens under a tree mask (extraction's default; the others run an
+  edge per row).
 
 It prints each setting's median wall time, its speedup over ``base`` and the largest
 difference of any option log-prob from ``base``. Then the per-call cost of the
@@ -20,7 +23,8 @@ added per call by ``run_with_hooks``, and with them attached once (medians,
 alternating).
 
 Last line: ``speedup_sdpa=... speedup_prealloc=... speedup_hooks=... speedup_rows64=...
-hook_ms_per_call=... hook_once_ms_per_call=... max_dlogp=...`` (speedups over ``base``).
+speedup_packed=... hook_ms_per_call=... hook_once_ms_per_call=... max_dlogp=...``
+(speedups over ``base``).
 Run: ``.venv/bin/python bench/floor_steps.py [--episodes 2 --turns 6 --rounds 2]``, or
 ``--env preference --episodes 72`` for the grid; ``--clock cpu --threads 1`` on a
 shared machine (``bench/clock.py``).
@@ -44,11 +48,18 @@ from belieflens.cache.trie_runner import run_trie
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
 SETTINGS: dict[str, dict[str, Any]] = {
-    "base": {"attention": "eager", "prealloc": False, "hooks_once": False, "max_rows": 16},
-    "sdpa": {"attention": "sdpa", "prealloc": False, "hooks_once": False, "max_rows": 16},
-    "prealloc": {"attention": "sdpa", "prealloc": True, "hooks_once": False, "max_rows": 16},
-    "hooks": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16},
-    "rows64": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 64},
+    "base": {"attention": "eager", "prealloc": False, "hooks_once": False, "max_rows": 16,
+             "row_tokens": 0},
+    "sdpa": {"attention": "sdpa", "prealloc": False, "hooks_once": False, "max_rows": 16,
+             "row_tokens": 0},
+    "prealloc": {"attention": "sdpa", "prealloc": True, "hooks_once": False, "max_rows": 16,
+                 "row_tokens": 0},
+    "hooks": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16,
+              "row_tokens": 0},
+    "rows64": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 64,
+               "row_tokens": 0},
+    "packed": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16,
+               "row_tokens": 256},
 }
 
 

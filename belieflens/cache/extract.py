@@ -72,6 +72,9 @@ class ExtractOptions:
     max_rows: int = 16
     """Rows per forward batch; 0 = auto (a memory budget, see :mod:`belieflens.cache.budget`)."""
     max_tokens: int = 8192
+    row_tokens: int = runner.ROW_TOKENS
+    """Tokens per row when the radix tree's edges are packed under a tree mask (fewer,
+    fuller forward calls; :func:`belieflens.cache.trie.pack`); 0: an edge per row."""
     save_logits: bool = False
     padding_side: PaddingSide = "right"
     resid_dtype: StoreDTypeName = "float32"
@@ -93,6 +96,8 @@ class ExtractOptions:
             )
         if self.max_tokens < 1:
             raise ParameterError(f"option '--max-tokens' = {self.max_tokens} is not allowed: >= 1")
+        if self.row_tokens < 0:
+            raise ParameterError(f"option '--row-tokens' = {self.row_tokens} is not allowed: >= 0")
         if self.window < 1:
             raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
         if self.threads < 0:
@@ -283,6 +288,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
         model=resume.StudyModel.of(model.info),
         options=resume.StudyOptions(
             window=options.window, max_rows=options.max_rows, max_tokens=options.max_tokens,
+            row_tokens=options.row_tokens,
             padding_side=options.padding_side, resid_dtype=options.resid_dtype,
             save_logits=options.save_logits, prefix_reuse=reuse, cont_resid=options.cont_resid,
         ),
@@ -403,6 +409,7 @@ def extract(
             results: list[runner.ReadOut | None] = [None] * len(w_tqs)
             for batch, outs, n_tok in runner.run_queries(
                 model, w_tqs, max_rows=max_rows, max_tokens=max_tokens,
+                row_tokens=options.row_tokens,
                 save_logits=options.save_logits, padding_side=options.padding_side,
                 reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
             ):

@@ -40,7 +40,7 @@ def describe(path: str | Path) -> str:
         ds.close()
 
 
-_DEFAULTS = {"window": 1024}
+_DEFAULTS = {"window": 1024, "row_tokens": 256}
 """Extraction options left out of a rerun command when at their default."""
 
 
@@ -77,6 +77,7 @@ def rerun_command(path: str | Path) -> str:
     if "model_kernels" in attrs:  # the kernels that ran, not "auto": the same bits again
         args += ["--kernels", str(attrs["model_kernels"])]
     flags = [("max_rows", "--batch-size"), ("max_tokens", "--max-tokens"),
+             ("row_tokens", "--row-tokens"),
              ("threads", "--threads"), ("padding_side", "--padding"),
              ("resid_dtype", "--resid-dtype"), ("window", "--window")]
     for key, flag in flags:

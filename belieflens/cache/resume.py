@@ -69,6 +69,9 @@ class StudyOptions:
     window: int
     max_rows: int
     max_tokens: int
+    row_tokens: int
+    """Rows packed under a tree mask (:func:`belieflens.cache.trie.pack`); stored only when
+    not 0, so studies of one edge per row (all runs before packing) keep their fingerprint."""
     padding_side: PaddingSide
     resid_dtype: StoreDTypeName
     save_logits: bool
@@ -110,7 +113,8 @@ class Study:
             "seed": self.seed,
             "episodes": self.episodes,
             **{f"model_{k}": v for k, v in sorted(dataclasses.asdict(self.model).items())},
-            **dict(sorted(dataclasses.asdict(self.options).items())),
+            **{k: v for k, v in sorted(dataclasses.asdict(self.options).items())
+               if not (k == "row_tokens" and v == 0)},
             "sizes": dataclasses.asdict(self.sizes),
             "queries_sha256": self.queries_sha256,
             **({} if self.rows is None else {"rows": list(self.rows)}),

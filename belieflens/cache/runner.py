@@ -19,6 +19,7 @@ import numpy as np
 
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names, row_count
+from belieflens.cache.trie_runner import ROW_TOKENS as ROW_TOKENS
 from belieflens.cache.trie_runner import run_trie
 from belieflens.probes.render import TokenizedQuery
 from belieflens.types import PaddingSide
@@ -202,6 +203,7 @@ def run_queries(
     *,
     max_rows: int,
     max_tokens: int,
+    row_tokens: int = ROW_TOKENS,
     save_logits: bool = False,
     padding_side: PaddingSide = "right",
     reuse_prefix: bool = True,
@@ -211,11 +213,13 @@ def run_queries(
 
     With ``reuse_prefix`` (and a model that passed the KV-cache self-check) the
     rows run over their token radix tree, every unique token once
-    (:func:`belieflens.cache.trie_runner.run_trie`); otherwise as padded batches of
+    (:func:`belieflens.cache.trie_runner.run_trie`), its edges packed into rows of up
+    to ``row_tokens`` tokens; otherwise as padded batches of
     whole prompts, sorted by length.
     """
     if reuse_prefix and model.info.prefix_reuse:
         yield from run_trie(model, tqs, max_rows=max_rows, max_tokens=max_tokens,
+                            row_tokens=row_tokens,
                             save_logits=save_logits, cont_resid=cont_resid)
         return
     for batch in plan_batches(tqs, max_rows=max_rows, max_tokens=max_tokens):

@@ -14,6 +14,8 @@ torch); :mod:`belieflens.cache.trie_runner` executes a schedule.
 
 from __future__ import annotations
 
+import heapq
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -145,6 +147,134 @@ def levels(trie: Trie) -> list[list[int]]:
     return out
 
 
+@dataclass(frozen=True)
+class Row:
+    """Edges run together in one row of a forward call, against one parent's cache.
+
+    Every edge's parent is either the row's parent (a top-level edge of the row) or
+    an edge before it in the row. In the row the edges are laid out one after
+    another; a tree mask lets each token see its own prefix only (the parent's
+    cache, its ancestors' tokens in the row and its own earlier tokens).
+
+    Attributes:
+        edges: the edges, each after its parent.
+        cols: the column of each edge's first token in the row.
+        length: tokens in the row.
+    """
+
+    edges: tuple[int, ...]
+    cols: tuple[int, ...]
+    length: int
+
+    @property
+    def root(self) -> int:
+        """A top-level edge: its parent's cache (the row's past) and start are the row's."""
+        return self.edges[0]
+
+
+def subtree_tokens(trie: Trie) -> list[int]:
+    """Tokens in each edge's subtree (the edge included)."""
+    size = [len(e.tokens) for e in trie.edges]
+    for e in reversed(trie.edges):  # children come after their parents
+        if e.parent >= 0:
+            size[e.parent] += size[e.index]
+    return size
+
+
+def pack(trie: Trie, row_tokens: int) -> list[Row]:
+    """Cut the tree into rows of at most ``row_tokens`` tokens (an edge longer runs alone).
+
+    Siblings whose subtrees fit a row are packed whole, largest first, into the
+    fewest rows (first-fit decreasing). A subtree too large starts a row of its own
+    edge, which takes the smallest subtrees hanging off it whole while they fit;
+    a subtree too large for what is left gives its own edge if that fits and offers
+    its children in turn. Edges that find no room are placed the same way, by
+    parent, in rows of a later call. With ``row_tokens`` 0 every edge is a row of
+    its own.
+    """
+    size = subtree_tokens(trie)
+    rows: list[Row] = []
+
+    def whole(c: int, into: list[int]) -> None:
+        stack = [c]
+        while stack:  # depth first: parents before children
+            i = stack.pop()
+            into.append(i)
+            stack.extend(reversed(trie.edges[i].children))
+
+    def grow(root: int, left: dict[int, list[int]]) -> list[int]:
+        edges, total = [root], len(trie.edges[root].tokens)
+        offered = [(size[c], c) for c in trie.edges[root].children]
+        heapq.heapify(offered)
+        while offered:
+            _, c = heapq.heappop(offered)
+            if total + size[c] <= row_tokens:
+                whole(c, edges)
+                total += size[c]
+            elif total + len(trie.edges[c].tokens) <= row_tokens:
+                edges.append(c)
+                total += len(trie.edges[c].tokens)
+                for g in trie.edges[c].children:
+                    heapq.heappush(offered, (size[g], g))
+            else:
+                left.setdefault(trie.edges[c].parent, []).append(c)
+        return edges
+
+    todo: deque[list[int]] = deque([[e.index for e in trie.edges if e.parent == -1]])
+    while todo:
+        kids = sorted(todo.popleft(), key=lambda i: (-size[i], i))
+        left: dict[int, list[int]] = {}
+        bins: list[tuple[list[int], int]] = []  # (edges, tokens) of this group's small rows
+        placed: list[list[int]] = []
+        for c in kids:
+            if size[c] > row_tokens:
+                placed.append(grow(c, left))
+                continue
+            for k, (edges, total) in enumerate(bins):
+                if total + size[c] <= row_tokens:
+                    whole(c, edges)
+                    bins[k] = (edges, total + size[c])
+                    break
+            else:
+                edges = []
+                whole(c, edges)
+                bins.append((edges, size[c]))
+        for edges in placed + [b for b, _ in bins]:
+            cols, col = [], 0
+            for i in edges:
+                cols.append(col)
+                col += len(trie.edges[i].tokens)
+            rows.append(Row(edges=tuple(edges), cols=tuple(cols), length=col))
+        todo.extend(left.values())
+    return rows
+
+
+def schedule_rows(
+    trie: Trie, rows: Sequence[Row], *, max_rows: int, max_tokens: int, call_tokens: int = 60
+) -> list[list[int]]:
+    """Calls of rows (indices into ``rows``), each row after the row of its root's parent.
+
+    Rows are grouped in levels (a row one level below the row holding its root's
+    parent), and each level, sorted by length, is cut as in :func:`schedule`.
+    """
+    row_of = {e: r for r, row in enumerate(rows) for e in row.edges}
+    level: list[int] = []
+    for row in rows:  # a parent's row is listed before its children's rows
+        parent = trie.edges[row.root].parent
+        level.append(0 if parent < 0 else level[row_of[parent]] + 1)
+    by_level: list[list[int]] = [[] for _ in range(max(level, default=-1) + 1)]
+    for r, lv in enumerate(level):
+        by_level[lv].append(r)
+    calls: list[list[int]] = []
+    for group in by_level:
+        group.sort(key=lambda r: (rows[r].length, trie.edges[rows[r].root].start, r))
+        cuts = _partition([rows[r].length for r in group],
+                          [trie.edges[rows[r].root].start for r in group],
+                          max_rows, max_tokens, call_tokens)
+        calls.extend([group[i] for i in cut] for cut in cuts)
+    return calls
+
+
 def schedule(
     trie: Trie, *, max_rows: int, max_tokens: int, call_tokens: int = 60
 ) -> list[list[int]]:
@@ -160,22 +290,27 @@ def schedule(
     batches: list[list[int]] = []
     for level in levels(trie):
         order = sorted(level, key=lambda i: (len(trie.edges[i].tokens), trie.edges[i].start, i))
-        batches.extend(_partition(trie, order, max_rows, max_tokens, call_tokens))
+        cuts = _partition([len(trie.edges[i].tokens) for i in order],
+                          [trie.edges[i].start for i in order], max_rows, max_tokens, call_tokens)
+        batches.extend([order[i] for i in cut] for cut in cuts)
     return batches
 
 
 def _partition(
-    trie: Trie, order: list[int], max_rows: int, max_tokens: int, call_tokens: int
+    lengths: list[int], starts: list[int], max_rows: int, max_tokens: int, call_tokens: int
 ) -> list[list[int]]:
-    """Optimal cut of ``order`` (sorted by length) into contiguous batches (dynamic programming)."""
-    n = len(order)
-    best = [0.0] + [float("inf")] * n  # best[j]: cost of order[:j]
+    """Optimal cut of items sorted by length into contiguous batches (dynamic programming).
+
+    Returns positions into ``lengths``; ``starts`` are the items' past lengths.
+    """
+    n = len(lengths)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j items
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
-        width = len(trie.edges[order[j - 1]].tokens)  # the longest of any batch ending at j
+        width = lengths[j - 1]  # the longest of any batch ending at j
         past = 0
-        for i in range(j - 1, max(-1, j - 1 - max_rows), -1):  # batch order[i:j]
-            past = max(past, trie.edges[order[i]].start)
+        for i in range(j - 1, max(-1, j - 1 - max_rows), -1):  # batch [i, j)
+            past = max(past, starts[i])
             rows = j - i
             if rows > 1 and rows * (past + width) > max_tokens:
                 break
@@ -185,6 +320,6 @@ def _partition(
     out: list[list[int]] = []
     j = n
     while j > 0:
-        out.append(order[cut[j] : j])
+        out.append(list(range(cut[j], j)))
         j = cut[j]
     return out[::-1]

@@ -30,7 +30,7 @@ import numpy as np
 from belieflens.cache.attention import AttentionName, fast_modules, sdpa_attention
 from belieflens.cache.models import LoadedModel
 from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names
-from belieflens.cache.trie import Edge, Trie, build, schedule
+from belieflens.cache.trie import Row, Trie, build, pack, schedule_rows
 from belieflens.errors import BeliefLensError
 from belieflens.probes.render import TokenizedQuery
 
@@ -220,6 +220,8 @@ def _padded_past(
 class _At:
     """Where the capture hooks read: batch rows and positions (set before each call).
 
+    ``rows``/``pos`` are the residual read positions, ``lrows``/``lpos`` the positions
+    whose logits are read (the final norm's output there is kept and unembedded).
     ``active`` is true only during this runner's own forward calls: the hooks stay
     attached while the runner yields, and another forward in between (a caller's)
     must not be read.
@@ -227,11 +229,21 @@ class _At:
 
     rows: Any = None
     pos: Any = None
+    lrows: Any = None
+    lpos: Any = None
     active: bool = False
 
 
+FINAL = -1
+"""Key of the final norm's output in the captured dict."""
+
+FINAL_HOOK = "ln_final.hook_out"
+"""The hook whose output the unembedding reads (the final norm)."""
+
+
 def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]:
-    """Hooks copying the residual at ``(at.rows, at.pos)`` of each named layer into ``into``."""
+    """Hooks copying the residual at ``(at.rows, at.pos)`` of each named layer into ``into``,
+    and the final norm's output at ``(at.lrows, at.lpos)`` into ``into[FINAL]``."""
 
     def make(layer: int) -> Any:
         def hook(tensor: Any, hook: Any) -> Any:
@@ -241,60 +253,156 @@ def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]
 
         return hook
 
-    return [(name, make(i)) for i, name in enumerate(names)]
+    def final(tensor: Any, hook: Any) -> Any:
+        if at.active:
+            into[FINAL] = tensor[at.lrows, at.lpos].detach()
+        return tensor
+
+    return [(name, make(i)) for i, name in enumerate(names)] + [(FINAL_HOOK, final)]
 
 
-def _batch_inputs(
-    edges: list[Edge], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any,
-    *, n_layers: int, prealloc: bool = True,
-) -> tuple[Any, dict[str, Any]]:
-    """Input ids (right-padded) and forward kwargs (past, positions, mask) for a batch of edges."""
+def _unembed(model: LoadedModel, h: Any) -> Any:
+    """Logits (float32) of final-norm outputs ``h``: the model's own unembedding and cap."""
     import torch
 
-    past = max(e.start for e in edges)
-    width = max(len(e.tokens) for e in edges)
-    ids = torch.full((len(edges), width), pad, dtype=torch.long)
-    for b, e in enumerate(edges):
-        ids[b, : len(e.tokens)] = torch.tensor(e.tokens)
-    keeps_cache = any(e.children for e in edges)
+    hf = model.bridge.original_model
+    logits = hf.get_output_embeddings()(h).float()
+    cap = getattr(hf.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def _ancestry(trie: Trie, row: Row) -> Any:
+    """``a[k, m]``: the row's edge ``m`` is edge ``k`` or one of its ancestors."""
+    import torch
+
+    at = {e: k for k, e in enumerate(row.edges)}
+    a = torch.eye(len(row.edges), dtype=torch.bool)
+    for k, e in enumerate(row.edges):
+        parent = at.get(trie.edges[e].parent)
+        if parent is not None:  # else a top-level edge: the row's past is its prefix
+            a[k] |= a[parent]
+    return a
+
+
+def _tree_mask(trie: Trie, rows: list[Row], past: int, width: int, dtype: Any) -> Any:
+    """Additive mask ``(rows, 1, width, past + width)``: each token sees its own prefix only.
+
+    A row's tokens see its root's past (right-aligned in the padded past), the
+    tokens of their edge's ancestors in the row and their own edge's earlier tokens;
+    padding sees itself.
+    """
+    import torch
+
+    allowed = torch.zeros((len(rows), width, past + width), dtype=torch.bool)
+    causal = torch.ones((width, width), dtype=torch.bool).tril()
+    for b, row in enumerate(rows):
+        start = trie.edges[row.root].start
+        allowed[b, :, past - start : past] = True
+        which = torch.tensor([k for k, e in enumerate(row.edges)
+                              for _ in trie.edges[e].tokens])
+        n = row.length
+        allowed[b, :n, past : past + n] = _ancestry(trie, row)[which][:, which] & causal[:n, :n]
+        pad = torch.arange(n, width)
+        allowed[b, pad, past + pad] = True
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[:, None]
+
+
+def _kept(trie: Trie, row: Row) -> list[int]:
+    """Edges of ``row`` whose cache a later call needs (a child outside the row)."""
+    inside = set(row.edges)
+    return [e for e in row.edges if any(c not in inside for c in trie.edges[e].children)]
+
+
+def _call_inputs(
+    trie: Trie, rows: list[Row], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any,
+    *, n_layers: int, dtype: Any, prealloc: bool = True,
+) -> tuple[Any, dict[str, Any]]:
+    """Input ids (right-padded) and forward kwargs (past, positions, mask) for a call of rows.
+
+    Rows of one edge each get the plain causal layout (a padding mask where the
+    pasts differ); rows of several edges get a tree mask (:func:`_tree_mask`).
+    """
+    import torch
+
+    roots = [trie.edges[r.root] for r in rows]
+    past = max(e.start for e in roots)
+    width = max(r.length for r in rows)
+    packed = any(len(r.edges) > 1 for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    positions = torch.zeros((len(rows), width), dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, : r.length] = torch.tensor([t for e in r.edges for t in trie.edges[e].tokens])
+        pos = [trie.edges[e].start + j for e in r.edges for j in range(len(trie.edges[e].tokens))]
+        positions[b, : r.length] = torch.tensor(pos)
+        positions[b, r.length :] = pos[-1] + 1 + torch.arange(width - r.length)
+    keeps_cache = any(_kept(trie, r) for r in rows)
     kwargs: dict[str, Any] = {"use_cache": keeps_cache}
     if past > 0:
         kwargs["past_key_values"] = _padded_past(
-            [kv[e.parent] if e.parent >= 0 else None for e in edges], past, width,
+            [kv[e.parent] if e.parent >= 0 else None for e in roots], past, width,
             prealloc=prealloc)
-        kwargs["position_ids"] = (
-            torch.tensor([[e.start] for e in edges]) + torch.arange(width)
-        ).to(device)
-        if any(e.start < past for e in edges):
-            mask = torch.zeros((len(edges), past + width), dtype=torch.long)
-            for b, e in enumerate(edges):
-                mask[b, past - e.start : past + len(e.tokens)] = 1
-            kwargs["attention_mask"] = mask.to(device)
     elif keeps_cache:
         kwargs["past_key_values"] = _empty_cache(n_layers, prealloc)
+    if past > 0 or packed:
+        kwargs["position_ids"] = positions.to(device)
+    if packed:
+        kwargs["attention_mask"] = _tree_mask(trie, rows, past, width, dtype).to(device)
+    elif any(e.start < past for e in roots):
+        mask = torch.zeros((len(rows), past + width), dtype=torch.long)
+        for b, (r, e) in enumerate(zip(rows, roots, strict=True)):
+            mask[b, past - e.start : past + r.length] = 1
+        kwargs["attention_mask"] = mask.to(device)
     return ids.to(device), kwargs
 
 
 def _child_caches(
-    cache: Any, edges: list[Edge], width: int
+    trie: Trie, cache: Any, rows: list[Row], width: int
 ) -> dict[int, list[tuple[Any, Any]]]:
-    """Each edge-with-children's own cache (its whole prefix), cut out of the batch's cache."""
-    past = max(e.start for e in edges)
+    """The cache (whole prefix) of each edge a later call needs, cut out of the call's cache."""
+    import torch
+
+    past = max(trie.edges[r.root].start for r in rows)
     out: dict[int, list[tuple[Any, Any]]] = {}
-    for b, e in enumerate(edges):
-        if not e.children:
-            continue
-        lo, hi = past - e.start, past + len(e.tokens)
-        layers = []
-        for layer in cache.layers:
-            if layer.keys.shape[-2] != past + width:
-                raise BeliefLensError(
-                    "this model's KV cache does not keep every position (sliding "
-                    "window?); run with --no-prefix-reuse"
-                )
-            layers.append((layer.keys[b, :, lo:hi].clone(), layer.values[b, :, lo:hi].clone()))
-        out[e.index] = layers
+    for b, r in enumerate(rows):
+        col = dict(zip(r.edges, r.cols, strict=True))
+        for e in _kept(trie, r):
+            chain = []  # the edge and its ancestors in the row, root last
+            i = e
+            while i in col:
+                chain.append(i)
+                i = trie.edges[i].parent
+            start = trie.edges[r.root].start
+            idx = list(range(past - start, past)) + [
+                past + col[a] + j for a in reversed(chain) for j in range(len(trie.edges[a].tokens))
+            ]
+            at = torch.tensor(idx)
+            layers = []
+            for layer in cache.layers:
+                if layer.keys.shape[-2] != past + width:
+                    raise BeliefLensError(
+                        "this model's KV cache does not keep every position (sliding "
+                        "window?); run with --no-prefix-reuse"
+                    )
+                keys, values = layer.keys[b], layer.values[b]
+                at = at.to(keys.device)
+                layers.append((keys.index_select(1, at), values.index_select(1, at)))
+            out[e] = layers
     return out
+
+
+ROW_TOKENS = 256
+"""Tokens per row when edges are packed under a tree mask (:func:`belieflens.cache.trie.pack`)."""
+
+
+def _packable(bridge: Any) -> bool:
+    """Whether every block's attention honours a tree mask exactly (plain rotary, full cache)."""
+    plain = {id(m) for m in fast_modules(bridge)}
+    blocks = list(getattr(bridge, "blocks", []))
+    return bool(blocks) and all(id(getattr(b, "attn", None)) in plain for b in blocks)
 
 
 def run_trie(
@@ -308,6 +416,7 @@ def run_trie(
     attention: AttentionName = "sdpa",
     prealloc: bool = True,
     hooks_once: bool = True,
+    row_tokens: int = ROW_TOKENS,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
@@ -319,8 +428,11 @@ def run_trie(
     (:mod:`belieflens.cache.attention`) or the bridge's eager steps.
     ``prealloc``: each call's cache is allocated once, new keys written in place
     (else ``DynamicCache`` concatenates). ``hooks_once``: the capture hooks are
-    attached once per call of this function, not once per forward call. The last
-    three exist so that ``bench/floor_steps.py`` can measure each step; the
+    attached once per call of this function, not once per forward call.
+    ``row_tokens``: edges are packed into rows of up to this many tokens under a
+    tree mask (:func:`belieflens.cache.trie.pack`), for plain rotary attention
+    (:mod:`belieflens.cache.attention`) only; 0 runs every edge in a row of its own.
+    The last four exist so that ``bench/floor_steps.py`` can measure each step; the
     results agree within 1e-4 either way (tested).
     """
     import torch
@@ -343,66 +455,70 @@ def run_trie(
     open_children = {e.index: len(e.children) for e in trie.edges}
     got: dict[Key, _Got] = {}
     fast = fast_modules(bridge) if attention == "sdpa" else []
+    if not _packable(bridge):
+        row_tokens = 0
+    rows = pack(trie, row_tokens)
+    dtype = next(bridge.original_model.parameters()).dtype
     at = _At()
     captured: dict[int, Any] = {}
     with contextlib.ExitStack() as stack:
         if hooks_once:  # one registration for every forward call below
             stack.enter_context(bridge.hooks(fwd_hooks=_capture_hooks(names, at, captured)))
-        for batch in schedule(trie, max_rows=max_rows, max_tokens=max_tokens):
-            edges = [trie.edges[i] for i in batch]
-            ids, kwargs = _batch_inputs(edges, kv, pad, device, n_layers=len(names) - 1,
-                                        prealloc=prealloc)
-            keys = [(b, e.index, off) for b, e in enumerate(edges)
-                    for off in reads.get(e.index, [])]
-            r_keys = [(b, off) for b, ei, off in keys if plan.needs[(ei, off)].resid]
-            at.rows = torch.tensor([b for b, _ in r_keys], dtype=torch.long, device=device)
-            at.pos = torch.tensor([p for _, p in r_keys], dtype=torch.long, device=device)
+        for call in schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens):
+            crows = [rows[r] for r in call]
+            ids, kwargs = _call_inputs(trie, crows, kv, pad, device, n_layers=len(names) - 1,
+                                       dtype=dtype, prealloc=prealloc)
+            # (row, (edge, offset), column) of every read position of the call
+            keys = [(b, (e, off), c + off) for b, r in enumerate(crows)
+                    for e, c in zip(r.edges, r.cols, strict=True) for off in reads.get(e, [])]
+            r_keys = [(b, k, p) for b, k, p in keys if plan.needs[k].resid]
+            at.rows = torch.tensor([b for b, _, _ in r_keys], dtype=torch.long, device=device)
+            at.pos = torch.tensor([p for _, _, p in r_keys], dtype=torch.long, device=device)
+            at.lrows = torch.tensor([b for b, _, _ in keys], dtype=torch.long, device=device)
+            at.lpos = torch.tensor([p for _, _, p in keys], dtype=torch.long, device=device)
             captured.clear()
-            cols = sorted({off for _, _, off in keys})
-            col = {p: i for i, p in enumerate(cols)}
-            kwargs["logits_to_keep"] = torch.tensor(cols or [ids.shape[1] - 1], device=device)
+            kwargs["logits_to_keep"] = 1
             with torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast):
                 at.active = True
                 try:
                     if hooks_once:
-                        logits = bridge(ids, **kwargs)
+                        bridge(ids, **kwargs)
                     else:
-                        logits = bridge.run_with_hooks(
+                        bridge.run_with_hooks(
                             ids, fwd_hooks=_capture_hooks(names, at, captured), **kwargs)
                 finally:
                     at.active = False
                 if keys:
-                    sel = logits[
-                        torch.tensor([b for b, _, _ in keys], device=device),
-                        torch.tensor([col[off] for _, _, off in keys], device=device),
-                    ].float()
+                    sel = _unembed(model, captured[FINAL])
                     logp = torch.log_softmax(sel, dim=-1).cpu()
                     lse = torch.logsumexp(sel, dim=-1).cpu()
             resid = (
                 torch.stack([captured[i] for i in range(len(names))], dim=1).numpy()
                 if r_keys else None
             )
-            r_at = {k: i for i, k in enumerate(r_keys)}
-            for i, (b, ei, off) in enumerate(keys):
-                n = plan.needs[(ei, off)]
+            r_at = {k: i for i, (_, k, _) in enumerate(r_keys)}
+            for i, (_, key, _) in enumerate(keys):
+                n = plan.needs[key]
                 t = sorted(n.targets)
                 vals = logp[i, t].double().numpy() if t else np.zeros(0)
-                got[(ei, off)] = _Got(
+                got[key] = _Got(
                     lse=float(lse[i]),
                     lp=dict(zip(t, (float(x) for x in vals), strict=True)),
-                    resid=resid[r_at[(b, off)]] if resid is not None and n.resid else None,
+                    resid=resid[r_at[key]] if resid is not None and n.resid else None,
                     full=logp[i].numpy().copy() if n.full else None,
                 )
             if kwargs["use_cache"]:
-                kv.update(_child_caches(kwargs["past_key_values"], edges, ids.shape[1]))
-            for e in edges:
-                if e.parent >= 0:
-                    open_children[e.parent] -= 1
-                    if open_children[e.parent] == 0:
-                        kv.pop(e.parent, None)
+                kv.update(_child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
+            for r in crows:
+                for e in r.edges:
+                    parent = trie.edges[e].parent
+                    if parent >= 0:
+                        open_children[parent] -= 1
+                        if open_children[parent] == 0:
+                            kv.pop(parent, None)
             done: list[int] = []
-            for _, ei, off in keys:
-                for q in plan.needs[(ei, off)].queries:
+            for _, key, _ in keys:
+                for q in plan.needs[key].queries:
                     waiting[q] -= 1
                     if waiting[q] == 0:
                         done.append(q)
@@ -413,4 +529,4 @@ def run_trie(
                     readers[k] -= 1
                     if readers[k] == 0:
                         del got[k]
-            yield done, outs, sum(len(e.tokens) for e in edges)
+            yield done, outs, sum(r.length for r in crows)

@@ -94,6 +94,10 @@ def extract(
         str, typer.Option(help="max rows per forward batch, or auto (fit a memory budget)")
     ] = "16",
     max_tokens: Annotated[int, typer.Option(help="max padded tokens per batch")] = 8192,
+    row_tokens: Annotated[
+        int, typer.Option(help="pack shared-prefix edges into rows of up to N tokens under a "
+                          "tree mask (fewer forward calls; 0 = one edge per row)")
+    ] = 256,
     threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
     padding: Annotated[str, typer.Option(help="padding side: right or left")] = "right",
     save_logits: Annotated[
@@ -147,7 +151,8 @@ def extract(
             path = run_extract(
                 env, out=out, params=params, model=model, simulator=simulator,
                 episodes=episodes, seed=seed, device=device_, dtype=dtype_, kernels=kernels_,
-                batch_size=rows, max_tokens=max_tokens, threads=threads, padding=padding_,
+                batch_size=rows, max_tokens=max_tokens, row_tokens=row_tokens, threads=threads,
+                padding=padding_,
                 save_logits=save_logits, resid_dtype=resid_dtype_, cont_resid=cont_resid,
                 prefix_reuse=not no_prefix_reuse, window=window, overwrite=overwrite,
                 on_event=report, client=cluster, shard_episodes=shard_episodes,

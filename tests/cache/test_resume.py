@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,9 @@ def test_study_record_keeps_the_stored_form() -> None:
         env_name="coin-flip", env_params=params, seed=3, episodes=2,
         model=StudyModel(id="m", weights_hash="w", dtype="float32", device="cpu",
                          kernels="default"),
-        options=StudyOptions(window=8, max_rows=16, max_tokens=8192, padding_side="right",
-                             resid_dtype="float32", save_logits=False, prefix_reuse=True,
-                             cont_resid=False),
+        options=StudyOptions(window=8, max_rows=16, max_tokens=8192, row_tokens=0,
+                             padding_side="right", resid_dtype="float32", save_logits=False,
+                             prefix_reuse=True, cont_resid=False),
         sizes=sizes, queries_sha256="q" * 64,
     )
     stored = study.to_json()
@@ -85,6 +86,8 @@ def test_study_record_keeps_the_stored_form() -> None:
     # computed with the dict-built study of commit f206a46 for the same inputs
     golden = "f0757a59b22ca3875c6058422a29d81ada47601e8854a0c5804b7112de50407d"
     assert study.fingerprint() == fingerprint(stored) == golden
+    packed = dataclasses.replace(study, options=dataclasses.replace(study.options, row_tokens=256))
+    assert packed.to_json()["row_tokens"] == 256 and packed.fingerprint() != golden
 
 
 def test_same_options_reproduce_identical_data(

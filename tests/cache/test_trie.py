@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from belieflens.cache.trie import Trie, build, levels, schedule
+from belieflens.cache.trie import Trie, build, levels, pack, schedule, schedule_rows
 
 seqs_st = st.lists(
     st.lists(st.integers(0, 3), min_size=1, max_size=8).map(tuple), min_size=1, max_size=12
@@ -74,6 +74,39 @@ def test_schedule_runs_every_edge_once_after_its_parent_within_budget(
         ran.update(b)
     assert sorted(ran) == list(range(len(trie.edges)))
     assert sum(len(x) for x in levels(trie)) == len(trie.edges)
+
+
+@given(seqs_st, st.integers(0, 20), st.integers(1, 5), st.integers(1, 60))
+@settings(max_examples=200, deadline=None)
+def test_packed_rows_hold_every_edge_once_after_its_parent_within_budget(
+    seqs: list[tuple[int, ...]], row_tokens: int, max_rows: int, max_tokens: int
+) -> None:
+    trie = build(seqs)
+    rows = pack(trie, row_tokens)
+    seen = [e for r in rows for e in r.edges]
+    assert sorted(seen) == list(range(len(trie.edges)))
+    for r in rows:
+        parent = trie.edges[r.root].parent
+        for k, e in enumerate(r.edges):
+            edge = trie.edges[e]
+            assert edge.parent == parent or edge.parent in r.edges[:k]
+            assert r.cols[k] == sum(len(trie.edges[i].tokens) for i in r.edges[:k])
+        assert r.length == sum(len(trie.edges[e].tokens) for e in r.edges)
+        assert r.length <= row_tokens or len(r.edges) == 1
+    if row_tokens == 0:
+        assert all(len(r.edges) == 1 for r in rows)
+    done: set[int] = set()
+    for call in schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens):
+        assert 1 <= len(call) <= max_rows
+        if len(call) > 1:
+            width = max(rows[i].length for i in call)
+            past = max(trie.edges[rows[i].root].start for i in call)
+            assert len(call) * (past + width) <= max_tokens
+        for i in call:
+            parent = trie.edges[rows[i].root].parent
+            assert parent < 0 or parent in done
+        done.update(e for i in call for e in rows[i].edges)
+    assert len(done) == len(trie.edges)
 
 
 def test_shared_conversation_is_one_edge_and_duplicates_share_an_end() -> None:

@@ -49,16 +49,19 @@ def _close(a: rows.ReadOut, b: rows.ReadOut) -> None:
     assert abs(a.answer_lse - b.answer_lse) <= 1e-4 * max(1.0, abs(a.answer_lse))
 
 
-@pytest.mark.parametrize(("max_rows", "max_tokens"), [(1, 1), (3, 200), (64, 100_000)])
+@pytest.mark.parametrize(("max_rows", "max_tokens", "row_tokens"),
+                         [(1, 1, 0), (3, 200, 0), (64, 100_000, 0), (1, 1, 512), (3, 200, 9),
+                          (3, 400, 40), (64, 100_000, 512)])
 def test_trie_run_equals_full_prompt_run(
-    tiny_model: LoadedModel, max_rows: int, max_tokens: int
+    tiny_model: LoadedModel, max_rows: int, max_tokens: int, row_tokens: int
 ) -> None:
+    """Every edge in a row of its own, or edges packed into rows under a tree mask."""
     tqs = _queries(tiny_model)
     full = _full(tiny_model, tqs, cont_resid=True, save_logits=True)
     seen: dict[int, rows.ReadOut] = {}
     tokens = 0
     for batch, outs, n in run_trie(tiny_model, tqs, max_rows=max_rows, max_tokens=max_tokens,
-                                   save_logits=True, cont_resid=True):
+                                   save_logits=True, cont_resid=True, row_tokens=row_tokens):
         tokens += n
         for q, o in zip(batch, outs, strict=True):
             assert q not in seen
@@ -79,6 +82,30 @@ def test_trie_run_equals_full_prompt_run(
             ok = ~np.isnan(a.cont_resid)
             assert np.abs(a.cont_resid[ok] - b.cont_resid[ok]).max() <= 1e-4 * max(
                 1.0, float(np.abs(a.cont_resid[ok]).max()))
+
+
+def test_packed_rows_need_fewer_forward_calls(tiny_model: LoadedModel) -> None:
+    tqs = _queries(tiny_model)
+    calls = [0]
+
+    def count(*_: Any) -> None:
+        calls[0] += 1
+
+    handle = tiny_model.bridge.original_model.register_forward_pre_hook(count)
+    try:
+        per_edge = packed = 0
+        for row_tokens in (0, 512):
+            calls[0] = 0
+            for _ in run_trie(tiny_model, tqs, max_rows=64, max_tokens=100_000,
+                              row_tokens=row_tokens):
+                pass
+            if row_tokens:
+                packed = calls[0]
+            else:
+                per_edge = calls[0]
+    finally:
+        handle.remove()
+    assert 1 <= packed < per_edge
 
 
 def test_run_queries_uses_the_trie_and_computes_fewer_tokens(tiny_model: LoadedModel) -> None:
