@@ -236,7 +236,7 @@ def extract(
     kernels: KernelName = "auto",
     batch_size: BatchSize = 16,
     max_tokens: int = 8192,
-    row_tokens: int = 256,
+    row_tokens: int = 128,
     threads: int = 0,
     padding: PaddingSide = "right",
     save_logits: bool = False,

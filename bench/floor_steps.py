@@ -13,7 +13,7 @@ in rotating order, ``--rounds`` times each:
 - ``rows64``: all of these, and batches of up to 64 rows instead of 16 (fewer, larger
   calls: each call streams every weight once, plus the bridge's per-call overhead);
 - ``packed``: SDPA, preallocation, hooks once, 16 rows, and the tree's edges packed into
-  rows of up to 256 tokens under a tree mask (extraction's default; the others run an
+  rows of up to 128 tokens under a tree mask (extraction's default; the others run an
   edge per row).
 
 It prints each setting's median wall time, its speedup over ``base`` and the largest
@@ -59,7 +59,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "rows64": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 64,
                "row_tokens": 0},
     "packed": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16,
-               "row_tokens": 256},
+               "row_tokens": 128},
 }
 
 

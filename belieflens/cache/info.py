@@ -40,7 +40,7 @@ def describe(path: str | Path) -> str:
         ds.close()
 
 
-_DEFAULTS = {"window": 1024, "row_tokens": 256}
+_DEFAULTS = {"window": 1024, "row_tokens": 128}
 """Extraction options left out of a rerun command when at their default."""
 
 

@@ -14,7 +14,6 @@ torch); :mod:`belieflens.cache.trie_runner` executes a schedule.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -184,13 +183,14 @@ def subtree_tokens(trie: Trie) -> list[int]:
 def pack(trie: Trie, row_tokens: int) -> list[Row]:
     """Cut the tree into rows of at most ``row_tokens`` tokens (an edge longer runs alone).
 
-    Siblings whose subtrees fit a row are packed whole, largest first, into the
-    fewest rows (first-fit decreasing). A subtree too large starts a row of its own
-    edge, which takes the smallest subtrees hanging off it whole while they fit;
-    a subtree too large for what is left gives its own edge if that fits and offers
-    its children in turn. Edges that find no room are placed the same way, by
-    parent, in rows of a later call. With ``row_tokens`` 0 every edge is a row of
-    its own.
+    A subtree that fits a row is *small*; the edges above them form the tree's
+    upper part. Small sibling subtrees are packed whole, largest first, into the
+    fewest rows (first-fit decreasing). A large subtree starts a row of its own
+    edge, which takes the upper edges below it breadth first while they fit, then
+    the small subtrees hanging off its edges, largest first, while they fit. What
+    finds no room is placed the same way, by parent, in rows of a later call: so
+    the upper part takes few levels of rows, and the small subtrees one more.
+    With ``row_tokens`` 0 every edge is a row of its own.
     """
     size = subtree_tokens(trie)
     rows: list[Row] = []
@@ -204,18 +204,21 @@ def pack(trie: Trie, row_tokens: int) -> list[Row]:
 
     def grow(root: int, left: dict[int, list[int]]) -> list[int]:
         edges, total = [root], len(trie.edges[root].tokens)
-        offered = [(size[c], c) for c in trie.edges[root].children]
-        heapq.heapify(offered)
-        while offered:
-            _, c = heapq.heappop(offered)
-            if total + size[c] <= row_tokens:
-                whole(c, edges)
-                total += size[c]
+        below, small = deque(trie.edges[root].children), []
+        while below:  # the upper edges, breadth first
+            c = below.popleft()
+            if size[c] <= row_tokens:
+                small.append(c)
             elif total + len(trie.edges[c].tokens) <= row_tokens:
                 edges.append(c)
                 total += len(trie.edges[c].tokens)
-                for g in trie.edges[c].children:
-                    heapq.heappush(offered, (size[g], g))
+                below.extend(trie.edges[c].children)
+            else:
+                left.setdefault(trie.edges[c].parent, []).append(c)
+        for c in sorted(small, key=lambda i: (-size[i], i)):
+            if total + size[c] <= row_tokens:
+                whole(c, edges)
+                total += size[c]
             else:
                 left.setdefault(trie.edges[c].parent, []).append(c)
         return edges

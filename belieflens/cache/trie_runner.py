@@ -1,16 +1,22 @@
 """Run a study's forward rows over their token radix tree: every unique token once, in batches.
 
-Each batch holds edges of the tree (:mod:`belieflens.cache.trie`) whose parents
-already ran. An edge runs against its parent's key/value cache; the parents'
-caches, of different lengths, are left-padded into one batched cache and masked,
-and each edge gets its true position ids, so every token sees exactly the
-context it has in the full prompt. After the forward, the cache of every edge
-that has children is cut out of the batch and kept until its children ran.
+The tree's edges (:mod:`belieflens.cache.trie`) are packed into rows
+(:func:`belieflens.cache.trie.pack`): a row holds edges that descend from one
+parent edge, laid out one after another, and a tree mask lets each token see
+exactly its own prefix (the parent's cache, its ancestors' tokens in the row, its
+own edge's earlier tokens) with its true position id. Rows whose parents already
+ran are batched into one forward call; their parents' caches, of different
+lengths, are left-padded into one batched cache. After the call, the cache of
+every edge with children in a later row is cut out of the batch (its whole
+prefix) and kept until those children ran. With ``row_tokens`` 0 each edge is a
+row of its own and the mask is the plain causal one.
 
-Hooks copy the residual stream only at read positions, and the unembedding runs
-only there. The hooks are attached once per run, not once per forward call;
-attention runs through PyTorch SDPA where the bridge's attention is plain
-(:mod:`belieflens.cache.attention`); each call's cache is allocated once, past and
+Hooks copy the residual stream only at read positions; the final norm's output
+is kept there too and unembedded (rows read different columns, so the model's
+own unembedding runs on one position only). The hooks are attached once per run,
+not once per forward call; attention runs through PyTorch SDPA where the bridge's
+attention is plain (:mod:`belieflens.cache.attention`), and rows are packed only
+when every block's attention is; each call's cache is allocated once, past and
 new positions, and the forward writes its keys in place (no concatenation).
 A query's :class:`~belieflens.cache.rows.ReadOut` is yielded as soon
 as the last of its read positions is computed. Equality with the full-prompt run
@@ -394,7 +400,7 @@ def _child_caches(
     return out
 
 
-ROW_TOKENS = 256
+ROW_TOKENS = 128
 """Tokens per row when edges are packed under a tree mask (:func:`belieflens.cache.trie.pack`)."""
 
 

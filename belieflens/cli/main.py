@@ -97,7 +97,7 @@ def extract(
     row_tokens: Annotated[
         int, typer.Option(help="pack shared-prefix edges into rows of up to N tokens under a "
                           "tree mask (fewer forward calls; 0 = one edge per row)")
-    ] = 256,
+    ] = 128,
     threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
     padding: Annotated[str, typer.Option(help="padding side: right or left")] = "right",
     save_logits: Annotated[
