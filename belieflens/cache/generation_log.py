@@ -267,7 +267,10 @@ class ReplayGenerator:
     A call is answered with the recorded text of the same role, prompt, seed,
     temperature and ``max_new_tokens``; a prompt never recorded raises
     :class:`BeliefLensError` (never a guess). ``score`` answers a read-out with the
-    recorded option log-probs of the same prompt and options (records of role ``score``).
+    recorded option log-probs of the same prompt and options (records of role ``score``):
+    the n-th time a read-out is asked, with its n-th record (cycling when they run out). A
+    read-out scored twice in a run can differ in its last digits, since its companions in
+    the forward call differ (packed rows), and the environment used each value as it came.
     """
 
     def __init__(self, records: Sequence[GenerationRecord], role: Role) -> None:
@@ -277,12 +280,14 @@ class ReplayGenerator:
             for r in records
             if r.role == role
         }
-        self._scores: dict[tuple[str, tuple[str, ...]], tuple[float, ...]] = {}
+        self._scores: dict[tuple[str, tuple[str, ...]], list[tuple[float, ...]]] = {}
+        self._asked: dict[tuple[str, tuple[str, ...]], int] = {}
         for r in records:
             if r.role == "score":
                 obj = json.loads(r.text)
                 key = (messages_key(r.messages), tuple(str(o) for o in obj["options"]))
-                self._scores[key] = tuple(float(x) for x in obj["logprob"])
+                self._scores.setdefault(key, []).append(
+                    tuple(float(x) for x in obj["logprob"]))
 
     def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
         """The recorded option log-probs of each read-out."""
@@ -291,7 +296,10 @@ class ReplayGenerator:
             key = (messages_key(score_messages(q)), tuple(q.options))
             if key not in self._scores:
                 raise BeliefLensError("replay: no recorded score for this read-out")
-            out.append(self._scores[key])
+            n = self._asked.get(key, 0)
+            self._asked[key] = n + 1
+            recorded = self._scores[key]
+            out.append(recorded[n % len(recorded)])
         return tuple(out)
 
     def __call__(

@@ -6,9 +6,11 @@ conversation extends turn t's. In the radix tree of the rows every shared token
 is one node edge, so running each edge once, against the key/value cache of its
 parent, computes exactly the unique tokens of the study.
 
-Edges whose parents are computed are run together in padded batches
-(:func:`schedule`): level by level, each level sorted by the length of the
-parents' prefix and cut under a row and token budget. This module is pure (no
+The edges are packed into rows (:func:`pack`): edges that descend from one
+parent, laid out one after another, which a tree mask keeps apart. Rows whose
+parents are computed are run together in padded batches (:func:`schedule_rows`):
+level by level, each level sorted by length and cut under a row and token budget
+(:func:`schedule` is the same for one edge per row). This module is pure (no
 torch); :mod:`belieflens.cache.trie_runner` executes a schedule.
 """
 

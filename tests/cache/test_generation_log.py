@@ -99,6 +99,26 @@ def test_replay_answers_exact_calls_only() -> None:
         replay(recs[1].messages, seed=2, max_new_tokens=8, temperature=0.7)  # a simulator call
 
 
+def test_replay_answers_a_read_out_scored_twice_with_each_record_in_turn() -> None:
+    """A read-out scored in two calls can differ in its last digits (other companions in the
+    forward call); replay gives each call the value that call got."""
+    from belieflens.cache.generation_log import score_messages, score_text
+    from belieflens.envs.base import Query
+
+    q = Query((Message("user", "Heads or tails?"),), "Answer:", (" H", " T"), (0, 1))
+
+    def rec(lp: tuple[float, float]) -> GenerationRecord:
+        return GenerationRecord(role="score", model="m", seed=0, temperature=0.0,
+                                max_new_tokens=0, messages=score_messages(q),
+                                text=score_text(q.options, lp), tokens=0, stop="score")
+
+    first, second = (-0.6931471805599453, -0.6931471805599453), (-0.6931472, -0.6931471)
+    replay = ReplayGenerator([rec(first), rec(second)], "reply")
+    assert replay.score([q]) == (first,)
+    assert replay.score([q]) == (second,)
+    assert replay.score([q]) == (first,)  # a second replay of the run starts over
+
+
 def test_bind_recommender_and_log_per_episode() -> None:
     env = envs.get("recommender", types=2, movies=2, targets=1, turns=1,
                    delivery="multi-turn-self", conditional=False)
