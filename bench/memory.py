@@ -9,7 +9,7 @@ weights'. The workload is coin flip, multi-turn, 10 turns, both probes, every
 rotation (70 read-outs per episode).
 
 Last line: ``rss_1k_mb=... rss_10k_mb=... growth=+x.x% write_share=y.y%``.
-Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000]``.
+Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000] [--row-tokens 0]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 
-def child(n_readouts: int, threads: int) -> None:
+def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     """Extract ``n_readouts`` read-outs (rounded up to whole episodes) and print JSON."""
     import torch
     from hdf5_share import WriteTimer
@@ -41,7 +41,8 @@ def child(n_readouts: int, threads: int) -> None:
     episodes = -(-n_readouts // per_episode)
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as w:
         t0 = time.perf_counter()
-        extract(env, model, Path(tmp) / "mem.h5", ExtractOptions(episodes=episodes))
+        extract(env, model, Path(tmp) / "mem.h5",
+                ExtractOptions(episodes=episodes, row_tokens=row_tokens))
         wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"readouts": episodes * per_episode, "peak_rss_mb": peak,
@@ -50,18 +51,23 @@ def child(n_readouts: int, threads: int) -> None:
 
 def main() -> None:
     """Run each size in a subprocess and compare the peaks."""
+    from belieflens.cache.extract import ExtractOptions
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs=2, default=[1000, 10000])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--row-tokens", type=int, default=ExtractOptions().row_tokens,
+                    help="extraction's --row-tokens (0: one edge per row, as before packing)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        child(args.child, args.threads)
+        child(args.child, args.threads, args.row_tokens)
         return
     res = []
     for n in args.sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(n), "--threads", str(args.threads)],
+            [sys.executable, __file__, "--child", str(n), "--threads", str(args.threads),
+             "--row-tokens", str(args.row_tokens)],
             check=True, capture_output=True, text=True,
         ).stdout.strip().splitlines()[-1]
         r = json.loads(out)
