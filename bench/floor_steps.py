@@ -47,19 +47,21 @@ from belieflens.cache.rows import resid_hook_names
 from belieflens.cache.trie_runner import run_trie
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
+
+def _setting(attention: str, prealloc: bool, hooks_once: bool, max_rows: int = 16,
+             row_tokens: int = 0) -> dict[str, Any]:
+    """One setting of :func:`run_trie`'s steps toward the floor."""
+    return {"attention": attention, "prealloc": prealloc, "hooks_once": hooks_once,
+            "max_rows": max_rows, "row_tokens": row_tokens}
+
+
 SETTINGS: dict[str, dict[str, Any]] = {
-    "base": {"attention": "eager", "prealloc": False, "hooks_once": False, "max_rows": 16,
-             "row_tokens": 0},
-    "sdpa": {"attention": "sdpa", "prealloc": False, "hooks_once": False, "max_rows": 16,
-             "row_tokens": 0},
-    "prealloc": {"attention": "sdpa", "prealloc": True, "hooks_once": False, "max_rows": 16,
-                 "row_tokens": 0},
-    "hooks": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16,
-              "row_tokens": 0},
-    "rows64": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 64,
-               "row_tokens": 0},
-    "packed": {"attention": "sdpa", "prealloc": True, "hooks_once": True, "max_rows": 16,
-               "row_tokens": 128},
+    "base": _setting("eager", False, False),
+    "sdpa": _setting("sdpa", False, False),
+    "prealloc": _setting("sdpa", True, False),
+    "hooks": _setting("sdpa", True, True),
+    "rows64": _setting("sdpa", True, True, max_rows=64),
+    "packed": _setting("sdpa", True, True, row_tokens=128),
 }
 
 

@@ -292,13 +292,10 @@ def schedule(
     within ``max_rows`` rows and a padded size, rows times (longest prefix +
     longest edge), of ``max_tokens``; an edge over budget on its own runs alone.
     """
-    batches: list[list[int]] = []
-    for level in levels(trie):
-        order = sorted(level, key=lambda i: (len(trie.edges[i].tokens), trie.edges[i].start, i))
-        cuts = _partition([len(trie.edges[i].tokens) for i in order],
-                          [trie.edges[i].start for i in order], max_rows, max_tokens, call_tokens)
-        batches.extend([order[i] for i in cut] for cut in cuts)
-    return batches
+    rows = pack(trie, 0)  # one edge per row: the row levels are the tree's levels
+    calls = schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens,
+                          call_tokens=call_tokens)
+    return [[rows[r].root for r in call] for call in calls]
 
 
 def _partition(
