@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from peak import peak_rss_mb
 
 TURNS = 10
 
@@ -69,7 +70,7 @@ def analyze_child(study: Path, report: Path, scheduler: str) -> None:
     with dask.config.set(scheduler=scheduler):
         analyze(study, report, probes=True)
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     resid = 0
     for shard in sorted(study.glob("shard-*.h5")):
         with h5py.File(shard, "r") as h:

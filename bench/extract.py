@@ -28,7 +28,6 @@ a 2-core machine; the naive loop dominates the run time).
 from __future__ import annotations
 
 import argparse
-import resource
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING
 import clock
 import torch
 from hdf5_share import WriteTimer
+from peak import peak_rss_mb
 
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, extract, records
@@ -181,7 +181,7 @@ def main() -> None:
     else:
         c = naive_loop(loaded, tqs)
         print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
           f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{grid}")
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from peak import peak_rss_mb
 
 
 def child(n_readouts: int, threads: int, row_tokens: int) -> None:
@@ -44,7 +45,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
         extract(env, model, Path(tmp) / "mem.h5",
                 ExtractOptions(episodes=episodes, row_tokens=row_tokens))
         wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     print(json.dumps({"readouts": episodes * per_episode, "peak_rss_mb": peak,
                       "wall_s": wall, "write_s": w.seconds}))
 
