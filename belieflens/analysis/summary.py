@@ -172,8 +172,11 @@ def _fit_rows(
     use) fit ``memory_budget``. A dask-backed dataset (a study directory) is fitted one task per
     layer group with :func:`dask.compute`: under ``analyze(..., client=...)`` each group's
     residuals are gathered and fitted on a worker and only its ``[row, layer]`` TVDs come
-    back; locally the groups run on dask's threads. A file read lazily from disk is read
-    block by block into one group at a time here.
+    back; locally the groups run on dask's threads. Groups run in waves of as many as the
+    scheduler runs at once and the budget holds: a study whose one layer takes more than
+    its share runs fewer groups at once (one layer each, one at a time past the whole
+    budget), so what is held stays at the budget up to one layer's rows. A file read lazily
+    from disk is read block by block into one group at a time here.
     """
     n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
     used = np.unique(np.concatenate([t[0] for t in tasks]))
@@ -182,9 +185,11 @@ def _fit_rows(
     resid = ds["resid"]
     itemsize = np.dtype(resid.dtype).itemsize
     lazy = resid.chunks is not None
-    slots = _parallel_slots(resid.data) if lazy else 1
-    # the budget is shared by the groups fitted at once
-    per_pass = max(1, memory_budget // max(1, slots * used.size * d * itemsize))
+    layer_bytes = max(1, used.size * d * itemsize)
+    # the groups fitted at once share the budget: as many as the scheduler runs, but fewer
+    # where their layers' rows would not fit it (one layer of a large study takes it all)
+    slots = max(1, min(_parallel_slots(resid.data), memory_budget // layer_bytes)) if lazy else 1
+    per_pass = max(1, memory_budget // (slots * layer_bytes))
     groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
     if lazy:
         from dask.base import compute
