@@ -35,6 +35,7 @@ from belieflens.cache.generation_log import (
     GenerationRecord,
     Role,
     bind_generators,
+    bind_replay,
     requires_generator,
     requires_simulator,
     score_messages,
@@ -273,6 +274,7 @@ def bind_run(
     *,
     simulator: LoadedModel | None = None,
     on_record: Callable[[GenerationRecord], None] | None = None,
+    replay: Sequence[GenerationRecord] | None = None,
 ) -> tuple[Environment, dict[str, str]]:
     """``env`` ready to extract on ``model``, with the provenance attributes of its generators.
 
@@ -280,7 +282,10 @@ def bind_run(
     simulated users by ``simulator`` (default: ``model``), every generation logged per
     episode (:func:`bind_model`); the attributes name the generator (``generator_model``)
     and, where a simulator plays the user, the simulator (``simulator_model``,
-    ``simulator_spec``, ``simulator_weights_hash``). An environment that generates
+    ``simulator_spec``, ``simulator_weights_hash``). With ``replay``, the records of an
+    earlier run of the same study by these models answer instead, and are logged as they
+    answer (:func:`~belieflens.cache.generation_log.bind_replay`): the run's read-outs and
+    generation log are that run's, and nothing is generated. An environment that generates
     nothing is returned as it is, with no attributes.
     """
     if not requires_generator(env):
@@ -291,4 +296,6 @@ def bind_run(
         attrs.update({"simulator_model": sim.info.official_id,
                       "simulator_spec": sim.info.spec,
                       "simulator_weights_hash": sim.info.weights_hash})
+    if replay is not None:
+        return bind_replay(env, replay, logged=True), attrs
     return bind_model(env, model, simulator=sim, on_record=on_record), attrs

@@ -271,35 +271,48 @@ class ReplayGenerator:
     the n-th time a read-out is asked, with its n-th record (cycling when they run out). A
     read-out scored twice in a run can differ in its last digits, since its companions in
     the forward call differ (packed rows), and the environment used each value as it came.
+
+    With ``log``, every answer appends the record it came from (its episode unassigned) to
+    ``log``, as the generator that made it did: a run on replayed text then logs exactly
+    what the original run logged.
     """
 
-    def __init__(self, records: Sequence[GenerationRecord], role: Role) -> None:
+    def __init__(self, records: Sequence[GenerationRecord], role: Role, *,
+                 log: GenerationLog | None = None) -> None:
         self.role: Role = role
+        self.log = log
         self._texts = {
-            (messages_key(r.messages), r.seed, r.temperature, r.max_new_tokens): r.text
+            (messages_key(r.messages), r.seed, r.temperature, r.max_new_tokens): r
             for r in records
             if r.role == role
         }
-        self._scores: dict[tuple[str, tuple[str, ...]], list[tuple[float, ...]]] = {}
+        self._scores: dict[tuple[str, tuple[str, ...]],
+                           list[tuple[tuple[float, ...], GenerationRecord]]] = {}
         self._asked: dict[tuple[str, tuple[str, ...]], int] = {}
         for r in records:
             if r.role == "score":
                 obj = json.loads(r.text)
                 key = (messages_key(r.messages), tuple(str(o) for o in obj["options"]))
                 self._scores.setdefault(key, []).append(
-                    tuple(float(x) for x in obj["logprob"]))
+                    (tuple(float(x) for x in obj["logprob"]), r))
+
+    def _logged(self, record: GenerationRecord, *, notify: bool = True) -> None:
+        if self.log is not None:
+            self.log.add(dataclasses.replace(record, episode=-1), notify=notify)
 
     def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
         """The recorded option log-probs of each read-out."""
         out = []
-        for q in queries:
+        for i, q in enumerate(queries):
             key = (messages_key(score_messages(q)), tuple(q.options))
             if key not in self._scores:
                 raise BeliefLensError("replay: no recorded score for this read-out")
             n = self._asked.get(key, 0)
             self._asked[key] = n + 1
             recorded = self._scores[key]
-            out.append(recorded[n % len(recorded)])
+            values, record = recorded[n % len(recorded)]
+            self._logged(record, notify=i == len(queries) - 1)
+            out.append(values)
         return tuple(out)
 
     def __call__(
@@ -317,12 +330,23 @@ class ReplayGenerator:
                 f"replay: no recorded {self.role} generation for this prompt with seed {seed}, "
                 f"temperature {temperature}, max_new_tokens {max_new_tokens}"
             )
-        return self._texts[key]
+        record = self._texts[key]
+        self._logged(record)
+        return record.text
+
+
+def bind_replay(env: Environment, records: Sequence[GenerationRecord], *,
+                logged: bool = False) -> GeneratingEnvironment:
+    """``env`` bound to :class:`ReplayGenerator` objects answering from ``records``; with
+    ``logged`` they log what they answer, so the run's generation log equals the original's."""
+    log = GenerationLog()
+    into = log if logged else None
+    return bind_generators(
+        env, ReplayGenerator(records, "reply", log=into),
+        simulator=ReplayGenerator(records, "simulator", log=into), log=log,
+    )
 
 
 def replay(env: Environment, ds: xr.Dataset) -> GeneratingEnvironment:
     """``env`` bound to :class:`ReplayGenerator` objects built from ``ds``'s generation log."""
-    records = read_log(ds)
-    return bind_generators(
-        env, ReplayGenerator(records, "reply"), simulator=ReplayGenerator(records, "simulator")
-    )
+    return bind_replay(env, read_log(ds))

@@ -13,7 +13,9 @@ schema holding the query rows ``[start, stop)`` of the study, a run of whole win
 
 ``episodes`` is the first and last episode with a row in the shard (a window may cut an
 episode, which then spans two shards). Only the process that drives the run writes the
-manifest, always whole: to a temporary file, synced, then renamed over the old one.
+manifest, always whole: to a temporary file, synced, then renamed over the old one. A
+study whose environment generates text also has ``generations.json``
+(:data:`GENERATIONS_NAME`), written the same way.
 """
 
 from __future__ import annotations
@@ -141,21 +143,69 @@ def _shard_state(value: object) -> ShardState:
     raise ValueError(f"unknown shard state {value!r}")
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Write the manifest atomically: a temporary file, synced, renamed over the old one."""
-    path = manifest_path(directory)
+def _write_atomic(path: Path, data: Any, *, indent: int | None = None) -> None:
+    """Write ``data`` as JSON atomically: a temporary file, synced, renamed over the old one."""
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "w") as f:
-        json.dump(manifest.to_json(), f, indent=1, sort_keys=True)
+        json.dump(data, f, indent=indent, sort_keys=True)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
+    fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> None:
+    """Write the manifest atomically: a temporary file, synced, renamed over the old one."""
+    _write_atomic(manifest_path(directory), manifest.to_json(), indent=1)
+
+
+GENERATIONS_NAME = "generations.json"
+"""The generated text of a study whose environment generates some (``multi-turn-self``, user
+simulators, model-driven environments), written once by the driving process from the
+planning task's run, and replayed by every shard task instead of generating again::
+
+    {"format": "belieflens-generations", "version": 1, "study_fingerprint": "<sha256>",
+     "records": [<GenerationRecord.to_json()>, ...]}
+"""
+
+GENERATIONS_FORMAT = "belieflens-generations"
+
+
+def write_generations(directory: Path, fingerprint: str,
+                      records: Sequence[Mapping[str, Any]]) -> None:
+    """Write a study's generation records atomically (see :data:`GENERATIONS_NAME`)."""
+    _write_atomic(directory / GENERATIONS_NAME,
+                  {"format": GENERATIONS_FORMAT, "version": VERSION,
+                   "study_fingerprint": fingerprint, "records": list(records)})
+
+
+def read_generations(directory: Path, fingerprint: str) -> list[dict[str, Any]]:
+    """The generation records of study ``fingerprint`` in ``directory``, or one line
+    (:class:`CacheFileError`) when the file is missing, damaged or of another study."""
+    path = directory / GENERATIONS_NAME
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CacheFileError(f"{directory} has no {GENERATIONS_NAME}: rerun the same "
+                             "`belieflens extract` command, which writes it") from None
+    except (OSError, ValueError) as e:
+        raise CacheFileError(f"{path} is unreadable: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != GENERATIONS_FORMAT:
+        raise CacheFileError(f"{path} is not a belieflens generations file")
+    if data.get("study_fingerprint") != fingerprint:
+        raise CacheFileError(
+            f"{path} holds the generations of another study (fingerprint "
+            f"{str(data.get('study_fingerprint'))[:12]}, this study's {fingerprint[:12]})"
+        )
+    records = data.get("records")
+    if not isinstance(records, list):
+        raise CacheFileError(f"{path} is damaged: no list of records")
+    return records
 
 
 def layout(

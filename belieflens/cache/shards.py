@@ -13,7 +13,13 @@ boundaries: a window may cut an episode, which then spans two shards.
 Dask does all scheduling. :func:`run_study` (the driving process) submits one planning task,
 then one task per unfinished shard, and keeps the manifest (:mod:`belieflens.cache.manifest`).
 Each worker process loads a model once and keeps it for later tasks (:func:`_model`) and runs
-one shard at a time, with the worker's threads as torch's. Faults:
+one shard at a time, with the worker's threads as torch's. A study whose environment
+generates text (``multi-turn-self``, user simulators, model-driven environments) generates
+it once, in the planning task; the driving process writes it to ``generations.json``
+(:func:`belieflens.cache.manifest.write_generations`) and every shard task that renders the
+study replays it (:class:`~belieflens.cache.generation_log.ReplayGenerator`, logging what it
+answers), so no worker generates it again and the shards' read-outs and generation log are
+the planning run's. Faults:
 
 - a worker dies mid-shard: the scheduler runs the task again elsewhere (a task that raises is
   retried ``RETRIES`` times), and the shard resumes from its partial file;
@@ -43,6 +49,7 @@ import xarray as xr
 from belieflens.cache import manifest as mf
 from belieflens.cache.cluster import DaskClient
 from belieflens.cache.extract import ExtractOptions, Prepared, Progress, check_rows
+from belieflens.cache.generation_log import GeneratingEnvironment, GenerationRecord
 from belieflens.cache.integrity import verify_file
 from belieflens.cache.lock import write_lock
 from belieflens.cache.models import LoadedModel
@@ -109,6 +116,9 @@ class StudyPlan:
     fingerprint: str
     episode_of_row: np.ndarray
     load_seconds: float
+    generations: tuple[dict[str, Any], ...] = ()
+    """Every text the planning task generated (:meth:`GenerationRecord.to_json`, in call
+    order, with episodes): the shard tasks replay them instead of generating again."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,9 @@ class ShardResult:
     resumed: int
     """Rows that were already complete in a partial file (not computed again)."""
     tokens: int
+    replayed: bool = False
+    """The task rendered the study from the planning task's generated text
+    (``generations.json``) rather than generating it."""
 
 
 @dataclass(frozen=True)
@@ -181,9 +194,14 @@ def _set_threads(job: ShardJob) -> None:
         torch.set_num_threads(n)
 
 
-def _prepared(job: ShardJob) -> tuple[LoadedModel, Environment, Prepared, dict[str, str], float,
-                                       float]:
-    """The job's model, bound environment, preparation and attributes, cached per process."""
+def _prepared(
+    job: ShardJob, replay: Callable[[], list[GenerationRecord]] | None = None
+) -> tuple[LoadedModel, Environment, Prepared, dict[str, str], float, float]:
+    """The job's model, bound environment, preparation and attributes, cached per process.
+
+    ``replay`` gives the study's generated text (the planning task's records) when the
+    study must be prepared here: its environment then replays them instead of generating.
+    """
     from belieflens.cache import extract as cache_extract
     from belieflens.cache.generate import bind_run
     from belieflens.envs import get
@@ -199,7 +217,8 @@ def _prepared(job: ShardJob) -> tuple[LoadedModel, Environment, Prepared, dict[s
     if job.simulator is not None and job.simulator != model.info.spec:
         sim, s = _model(job.simulator, job)
         load_s += s
-    env, attrs = bind_run(get(job.env, **dict(job.params)), model, simulator=sim)
+    env, attrs = bind_run(get(job.env, **dict(job.params)), model, simulator=sim,
+                          replay=replay() if replay is not None else None)
     prep = cache_extract.prepare(env, model, job.options)
     _PREPARED.clear()
     _PREPARED[key] = (env, prep, attrs)
@@ -209,24 +228,37 @@ def _prepared(job: ShardJob) -> tuple[LoadedModel, Environment, Prepared, dict[s
 def plan_task(job: ShardJob) -> StudyPlan:
     """Worker task: render the whole study and report its size, rows and fingerprint."""
     with _LOCK:
-        _, _, prep, _, load_s, _ = _prepared(job)
+        _, env, prep, _, load_s, _ = _prepared(job)
+        log = env.log.records if isinstance(env, GeneratingEnvironment) else ()
         return StudyPlan(
             queries=len(prep.recs), window=job.options.window, study=prep.study.to_json(),
             fingerprint=prep.study.fingerprint(),
             episode_of_row=np.array([r.episode for r in prep.recs], dtype=np.int32),
-            load_seconds=load_s,
+            load_seconds=load_s, generations=tuple(r.to_json() for r in log),
         )
 
 
 def shard_task(
-    job: ShardJob, index: int, rows: tuple[int, int], directory: str, fingerprint: str
+    job: ShardJob, index: int, rows: tuple[int, int], directory: str, fingerprint: str,
+    replay: bool = False,
 ) -> ShardResult:
-    """Worker task: write (or resume) shard ``index``, the study's rows ``[start, stop)``."""
+    """Worker task: write (or resume) shard ``index``, the study's rows ``[start, stop)``.
+
+    ``replay``: the study generates text, which the planning task generated and the driving
+    process wrote to ``generations.json``: a worker that prepares the study replays it.
+    """
     from belieflens.cache import extract as cache_extract
 
     t0 = time.perf_counter()
+    replayed = [False]
+
+    def records() -> list[GenerationRecord]:
+        replayed[0] = True
+        return [GenerationRecord.from_json(o)
+                for o in mf.read_generations(Path(directory), fingerprint)]
+
     with _LOCK:
-        model, env, prep, attrs, load_s, prep_s = _prepared(job)
+        model, env, prep, attrs, load_s, prep_s = _prepared(job, records if replay else None)
         if prep.study.fingerprint() != fingerprint:
             raise CacheFileError(
                 f"worker pid {os.getpid()} prepared another study than the driving process "
@@ -238,7 +270,7 @@ def shard_task(
         seen: list[Progress] = []
         if _finished_shard(out, fingerprint, rows):
             return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
-                               load_s, prep_s, rows[1] - rows[0], 0)
+                               load_s, prep_s, rows[1] - rows[0], 0, replayed[0])
         cache_extract.extract(
             env, model, out, job.options, rows=rows, prepared=prep, on_progress=seen.append,
             extra_attrs={**attrs, "shard_of": fingerprint, "shard_index": index,
@@ -246,7 +278,7 @@ def shard_task(
         )
         last = seen[-1] if seen else Progress(0, 0, 0, 0.0)
         return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
-                           load_s, prep_s, last.resumed, last.tokens)
+                           load_s, prep_s, last.resumed, last.tokens, replayed[0])
 
 
 # --- driving process ---------------------------------------------------------------------
@@ -276,7 +308,8 @@ def _shard_attrs(path: Path) -> dict[str, Any]:
 
 def _our_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir()
-                  if p.name.startswith("shard-") or p.name.startswith(mf.MANIFEST_NAME))
+                  if p.name.startswith("shard-") or p.name.startswith(mf.MANIFEST_NAME)
+                  or p.name.startswith(mf.GENERATIONS_NAME))
 
 
 def _prepare_directory(directory: Path, overwrite: bool) -> mf.Manifest | None:
@@ -384,6 +417,8 @@ def run_study(
         done = _finished_shard(directory / s.file, plan.fingerprint, s.rows)
         manifest = manifest.with_shard(i, "done" if done else "pending")
     pending = [i for i, s in enumerate(manifest.shards) if s.state == "pending"]
+    if plan.generations:  # written before any shard task can read it
+        mf.write_generations(directory, plan.fingerprint, plan.generations)
     mf.write_manifest(directory, manifest)
     total = plan.queries
     finished = sum(s.rows[1] - s.rows[0] for s in manifest.shards if s.state == "done")
@@ -391,7 +426,8 @@ def run_study(
         on_progress(Progress(finished, total, 0, 0.0, resumed=finished))
     futures = [
         client.submit(shard_task, job, i, manifest.shards[i].rows, str(directory),
-                      plan.fingerprint, pure=False, retries=RETRIES, resources=job.resources())
+                      plan.fingerprint, bool(plan.generations), pure=False, retries=RETRIES,
+                      resources=job.resources())
         for i in pending
     ]
     results: list[ShardResult] = []

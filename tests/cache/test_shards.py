@@ -262,3 +262,86 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     assert sum("verify_file" in k for k in keys) == shards, keys[:10]
     assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
     assert any("_fit_group" in k for k in keys), keys[:10]  # the probes, fitted on workers
+
+
+# --- a study that generates text: generated once by the planning task, replayed by shards --
+
+GEN_ENV = "recommender"
+GEN_PARAMS: dict[str, Any] = {"types": 2, "movies": 2, "targets": 1, "turns": 2,
+                              "delivery": "multi-turn-self", "conditional": False,
+                              "reply_tokens": 4}
+GEN_OPTIONS = ExtractOptions(episodes=4, window=4, max_rows=4)
+
+
+def _gen_job(tiny_dir: Path) -> ShardJob:
+    return ShardJob(env=GEN_ENV, params=GEN_PARAMS, model=str(tiny_dir), options=GEN_OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def gen_reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated-text study written by one process (one torch thread, as each worker)."""
+    import torch
+
+    from belieflens.cache.generate import bind_run
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = load(str(tiny_dir))
+        env, attrs = bind_run(get(GEN_ENV, **GEN_PARAMS), model)
+        out = tmp_path_factory.mktemp("gen-single") / "single.h5"
+        return extract(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_generated_text_study_shards_equal_one_process(
+    client: Any, tiny_dir: Path, gen_reference: Path, tmp_path: Path
+) -> None:
+    """Shards of a study with generated replies equal the single-process file bit for bit,
+    the generation log included; the text was generated once, by the planning task, and
+    every shard task either replayed it from ``generations.json`` or ran on that worker."""
+    directory = tmp_path / "study"
+    run = run_study(client, _gen_job(tiny_dir), directory, shard_episodes=1)
+    assert len(run.shards) >= 2
+    assert all(r.replayed or r.prepare_seconds == 0.0 for r in run.shards)
+    records = mf.read_generations(directory, mf.read_manifest(directory).study_fingerprint)
+    assert records and {r["role"] for r in records} == {"reply"}
+    assert_same_data(merge(directory, tmp_path / "merged.h5"), gen_reference)
+
+
+def test_a_shard_task_replays_and_generates_nothing(
+    tiny_dir: Path, gen_reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a fresh worker (nothing prepared), a shard task of a generated-text study renders
+    it from ``generations.json``: with generation made impossible it still writes its rows,
+    equal to the single-process file's; without the file it refuses in one line."""
+    import torch
+
+    from belieflens.cache import generate, shards
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        job = _gen_job(tiny_dir)
+        monkeypatch.setattr(shards, "_PREPARED", {})
+        plan = shards.plan_task(job)  # generates, as the planning task does
+        assert plan.generations
+        monkeypatch.setattr(shards, "_PREPARED", {})  # a worker that prepared nothing yet
+
+        def no_generation(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("a shard task generated text")
+
+        monkeypatch.setattr(generate, "generate", no_generation)
+        with pytest.raises(CacheFileError, match="no generations.json") as e:
+            shards.shard_task(job, 1, (4, 8), str(tmp_path), plan.fingerprint, True)
+        assert "\n" not in str(e.value)
+        mf.write_generations(tmp_path, plan.fingerprint, plan.generations)
+        r = shards.shard_task(job, 1, (4, 8), str(tmp_path), plan.fingerprint, True)
+    finally:
+        torch.set_num_threads(before)
+    assert r.replayed and r.rows == (4, 8)
+    with xr.open_dataset(r.path, engine="h5netcdf") as a, \
+            xr.open_dataset(gen_reference, engine="h5netcdf") as b:
+        for name in ("resid", "option_logprob", "input_ids", "prompt", "generation_log"):
+            assert _same(a[name].values, b[name].values[4:8]), name
