@@ -203,17 +203,24 @@ def _padded_past(
 
     some = next(x for x in kv if x is not None)
     size = width + (new if prealloc else 0)
+    # each row's past is right-aligned; only the padding left of it needs zeros (masked, but
+    # it must be finite); the `new` positions are written by the forward before any read
+    lengths = [0 if x is None else int(x[0][0].shape[1]) for x in kv]
     layers = []
     for layer, (k0, v0) in enumerate(some):
-        k = torch.zeros((len(kv), k0.shape[0], size, k0.shape[2]), dtype=k0.dtype,
+        k = torch.empty((len(kv), k0.shape[0], size, k0.shape[2]), dtype=k0.dtype,
                         device=k0.device)
-        v = torch.zeros((len(kv), v0.shape[0], size, v0.shape[2]), dtype=v0.dtype,
+        v = torch.empty((len(kv), v0.shape[0], size, v0.shape[2]), dtype=v0.dtype,
                         device=v0.device)
         for b, x in enumerate(kv):
+            pad = width - lengths[b]
+            if pad:
+                k[b, :, :pad].zero_()
+                v[b, :, :pad].zero_()
             if x is not None:
                 kb, vb = x[layer]
-                k[b, :, width - kb.shape[1] : width] = kb
-                v[b, :, width - vb.shape[1] : width] = vb
+                k[b, :, pad:width] = kb
+                v[b, :, pad:width] = vb
         layers.append((k, v))
     if not prealloc:
         return DynamicCache(ddp_cache_data=layers)
