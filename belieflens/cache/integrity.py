@@ -351,18 +351,37 @@ class _CheckedArray(H5NetCDFArrayWrapper):
 
 
 LONG_TEXT = ("prompt", "generation_log")
-"""Text variables left as Python strings (object dtype) when opened, never decoded into
-fixed-width arrays. xarray decodes a variable-length text variable at open, eagerly, into
-a ``<U`` array of 4 bytes times the longest text for every row: for ``prompt`` that made
-the memory of merely opening a study grow with the study (16 MB for 3,080 read-outs of
-1,402-character prompts, held while ``prompt`` itself stayed unread), and a study's longest
-``generation_log`` entry would set the width of every row. Undecoded, ``prompt`` stays lazy
-until it is read, and each text costs its own length."""
+"""Text variables kept as Python strings (object dtype) when opened, never decoded into
+fixed-width arrays: xarray decodes text into a ``<U`` array of 4 bytes times the longest
+text for every row (for ``prompt``, 16 MB for 3,080 read-outs of 1,402-character prompts),
+and a study's longest ``generation_log`` entry would set the width of every row.
+:func:`belieflens.cache.store.open_cache` leaves ``prompt`` lazy (read when used)."""
+
+
+def read_text(h: h5py.File, name: str, path: Path) -> np.ndarray:
+    """Every value of text variable ``name`` as Python strings (object array), checked
+    against its chunks' CRC-32: a damaged chunk raises :class:`CacheFileError` (one line)."""
+    dset = h[h5_name(h, name)]
+    try:
+        raw = np.asarray(dset[()])
+        spans = _text_spans(dset, values=raw) if raw.ndim else []
+    except OSError as e:
+        raise CacheFileError(damage_line(path, name, e)) from None
+    if spans:
+        raise CacheFileError(f"{path}: {damage_text(h, name, spans)}")
+    flat = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw.reshape(-1)]
+    return np.array(flat, dtype=object).reshape(raw.shape)
 
 
 class CheckedStore(H5NetCDFStore):
-    """The h5netcdf store of xarray whose variables read through :class:`_CheckedArray`
-    (the :data:`LONG_TEXT` variables left undecoded)."""
+    """The h5netcdf store of xarray whose variables read through :class:`_CheckedArray`,
+    text left undecoded and unread (object dtype).
+
+    xarray decodes text variables when the file is opened, reading them through the file
+    it keeps open; reading variable-length text fills that file's HDF5 metadata cache with
+    the strings' heap (about 5 MB for a shard's 2,772 probe names, held as long as the file
+    is open: 8 MB a shard with the other text). :func:`belieflens.cache.store.open_cache`
+    reads the text it needs through a file it closes instead (:func:`read_text`)."""
 
     def open_store_variable(self, name: str, var: Any) -> xr.Variable:
         """The variable as xarray's store gives it, reading through :class:`_CheckedArray`."""
@@ -371,7 +390,7 @@ class CheckedStore(H5NetCDFStore):
         array: Any = _CheckedArray
         data = indexing.LazilyIndexedArray(array(name, self))
         encoding = dict(v.encoding)
-        if name in LONG_TEXT and v.dtype.kind == "O":
+        if v.dtype.kind == "O":
             encoding.pop("dtype", None)  # xarray's string decoding keys on encoding["dtype"]
         return xr.Variable(v.dims, data, v.attrs, encoding)
 

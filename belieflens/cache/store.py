@@ -36,13 +36,16 @@ import xarray as xr
 from belieflens.cache.integrity import (
     FILTER,
     LIBVER,
+    LONG_TEXT,
     TEXT_CRC_ATTR,
     damage_line,
     damaged_spans,
     fill_chunk,
     netcdf_name,
     open_checked,
+    read_text,
     text_crc,
+    variables,
 )
 from belieflens.dims import (
     CONT_EXTRA,
@@ -497,6 +500,10 @@ def open_cache(
             missing = [v for v in REQUIRED if v not in h]
             done = np.asarray(h["complete"][...]) if "complete" in h else None
             _check_storage(h, p)
+            # text is read here, through a file closed after: read through the file xarray
+            # keeps open, its heap would stay in that file's HDF5 metadata cache
+            texts = {name: read_text(h, name, p) for name, dset in variables(h)
+                     if h5py.check_string_dtype(dset.dtype) is not None and name not in LAZY}
     except CacheFileError:
         raise
     except _READ_ERRORS as e:
@@ -525,6 +532,9 @@ def open_cache(
     except _READ_ERRORS as e:
         raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
     try:
+        for text, values in texts.items():
+            if text in ds.variables:
+                ds.variables[text].data = values if text in LONG_TEXT else values.astype(str)
         for name in ds.variables:
             if name not in LAZY:
                 ds.variables[name].load()
