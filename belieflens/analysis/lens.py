@@ -239,6 +239,23 @@ def query_blocks(da: xr.DataArray, chunk: int) -> list[tuple[int, int]]:
     return [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
 
 
+def _gather_blocks(scored: Any, wave: int = 16) -> np.ndarray:
+    """A dask array of scores computed into one preallocated array, ``wave`` chunks of
+    queries at a time (``.values`` held every chunk and their concatenation at once)."""
+    from dask.base import compute
+
+    out = np.empty(scored.shape, dtype=np.float64)
+    stops = np.cumsum(scored.chunks[0])
+    starts = stops - np.asarray(scored.chunks[0])
+    n = len(stops)
+    for w in range(0, n, wave):
+        idx = range(w, min(w + wave, n))
+        done = compute(*[scored.blocks[i] for i in idx])  # type: ignore[no-untyped-call]
+        for i, block in zip(idx, done, strict=True):
+            out[int(starts[i]):int(stops[i])] = block
+    return out
+
+
 def _option_logprob(
     ds: xr.Dataset, *, chunk: int, lens: Lens, multi_token: MultiToken, memory_budget: int
 ) -> Float[np.ndarray, "query layer option"]:
@@ -277,7 +294,7 @@ def _option_logprob(
             dask="parallelized", output_dtypes=[np.float64], exclude_dims={OPTION},
             dask_gufunc_kwargs={"output_sizes": {OPTION: n_opt}},
         )
-        return np.asarray(scored.transpose(QUERY, LAYER, OPTION).values, dtype=np.float64)
+        return _gather_blocks(scored.transpose(QUERY, LAYER, OPTION).data)
     idx_all = np.asarray(index.values)
     out = np.full((n_q, n_layer, n_opt), np.nan)
     for s in range(0, n_q, chunk):
@@ -287,6 +304,23 @@ def _option_logprob(
                                 idx_all[s:e], c, head=head, lens=lens, n_extra=n_extra,
                                 sub=sub)
     return out
+
+
+LENS_BLOCK_BYTES = 2**24
+"""Bytes of the float64 working copy a lens block scores at a time (per thread)."""
+
+LAYER_BLOCK_BYTES = 2**24
+"""Bytes of ``[query, layer, option]`` log-scores normalised and pooled at a time."""
+
+
+def _log_normalise_options(logp: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis (options), NaN scores as impossible options."""
+    z = np.where(np.isnan(logp), -np.inf, logp)
+    m = np.max(z, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    z -= m
+    z -= np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+    return z
 
 
 def lens_beliefs(
@@ -304,12 +338,15 @@ def lens_beliefs(
     """
     use = _lens_or_logit(lens)
     logp = _option_logprob(ds, chunk=chunk, lens=use, multi_token=multi_token,
-                           memory_budget=2**26)
-    logp = np.where(np.isnan(logp), -np.inf, logp)
-    m = np.max(logp, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    logp = logp - m - np.log(np.sum(np.exp(logp - m), axis=-1, keepdims=True))
-    pooled = instance_logprob(ds, logp, method=method, extra=(LAYER,))
+                           memory_budget=LENS_BLOCK_BYTES)
+    n_layer = logp.shape[1]
+    step = max(1, LAYER_BLOCK_BYTES // max(1, logp[:, :1].nbytes))
+    # normalised and pooled a few layers at a time: the rotation grid and the pooling's
+    # temporaries are then a block's, not the whole [query, layer, option] array's copies
+    parts = [instance_logprob(ds, _log_normalise_options(logp[:, a:a + step]), method=method,
+                              extra=(LAYER,))
+             for a in range(0, n_layer, step)]
+    pooled = parts[0] if len(parts) == 1 else xr.concat(parts, dim=LAYER)
     whole = multi_token == "auto" and has_continuations(ds)
     out = pooled.assign_coords({LAYER: list(range(ds.sizes["layer"]))})
     out.name = "lens_belief"
