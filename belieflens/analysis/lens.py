@@ -309,7 +309,7 @@ def _option_logprob(
 LENS_BLOCK_BYTES = 2**24
 """Bytes of the float64 working copy a lens block scores at a time (per thread)."""
 
-LAYER_BLOCK_BYTES = 2**24
+LAYER_BLOCK_BYTES = 2**22
 """Bytes of ``[query, layer, option]`` log-scores normalised and pooled at a time."""
 
 

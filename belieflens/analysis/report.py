@@ -137,7 +137,7 @@ def _analyze(
         table = turn_table(beliefs)
         logit = lens_beliefs(ds, method=method)
         ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
-        summ = summary(ds, tuned, method=method, probes=probes, seed=seed)
+        summ = summary(ds, tuned, method=method, probes=probes, seed=seed, logit_lens=logit)
         bias = position_bias(ds, method=method)
         rel = reliability(beliefs)
         multi = has_continuations(ds)

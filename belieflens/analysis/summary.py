@@ -205,11 +205,11 @@ def _fit_rows(
     sharing its gathered residuals: under ``analyze(..., client=...)`` each group's
     residuals are gathered and fitted on the workers and only the ``[row, layer]`` TVDs come
     back; locally the fits run on dask's threads. Groups run in waves that hold at most the
-    budget: as few groups at once as give the scheduler's slots a fit each (a group's probe
-    tasks run side by side on its one copy), and fewer where the budget holds fewer; a
-    group is as many layers as the wave's share of the budget holds (one at least), so what
-    is held is the budget whatever the study's size, up to one layer's rows. A file read
-    lazily from disk is read block by block into one group at a time here.
+    budget: a group per slot of the scheduler, fewer where the budget holds fewer (down to
+    one group, whose probe tasks then run side by side on its one copy); a group is as many
+    layers as the wave's share of the budget holds (one at least), so what is held is the
+    budget whatever the study's size, up to one layer's rows. A file read lazily from disk
+    is read block by block into one group at a time here.
     """
     n_q, n_layer, d = ds.sizes["query"], ds.sizes["layer"], ds.sizes["d_model"]
     used = np.unique(np.concatenate([t[0] for t in tasks]))
@@ -219,10 +219,12 @@ def _fit_rows(
     itemsize = np.dtype(resid.dtype).itemsize
     lazy = resid.chunks is not None
     layer_bytes = max(1, used.size * d * itemsize)
-    at_once = 1  # groups held at once: enough fits for the slots, as many as the budget holds
+    # groups held at once: one per slot, as many as the budget holds (a group's probe tasks
+    # differ in size, a question of 5 outcomes and rotations costing 6x one of 2, so each
+    # slot gets a group's whole mix rather than one of its tasks)
+    at_once = 1
     if lazy:
-        fits = -(-_parallel_slots(resid.data) // len(tasks))
-        at_once = max(1, min(fits, memory_budget // layer_bytes))
+        at_once = max(1, min(_parallel_slots(resid.data), memory_budget // layer_bytes))
     per_pass = max(1, memory_budget // (at_once * layer_bytes))
     groups = [list(range(l0, min(n_layer, l0 + per_pass))) for l0 in range(0, n_layer, per_pass)]
     if lazy:
@@ -265,14 +267,17 @@ def summary(
     n_folds: int = 5,
     probe_lam: float = 1e-2,
     chunk: int = 256,
+    logit_lens: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
     ``lens`` is the tuned-lens column's :class:`~belieflens.analysis.lens.Lens` (e.g. a
     :class:`~belieflens.analysis.tuned_lens.TunedLens`, checked against the file's
     ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
-    ``seed`` seeds the probes' fold assignment. Variables: ``tvd_mean``, ``tvd_sem``,
-    ``n`` (episodes with a value); see the module docstring for the sources.
+    ``seed`` seeds the probes' fold assignment. ``logit_lens``: the file's
+    :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has
+    them already (else computed here). Variables: ``tvd_mean``, ``tvd_sem``, ``n``
+    (episodes with a value); see the module docstring for the sources.
     """
     if lens is not None:
         lens.check_file(ds)
@@ -281,7 +286,7 @@ def summary(
     layers = list(range(ds.sizes[LAYER]))
     layer = xr.DataArray(layers, dims=LAYER, coords={LAYER: layers})
     out_tvd = _tvd_to_oracle(beliefs["belief"], oracle, labels).broadcast_like(layer)
-    logit = lens_beliefs(ds, method=method, chunk=chunk)
+    logit = logit_lens if logit_lens is not None else lens_beliefs(ds, method=method, chunk=chunk)
     logit_tvd = _tvd_to_oracle(logit, oracle, labels)
     nan = xr.full_like(logit_tvd, np.nan)
     tuned_tvd = (
