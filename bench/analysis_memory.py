@@ -5,15 +5,16 @@ The studies are written by the sharded extraction itself (``belieflens.extract(.
 client="local:1")``) with a random Llama of the default model's residual shape (30
 blocks, d_model 576, its 49k vocabulary) but a narrow attention and MLP (as
 ``bench/memory.py``), saved to a folder so that the Dask worker loads it by path:
-coin flip, multi-turn, 10 turns, both probes, every rotation (70 read-outs per episode,
+coin flip, multi-turn, 10 turns, both probes, every rotation (77 read-outs per episode,
 71 KiB of float32 residuals per read-out). Each ``analyze`` (tables, report, plots, the
 logit lens and the linear probes) runs in its own fresh process so that each peak RSS is
-its own.
+its own, with glibc's malloc arenas limited as the CLI limits them
+(``--no-arena-limit``: as a script that does not call ``limit_arenas``).
 
 Last line: ``analysis_peak_rss_mb_1x=... analysis_peak_rss_mb_4x=... growth=+x.x%
 resid_gb_4x=... resid_over_rss_4x=...``.
 Run: ``.venv/bin/python bench/analysis_memory.py [--episodes 90] [--keep DIR]
-[--scheduler threads|synchronous]``.
+[--scheduler threads|synchronous] [--no-arena-limit]``.
 """
 
 from __future__ import annotations
@@ -58,24 +59,30 @@ def make_study(model_dir: Path, out: Path, episodes: int) -> float:
     return time.perf_counter() - t0
 
 
-def analyze_child(study: Path, report: Path, scheduler: str) -> None:
+def analyze_child(study: Path, report: Path, scheduler: str, arenas: bool) -> None:
     """Analyse ``study`` in this process under dask's ``scheduler`` and print one JSON line
     (peak RSS, wall, resid bytes)."""
     import dask
     import h5py
 
     from belieflens.analysis.report import analyze
+    from belieflens.cache.heap import limit_arenas
+
+    if arenas:
+        limit_arenas()  # as `belieflens analyze` does at start
 
     t0 = time.perf_counter()
     with dask.config.set(scheduler=scheduler):
         analyze(study, report, probes=True)
     wall = time.perf_counter() - t0
     peak = peak_rss_mb()
-    resid = 0
+    resid = readouts = 0
     for shard in sorted(study.glob("shard-*.h5")):
         with h5py.File(shard, "r") as h:
             resid += int(h["resid"].size) * h["resid"].dtype.itemsize
-    print(json.dumps({"peak_rss_mb": peak, "wall_s": wall, "resid_bytes": resid}))
+            readouts += int(h["resid"].shape[0])
+    print(json.dumps({"peak_rss_mb": peak, "wall_s": wall, "resid_bytes": resid,
+                      "readouts": readouts}))
 
 
 def main() -> None:
@@ -85,10 +92,12 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="folder to keep the studies in (else a temp dir)")
     ap.add_argument("--scheduler", choices=("threads", "synchronous"), default="threads",
                     help="dask scheduler of the analysis (threads: chunks in parallel)")
+    ap.add_argument("--no-arena-limit", action="store_true",
+                    help="leave glibc's malloc arenas unlimited (the CLI limits them)")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
-        analyze_child(args.child[0], args.child[1], args.scheduler)
+        analyze_child(args.child[0], args.child[1], args.scheduler, not args.no_arena_limit)
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -102,12 +111,13 @@ def main() -> None:
             seconds = make_study(model_dir, study, args.episodes * scale)
             line = subprocess.run(
                 [sys.executable, __file__, "--child", str(study), str(root / f"report-{scale}x"),
-                 "--scheduler", args.scheduler],
+                 "--scheduler", args.scheduler]
+                + (["--no-arena-limit"] if args.no_arena_limit else []),
                 check=True, capture_output=True, text=True,
             ).stdout.strip().splitlines()[-1]
             r = json.loads(line)
             res.append(r)
-            print(f"{scale}x: {args.episodes * scale * TURNS * 7} read-outs, resid "
+            print(f"{scale}x: {r['readouts']} read-outs, resid "
                   f"{r['resid_bytes'] / 2**30:.2f} GiB (extracted in {seconds:.0f}s); analyze "
                   f"peak RSS {r['peak_rss_mb']:.0f} MB, wall {r['wall_s']:.1f}s", flush=True)
     a, b = res

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ import numpy as np
 
 from belieflens.cache import resume, runner
 from belieflens.cache.generation_log import log_columns
+from belieflens.cache.heap import release_freed_memory
 from belieflens.cache.lens_params import final_norm, unembedding
 from belieflens.cache.lock import write_lock
 from belieflens.cache.models import LoadedModel
@@ -102,33 +102,6 @@ class ExtractOptions:
             raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
         if self.threads < 0:
             raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, looked up once (``find_library`` runs a subprocess)."""
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-def _release_freed_memory() -> None:
-    """Hand memory freed by a finished window back to the OS (glibc only; a no-op elsewhere).
-
-    Without it, the heap fragments window after window and the peak RSS of a long
-    extraction creeps up with the number of windows (``bench/memory.py``).
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:
@@ -443,5 +416,5 @@ def extract(
             writer.write_rows(start, values)
             finished += stop - start
             del results, done_results, values
-            _release_freed_memory()
+            release_freed_memory()
         return writer.finish(out)

@@ -1,15 +1,18 @@
 """CPU linear kernels: oneDNN's linear in place of the default GEMM (``--kernels onednn``).
 
-On this project's AMD EPYC machines PyTorch's default fp32 GEMM takes MKL's
-generic path, while oneDNN (bundled with every CPU build of torch) is tuned for the
-CPU it runs on. Routing every ``nn.Linear`` of the model through
+On AMD CPUs PyTorch's default fp32 GEMM takes MKL's generic path, while oneDNN (bundled
+with every CPU build of torch) is tuned for the CPU it runs on: on this project's AMD
+EPYC machine, routing every ``nn.Linear`` of the model through
 ``torch.ops.mkldnn._linear_pointwise`` made extraction 1.21x faster, with option
-log-probs within 3.4e-5 of the default kernels (``bench/kernels.py``).
+log-probs within 3.4e-5 of the default kernels (``bench/kernels.py``). On Intel CPUs MKL
+takes its tuned path and oneDNN gains nothing: on a 2-core Intel Xeon, extraction with
+the default kernels took 5-10% less CPU time than with oneDNN (``bench/settings_floor.py``,
+both workloads, every round) and ``bench/kernels.py`` gave 1.01x.
 
-``auto`` (the default) uses oneDNN on CPU when the op exists and reproduces the
-default kernels on a random layer within 1e-5 relative (checked at load), and the
-default kernels otherwise (other devices, torch builds without oneDNN). The
-file's provenance records which kernels ran (``model_kernels``).
+``auto`` (the default) uses oneDNN on a CPU that is not Intel's when the op exists and
+reproduces the default kernels on a random layer within 1e-5 relative (checked at load),
+and the default kernels otherwise (Intel CPUs, other devices, torch builds without
+oneDNN). The file's provenance records which kernels ran (``model_kernels``).
 """
 
 from __future__ import annotations
@@ -47,11 +50,29 @@ def onednn_works() -> bool:
         return False
 
 
-def resolve_kernels(kernels: KernelName, device: str) -> KernelName:
-    """The kernels ``auto`` stands for on ``device``; other names are returned unchanged."""
+def cpu_vendor() -> str:
+    """The CPU's vendor id from ``/proc/cpuinfo`` (e.g. ``GenuineIntel``, ``AuthenticAMD``);
+    empty where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def resolve_kernels(kernels: KernelName, device: str, vendor: str | None = None) -> KernelName:
+    """The kernels ``auto`` stands for on ``device`` (``vendor``: the CPU's, read here when
+    None); other names are returned unchanged."""
     if kernels != "auto":
         return kernels
-    return "onednn" if device.startswith("cpu") and onednn_works() else "default"
+    if not device.startswith("cpu"):
+        return "default"
+    if (cpu_vendor() if vendor is None else vendor) == "GenuineIntel":
+        return "default"  # MKL's tuned path: oneDNN is no faster (module docstring)
+    return "onednn" if onednn_works() else "default"
 
 
 def use_kernels(model: Any, kernels: KernelName, device: str) -> KernelName:

@@ -30,6 +30,7 @@ from belieflens.api import (
 from belieflens.api import choice as _choice
 from belieflens.api import extract as run_extract
 from belieflens.cache.generation_log import GenerationRecord
+from belieflens.cache.heap import limit_arenas
 from belieflens.cli.intervene import app as intervene_app
 from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.types import DEBIAS_METHODS
@@ -87,8 +88,8 @@ def extract(
     device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
     dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
     kernels: Annotated[
-        str, typer.Option(help="CPU linear kernels: auto (oneDNN on CPU if it passes a check "
-                          "at load), default or onednn; recorded in provenance")
+        str, typer.Option(help="CPU linear kernels: auto (oneDNN on a non-Intel CPU if it passes "
+                          "a check at load), default or onednn; recorded in provenance")
     ] = "auto",
     batch_size: Annotated[
         str, typer.Option(help="max rows per forward batch, or auto (fit a memory budget)")
@@ -436,7 +437,8 @@ def info(
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point (caps malloc arenas first: see :mod:`belieflens.cache.heap`)."""
+    limit_arenas()
     try:
         app()
     except KeyboardInterrupt:
