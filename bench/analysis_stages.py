@@ -28,9 +28,9 @@ import dask
 
 from belieflens.cache.heap import limit_arenas
 
-REPORT_STAGES = ("verify_file", "open_cache", "output_beliefs", "turn_table", "lens_beliefs",
-                 "lens_table", "summary", "position_bias", "reliability", "trajectory_plot",
-                 "lens_heatmap", "source_heatmaps", "layer_profile_plot",
+REPORT_STAGES = ("verify_file", "open_cache", "probe_tvd", "output_beliefs", "turn_table",
+                 "lens_beliefs", "lens_table", "summary", "position_bias", "reliability",
+                 "trajectory_plot", "lens_heatmap", "source_heatmaps", "layer_profile_plot",
                  "position_bias_plot", "calibration_plot")
 SUMMARY_STAGES = ("probe_tvd", "lens_beliefs", "output_beliefs")
 
@@ -88,13 +88,17 @@ def main() -> None:
     report = importlib.import_module("belieflens.analysis.report")
     summary = importlib.import_module("belieflens.analysis.summary")
 
+    if args.probe_iter is not None:
+        for module in (report, summary):  # before wrapping: the stage is the capped fit
+            if hasattr(module, "probe_tvd"):
+                capped = functools.partial(getattr(module, "probe_tvd"),  # noqa: B009
+                                           max_iter=args.probe_iter)
+                setattr(module, "probe_tvd", capped)  # noqa: B010
     for n in REPORT_STAGES:
-        stages.wrap(report, n)
+        if hasattr(report, n):
+            stages.wrap(report, n)
     for n in SUMMARY_STAGES:
         stages.wrap(summary, n)
-    if args.probe_iter is not None:
-        probe_tvd = getattr(summary, "probe_tvd")  # noqa: B009 (a module typed ModuleType)
-        setattr(summary, "probe_tvd", functools.partial(probe_tvd, max_iter=args.probe_iter))  # noqa: B010
     peak = 0.0
     with dask.config.set(scheduler=args.scheduler):
         report.analyze(args.study, args.out, probes=True)

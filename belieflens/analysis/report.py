@@ -22,7 +22,7 @@ from belieflens.analysis.plots import (
 )
 from belieflens.analysis.position_bias import format_position_bias, position_bias
 from belieflens.analysis.sections import sections_for
-from belieflens.analysis.summary import summary
+from belieflens.analysis.summary import probe_tvd, summary
 from belieflens.analysis.tables import (
     best_layers,
     format_lens_table,
@@ -133,11 +133,15 @@ def _analyze(
     try:
         if tuned is not None:
             tuned.check_file(ds)
+        # the probe fits are the analysis's memory peak: run them before the other results
+        # are held (summary's own defaults: seed's generator, 5 folds)
+        rows = probe_tvd(ds, np.random.default_rng(seed)) if probes else None
         beliefs = output_beliefs(ds, method=method)
         table = turn_table(beliefs)
         logit = lens_beliefs(ds, method=method)
         ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
-        summ = summary(ds, tuned, method=method, probes=probes, seed=seed, logit_lens=logit)
+        summ = summary(ds, tuned, method=method, probes=probes, seed=seed, logit_lens=logit,
+                       probe_rows=rows)
         bias = position_bias(ds, method=method)
         rel = reliability(beliefs)
         multi = has_continuations(ds)

@@ -268,6 +268,7 @@ def summary(
     probe_lam: float = 1e-2,
     chunk: int = 256,
     logit_lens: xr.DataArray | None = None,
+    probe_rows: xr.DataArray | None = None,
 ) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
@@ -276,8 +277,11 @@ def summary(
     ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
     ``seed`` seeds the probes' fold assignment. ``logit_lens``: the file's
     :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has
-    them already (else computed here). Variables: ``tvd_mean``, ``tvd_sem``, ``n``
-    (episodes with a value); see the module docstring for the sources.
+    them already (else computed here). ``probe_rows``: likewise the probes' TVDs,
+    :func:`probe_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
+    ``probe_lam`` and ``chunk`` (the report fits them first, before the other results are
+    held, since their fits are its memory peak). Variables: ``tvd_mean``, ``tvd_sem``,
+    ``n`` (episodes with a value); see the module docstring for the sources.
     """
     if lens is not None:
         lens.check_file(ds)
@@ -296,8 +300,8 @@ def summary(
         else nan
     )
     if probes:
-        probe_da = probe_tvd(ds, np.random.default_rng(seed), n_folds=n_folds, lam=probe_lam,
-                             chunk=chunk)
+        probe_da = probe_rows if probe_rows is not None else probe_tvd(
+            ds, np.random.default_rng(seed), n_folds=n_folds, lam=probe_lam, chunk=chunk)
         probe_da = probe_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:
         probe_da = nan

@@ -204,3 +204,27 @@ def test_probe_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
                      memory_budget=budget)
     assert np.isfinite(local.values).any()
     np.testing.assert_array_equal(local.values, lazy.values)
+
+
+def test_report_fits_probes_first_with_summarys_own_result(
+    batched_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the report runs the probe fits before the other stages and hands them to summary:
+    # its summary is the one summary() computes on its own
+    import belieflens.analysis.report as report
+
+    seen: list[xr.Dataset] = []
+
+    def keep(*a: Any, **k: Any) -> xr.Dataset:
+        seen.append(analysis.summary(*a, **k))
+        return seen[-1]
+
+    monkeypatch.setattr(report, "summary", keep)
+    seed = 3
+    analyze(batched_file, probes=True, seed=seed)
+    with belieflens.open_cache(batched_file) as ds:
+        alone = analysis.summary(ds, probes=True, seed=seed)
+        other = analysis.summary(ds, probes=True, seed=seed + 1)
+    assert np.isfinite(alone["tvd_mean"].sel(source="probe")).any()
+    xr.testing.assert_identical(seen[0], alone)
+    assert not other.identical(alone)  # the probes' folds follow the seed
