@@ -5,7 +5,7 @@ A sampling thread reads this process's RSS every 2 ms; each stage of
 logit lens, probe fits, plots) is wrapped to record the RSS when it starts, its peak and
 the RSS when it returns (what it left held). ``--probe-iter N`` caps the probes' L-BFGS
 iterations (the probe stage's memory does not depend on the iteration count, its time
-does). glibc's malloc arenas are capped as the CLI caps them.
+does). glibc's malloc arenas are capped as the CLI caps them (``--no-arena-limit``: not).
 
 Run on a study directory written by ``bench/analysis_memory.py --keep DIR``:
 ``.venv/bin/python bench/analysis_stages.py DIR/study-4x OUT [--probe-iter 5]``.
@@ -80,8 +80,11 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--probe-iter", type=int, help="cap on the probes' L-BFGS iterations")
     ap.add_argument("--scheduler", choices=("threads", "synchronous"), default="threads")
+    ap.add_argument("--no-arena-limit", action="store_true",
+                    help="leave glibc's malloc arenas unlimited (the CLI limits them)")
     args = ap.parse_args()
-    limit_arenas()
+    if not args.no_arena_limit:
+        limit_arenas()
     start = rss_mb()
     stages = Stages()
     # the modules, not the functions of the same names that belieflens.analysis exports
