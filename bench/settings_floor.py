@@ -35,6 +35,7 @@ from typing import Any
 import clock
 import numpy as np
 import torch
+from extract import floor_rate
 
 import belieflens.envs as envs
 from belieflens.cache.extract import ExtractOptions, records
@@ -82,20 +83,6 @@ def run(model: LoadedModel, tqs: list[TokenizedQuery], setting: dict[str, Any],
     return seconds, np.concatenate([x for x in lp if x is not None])
 
 
-def floor_rate(plain: Any, repeat: int) -> float:
-    """Tokens per second of a plain forward of 4 x 128 fresh tokens (best of ``repeat``)."""
-    ids = torch.randint(0, int(plain.config.vocab_size), (4, 128),
-                        generator=torch.Generator().manual_seed(0))
-    best = float("inf")
-    with torch.inference_mode():
-        plain(ids[:, :8], logits_to_keep=1)
-        for _ in range(repeat):
-            t0 = clock.now()
-            plain(ids, logits_to_keep=1)
-            best = min(best, clock.now() - t0)
-    return ids.numel() / best
-
-
 def unique_tokens(tqs: list[TokenizedQuery], window: int) -> int:
     """Tokens of the windows' radix trees: what the runner computes."""
     return sum(build([r.ids for r in forward_rows(tqs[a:b])]).tokens
@@ -133,7 +120,7 @@ def main() -> None:
     lps: dict[str, np.ndarray] = {}
     for r in range(args.rounds):
         for n in names[r % len(names):] + names[: r % len(names)]:
-            rate = floor_rate(plain, args.floor_repeat)
+            rate = floor_rate(plain, repeat=args.floor_repeat)
             seconds, lps[n] = run(model, tqs, SETTINGS[n], window)
             ratios[n].append(seconds / (unique / rate))
             print(f"round {r} {n}: {seconds:.1f}s, floor {rate:.0f} tok/s, "

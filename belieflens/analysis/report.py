@@ -22,7 +22,7 @@ from belieflens.analysis.plots import (
 )
 from belieflens.analysis.position_bias import format_position_bias, position_bias
 from belieflens.analysis.sections import sections_for
-from belieflens.analysis.summary import probe_tvd, summary
+from belieflens.analysis.summary import PROBE_FOLDS, PROBE_LAM, probe_tvd, summary
 from belieflens.analysis.tables import (
     best_layers,
     format_lens_table,
@@ -134,8 +134,9 @@ def _analyze(
         if tuned is not None:
             tuned.check_file(ds)
         # the probe fits are the analysis's memory peak: run them before the other results
-        # are held (summary's own defaults: seed's generator, 5 folds)
-        rows = probe_tvd(ds, np.random.default_rng(seed)) if probes else None
+        # are held, as summary would run them (its defaults: seed's generator, folds, lam)
+        rows = probe_tvd(ds, np.random.default_rng(seed), n_folds=PROBE_FOLDS,
+                         lam=PROBE_LAM) if probes else None
         beliefs = output_beliefs(ds, method=method)
         table = turn_table(beliefs)
         logit = lens_beliefs(ds, method=method)

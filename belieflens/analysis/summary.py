@@ -27,6 +27,7 @@ budget (probes), so files larger than memory work.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,14 @@ SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
 SOURCE_DIM = "source"
 
 
+PROBE_FOLDS = 5
+"""Folds of the probes' held-out fits (grouped by episode), the default of both
+:func:`probe_tvd` and :func:`summary`."""
+
+PROBE_LAM = 1e-2
+"""L2 penalty of the probes, the default of both :func:`probe_tvd` and :func:`summary`."""
+
+
 def _tvd_to_oracle(
     belief: xr.DataArray, oracle: xr.DataArray, labels: xr.DataArray
 ) -> xr.DataArray:
@@ -77,8 +86,8 @@ def probe_tvd(
     ds: xr.Dataset,
     rng: np.random.Generator,
     *,
-    n_folds: int = 5,
-    lam: float = 1e-2,
+    n_folds: int = PROBE_FOLDS,
+    lam: float = PROBE_LAM,
     max_iter: int = 200,
     chunk: int = 256,
     memory_budget: int = 2**26,
@@ -150,25 +159,32 @@ class _GroupRows:
         self.array = array
 
 
+def _fill_rows(x: np.ndarray, where: np.ndarray, spans: list[tuple[int, int]],
+               read: Callable[[int, int, int], Any]) -> np.ndarray:
+    """Fill ``x [used row, ...]`` with the rows ``where`` indexes (-1: not used), one span
+    of queries at a time: ``read(i, start, stop)`` gives span ``i``'s block, read only
+    where the span has a used row."""
+    for i, (s, e) in enumerate(spans):
+        at = where[s:e]
+        keep = at >= 0
+        if keep.any():
+            x[at[keep]] = np.asarray(read(i, s, e))[keep]
+    return x
+
+
 def _read_group(group: _GroupRows, where: np.ndarray) -> np.ndarray:
     """The rows ``where`` indexes of a dask-backed layer group, ``[used row, layer, d_model]``
     in their stored dtype, read one dask chunk of queries at a time into one array.
 
     Gathering with dask (``resid[:, layers][rows]``) held every chunk's rows and their
-    concatenation at once: 163 MB at the peak for a 61 MB group. Here the peak is the group
-    and one chunk.
+    concatenation at once. Here the peak is the group and one chunk.
     """
     a: Any = group.array
+    stops = np.cumsum(a.chunks[0]).tolist()
+    spans = list(zip([0, *stops[:-1]], stops, strict=True))
     x = np.empty((int((where >= 0).sum()), *a.shape[1:]), dtype=a.dtype)
-    start = 0
-    for i, n in enumerate(a.chunks[0]):
-        at = where[start:start + n]
-        keep = at >= 0
-        if keep.any():
-            block = np.asarray(a.blocks[i].compute(scheduler="synchronous"))
-            x[at[keep]] = block[keep]
-        start += n
-    return x
+    return _fill_rows(x, where, spans,
+                      lambda i, s, e: a.blocks[i].compute(scheduler="synchronous"))
 
 
 def _parallel_slots(collection: object) -> int:
@@ -245,13 +261,10 @@ def _fit_rows(
                     row_tvd[rows, g[0]:g[-1] + 1] = next(done)
         return
     for group in groups:
-        x = np.empty((used.size, len(group), d), dtype=resid.dtype)
-        for s, e in query_blocks(resid, chunk):
-            keep = where[s:e] >= 0
-            if not keep.any():
-                continue
-            block = resid.isel(query=slice(s, e), layer=group).values
-            x[where[s:e][keep]] = np.asarray(block)[keep]
+        sub = resid.isel(layer=group)
+        x = _fill_rows(np.empty((used.size, len(group), d), dtype=resid.dtype), where,
+                       query_blocks(resid, chunk),
+                       lambda i, s, e: sub.isel(query=slice(s, e)).values)  # noqa: B023
         for task in tasks:
             row_tvd[task[0], group[0]:group[-1] + 1] = _fit_task(x, where, task, lam=lam,
                                                                  max_iter=max_iter)
@@ -264,8 +277,8 @@ def summary(
     method: DebiasMethod = "geometric",
     probes: bool = True,
     seed: int = 0,
-    n_folds: int = 5,
-    probe_lam: float = 1e-2,
+    n_folds: int = PROBE_FOLDS,
+    probe_lam: float = PROBE_LAM,
     chunk: int = 256,
     logit_lens: xr.DataArray | None = None,
     probe_rows: xr.DataArray | None = None,
