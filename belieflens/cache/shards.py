@@ -511,9 +511,15 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     attrs[FINGERPRINT_ATTR] = m.study_fingerprint
     ds.attrs = attrs
 
+    # the shards' closers only: a closure over the shard datasets kept each one's eagerly
+    # loaded variables alive beside their concatenation (14 MB for 27,720 read-outs)
+    closers = [part._close for part in parts]
+    del parts
+
     def close() -> None:
-        for part in parts:
-            part.close()
+        for closer in closers:
+            if closer is not None:
+                closer()
 
     ds.set_close(close)
     return ds

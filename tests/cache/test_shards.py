@@ -128,6 +128,44 @@ def _check_equal(study: Path, reference: Path, tmp_path: Path) -> None:
         whole.close()
 
 
+def _open_shard_fds(study: Path) -> int:
+    """How many of this process's file descriptors point into ``study``."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith(str(study))
+        except OSError:
+            continue
+    return n
+
+
+def test_open_study_keeps_no_shard_dataset_and_closes_every_file(
+        study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import weakref
+
+    from belieflens.cache import shards
+
+    opened: list[weakref.ref[xr.Dataset]] = []
+    real = shards.open_file
+
+    def recording(path: Path, **kw: Any) -> xr.Dataset:
+        ds = real(path, **kw)
+        opened.append(weakref.ref(ds))
+        return ds
+
+    monkeypatch.setattr(shards, "open_file", recording)
+    before = _open_shard_fds(study)
+    ds = open_cache(study)
+    gc.collect()
+    # each shard dataset's eagerly loaded variables had stayed alive beside the study's own
+    assert len(opened) >= 3 and all(r() is None for r in opened)
+    assert _open_shard_fds(study) >= before + len(opened)
+    assert np.isfinite(ds["resid"][-1, 0, 0].values)  # the last shard still reads
+    ds.close()
+    assert _open_shard_fds(study) == before
+
+
 def test_another_study_is_refused(client: Any, study: Path, tiny_dir: Path) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in study.iterdir()}
     with pytest.raises(CacheFileError, match=r"another study .*seed 0 -> 1") as e:
