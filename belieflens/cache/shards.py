@@ -491,7 +491,7 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     gap and no duplicate); each shard is opened by :func:`belieflens.cache.store.open_cache`
     (its checks, and every chunk read against its checksum), with ``chunks`` (default: whole
     HDF5 chunks of rows, as many as keep the widest per-query variable's dask chunk under
-    about 16 MiB, so a task's memory is bounded whatever the study's size), and the shards
+    about 8 MiB, so a task's memory is bounded whatever the study's size), and the shards
     are concatenated along ``query``. It holds
     what plain xarray gives with::
 
@@ -525,7 +525,7 @@ def open_study(directory: Path, *, chunks: Mapping[str, int] | None = None) -> x
     return ds
 
 
-CHUNK_BYTES = 16 * 2**20
+CHUNK_BYTES = 8 * 2**20
 """About the most bytes a default dask chunk of one per-query variable holds."""
 
 
