@@ -61,13 +61,14 @@ class Stages:
 
         @functools.wraps(f)
         def staged(*a: Any, **k: Any) -> Any:
+            outer = self.peak  # the enclosing stage's running peak, kept across this one
             before = self.peak = rss_mb()
             t0 = time.perf_counter()
             out = f(*a, **k)
             after = rss_mb()
-            self.log.append((label, before, max(self.peak, after), after,
-                             time.perf_counter() - t0))
-            self.peak = after
+            top = max(self.peak, after)
+            self.log.append((label, before, top, after, time.perf_counter() - t0))
+            self.peak = max(outer, top)
             return out
 
         setattr(module, name, staged)

@@ -34,6 +34,7 @@ from belieflens.analysis.tables import (
 from belieflens.analysis.tuned_lens.lens import TunedLens, load_tuned_lens, parse_lens_spec
 from belieflens.cache import cluster
 from belieflens.cache.cluster import DaskClient
+from belieflens.cache.heap import release_freed_memory
 from belieflens.cache.integrity import verify_file
 from belieflens.cache.shards import cache_files, open_cache
 from belieflens.errors import CacheFileError
@@ -130,6 +131,10 @@ def _analyze(
             ds.close()
             raise
         out.mkdir(parents=True, exist_ok=True)
+    # verification's read buffers and the opening's copies, freed but fragmenting the heap:
+    # handed back here and after each stage, so that each stage's peak starts from what is
+    # held rather than from the last stage's high-water mark (bench/analysis_stages.py)
+    release_freed_memory()
     try:
         if tuned is not None:
             tuned.check_file(ds)
@@ -137,12 +142,15 @@ def _analyze(
         # are held, as summary would run them (its defaults: seed's generator, folds, lam)
         rows = probe_tvd(ds, np.random.default_rng(seed), n_folds=PROBE_FOLDS,
                          lam=PROBE_LAM) if probes else None
+        release_freed_memory()
         beliefs = output_beliefs(ds, method=method)
         table = turn_table(beliefs)
         logit = lens_beliefs(ds, method=method)
+        release_freed_memory()
         ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
         summ = summary(ds, tuned, method=method, probes=probes, seed=seed, logit_lens=logit,
                        probe_rows=rows)
+        release_freed_memory()
         bias = position_bias(ds, method=method)
         rel = reliability(beliefs)
         multi = has_continuations(ds)
