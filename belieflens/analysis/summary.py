@@ -183,9 +183,8 @@ def _read_group(group: _GroupRows, where: np.ndarray) -> np.ndarray:
 
     Gathering with dask (``resid[:, layers][rows]``) held every chunk's rows and their
     concatenation at once. Here the peak is the group and one span: as many chunks as keep
-    the group's layers of them under :data:`READ_SPAN_BYTES` (one at least). One compute per
-    chunk had cost more in dask's graph handling than the read (6.5 s against 2.0 s a layer
-    of 27,720 read-outs).
+    the group's layers of them under :data:`READ_SPAN_BYTES` (one at least): one compute per
+    chunk had cost more in dask's graph handling than the read.
     """
     a: Any = group.array
     sizes = [int(c) for c in a.chunks[0]]
