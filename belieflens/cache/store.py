@@ -535,9 +535,7 @@ def open_cache(
         for text, values in texts.items():
             if text in ds.variables:
                 ds.variables[text].data = values if text in LONG_TEXT else values.astype(str)
-        for name in ds.variables:
-            if name not in LAZY:
-                ds.variables[name].load()
+        _load_eager(ds, p)
         problem = _check_values(ds)
     except CacheFileError:
         ds.close()
@@ -549,6 +547,23 @@ def open_cache(
         ds.close()
         raise CacheFileError(f"{p} is corrupt: {problem}")
     return ds
+
+
+def _load_eager(ds: xr.Dataset, path: Path) -> None:
+    """Load every variable of ``ds`` but the :data:`LAZY` ones into memory.
+
+    A dask-backed ``ds`` (opened with ``chunks``) gets them from a second, unchunked opening
+    of ``path``, each read whole and decoded by xarray alike: loaded through their dask
+    chunks they had been one small task per chunk and variable, most of the time of opening
+    a study."""
+    eager = [n for n in ds.variables if n not in LAZY]
+    chunked = [n for n in eager if ds.variables[n].chunks is not None]
+    if chunked:
+        with open_checked(path) as whole:
+            for name in chunked:
+                ds.variables[name].data = whole.variables[name].values
+    for name in eager:
+        ds.variables[name].load()
 
 
 def _partial_hint(p: Path) -> str:
