@@ -198,6 +198,7 @@ def _score_block(
     Residuals are scored ``sub`` queries at a time (a memory bound: each is converted to
     float64 and normalised in turn, never the whole block).
     """
+    index = np.asarray(index, dtype=np.int64)  # a block's only: the file's stays as stored
     n_opt = index.shape[1]
     idx = index[:, :, 0]
     score = np.full((resid.shape[0], resid.shape[1], n_opt), np.nan)
@@ -268,7 +269,7 @@ def _option_logprob(
     from disk is scored ``chunk`` queries at a time by the same block function.
     """
     head = Head.from_dataset(ds)
-    index = ds["option_lens_index"].astype(np.int64)  # [q, option, cont]
+    index = ds["option_lens_index"]  # [q, option, cont], as stored (int32)
     n_q, n_opt = index.shape[0], index.shape[1]
     n_layer = ds.sizes["layer"]
     use_cont = multi_token == "auto" and has_continuations(ds)
@@ -279,7 +280,10 @@ def _option_logprob(
             if n_extra else None)
     resid = ds["resid"]
     if _is_dask(resid):
-        args = [resid, index.chunk({QUERY: resid.chunks[0]})]  # type: ignore[index]
+        # the index without its coordinates: chunked with it, they became dask arrays that
+        # apply_ufunc compared with the residuals' own, computing them chunk by chunk
+        args = [resid, index.reset_coords(drop=True).chunk(
+            {QUERY: resid.chunks[0]})]  # type: ignore[index]
         core = [[LAYER, "d_model"], [OPTION, str(index.dims[2])]]
         if cont is not None:
             args.append(cont)
