@@ -143,10 +143,12 @@ def _analyze(
         rows = probe_tvd(ds, np.random.default_rng(seed), n_folds=PROBE_FOLDS,
                          lam=PROBE_LAM) if probes else None
         release_freed_memory()
-        beliefs = output_beliefs(ds, method=method)
-        table = turn_table(beliefs)
+        # the lens next, its [query, layer, option] scores and chunk tasks the next peak:
+        # before the output beliefs and their tables are held too
         logit = lens_beliefs(ds, method=method)
         release_freed_memory()
+        beliefs = output_beliefs(ds, method=method)
+        table = turn_table(beliefs)
         ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
         summ = summary(ds, tuned, method=method, probes=probes, seed=seed, logit_lens=logit,
                        probe_rows=rows)
