@@ -18,12 +18,14 @@ extraction's own window of 1,024 queries, under these settings:
 - ``mkl``: the same with PyTorch's default linear kernels (MKL on Intel);
 - ``onednn``: the same with oneDNN's linear;
 - ``t2048``: calls of at most 2,048 padded tokens (smaller activations per call);
-- ``r8``: calls of at most 8 rows.
+- ``r8``: calls of at most 8 rows;
+- ``r32``, ``r64``: calls of up to 32 rows (16,384 tokens) or 64 rows (32,768 tokens),
+  larger products for more threads to share.
 
 Every setting's largest option log-prob difference from ``current`` is printed too.
 Last line: ``ratio_<setting>=...`` for each setting (median run time over the floor).
 Run: ``.venv/bin/python bench/settings_floor.py [--env choice --episodes 15] --threads 1
---clock cpu``.
+--clock cpu [--settings current r32 ...]``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "onednn": {"kernels": "onednn"},
     "t2048": {"kernels": "auto", "max_tokens": 2048},
     "r8": {"kernels": "auto", "max_rows": 8},
+    "r32": {"kernels": "auto", "max_rows": 32, "max_tokens": 16384},
+    "r64": {"kernels": "auto", "max_rows": 64, "max_tokens": 32768},
 }
 
 
