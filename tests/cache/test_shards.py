@@ -144,10 +144,10 @@ def test_open_study_keeps_no_shard_dataset_and_closes_every_file(
     import gc
     import weakref
 
-    from belieflens.cache import shards
+    from belieflens.cache import shards, store
 
     opened: list[weakref.ref[xr.Dataset]] = []
-    real = shards.open_file
+    real = store.open_cache  # what shards opens each shard with (as open_file)
 
     def recording(path: Path, **kw: Any) -> xr.Dataset:
         ds = real(path, **kw)
