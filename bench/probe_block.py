@@ -60,13 +60,13 @@ def child(rows: int, block: int, out: str) -> None:
     np.savez(out, pred=pred, growth=_status_mb("VmHWM") - before, secs=secs)
 
 
-def run(rows: int, block: int, tmp: Path) -> dict[str, object]:
-    """Run one child and read back what it measured."""
+def run(rows: int, block: int, tmp: Path) -> tuple[float, float, np.ndarray]:
+    """Run one child; what it measured: ``(growth MiB, seconds, predictions)``."""
     out = tmp / f"r{rows}-b{block}.npz"
     subprocess.run([sys.executable, __file__, "--child", str(rows), str(block), str(out)],
                    check=True)
     got = np.load(out)
-    return {"growth": float(got["growth"]), "secs": float(got["secs"]), "pred": got["pred"]}
+    return float(got["growth"]), float(got["secs"]), got["pred"]
 
 
 def main() -> None:
@@ -82,24 +82,21 @@ def main() -> None:
 
     from belieflens.analysis.probes.heldout import BLOCK_ROWS
 
-    res: dict[tuple[int, int], dict[str, object]] = {}
+    res: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}
     with tempfile.TemporaryDirectory() as d:
         for rows in args.rows:
             for block in (BLOCK_ROWS, BASELINE_BLOCK):
-                r = run(rows, block, Path(d))
-                res[rows, block] = r
-                print(json.dumps({"rows": rows, "block": block, "growth_mb":
-                                  round(float(str(r["growth"])), 1),
-                                  "fit_s": round(float(str(r["secs"])), 2)}), flush=True)
-    gap = max(float(np.abs(np.asarray(res[n, BLOCK_ROWS]["pred"])
-                           - np.asarray(res[n, BASELINE_BLOCK]["pred"])).max())
+                res[rows, block] = r = run(rows, block, Path(d))
+                print(json.dumps({"rows": rows, "block": block, "growth_mb": round(r[0], 1),
+                                  "fit_s": round(r[1], 2)}), flush=True)
+    gap = max(float(np.abs(res[n, BLOCK_ROWS][2] - res[n, BASELINE_BLOCK][2]).max())
               for n in args.rows)
 
     def growth(block: int) -> str:
-        return "/".join(f"{float(str(res[n, block]['growth'])):.0f}" for n in args.rows)
+        return "/".join(f"{res[n, block][0]:.0f}" for n in args.rows)
 
     def secs(block: int) -> float:
-        return sum(float(str(res[n, block]["secs"])) for n in args.rows)
+        return sum(res[n, block][1] for n in args.rows)
 
     print(f"growth_mb_default={growth(BLOCK_ROWS)} growth_mb_baseline={growth(BASELINE_BLOCK)} "
           f"fit_s_default={secs(BLOCK_ROWS):.2f} fit_s_baseline={secs(BASELINE_BLOCK):.2f} "

@@ -190,10 +190,9 @@ def _read_group(group: _GroupRows, where: np.ndarray) -> np.ndarray:
     sizes = [int(c) for c in a.chunks[0]]
     row_bytes = max(1, int(np.prod(a.shape[1:])) * np.dtype(a.dtype).itemsize)
     per_span = max(1, READ_SPAN_BYTES // max(1, max(sizes) * row_bytes))
-    stops = np.cumsum(sizes).tolist()
-    starts = [0, *stops[:-1]]
+    bounds = np.cumsum([0, *sizes]).tolist()
     firsts = list(range(0, len(sizes), per_span))
-    spans = [(starts[i], stops[min(i + per_span, len(sizes)) - 1]) for i in firsts]
+    spans = [(bounds[i], bounds[min(i + per_span, len(sizes))]) for i in firsts]
     x = np.empty((int((where >= 0).sum()), *a.shape[1:]), dtype=a.dtype)
     return _fill_rows(x, where, spans, lambda i, s, e: a.blocks[
         firsts[i]:firsts[i] + per_span].compute(scheduler="synchronous"))
