@@ -2,7 +2,7 @@
 
 The radix-tree runner (:func:`belieflens.cache.trie_runner.run_trie`) runs one
 workload (coin flip, multi-turn, both probes, every rotation; or ``--env`` a
-revealed-belief grid, every prompt and rotation) under five settings,
+revealed-belief grid, every prompt and rotation) under the settings below,
 in rotating order, ``--rounds`` times each:
 
 - ``base``: the bridge's eager attention, ``DynamicCache`` concatenation, the
@@ -13,8 +13,11 @@ in rotating order, ``--rounds`` times each:
 - ``rows64``: all of these, and batches of up to 64 rows instead of 16 (fewer, larger
   calls: each call streams every weight once, plus the bridge's per-call overhead);
 - ``packed``: SDPA, preallocation, hooks once, 16 rows, and the tree's edges packed into
-  rows of up to 128 tokens under a tree mask (extraction's default; the others run an
-  edge per row).
+  rows of up to 128 tokens under a tree mask (the others above run an edge per row);
+- ``norms``: all of ``packed``, and the bridge's norms run as their HF modules alone,
+  without the bridge's recomputation for scale/normalized hooks
+  (:mod:`belieflens.cache.norms`): extraction's default. Every setting before it runs
+  the bridge's own norms.
 
 It prints each setting's median wall time, its speedup over ``base`` and the largest
 difference of any option log-prob from ``base``. Then the per-call cost of the
@@ -23,7 +26,8 @@ added per call by ``run_with_hooks``, and with them attached once (medians,
 alternating).
 
 Last line: ``speedup_sdpa=... speedup_prealloc=... speedup_hooks=... speedup_rows64=...
-speedup_packed=... hook_ms_per_call=... hook_once_ms_per_call=... max_dlogp=...``
+speedup_packed=... speedup_norms=... norms_vs_packed=... hook_ms_per_call=...
+hook_once_ms_per_call=... max_dlogp=...``
 (speedups over ``base``).
 Run: ``.venv/bin/python bench/floor_steps.py [--episodes 2 --turns 6 --rounds 2]``, or
 ``--env preference --episodes 72`` for the grid; ``--clock cpu --threads 1`` on a
@@ -49,10 +53,10 @@ from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
 
 def _setting(attention: str, prealloc: bool, hooks_once: bool, max_rows: int = 16,
-             row_tokens: int = 0) -> dict[str, Any]:
+             row_tokens: int = 0, norms: bool = False) -> dict[str, Any]:
     """One setting of :func:`run_trie`'s steps toward the floor."""
     return {"attention": attention, "prealloc": prealloc, "hooks_once": hooks_once,
-            "max_rows": max_rows, "row_tokens": row_tokens}
+            "max_rows": max_rows, "row_tokens": row_tokens, "norms": norms}
 
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -62,6 +66,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "hooks": _setting("sdpa", True, True),
     "rows64": _setting("sdpa", True, True, max_rows=64),
     "packed": _setting("sdpa", True, True, row_tokens=128),
+    "norms": _setting("sdpa", True, True, row_tokens=128, norms=True),
 }
 
 
@@ -149,6 +154,7 @@ def main() -> None:
     print(f"1x8 forward: no hooks {1e3 * none:.1f} ms, 31 hooks per call "
           f"{1e3 * per_call:.1f} ms, attached once {1e3 * once:.1f} ms")
     print(" ".join(f"speedup_{n}={med['base'] / med[n]:.2f}" for n in names[1:]) + " "
+          f"norms_vs_packed={med['norms'] / med['packed']:.2f} "
           f"hook_ms_per_call={1e3 * (per_call - none):.1f} "
           f"hook_once_ms_per_call={1e3 * (once - none):.1f} max_dlogp={max(dlp.values()):.1e}")
 

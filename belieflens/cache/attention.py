@@ -18,9 +18,10 @@ Equality with the eager path (within 1e-4 in log-probs) is tested in
 from __future__ import annotations
 
 import contextlib
-import types
 from collections.abc import Iterator
 from typing import Any, Literal
+
+from belieflens.cache.patching import bound_forward
 
 __all__ = ["AttentionName", "fast_modules", "sdpa_attention", "sdpa_forward"]
 
@@ -149,10 +150,5 @@ def sdpa_attention(
     mods: list[Any] = []
     if attention == "sdpa":
         mods = fast_modules(bridge) if modules is None else modules
-    for m in mods:  # the bridge's __setattr__ would hand ``forward`` to the HF module
-        object.__setattr__(m, "forward", types.MethodType(sdpa_forward, m))
-    try:
+    with bound_forward(mods, sdpa_forward):
         yield len(mods)
-    finally:
-        for m in mods:
-            m.__dict__.pop("forward", None)

@@ -16,7 +16,9 @@ is kept there too and unembedded (rows read different columns, so the model's
 own unembedding runs on one position only). The hooks are attached once per run,
 not once per forward call; attention runs through PyTorch SDPA where the bridge's
 attention is plain (:mod:`belieflens.cache.attention`), and rows are packed only
-when every block's attention is; each call's cache is allocated once, past and
+when every block's attention is; the bridge's norms run their HF module alone, without
+the step-by-step recomputation the bridge does for its scale and normalized-value hooks
+(:mod:`belieflens.cache.norms`); each call's cache is allocated once, past and
 new positions, and the forward writes its keys in place (no concatenation).
 A query's :class:`~belieflens.cache.rows.ReadOut` is yielded as soon
 as the last of its read positions is computed. Equality with the full-prompt run
@@ -35,6 +37,7 @@ import numpy as np
 
 from belieflens.cache.attention import AttentionName, fast_modules, sdpa_attention
 from belieflens.cache.models import LoadedModel
+from belieflens.cache.norms import native_modules, native_norms
 from belieflens.cache.rows import ReadOut, forward_rows, resid_hook_names
 from belieflens.cache.trie import Row, Trie, build, pack, schedule_rows
 from belieflens.errors import BeliefLensError
@@ -430,6 +433,7 @@ def run_trie(
     prealloc: bool = True,
     hooks_once: bool = True,
     row_tokens: int = ROW_TOKENS,
+    norms: bool = True,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
@@ -445,7 +449,9 @@ def run_trie(
     ``row_tokens``: edges are packed into rows of up to this many tokens under a
     tree mask (:func:`belieflens.cache.trie.pack`), for plain rotary attention
     (:mod:`belieflens.cache.attention`) only; 0 runs every edge in a row of its own.
-    The last four exist so that ``bench/floor_steps.py`` can measure each step; the
+    ``norms``: the bridge's norms run their HF module alone, without the bridge's
+    step-by-step recomputation for hooks nobody attached (:mod:`belieflens.cache.norms`).
+    The last five exist so that ``bench/floor_steps.py`` can measure each step; the
     results agree within 1e-4 either way (tested).
     """
     import torch
@@ -468,6 +474,7 @@ def run_trie(
     open_children = {e.index: len(e.children) for e in trie.edges}
     got: dict[Key, _Got] = {}
     fast = fast_modules(bridge) if attention == "sdpa" else []
+    plain_norms = native_modules(bridge) if norms else []
     if not _packable(bridge):
         row_tokens = 0
     rows = pack(trie, row_tokens)
@@ -491,7 +498,8 @@ def run_trie(
             at.lpos = torch.tensor([p for _, _, p in keys], dtype=torch.long, device=device)
             captured.clear()
             kwargs["logits_to_keep"] = 1
-            with torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast):
+            with (torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast),
+                  native_norms(bridge, modules=plain_norms)):
                 at.active = True
                 try:
                     if hooks_once:
