@@ -1,0 +1,129 @@
+"""Where extraction's distance from the compute floor comes from, each part measured apart.
+
+``bench/extract.py``'s ratio (a)/(f) sets extraction's sustained run against the floor
+(f): the best of three 512-token forwards of the plain transformers model on fresh
+tokens, a peak. This script runs, in rotating order, ``--rounds`` times each:
+
+- ``peak``: the floor as ``bench/extract.py`` measures it (best of ``--floor-repeat``
+  forwards of 4 x 128 fresh tokens), as a rate;
+- ``sustained``: the same 4 x 128 forward run back to back over as many tokens as the
+  extraction computes (one pass, no best-of): the model's best throughput held for as
+  long as the extraction runs;
+- ``shapes``: the plain model on exactly the extraction's forward calls -- the same
+  batch sizes and widths, padding included (from :func:`belieflens.cache.trie.pack` and
+  :func:`belieflens.cache.trie.schedule_rows`, as the runner plans them) -- on fresh
+  tokens, causal, without the calls' cached past: what the model itself costs for the
+  call shapes extraction picks;
+- ``extract``: :func:`belieflens.cache.trie_runner.run_trie` over the workload, in the
+  extraction's windows, with its defaults.
+
+So ``extract/peak`` (extract.py's ratio) = ``sustained/peak`` (the floor's peak over the
+same work held) x ``shapes/sustained`` (the call shapes and padding) x
+``extract/shapes`` (everything the runner adds: attention over the cached past and the
+tree mask, building caches, hooks, unembedding the read positions, planning).
+Last line: ``extract_vs_peak=... sustained_vs_peak=... shapes_vs_sustained=...
+extract_vs_shapes=... extract_vs_sustained=...`` (medians of per-round ratios).
+Run: ``.venv/bin/python bench/floor_gap.py [--env choice --episodes 15] [--threads 1
+--clock cpu]``; the default is the coin flip, 4 episodes of 6 turns, 2 threads, wall clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+import clock
+import torch
+from extract import floor_rate, sustained_rate
+from settings_floor import SETTINGS, run, unique_tokens
+
+import belieflens.envs as envs
+from belieflens.cache.extract import ExtractOptions, records
+from belieflens.cache.models import load
+from belieflens.cache.resume import windows
+from belieflens.cache.rows import forward_rows
+from belieflens.cache.trie import build, pack, schedule_rows
+from belieflens.cache.trie_runner import ROW_TOKENS
+from belieflens.probes.render import TokenizedQuery, bos_policy, render
+
+
+def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int]]:
+    """``(rows, width)`` of every forward call the runner makes, window by window."""
+    opts = ExtractOptions()
+    shapes: list[tuple[int, int]] = []
+    for a, b in windows(len(tqs), window):
+        trie = build([r.ids for r in forward_rows(tqs[a:b])])
+        rows = pack(trie, ROW_TOKENS)
+        for call in schedule_rows(trie, rows, max_rows=opts.max_rows, max_tokens=opts.max_tokens):
+            shapes.append((len(call), max(rows[r].length for r in call)))
+    return shapes
+
+
+def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor]) -> float:
+    """Seconds of the plain model's forward over ``batches``, one call each."""
+    with torch.inference_mode():
+        t0 = clock.now()
+        for ids in batches:
+            plain(ids, logits_to_keep=1)
+        return clock.now() - t0
+
+
+def main() -> None:
+    """Run the four measurements in rotating order and print the ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--env", default="coin-flip", help="coin-flip, or a revealed-belief grid")
+    ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--floor-repeat", type=int, default=3)
+    clock.add_options(ap)
+    args = ap.parse_args()
+    clock.apply(args)
+    from transformers import AutoModelForCausalLM
+
+    model = load("smollm2-135m")
+    plain = AutoModelForCausalLM.from_pretrained(model.info.weights_cache,
+                                                 dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
+    env = (envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
+           if args.env == "coin-flip" else envs.get(args.env))
+    bos = bos_policy(model.tokenizer)
+    tqs = [render(model.tokenizer, r.query, bos=bos) for r in records(env, args.episodes, 0)]
+    window = ExtractOptions().window
+    computed = unique_tokens(tqs, window)
+    shapes = call_shapes(tqs, window)
+    slots = sum(n * w for n, w in shapes)
+    gen = torch.Generator().manual_seed(0)
+    vocab = int(plain.config.vocab_size)
+    fresh = [torch.randint(0, vocab, s, generator=gen) for s in shapes]
+    print(f"workload ({args.env}): {len(tqs)} queries, {computed} tokens computed in "
+          f"{len(shapes)} calls of {slots} token slots (padding "
+          f"{100 * (1 - computed / slots):.1f}%); kernels={model.info.kernels} "
+          f"clock={args.clock} threads={torch.get_num_threads()}")
+    rates: dict[str, list[float]] = {"peak": [], "sustained": [], "shapes": [], "extract": []}
+    steps: dict[str, Callable[[], float]] = {
+        "peak": lambda: floor_rate(plain, repeat=args.floor_repeat),
+        "sustained": lambda: sustained_rate(plain, computed),
+        "shapes": lambda: computed / timed_forwards(plain, fresh),
+        "extract": lambda: computed / run(model, tqs, SETTINGS["current"], window)[0],
+    }
+    timed_forwards(plain, fresh[:2])  # warm-up
+    names = list(steps)
+    for r in range(args.rounds):
+        for n in names[r % len(names):] + names[: r % len(names)]:
+            rates[n].append(steps[n]())
+            print(f"round {r} {n}: {rates[n][-1]:.0f} tok/s", flush=True)
+
+    def ratio(slow: str, fast: str) -> float:
+        """Median over rounds of time(slow)/time(fast) for the same tokens."""
+        return statistics.median(f / s for s, f in zip(rates[slow], rates[fast], strict=True))
+
+    print(f"extract_vs_peak={ratio('extract', 'peak'):.2f} "
+          f"sustained_vs_peak={ratio('sustained', 'peak'):.2f} "
+          f"shapes_vs_sustained={ratio('shapes', 'sustained'):.2f} "
+          f"extract_vs_shapes={ratio('extract', 'shapes'):.2f} "
+          f"extract_vs_sustained={ratio('extract', 'sustained'):.2f}")
+
+
+if __name__ == "__main__":
+    main()
