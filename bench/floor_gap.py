@@ -14,15 +14,27 @@ tokens, a peak. This script runs, in rotating order, ``--rounds`` times each:
   :func:`belieflens.cache.trie.schedule_rows`, as the runner plans them) -- on fresh
   tokens, causal, without the calls' cached past: what the model itself costs for the
   call shapes extraction picks;
+- ``past``: the same calls, each over a cached past as long as the call's (a zero-filled
+  ``DynamicCache``, built outside the timing; attention costs the same whatever the
+  values): what the model itself costs for the workload's tokens, which attend over their
+  conversation, where the floor's tokens see at most 127 others;
 - ``extract``: :func:`belieflens.cache.trie_runner.run_trie` over the workload, in the
   extraction's windows, with its defaults.
 
 So ``extract/peak`` (extract.py's ratio) = ``sustained/peak`` (the floor's peak over the
-same work held) x ``shapes/sustained`` (the call shapes and padding) x
-``extract/shapes`` (everything the runner adds: attention over the cached past and the
-tree mask, building caches, hooks, unembedding the read positions, planning).
+same work held) x ``shapes/sustained`` (the call shapes and padding) x ``past/shapes``
+(attention over the cached past) x ``extract/past`` (everything the runner adds: the
+tree mask's masked pairs, building and cutting caches, hooks, unembedding the read
+positions, planning).
+Every rate is over the tokens the runner computes (its windows' trees); where windows cut
+shared prefixes that is more than the workload's unique tokens, over which
+``bench/extract.py`` counts the floor: ``windows_vs_unique`` is that factor, so
+extract.py's ratio is about ``windows_vs_unique x extract_vs_peak``.
 Last line: ``extract_vs_peak=... sustained_vs_peak=... shapes_vs_sustained=...
-extract_vs_shapes=... extract_vs_sustained=...`` (medians of per-round ratios).
+past_vs_shapes=... extract_vs_past=... past_vs_peak=... extract_vs_sustained=...
+windows_vs_unique=...`` (medians of per-round ratios; ``past_vs_peak``: the plain model's
+own time for extraction's calls over the peak floor, the least a runner adding nothing
+would take).
 Run: ``.venv/bin/python bench/floor_gap.py [--env choice --episodes 15] [--threads 1
 --clock cpu]``; the default is the coin flip, 4 episodes of 6 turns, 2 threads, wall clock.
 """
@@ -32,6 +44,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 import clock
 import torch
@@ -48,29 +61,50 @@ from belieflens.cache.trie_runner import ROW_TOKENS
 from belieflens.probes.render import TokenizedQuery, bos_policy, render
 
 
-def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int]]:
-    """``(rows, width)`` of every forward call the runner makes, window by window."""
+def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int, int]]:
+    """``(rows, width, past)`` of every forward call the runner makes, window by window."""
     opts = ExtractOptions()
-    shapes: list[tuple[int, int]] = []
+    shapes: list[tuple[int, int, int]] = []
     for a, b in windows(len(tqs), window):
         trie = build([r.ids for r in forward_rows(tqs[a:b])])
         rows = pack(trie, ROW_TOKENS)
         for call in schedule_rows(trie, rows, max_rows=opts.max_rows, max_tokens=opts.max_tokens):
-            shapes.append((len(call), max(rows[r].length for r in call)))
+            shapes.append((len(call), max(rows[r].length for r in call),
+                           max(trie.edges[rows[r].root].start for r in call)))
     return shapes
 
 
-def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor]) -> float:
-    """Seconds of the plain model's forward over ``batches``, one call each."""
+def zero_past(plain: torch.nn.Module, rows: int, past: int) -> Any:
+    """A ``DynamicCache`` of ``past`` zero positions for ``rows`` rows of the plain model."""
+    from transformers import DynamicCache
+
+    cfg: Any = plain.config
+    heads = int(getattr(cfg, "num_key_value_heads", cfg.num_attention_heads))
+    dim = int(getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads))
+    shape = (rows, heads, past, dim)
+    return DynamicCache(ddp_cache_data=[(torch.zeros(shape), torch.zeros(shape))
+                                        for _ in range(int(cfg.num_hidden_layers))])
+
+
+def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor],
+                   pasts: list[int] | None = None) -> float:
+    """Seconds of the plain model's forward over ``batches``, one call each; with ``pasts``
+    each call runs over a zero cache of that many positions (built outside the timing)."""
+    seconds = 0.0
     with torch.inference_mode():
-        t0 = clock.now()
-        for ids in batches:
-            plain(ids, logits_to_keep=1)
-        return clock.now() - t0
+        for i, ids in enumerate(batches):
+            kwargs: dict[str, Any] = {"logits_to_keep": 1}
+            if pasts is not None and pasts[i] > 0:
+                kwargs["past_key_values"] = zero_past(plain, ids.shape[0], pasts[i])
+            t0 = clock.now()
+            plain(ids, **kwargs)
+            seconds += clock.now() - t0
+            del kwargs
+    return seconds
 
 
 def main() -> None:
-    """Run the four measurements in rotating order and print the ratios."""
+    """Run the five measurements in rotating order and print the ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--env", default="coin-flip", help="coin-flip, or a revealed-belief grid")
     ap.add_argument("--episodes", type=int, default=4)
@@ -91,20 +125,24 @@ def main() -> None:
     tqs = [render(model.tokenizer, r.query, bos=bos) for r in records(env, args.episodes, 0)]
     window = ExtractOptions().window
     computed = unique_tokens(tqs, window)
+    unique = build([r.ids for r in forward_rows(tqs)]).tokens
     shapes = call_shapes(tqs, window)
-    slots = sum(n * w for n, w in shapes)
+    slots = sum(n * w for n, w, _ in shapes)
     gen = torch.Generator().manual_seed(0)
     vocab = int(plain.config.vocab_size)
-    fresh = [torch.randint(0, vocab, s, generator=gen) for s in shapes]
+    fresh = [torch.randint(0, vocab, (n, w), generator=gen) for n, w, _ in shapes]
+    pasts = [p for _, _, p in shapes]
     print(f"workload ({args.env}): {len(tqs)} queries, {computed} tokens computed in "
           f"{len(shapes)} calls of {slots} token slots (padding "
           f"{100 * (1 - computed / slots):.1f}%); kernels={model.info.kernels} "
           f"clock={args.clock} threads={torch.get_num_threads()}")
-    rates: dict[str, list[float]] = {"peak": [], "sustained": [], "shapes": [], "extract": []}
+    rates: dict[str, list[float]] = {n: [] for n in ("peak", "sustained", "shapes", "past",
+                                                     "extract")}
     steps: dict[str, Callable[[], float]] = {
         "peak": lambda: floor_rate(plain, repeat=args.floor_repeat),
         "sustained": lambda: sustained_rate(plain, computed),
         "shapes": lambda: computed / timed_forwards(plain, fresh),
+        "past": lambda: computed / timed_forwards(plain, fresh, pasts),
         "extract": lambda: computed / run(model, tqs, SETTINGS["current"], window)[0],
     }
     timed_forwards(plain, fresh[:2])  # warm-up
@@ -121,8 +159,11 @@ def main() -> None:
     print(f"extract_vs_peak={ratio('extract', 'peak'):.2f} "
           f"sustained_vs_peak={ratio('sustained', 'peak'):.2f} "
           f"shapes_vs_sustained={ratio('shapes', 'sustained'):.2f} "
-          f"extract_vs_shapes={ratio('extract', 'shapes'):.2f} "
-          f"extract_vs_sustained={ratio('extract', 'sustained'):.2f}")
+          f"past_vs_shapes={ratio('past', 'shapes'):.2f} "
+          f"extract_vs_past={ratio('extract', 'past'):.2f} "
+          f"past_vs_peak={ratio('past', 'peak'):.2f} "
+          f"extract_vs_sustained={ratio('extract', 'sustained'):.2f} "
+          f"windows_vs_unique={computed / unique:.2f}")
 
 
 if __name__ == "__main__":
