@@ -134,14 +134,15 @@ def workload(
 
 
 def timed_extract(
-    loaded: LoadedModel, env: envs.Environment, episodes: int, label: str, batch_size: int
+    loaded: LoadedModel, env: envs.Environment, episodes: int, label: str, batch_size: int,
+    window: int = ExtractOptions().window,
 ) -> tuple[float, float]:
     """Seconds of ``belieflens extract`` of ``episodes`` of ``env``, and of its HDF5 writes."""
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
         t0 = clock.now()
         extract(env, loaded, Path(tmp) / "bench.h5",
-                ExtractOptions(episodes=episodes, max_rows=batch_size),
+                ExtractOptions(episodes=episodes, max_rows=batch_size, window=window),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
         a = clock.now() - t0
     print(f"{label}: {a:.1f}s, {tokens[0]} tokens computed ({tokens[0] / a:.0f} tok/s); "
@@ -163,6 +164,8 @@ def main() -> None:
     ap.add_argument("--grid-episodes", type=int, default=72, help="prompts of the grid run")
     ap.add_argument("--batch-size", type=int, default=ExtractOptions().max_rows,
                     help="rows per forward call of (a) (default: extraction's default)")
+    ap.add_argument("--window", type=int, default=ExtractOptions().window,
+                    help="queries per window of (a) (default: extraction's default)")
     args = ap.parse_args()
     clock.apply(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
@@ -170,9 +173,9 @@ def main() -> None:
     tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")
     print(f"threads={torch.get_num_threads()} device={args.device} clock={args.clock} "
           f"kernels(a)={loaded.info.kernels}")
-    print(f"batch size (a): {args.batch_size}")
+    print(f"batch size (a): {args.batch_size}, window (a): {args.window}")
     a, write_s = timed_extract(loaded, env, args.episodes, "(a) belieflens extract",
-                               args.batch_size)
+                               args.batch_size, args.window)
     if args.grid != "none":
         grid_env = envs.get(args.grid)
         _, _, grid_unique, _ = workload(loaded, grid_env, args.grid_episodes,
