@@ -118,12 +118,24 @@ def naive_loop(loaded: LoadedModel, tqs: list[TokenizedQuery]) -> float:
     return clock.now() - t0
 
 
+def bench_env(name: str, turns: int) -> envs.Environment:
+    """``coin-flip`` (multi-turn delivery, ``turns`` turns each), or a revealed-belief grid."""
+    if name == "coin-flip":
+        return envs.get("coin-flip", turns=turns, delivery="multi-turn")
+    return envs.get(name)
+
+
+def queries(loaded: LoadedModel, env: envs.Environment, episodes: int) -> list[TokenizedQuery]:
+    """Every query of ``episodes`` of ``env`` (seed 0), rendered and tokenized as extracted."""
+    bos = bos_policy(loaded.tokenizer)
+    return [render(loaded.tokenizer, r.query, bos=bos) for r in records(env, episodes, 0)]
+
+
 def workload(
     loaded: LoadedModel, env: envs.Environment, episodes: int, name: str
 ) -> tuple[list[TokenizedQuery], list[tuple[int, ...]], int, int]:
     """Queries, forward rows in trie order, unique and prompt tokens of ``episodes`` of ``env``."""
-    bos = bos_policy(loaded.tokenizer)
-    tqs = [render(loaded.tokenizer, r.query, bos=bos) for r in records(env, episodes, 0)]
+    tqs = queries(loaded, env, episodes)
     rows = forward_rows(tqs)
     seqs = sorted({r.ids for r in rows})  # every forward row once, in trie order
     unique = build(seqs).tokens
@@ -169,7 +181,7 @@ def main() -> None:
     args = ap.parse_args()
     clock.apply(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
-    env = envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
+    env = bench_env("coin-flip", args.turns)
     tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")
     print(f"threads={torch.get_num_threads()} device={args.device} clock={args.clock} "
           f"kernels(a)={loaded.info.kernels}")
@@ -196,11 +208,11 @@ def main() -> None:
     held = sustained_rate(plain, unique)
     print(f"(s) the floor's forward held over the unique tokens: {unique / held:.1f}s "
           f"({held:.0f} tok/s)")
-    grid = f" ratio_vs_sustained={a * held / unique:.2f}"
+    ratios = f" ratio_vs_sustained={a * held / unique:.2f}"
     if args.grid != "none":
         grid_f = grid_unique / rate
         print(f"(f) compute floor, {args.grid} grid: {grid_f:.1f}s")
-        grid += (f" grid_ratio_vs_floor={grid_a / grid_f:.2f}"
+        ratios += (f" grid_ratio_vs_floor={grid_a / grid_f:.2f}"
                  f" grid_ratio_vs_sustained={grid_a * held / grid_unique:.2f}")
     del plain
     if args.skip_naive:
@@ -210,7 +222,7 @@ def main() -> None:
         print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
     peak = peak_rss_mb()
     print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
-          f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{grid}")
+          f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{ratios}")
 
 
 if __name__ == "__main__":

@@ -48,17 +48,16 @@ from typing import Any
 
 import clock
 import torch
-from extract import floor_rate, sustained_rate
+from extract import bench_env, floor_rate, queries, sustained_rate
 from settings_floor import SETTINGS, run, unique_tokens
 
-import belieflens.envs as envs
-from belieflens.cache.extract import ExtractOptions, records
+from belieflens.cache.extract import ExtractOptions
 from belieflens.cache.models import load
 from belieflens.cache.resume import windows
 from belieflens.cache.rows import forward_rows
 from belieflens.cache.trie import build, pack, schedule_rows
 from belieflens.cache.trie_runner import ROW_TOKENS
-from belieflens.probes.render import TokenizedQuery, bos_policy, render
+from belieflens.probes.render import TokenizedQuery
 
 
 def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int, int]]:
@@ -99,7 +98,7 @@ def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor],
             t0 = clock.now()
             plain(ids, **kwargs)
             seconds += clock.now() - t0
-            del kwargs
+            del kwargs  # this call's cache goes before the next one's is built
     return seconds
 
 
@@ -119,10 +118,7 @@ def main() -> None:
     model = load("smollm2-135m")
     plain = AutoModelForCausalLM.from_pretrained(model.info.weights_cache,
                                                  dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
-    env = (envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
-           if args.env == "coin-flip" else envs.get(args.env))
-    bos = bos_policy(model.tokenizer)
-    tqs = [render(model.tokenizer, r.query, bos=bos) for r in records(env, args.episodes, 0)]
+    tqs = queries(model, bench_env(args.env, args.turns), args.episodes)
     window = ExtractOptions().window
     computed = unique_tokens(tqs, window)
     unique = build([r.ids for r in forward_rows(tqs)]).tokens

@@ -43,13 +43,12 @@ from typing import Any
 import clock
 import numpy as np
 import torch
+from extract import bench_env, queries
 
-import belieflens.envs as envs
-from belieflens.cache.extract import records
 from belieflens.cache.models import LoadedModel, load
 from belieflens.cache.rows import resid_hook_names
 from belieflens.cache.trie_runner import run_trie
-from belieflens.probes.render import TokenizedQuery, bos_policy, render
+from belieflens.probes.render import TokenizedQuery
 
 
 def _setting(attention: str, prealloc: bool, hooks_once: bool, max_rows: int = 16,
@@ -132,10 +131,7 @@ def main() -> None:
     args = ap.parse_args()
     clock.apply(args)
     model = load("smollm2-135m", kernels=args.kernels)
-    env = (envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
-           if args.env == "coin-flip" else envs.get(args.env))
-    bos = bos_policy(model.tokenizer)
-    tqs = [render(model.tokenizer, r.query, bos=bos) for r in records(env, args.episodes, 0)]
+    tqs = queries(model, bench_env(args.env, args.turns), args.episodes)
     print(f"workload: {len(tqs)} queries; kernels={model.info.kernels} clock={args.clock} "
           f"threads={torch.get_num_threads()}")
     names = ["base", *(n for n in SETTINGS if n in args.settings and n != "base")]

@@ -37,17 +37,16 @@ from typing import Any
 import clock
 import numpy as np
 import torch
-from extract import floor_rate
+from extract import bench_env, floor_rate, queries
 
-import belieflens.envs as envs
-from belieflens.cache.extract import ExtractOptions, records
+from belieflens.cache.extract import ExtractOptions
 from belieflens.cache.kernels import resolve_kernels, use_kernels
 from belieflens.cache.models import LoadedModel, load
 from belieflens.cache.resume import windows
 from belieflens.cache.rows import forward_rows
 from belieflens.cache.trie import build
 from belieflens.cache.trie_runner import run_trie
-from belieflens.probes.render import TokenizedQuery, bos_policy, render
+from belieflens.probes.render import TokenizedQuery
 from belieflens.types import KernelName
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -110,10 +109,7 @@ def main() -> None:
     model = load("smollm2-135m", kernels="default")
     plain = AutoModelForCausalLM.from_pretrained(model.info.weights_cache,
                                                  dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
-    env = (envs.get("coin-flip", turns=args.turns, delivery="multi-turn")
-           if args.env == "coin-flip" else envs.get(args.env))
-    bos = bos_policy(model.tokenizer)
-    tqs = [render(model.tokenizer, r.query, bos=bos) for r in records(env, args.episodes, 0)]
+    tqs = queries(model, bench_env(args.env, args.turns), args.episodes)
     window = ExtractOptions().window
     unique = unique_tokens(tqs, window)
     print(f"workload ({args.env}): {len(tqs)} queries, {unique} tokens computed; auto "

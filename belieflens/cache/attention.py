@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from belieflens.cache.patching import bound_forward
+from belieflens.cache.patching import bound_forward, hooked
 
 __all__ = ["AttentionName", "fast_modules", "sdpa_attention", "sdpa_forward"]
 
@@ -64,15 +64,6 @@ def fast_modules(bridge: Any) -> list[Any]:
     return [m for m in bridge.modules() if _is_plain(m)]
 
 
-def _hooked(module: Any) -> bool:
-    """Whether a hook reads or edits the scores or the pattern (the eager path is needed)."""
-    for name in ("hook_attn_scores", "hook_pattern"):
-        hp = getattr(module, name, None)
-        if hp is not None and (hp._forward_hooks or hp._forward_pre_hooks):
-            return True
-    return False
-
-
 def sdpa_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     """The bridge attention's forward with the eager score/softmax steps fused into SDPA.
 
@@ -82,7 +73,7 @@ def sdpa_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     import torch
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    if _hooked(self):
+    if hooked(self, ("hook_attn_scores", "hook_pattern")):  # the eager path is needed
         return type(self).forward(self, *args, **kwargs)
     hf_attn = self.original_component
     if "hidden_states" in kwargs:

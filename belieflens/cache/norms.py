@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from belieflens.cache.patching import bound_forward
+from belieflens.cache.patching import bound_forward, hooked
 
 __all__ = ["native_forward", "native_modules", "native_norms"]
 
@@ -48,23 +48,13 @@ def native_modules(bridge: Any) -> list[Any]:
     return [m for m in bridge.modules() if _is_native(m)]
 
 
-def _hooked(module: Any) -> bool:
-    """Whether a hook reads or edits the norm's scale or normalized value."""
-    for name in ("hook_scale", "hook_normalized"):
-        hp = getattr(module, name, None)
-        if hp is not None and (hp._forward_hooks or hp._forward_pre_hooks
-                               or hp._backward_hooks or hp._backward_pre_hooks):
-            return True
-    return False
-
-
 def native_forward(self: Any, hidden_states: Any, **kwargs: Any) -> Any:
     """The bridge norm's forward as ``hook_out(hf(hook_in(x)))``, cast to the input's dtype.
 
     Bound as a method of a native-autograd ``NormalizationBridge``; falls back to the
     class's own forward while its scale or normalized value is hooked.
     """
-    if _hooked(self):
+    if hooked(self, ("hook_scale", "hook_normalized")):
         return type(self).forward(self, hidden_states, **kwargs)
     x = self.hook_in(hidden_states)
     result = self.original_component(x)

@@ -1,4 +1,5 @@
-"""Bind a replacement ``forward`` to bridge modules for the length of a block."""
+"""Bind a replacement ``forward`` to bridge modules for the length of a block, and tell
+whether a module's hook points have hooks (then the bridge's own forward is needed)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["bound_forward"]
+__all__ = ["bound_forward", "hooked"]
+
+
+def hooked(module: Any, names: Sequence[str]) -> bool:
+    """Whether any hook (forward, pre-forward or backward) is attached to the hook points
+    ``names`` of ``module``: a fast path that skips computing their values must step aside."""
+    for name in names:
+        hp = getattr(module, name, None)
+        if hp is not None and (hp._forward_hooks or hp._forward_pre_hooks
+                               or hp._backward_hooks or hp._backward_pre_hooks):
+            return True
+    return False
 
 
 @contextlib.contextmanager
