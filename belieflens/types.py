@@ -35,7 +35,7 @@ DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
 
 KernelName = Literal["auto", "default", "onednn"]
 """CPU linear kernels: PyTorch's default GEMM, oneDNN's, or ``auto`` (oneDNN on CPU where it
-passes a check at load; see :mod:`belieflens.cache.kernels`)."""
+passes a check at load; see :mod:`belieflens.model.kernels`)."""
 
 ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
 """The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings.

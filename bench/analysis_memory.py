@@ -66,7 +66,7 @@ def analyze_child(study: Path, report: Path, scheduler: str, arenas: bool) -> No
     import h5py
 
     from belieflens.analysis.report import analyze
-    from belieflens.cache.heap import limit_arenas
+    from belieflens.heap import limit_arenas
 
     if arenas:
         limit_arenas()  # as `belieflens analyze` does at start

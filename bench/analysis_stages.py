@@ -26,7 +26,7 @@ from typing import Any
 
 import dask
 
-from belieflens.cache.heap import limit_arenas
+from belieflens.heap import limit_arenas
 
 REPORT_STAGES = ("verify_file", "open_cache", "probe_tvd", "output_beliefs", "turn_table",
                  "lens_beliefs", "lens_table", "summary", "position_bias", "reliability",

@@ -4,7 +4,7 @@ Times bridge forwards of one row of n = 8, 32, 64, 128, 256 fresh tokens
 (logits at the last position, as extraction runs) and fits
 ``seconds = fixed + per_token * n``. The ratio ``fixed / per_token`` is the cost
 of one extra call expressed in tokens: the radix-tree scheduler's
-``call_tokens`` (:func:`belieflens.cache.trie.schedule`, default 60) trades it
+``call_tokens`` (:func:`belieflens.run.trie.schedule`, default 60) trades it
 against padding when it cuts a level into batches.
 
 Last line: ``call_tokens=... fixed_ms=... per_token_ms=...``.
@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-from belieflens.cache.models import load
+from belieflens.model.load import load
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """What per-chunk checksums cost: extraction wall time, HDF5 write time, file size, reads.
 
 Extracts the same study twice per repeat in one process, with checksums (the
-default: Fletcher-32 on every numeric chunk, :mod:`belieflens.cache.integrity`)
+default: Fletcher-32 on every numeric chunk, :mod:`belieflens.store.integrity`)
 and without (the storage of files written before checksums, ``create_partial(...,
 checksums=False)``), alternating which goes first. Then reads every ``resid``
 value of each file through ``belieflens.open_cache`` and times
@@ -43,10 +43,10 @@ def _model(threads: int) -> Any:
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:
     from hdf5_share import WriteTimer
 
-    import belieflens.cache.extract as extract_mod
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
-    from belieflens.cache.store import create_partial
+    import belieflens.run.extract as extract_mod
+    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.store.file import create_partial
 
     env = envs.get("coin-flip", turns=10, delivery="multi-turn")
     setattr(extract_mod, "create_partial",  # noqa: B010 (not an attribute mypy knows)
@@ -65,7 +65,7 @@ def _read(path: Path) -> tuple[float, float]:
     import numpy as np
 
     from belieflens import open_cache
-    from belieflens.cache.integrity import check_file
+    from belieflens.store.integrity import check_file
 
     t0 = time.perf_counter()
     with open_cache(path) as ds:
@@ -82,7 +82,7 @@ def _storage(n: int, repeats: int) -> dict[bool, dict[str, float]]:
     import h5py
     import numpy as np
 
-    from belieflens.cache.store import PartialFile, Sizes, create_partial, partial_path
+    from belieflens.store.file import PartialFile, Sizes, create_partial, partial_path
 
     sizes = Sizes(query=n, layer=31, d_model=576, token=8, option=2, cont_token=1,
                   outcome=2, lens_token=4)

@@ -20,8 +20,8 @@ import belieflens
 import belieflens.envs as envs
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.divergence import tvd
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.models import load
+from belieflens.model.load import load
+from belieflens.run.extract import ExtractOptions, extract
 
 
 def main() -> None:

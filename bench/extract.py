@@ -41,11 +41,11 @@ from hdf5_share import WriteTimer
 from peak import peak_rss_mb
 
 import belieflens.envs as envs
-from belieflens.cache.extract import ExtractOptions, extract, records
-from belieflens.cache.models import LoadedModel, load
-from belieflens.cache.runner import forward_rows, resid_hook_names
-from belieflens.cache.trie import build
-from belieflens.probes.render import TokenizedQuery, bos_policy, render
+from belieflens.model.load import LoadedModel, load
+from belieflens.readouts.render import TokenizedQuery, bos_policy, render
+from belieflens.run.extract import ExtractOptions, extract, records
+from belieflens.run.runner import forward_rows, resid_hook_names
+from belieflens.run.trie import build
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

@@ -10,15 +10,15 @@ tokens, a peak. This script runs, in rotating order, ``--rounds`` times each:
   extraction computes (one pass, no best-of): the model's best throughput held for as
   long as the extraction runs;
 - ``shapes``: the plain model on exactly the extraction's forward calls -- the same
-  batch sizes and widths, padding included (from :func:`belieflens.cache.trie.pack` and
-  :func:`belieflens.cache.trie.schedule_rows`, as the runner plans them) -- on fresh
+  batch sizes and widths, padding included (from :func:`belieflens.run.trie.pack` and
+  :func:`belieflens.run.trie.schedule_rows`, as the runner plans them) -- on fresh
   tokens, causal, without the calls' cached past: what the model itself costs for the
   call shapes extraction picks;
 - ``past``: the same calls, each over a cached past as long as the call's (a zero-filled
   ``DynamicCache``, built outside the timing; attention costs the same whatever the
   values): what the model itself costs for the workload's tokens, which attend over their
   conversation, where the floor's tokens see at most 127 others;
-- ``extract``: :func:`belieflens.cache.trie_runner.run_trie` over the workload, in the
+- ``extract``: :func:`belieflens.run.trie_runner.run_trie` over the workload, in the
   extraction's windows, with its defaults.
 
 So ``extract/peak`` (extract.py's ratio) = ``sustained/peak`` (the floor's peak over the
@@ -51,13 +51,13 @@ import torch
 from extract import bench_env, floor_rate, queries, sustained_rate
 from settings_floor import SETTINGS, run, unique_tokens
 
-from belieflens.cache.extract import ExtractOptions
-from belieflens.cache.models import load
-from belieflens.cache.resume import windows
-from belieflens.cache.rows import forward_rows
-from belieflens.cache.trie import build, pack, schedule_rows
-from belieflens.cache.trie_runner import ROW_TOKENS
-from belieflens.probes.render import TokenizedQuery
+from belieflens.model.load import load
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.resume import windows
+from belieflens.run.rows import forward_rows
+from belieflens.run.trie import build, pack, schedule_rows
+from belieflens.run.trie_runner import ROW_TOKENS
 
 
 def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int, int]]:

@@ -1,13 +1,13 @@
 """Each step toward the compute floor, measured against the old path in the same run.
 
-The radix-tree runner (:func:`belieflens.cache.trie_runner.run_trie`) runs one
+The radix-tree runner (:func:`belieflens.run.trie_runner.run_trie`) runs one
 workload (coin flip, multi-turn, both probes, every rotation; or ``--env`` a
 revealed-belief grid, every prompt and rotation) under the settings below,
 in rotating order, ``--rounds`` times each:
 
 - ``base``: the bridge's eager attention, ``DynamicCache`` concatenation, the
   capture hooks registered on every forward call (``run_with_hooks``) — the old path;
-- ``sdpa``: attention through PyTorch SDPA (:mod:`belieflens.cache.attention`);
+- ``sdpa``: attention through PyTorch SDPA (:mod:`belieflens.model.attention`);
 - ``prealloc``: SDPA, and each call's cache allocated once (new keys written in place);
 - ``hooks``: SDPA, preallocation, and the hooks attached once per run;
 - ``rows64``: all of these, and batches of up to 64 rows instead of 16 (fewer, larger
@@ -16,7 +16,7 @@ in rotating order, ``--rounds`` times each:
   rows of up to 128 tokens under a tree mask (the others above run an edge per row);
 - ``norms``: all of ``packed``, and the bridge's norms run as their HF modules alone,
   without the bridge's recomputation for scale/normalized hooks
-  (:mod:`belieflens.cache.norms`): extraction's default. Every setting before it runs
+  (:mod:`belieflens.model.norms`): extraction's default. Every setting before it runs
   the bridge's own norms.
 
 It prints each setting's median wall time, its speedup over ``base`` and the largest
@@ -45,10 +45,10 @@ import numpy as np
 import torch
 from extract import bench_env, queries
 
-from belieflens.cache.models import LoadedModel, load
-from belieflens.cache.rows import resid_hook_names
-from belieflens.cache.trie_runner import run_trie
-from belieflens.probes.render import TokenizedQuery
+from belieflens.model.load import LoadedModel, load
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.rows import resid_hook_names
+from belieflens.run.trie_runner import run_trie
 
 
 def _setting(attention: str, prealloc: bool, hooks_once: bool, max_rows: int = 16,

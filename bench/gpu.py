@@ -27,8 +27,7 @@ import numpy as np
 def readouts(model: Any, tqs: Any, *, max_rows: int, reuse: bool) -> tuple[np.ndarray,
                                                                         np.ndarray, int]:
     """Option log-probs ``[n, option]``, residuals ``[n, layer, d_model]`` and tokens."""
-    from belieflens.cache import runner
-
+    from belieflens.run import runner
     n = len(tqs)
     width = max(len(tq.option_ids) for tq in tqs)
     lp = np.full((n, width), np.nan)
@@ -55,8 +54,8 @@ def main() -> int:
 
     import belieflens
     from belieflens.analysis import tvd
-    from belieflens.cache.extract import ExtractOptions, prepare
     from belieflens.envs import get
+    from belieflens.run.extract import ExtractOptions, prepare
     from belieflens.types import DTypeName
 
     if not torch.cuda.is_available():

@@ -1,4 +1,4 @@
-"""Time spent writing the HDF5 cache file during :func:`belieflens.cache.extract.extract`.
+"""Time spent writing the HDF5 cache file during :func:`belieflens.run.extract.extract`.
 
 ``with WriteTimer() as t: extract(...)`` then ``t.seconds``: the time inside
 ``create_partial`` (allocating the file and writing every static value),
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-import belieflens.cache.extract as extract_mod
-from belieflens.cache.store import PartialFile
+import belieflens.run.extract as extract_mod
+from belieflens.store.file import PartialFile
 
 
 class WriteTimer:

@@ -52,11 +52,11 @@ def main() -> None:
     import torch
 
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
-    from belieflens.cache.models import load, quiet_libraries
     from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
     from belieflens.interventions.pairs import POSITION_SETS, pair_instances, position_masks
     from belieflens.interventions.study import read_study
+    from belieflens.model.load import load, quiet_libraries
+    from belieflens.run.extract import ExtractOptions, extract
 
     torch.set_num_threads(args.threads)
     with quiet_libraries():

@@ -1,7 +1,7 @@
 """Model load time after the first load (dequantised weights cached), in fresh processes.
 
 Each run starts a new Python process and measures, separately: importing
-torch, transformers and transformer_lens; ``belieflens.cache.models.load()`` of
+torch, transformers and transformer_lens; ``belieflens.model.load.load()`` of
 the default model (weights from the dequantised cache, bridge boot, KV-cache and
 kernel self-checks); and, within it, reading the weights (``load_seconds``).
 
@@ -22,7 +22,7 @@ import json, time
 t0 = time.perf_counter()
 import torch, transformers, transformer_lens.model_bridge
 t1 = time.perf_counter()
-from belieflens.cache.models import load
+from belieflens.model.load import load
 m = load()
 t2 = time.perf_counter()
 print(json.dumps({"imports": t1 - t0, "load": t2 - t1, "weights": m.info.load_seconds}))

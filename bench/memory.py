@@ -32,7 +32,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     from random_model import smol_shaped_random
 
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, extract
 
     torch.set_num_threads(threads)
     model = smol_shaped_random(narrow=True)
@@ -52,7 +52,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
 
 def main() -> None:
     """Run each size in a subprocess and compare the peaks."""
-    from belieflens.cache.extract import ExtractOptions
+    from belieflens.run.extract import ExtractOptions
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs=2, default=[1000, 10000])

@@ -1,5 +1,5 @@
 """Peak memory and wall time of one held-out probe fit streamed in blocks of
-:data:`~belieflens.analysis.probes.heldout.BLOCK_ROWS` rows (the default) against blocks
+:data:`~belieflens.analysis.decoders.heldout.BLOCK_ROWS` rows (the default) against blocks
 of 4,096 rows (the baseline, the earlier default), at two row counts, in the same run.
 
 Each (block, rows) fit runs in its own child process (this script with ``--child``), so
@@ -42,9 +42,9 @@ def child(rows: int, block: int, out: str) -> None:
     """One fit: write its peak growth (MiB), seconds and predictions to ``out`` (.npz)."""
     from probe_fit import problem
 
-    from belieflens.analysis.probes.heldout import heldout_softmax
-    from belieflens.analysis.probes.softmax import FIT_BLAS_LIMIT
-    from belieflens.cache.heap import limit_arenas
+    from belieflens.analysis.decoders.heldout import heldout_softmax
+    from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
+    from belieflens.heap import limit_arenas
 
     limit_arenas()
     x, y, folds = problem(rows)
@@ -80,7 +80,7 @@ def main() -> None:
         return
     import tempfile
 
-    from belieflens.analysis.probes.heldout import BLOCK_ROWS
+    from belieflens.analysis.decoders.heldout import BLOCK_ROWS
 
     res: dict[tuple[int, int], tuple[float, float, np.ndarray]] = {}
     with tempfile.TemporaryDirectory() as d:

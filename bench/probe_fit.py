@@ -3,7 +3,7 @@ the BLAS libraries' own thread count (the baseline), in the same run.
 
 Data shaped like one layer of a study's probe task: ``--rows`` residual rows of the default
 model's width (576), five outcomes, five folds grouped by episode, soft targets from a
-planted linear map; the fit is :func:`belieflens.analysis.probes.heldout.heldout_softmax`
+planted linear map; the fit is :func:`belieflens.analysis.decoders.heldout.heldout_softmax`
 with the report's settings (``lam=1e-2``, ``max_iter=200``). Each setting is timed
 ``--repeats`` times, alternating, and the medians are compared; the predictions of the two
 settings are checked to agree.
@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from belieflens.analysis.probes import softmax
-from belieflens.analysis.probes.folds import group_folds
-from belieflens.analysis.probes.heldout import heldout_softmax
+from belieflens.analysis.decoders import softmax
+from belieflens.analysis.decoders.folds import group_folds
+from belieflens.analysis.decoders.heldout import heldout_softmax
 
 
 def problem(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from belieflens.cache.models import LoadedModel
+from belieflens.model.load import LoadedModel
 from belieflens.types import KernelName
 
 
@@ -20,7 +20,7 @@ def smol_shaped_hf(*, narrow: bool) -> tuple[Any, Any]:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from belieflens.cache.models import resolve
+    from belieflens.model.load import resolve
 
     source = resolve("smollm2-135m")
     tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
@@ -40,7 +40,7 @@ def smol_shaped_hf(*, narrow: bool) -> tuple[Any, Any]:
 
 def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedModel:
     """The random model on the CPU in float32 (seeded: the same weights every run)."""
-    from belieflens.cache.models import ModelSource, bridge_from_hf
+    from belieflens.model.load import ModelSource, bridge_from_hf
 
     hf, tok = smol_shaped_hf(narrow=narrow)
     name = "narrow-random" if narrow else "smol-shaped-random"

@@ -3,7 +3,7 @@
 Both runs are fresh processes of the same study (coin flip, both deliveries, both probes,
 every rotation, on the default model): (a) ``belieflens extract ... --threads 2`` (one
 process, 2 threads) and (b) the same on a ``LocalCluster`` of 2 worker processes with 1
-thread each (``--cluster local:2``), driven through :func:`belieflens.cache.shards.run_study`
+thread each (``--cluster local:2``), driven through :func:`belieflens.run.shards.run_study`
 so the per-shard figures are at hand. On 2 cores the cluster cannot be faster: the ratio is
 the engine's overhead (cluster start, a second model load, the plan, scheduling).
 
@@ -32,13 +32,15 @@ from pathlib import Path
 def cluster_child(args: argparse.Namespace, out: Path) -> None:
     """Run the study on local:N and print one JSON line of timings."""
     t0 = time.perf_counter()
-    from belieflens.cache import cluster
-    from belieflens.cache.extract import ExtractOptions
-    from belieflens.cache.shards import ShardJob, run_study
+    from belieflens.envs import get as get_env
+    from belieflens.run import cluster
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.shards import ShardJob, run_study
 
     client = cluster.connect(f"local:{args.workers}")
     started = time.perf_counter() - t0
-    job = ShardJob(env="coin-flip", params={"turns": args.turns}, model=args.model,
+    job = ShardJob(make_env=get_env, env="coin-flip", params={"turns": args.turns},
+                   model=args.model,
                    options=ExtractOptions(episodes=args.episodes, window=args.window))
     run = run_study(client, job, out, shard_episodes=args.shard_episodes)
     cluster.close(client)
@@ -86,7 +88,7 @@ def main() -> None:
         import numpy as np
         import xarray as xr
 
-        from belieflens.cache.shards import merge
+        from belieflens.store.study import merge
 
         merged = merge(study, Path(tmp) / "merged.h5")
         with xr.open_dataset(single, engine="h5netcdf") as a, \

@@ -9,7 +9,7 @@ the floor is measured again before every run (best of ``--floor-repeat`` forward
 at the floor rate measured next to it; the medians over ``--rounds`` rounds (settings in
 rotating order) are printed.
 
-The runs are :func:`belieflens.cache.trie_runner.run_trie` over one workload (coin flip,
+The runs are :func:`belieflens.run.trie_runner.run_trie` over one workload (coin flip,
 multi-turn, both probes, every rotation; or ``--env`` a revealed-belief grid), in the
 extraction's own window of 1,024 queries, under these settings:
 
@@ -39,14 +39,14 @@ import numpy as np
 import torch
 from extract import bench_env, floor_rate, queries
 
-from belieflens.cache.extract import ExtractOptions
-from belieflens.cache.kernels import resolve_kernels, use_kernels
-from belieflens.cache.models import LoadedModel, load
-from belieflens.cache.resume import windows
-from belieflens.cache.rows import forward_rows
-from belieflens.cache.trie import build
-from belieflens.cache.trie_runner import run_trie
-from belieflens.probes.render import TokenizedQuery
+from belieflens.model.kernels import resolve_kernels, use_kernels
+from belieflens.model.load import LoadedModel, load
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.resume import windows
+from belieflens.run.rows import forward_rows
+from belieflens.run.trie import build
+from belieflens.run.trie_runner import run_trie
 from belieflens.types import KernelName
 
 SETTINGS: dict[str, dict[str, Any]] = {

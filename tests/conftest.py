@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
+import xarray as xr
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
 
-    from belieflens.cache.models import LoadedModel, ModelSource
+    from belieflens.model.load import LoadedModel, ModelSource
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -39,7 +41,7 @@ def _threads() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def smol_source() -> ModelSource:
-    from belieflens.cache.models import resolve
+    from belieflens.model.load import resolve
 
     return resolve("smollm2-135m")
 
@@ -76,7 +78,7 @@ def tiny_llama(tokenizer: PreTrainedTokenizerBase, seed: int = 0) -> LlamaForCau
 @pytest.fixture(scope="session")
 def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
     """A LoadedModel wrapping a tiny random Llama through the TransformerBridge."""
-    from belieflens.cache.models import ModelSource, bridge_from_hf
+    from belieflens.model.load import ModelSource, bridge_from_hf
 
     src = ModelSource("tiny-random", "directory", Path("."), "tiny-random")
     return bridge_from_hf(src, "cpu", "float32", tiny_llama(smol_tokenizer), smol_tokenizer,
@@ -86,6 +88,42 @@ def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
 @pytest.fixture(scope="session")
 def smol_model() -> LoadedModel:
     """The real embedded model (SmolLM2-135M-Instruct), loaded once per session."""
-    from belieflens.cache.models import load
+    from belieflens.model.load import load
 
     return load("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(
+    smol_tokenizer: PreTrainedTokenizerBase, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A 2-layer random Llama saved with its tokenizer: usable as ``--model DIR``."""
+    folder = tmp_path_factory.mktemp("tiny-model")
+    tiny_llama(smol_tokenizer, seed=7).save_pretrained(folder)
+    smol_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def assert_same_data(a: Path, b: Path) -> None:
+    """Every variable of two cache files is identical, bit for bit (NaN equal to NaN)."""
+    with xr.open_dataset(a, engine="h5netcdf") as x, xr.open_dataset(b, engine="h5netcdf") as y:
+        assert sorted(map(str, x.variables)) == sorted(map(str, y.variables))
+        for name in x.variables:
+            u, v = x[name].values, y[name].values
+            assert u.dtype == v.dtype and u.shape == v.shape, name
+            if u.dtype.kind == "f":
+                assert np.array_equal(u, v, equal_nan=True), name
+            else:
+                assert (u == v).all(), name
+
+
+@pytest.fixture(scope="module")
+def one_thread() -> Iterator[None]:
+    """Run a module's tiny-model work on one thread (tiny matmuls gain nothing from two, and
+    two threads stall badly when the machine is busy); restores the setting after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

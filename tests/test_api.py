@@ -13,11 +13,11 @@ import pytest
 
 import belieflens
 from belieflens.api import ExtractEvent, ModelLoaded
-from belieflens.cache.extract import ExtractOptions, Progress
-from belieflens.cache.extract import extract as cache_extract
-from belieflens.cache.models import LoadedModel
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from tests.cache.conftest import assert_same_data, one_thread, tiny_dir  # noqa: F401  (fixtures)
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.extract import extract as cache_extract
+from tests.conftest import assert_same_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -49,7 +49,7 @@ def test_extract_by_name_equals_the_cache_layer(tiny_model: LoadedModel, tmp_pat
 
 
 def test_extract_loads_a_model_folder_and_restores_logging(
-    tiny_dir: Path, tmp_path: Path  # noqa: F811  (the fixture imported above)
+    tiny_dir: Path, tmp_path: Path
 ) -> None:
     root = logging.getLogger()
     before = root.level

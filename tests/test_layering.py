@@ -26,13 +26,18 @@ ROOT = "belieflens"
 (``api.py``, ...) form the top-level API layer."""
 
 LAYERS: list[tuple[str, ...]] = [
-    ("dims", "errors", "types"),
-    ("envs",),
-    ("probes",),
-    ("cache",),
-    ("analysis",),
+    ("dims", "errors", "types", "heap"),
+    ("episodes",),
+    ("readouts",),
     ("lens",),
+    ("model",),
+    ("store",),
+    ("run",),
+    ("analysis",),
+    ("report",),
     ("interventions",),
+    ("envs",),
+    ("train",),
     (ROOT,),
     ("cli",),
 ]
@@ -108,7 +113,7 @@ def imports(package_dir: Path, package: str) -> list[Import]:
 
 
 def unit(module: str, package: str, top_level_modules: Iterable[str] = ()) -> str:
-    """The top-level name a module belongs to: ``belieflens.envs.base`` -> ``envs``.
+    """The top-level name a module belongs to: ``belieflens.episodes.base`` -> ``envs``.
 
     The root package and top-level modules not named in :data:`LAYERS` (e.g. ``api``)
     belong to the root's layer, named ``ROOT``.
@@ -243,7 +248,7 @@ def test_every_subpackage_has_a_layer(report: Report) -> None:
 def test_the_walk_sees_the_package() -> None:
     edges = imports(PACKAGE_DIR, ROOT)
     pairs = {(e.src, e.dst) for e in edges}
-    assert ("belieflens.probes.render", "belieflens.envs.base") in pairs
+    assert ("belieflens.readouts.render", "belieflens.episodes.base") in pairs
     assert len({e.src for e in edges}) > 50
 
 
@@ -264,32 +269,32 @@ def test_checker_finds_a_synthetic_cycle_and_an_upward_import(tmp_path: Path) ->
         {
             "pkg/__init__.py": "",
             "pkg/types.py": "",
-            "pkg/envs/__init__.py": "from pkg.envs.a import A\n",
+            "pkg/episodes/__init__.py": "from pkg.episodes.a import A\n",
             # an upward import hidden in a function, under TYPE_CHECKING
-            "pkg/envs/a.py": (
+            "pkg/episodes/a.py": (
                 "from typing import TYPE_CHECKING\n"
                 "def f() -> None:\n"
                 "    if TYPE_CHECKING:\n"
-                "        from pkg.cache import b\n"
+                "        from pkg.run import b\n"
                 "A = 1\n"
             ),
-            "pkg/cache/__init__.py": "",
-            # relative import two levels up, resolved to pkg.envs.a
-            "pkg/cache/b.py": "from ..envs import a\nfrom . import c\n",
-            "pkg/cache/c.py": "from pkg import types\n",
+            "pkg/run/__init__.py": "",
+            # relative import two levels up, resolved to pkg.episodes.a
+            "pkg/run/b.py": "from ..episodes import a\nfrom . import c\n",
+            "pkg/run/c.py": "from pkg import types\n",
         },
     )
     r = check(pkg, "pkg")
     assert len(r.module_cycles) == 1
-    assert r.module_cycles[0].startswith("pkg.cache.b <-> pkg.envs.a")
-    assert len(r.unit_cycles) == 1 and r.unit_cycles[0].startswith("cache <-> envs")
+    assert r.module_cycles[0].startswith("pkg.episodes.a <-> pkg.run.b")
+    assert len(r.unit_cycles) == 1 and r.unit_cycles[0].startswith("episodes <-> run")
     assert len(r.layer_violations) == 1
-    assert "pkg.envs.a imports pkg.cache.b" in r.layer_violations[0]
-    assert "envs may import only: dims, errors, types" in r.layer_violations[0]
+    assert "pkg.episodes.a imports pkg.run.b" in r.layer_violations[0]
+    assert "episodes may import only: dims, errors, types, heap" in r.layer_violations[0]
     assert not r.undeclared
     pairs = {(e.src, e.dst) for e in imports(pkg, "pkg")}
-    assert ("pkg.cache.c", "pkg.types") in pairs  # ``from pkg import types`` is the module
-    assert ("pkg.cache.b", "pkg.cache.c") in pairs
+    assert ("pkg.run.c", "pkg.types") in pairs  # ``from pkg import types`` is the module
+    assert ("pkg.run.b", "pkg.run.c") in pairs
 
 
 def test_checker_refuses_the_root_below_the_api_and_unknown_subpackages(tmp_path: Path) -> None:

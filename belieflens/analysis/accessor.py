@@ -22,19 +22,20 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis.decoders.layers import probe_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
-from belieflens.analysis.lens import Lens, MultiToken, lens_beliefs
+from belieflens.analysis.lens import MultiToken, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
-from belieflens.analysis.probes.layers import probe_layers
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import unpad
 from belieflens.dims import OUTCOME, PROBE, QUERY
 from belieflens.errors import ParameterError
+from belieflens.lens import Lens
 from belieflens.types import DebiasMethod
 
 BeliefSource = Literal["output", "logit-lens"]
 """Where a belief is read: the model's output, or every layer through the logit lens (pass a
-:class:`~belieflens.analysis.lens.Lens` object for any other lens, e.g. a tuned lens)."""
+:class:`~belieflens.lens.Lens` object for any other lens, e.g. a tuned lens)."""
 
 Metric = Literal["tvd", "kl", "sym_kl", "js", "l1", "chebyshev", "mae"]
 """How far a belief is from the oracle (:mod:`belieflens.analysis.divergence`); ``mae`` is the
@@ -67,7 +68,7 @@ class BeliefLensAccessor:
         """Debiased beliefs over outcomes.
 
         ``source="output"``: the model's output, dims ``(delivery, probe, episode, turn,
-        outcome)``; ``"logit-lens"`` or a :class:`~belieflens.analysis.lens.Lens` (checked
+        outcome)``; ``"logit-lens"`` or a :class:`~belieflens.lens.Lens` (checked
         against the file first): every layer, dims ``(delivery, probe, episode, turn, layer,
         outcome)``. ``method`` pools the Latin-square rotations; ``multi_token`` and
         ``chunk`` are passed to :func:`~belieflens.analysis.lens.lens_beliefs`.
@@ -155,7 +156,7 @@ class BeliefLensAccessor:
         ``truth_*`` value) for a ridge probe over the rows of ``probe`` (all rows if
         ``None``); a DataArray over ``query`` is used as is. Folds are grouped by episode and
         seeded by ``seed``; keyword arguments go to
-        :func:`~belieflens.analysis.probes.probe_layers`. Returns a Dataset over ``layer``.
+        :func:`~belieflens.analysis.decoders.probe_layers`. Returns a Dataset over ``layer``.
         """
         ds = self._ds
         names = [str(p) for p in np.unique(np.asarray(ds[PROBE].values).astype(str))]

@@ -5,7 +5,7 @@ delivery; its read-outs are its Latin-square rotations (rows of ``query``).
 :func:`by_instance` reshapes any per-query data with xarray
 (``set_index(query=[delivery, probe, episode, turn, rotation]).unstack("query")``), and
 :func:`pool_rotations` pools the rotations of every instance with
-:func:`belieflens.probes.debias` (an :func:`xarray.apply_ufunc` over the ``rotation`` and
+:func:`belieflens.readouts.debias` (an :func:`xarray.apply_ufunc` over the ``rotation`` and
 ``option`` dims). :func:`output_beliefs` returns a Dataset with dims
 ``(delivery, probe, episode, turn, outcome)``; probes with fewer outcomes than the widest
 one are padded with NaN.
@@ -20,8 +20,8 @@ import numpy as np
 import xarray as xr
 
 from belieflens.dims import EPISODE, OPTION, OUTCOME, PROBE, QUERY, ROTATION, TURN
+from belieflens.episodes.latin import debias
 from belieflens.errors import CacheFileError
-from belieflens.probes.latin import debias
 from belieflens.types import DebiasMethod
 
 DELIVERY = "delivery"

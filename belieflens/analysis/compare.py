@@ -226,7 +226,7 @@ def compare(
     ``probes=False`` skips the linear probes (their values are NaN); ``seed`` seeds their
     folds. Files are analysed one at a time.
     """
-    from belieflens.cache.shards import open_cache
+    from belieflens.store.study import open_cache
 
     paths = list(files)
     attrs: list[dict[str, Any]] = []
@@ -538,8 +538,8 @@ def compare_report(
     against their checksums before anything is written."""
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
-        from belieflens.cache.integrity import verify_file
-        from belieflens.cache.shards import cache_files
+        from belieflens.store.integrity import verify_file
+        from belieflens.store.study import cache_files
 
         for f in files:
             for one in cache_files(f) if Path(f).is_dir() else [Path(f)]:

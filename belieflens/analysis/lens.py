@@ -2,8 +2,8 @@
 
 **Lens and head.** A :class:`Lens` first maps layer ``l``'s residual ``h`` (the identity
 for :class:`LogitLens`; per-layer translators for a
-:class:`~belieflens.analysis.tuned_lens.TunedLens`); the result goes through the model's
-:class:`~belieflens.cache.lens_params.Head`: the final norm, recomputed on that residual
+:class:`~belieflens.lens.TunedLens`); the result goes through the model's
+:class:`~belieflens.lens.head.Head`: the final norm, recomputed on that residual
 (TransformerLens #1076), and the stored unembedding rows (``unembed``, ``unembed_bias`` for
 the token ids in ``lens_token_id``).
 
@@ -36,65 +36,22 @@ queries at a time, so files larger than memory work.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 from jaxtyping import Float
 
 from belieflens.analysis.beliefs import instance_logprob
-from belieflens.cache.lens_params import FinalNorm, Head
 from belieflens.dims import CONT_EXTRA, LAYER, OPTION, QUERY
+from belieflens.lens.base import Lens, LogitLens
+from belieflens.lens.head import FinalNorm, Head
 from belieflens.types import DebiasMethod
 
 MultiToken = Literal["auto", "first-token"]
 """``auto``: score whole continuations where ``cont_resid`` is stored; ``first-token``: never."""
 
 CONT_RESID = "cont_resid"
-
-
-@runtime_checkable
-class Lens(Protocol):
-    """A way to read a layer's residual through the model's head (after tuned-lens).
-
-    ``transform`` maps residuals ``[..., layer, d_model]`` (numpy float64 or torch) to
-    residuals of the same shape in the final layer's space; the lens's logits are then
-    :meth:`belieflens.cache.lens_params.Head.logits` of the result. ``name`` is the lens's
-    ``source`` in :func:`belieflens.analysis.summary.summary` (``logit-lens``,
-    ``tuned-lens``); ``check_file`` raises if the lens does not fit a cache file's model.
-    """
-
-    @property
-    def name(self) -> str:
-        """The lens's name as a ``source`` value."""
-        ...
-
-    def transform(self, resid: Any) -> Any:
-        """Translate every layer's residual (the layer axis is second to last)."""
-        ...
-
-    def check_file(self, ds: xr.Dataset) -> None:
-        """Raise unless the lens fits cache file ``ds``."""
-        ...
-
-
-class LogitLens:
-    """The logit lens: every layer's residual read through the head unchanged."""
-
-    @property
-    def name(self) -> str:
-        """``logit-lens``."""
-        return "logit-lens"
-
-    def transform(self, resid: Any) -> Any:
-        """The identity."""
-        return resid
-
-    def check_file(self, ds: xr.Dataset) -> None:
-        """Every cache file fits the logit lens."""
-
-    def __repr__(self) -> str:
-        return "LogitLens()"
 
 
 def _lens_or_logit(lens: Lens | None) -> Lens:

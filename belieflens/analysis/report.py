@@ -31,13 +31,13 @@ from belieflens.analysis.tables import (
     lens_table,
     turn_table,
 )
-from belieflens.analysis.tuned_lens.lens import TunedLens, load_tuned_lens, parse_lens_spec
-from belieflens.cache import cluster
-from belieflens.cache.cluster import DaskClient
-from belieflens.cache.heap import release_freed_memory
-from belieflens.cache.integrity import verify_file
-from belieflens.cache.shards import cache_files, open_cache
 from belieflens.errors import CacheFileError
+from belieflens.heap import release_freed_memory
+from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
+from belieflens.run import cluster
+from belieflens.run.cluster import DaskClient
+from belieflens.store.integrity import verify_file
+from belieflens.store.study import cache_files, open_cache
 from belieflens.types import DebiasMethod
 
 

@@ -40,14 +40,15 @@ from belieflens.analysis.beliefs import (
     output_beliefs,
     query_n_outcome,
 )
+from belieflens.analysis.decoders.folds import group_folds
+from belieflens.analysis.decoders.heldout import heldout_softmax
+from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
 from belieflens.analysis.divergence import tvd
-from belieflens.analysis.lens import Lens, lens_beliefs, query_blocks
-from belieflens.analysis.probes.folds import group_folds
-from belieflens.analysis.probes.heldout import heldout_softmax
-from belieflens.analysis.probes.softmax import FIT_BLAS_LIMIT
+from belieflens.analysis.lens import lens_beliefs, query_blocks
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
+from belieflens.lens import Lens
 from belieflens.types import DebiasMethod
 
 SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
@@ -296,8 +297,8 @@ def summary(
 ) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
-    ``lens`` is the tuned-lens column's :class:`~belieflens.analysis.lens.Lens` (e.g. a
-    :class:`~belieflens.analysis.tuned_lens.TunedLens`, checked against the file's
+    ``lens`` is the tuned-lens column's :class:`~belieflens.lens.Lens` (e.g. a
+    :class:`~belieflens.lens.TunedLens`, checked against the file's
     ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
     ``seed`` seeds the probes' fold assignment. ``logit_lens``: the file's
     :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has

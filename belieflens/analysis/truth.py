@@ -1,6 +1,6 @@
 """Episode truth read back from a cache file: one value per episode.
 
-:func:`belieflens.cache.extract.extract` stores each episode's ``truth`` mapping
+:func:`belieflens.run.extract.extract` stores each episode's ``truth`` mapping
 as ``truth_<key>`` variables on the ``query`` dimension (every read-out of an
 episode repeats its episode's values). These helpers collapse them to the
 ``episode`` dimension that :func:`belieflens.analysis.beliefs.output_beliefs` uses.
@@ -15,7 +15,7 @@ from belieflens.dims import EPISODE
 from belieflens.errors import CacheFileError
 
 TRUTH_PREFIX = "truth_"
-"""Prefix of episode-truth variables (the same as ``belieflens.cache.extract.TRUTH_PREFIX``;
+"""Prefix of episode-truth variables (the same as ``belieflens.run.extract.TRUTH_PREFIX``;
 kept here so that analysis does not import the extraction stage)."""
 
 

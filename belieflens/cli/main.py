@@ -2,7 +2,7 @@
 
 Each command parses its options (strings into the typed option sets of
 :mod:`belieflens.types`), makes one call of :mod:`belieflens.api` (or
-:func:`belieflens.analysis.report.analyze`, :mod:`belieflens.cache.info`) and prints.
+:func:`belieflens.analysis.report.analyze`, :mod:`belieflens.store.info`) and prints.
 Every user error (bad parameter, unknown model, unreadable file) prints one
 line ``error: ...`` to stderr and exits with code 2; no traceback.
 """
@@ -29,10 +29,10 @@ from belieflens.api import (
 )
 from belieflens.api import choice as _choice
 from belieflens.api import extract as run_extract
-from belieflens.cache.generation_log import GenerationRecord
-from belieflens.cache.heap import limit_arenas
 from belieflens.cli.intervene import app as intervene_app
 from belieflens.errors import BeliefLensError, ParameterError
+from belieflens.heap import limit_arenas
+from belieflens.run.generation_log import GenerationRecord
 from belieflens.types import DEBIAS_METHODS
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def extract(
     ``--cluster``, shards of the study run as Dask tasks into the study directory OUT;
     rerunning the same command resumes it.
     """
-    from belieflens.envs.params import parse_assignments
+    from belieflens.episodes.params import parse_assignments
 
     try:
         device_ = _choice("--device", device, DEVICE_NAMES)
@@ -311,7 +311,7 @@ def compare(
 @app.command()
 def models() -> None:
     """List the embedded model names: size, layers, installed or not (and how to install)."""
-    from belieflens.cache.models import catalogue
+    from belieflens.model.load import catalogue
 
     rows = catalogue()
     typer.echo(f"{'name':<20} {'blocks':>6} {'GGUF':>9}  {'installed':<10} {'weights cached':<15}"
@@ -387,7 +387,7 @@ def merge(
     ),
 ) -> None:
     """Write the single cache file one process would have written from a study directory."""
-    from belieflens.cache.shards import merge as run
+    from belieflens.store.study import merge as run
 
     try:
         path = run(directory, out, overwrite=overwrite)
@@ -410,10 +410,9 @@ def info(
     ] = False,
 ) -> None:
     """Print a cache file's provenance, dimensions and sizes."""
-    from belieflens.cache import info as cache_info
-
+    from belieflens.store import info as cache_info
     if verify:
-        from belieflens.cache.verify import verify as check
+        from belieflens.store.verify import verify as check
 
         try:
             problems = check(file)
@@ -437,7 +436,7 @@ def info(
 
 
 def main() -> None:
-    """Console entry point (caps malloc arenas first: see :mod:`belieflens.cache.heap`)."""
+    """Console entry point (caps malloc arenas first: see :mod:`belieflens.heap`)."""
     limit_arenas()
     try:
         app()

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from belieflens.envs.base import Environment, Episode, Message, Probe, Query, Turn
 from belieflens.envs.belief_attribution import BeliefAttribution
-from belieflens.envs.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
 from belieflens.envs.coin_flip import CoinFlip
 from belieflens.envs.dutch_book import DutchBook
 from belieflens.envs.judgment import MedicalTriage, SocialJudgment
-from belieflens.envs.params import ParamSpec, parse, specs
 from belieflens.envs.protein_world import ProteinWorld
 from belieflens.envs.recommender import Recommender
 from belieflens.envs.revealed.case_study import CaseStudy
@@ -23,6 +20,9 @@ from belieflens.envs.revealed.coins import Coins
 from belieflens.envs.revealed.dice import Dice
 from belieflens.envs.revealed.preference import Preference
 from belieflens.envs.twenty_questions import TwentyQuestions
+from belieflens.episodes.base import Environment, Episode, Message, Probe, Query, Turn
+from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
+from belieflens.episodes.params import ParamSpec, parse, specs
 from belieflens.errors import ParameterError
 from belieflens.types import SectionName
 

@@ -8,9 +8,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Probe, Turn
-from belieflens.envs.params import bad, param
-from belieflens.envs.questions import mcq_probe
+from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import mcq_probe
 from belieflens.types import Delivery, SectionName
 
 INTRO = (

@@ -3,7 +3,7 @@
 The concept is each read-out's oracle point estimate
 (:func:`belieflens.interventions.study.oracle_mean`: E[value] for numeric or range outcomes,
 else P(first outcome); for coin flip both probes give the posterior mean of the bias).
-Folds are grouped by episode (:func:`belieflens.analysis.probes.group_folds`): the
+Folds are grouped by episode (:func:`belieflens.analysis.decoders.group_folds`): the
 read-outs of one episode share a context and are never split between fitting and testing.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from belieflens.analysis.probes import RidgeFitter, group_folds
+from belieflens.analysis.decoders import RidgeFitter, group_folds
 
 F64 = NDArray[np.float64]
 

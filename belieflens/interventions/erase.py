@@ -28,7 +28,6 @@ from typing import Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel
 from belieflens.dims import LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import (
@@ -49,6 +48,7 @@ from belieflens.interventions.study import (
     study_resid,
     with_table,
 )
+from belieflens.model.load import LoadedModel
 from belieflens.types import DeviceName
 
 EraseAt = Literal["answer", "all"]

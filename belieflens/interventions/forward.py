@@ -2,7 +2,7 @@
 
 A **clean run** of a batch of read-outs caches the residual stream at every layer and every
 position (layer 0 = the embeddings, the input of block 0; layer ``l`` = the output of block
-``l-1``: the hook points of :func:`belieflens.cache.rows.resid_hook_names`, as in the cache
+``l-1``: the hook points of :func:`belieflens.run.rows.resid_hook_names`, as in the cache
 file's ``resid``). An intervention at layer ``l`` edits that residual (at some positions) and
 needs only blocks ``l .. L-1`` on top of it: :func:`run_from` feeds the edited residual to
 the bridge as the input of block ``l`` (TransformerBridge's ``start_at_layer``) while blocks
@@ -11,10 +11,10 @@ cost nothing. At ``l = L`` no block runs; the final norm and the unembedding rea
 residual. :func:`run_replaced` is the reference: one full forward in which a hook replaces
 the layer-``l`` residual (what a patching loop without reuse runs).
 
-Rows are those of the extraction runner (:func:`belieflens.cache.rows.forward_rows`: one per
+Rows are those of the extraction runner (:func:`belieflens.run.rows.forward_rows`: one per
 query with single-token options, else one per option), right-padded into one batch; the
 unembedding runs only at the positions read (``logits_to_keep``). Option log-probabilities
-are computed as in :func:`belieflens.cache.runner.run_batch` (log-softmax over the
+are computed as in :func:`belieflens.run.runner.run_batch` (log-softmax over the
 vocabulary, summed over a multi-token option's tokens).
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from belieflens.cache.models import LoadedModel
-from belieflens.cache.rows import Row, forward_rows, resid_hook_names
-from belieflens.probes.render import TokenizedQuery
+from belieflens.model.load import LoadedModel
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.rows import Row, forward_rows, resid_hook_names
 
 Tensor = Any
 """A ``torch.Tensor`` (torch is imported only when a model runs)."""

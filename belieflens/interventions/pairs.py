@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from belieflens.errors import ParameterError
 from belieflens.interventions.forward import RowBatch
 from belieflens.interventions.study import Study
-from belieflens.probes.render import TokenizedQuery
+from belieflens.readouts.render import TokenizedQuery
 
 PositionSet = Literal["answer", "evidence", "all"]
 """Which positions of the base run take the source's residual."""

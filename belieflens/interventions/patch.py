@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
 from belieflens.errors import ParameterError
 from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
@@ -43,6 +42,7 @@ from belieflens.interventions.pairs import (
 )
 from belieflens.interventions.results import check_out
 from belieflens.interventions.study import Study, read_study, with_table
+from belieflens.model.load import LoadedModel
 from belieflens.types import DeviceName
 
 

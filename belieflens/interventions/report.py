@@ -1,7 +1,7 @@
 """``belieflens analyze RESULT.h5`` for intervention files: tables, heatmaps, a report section.
 
 Every belief here is debiased over the Latin-square rotations of its probe instance
-(:func:`belieflens.probes.debias`), like the output beliefs of a study.
+(:func:`belieflens.readouts.debias`), like the output beliefs of a study.
 
 - **patch**: per pair of instances (base episode, source episode at one delivery, probe and
   turn), the belief transfer ``1 − TVD(p_patched, p_source) / TVD(p_base, p_source)`` (0: the
@@ -28,9 +28,9 @@ from numpy.typing import NDArray
 from belieflens.analysis.beliefs import instance_logprob
 from belieflens.analysis.report import Analysis
 from belieflens.dims import LAYER, OUTCOME, PAIR, POSITIONS
+from belieflens.episodes.latin import debias
 from belieflens.interventions.results import open_result
 from belieflens.interventions.study import belief_mean
-from belieflens.probes.latin import debias
 from belieflens.types import DebiasMethod
 
 F64 = NDArray[np.float64]

@@ -21,10 +21,10 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel
-from belieflens.cache.provenance import git_commit
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.interventions.study import Study
+from belieflens.model.load import LoadedModel
+from belieflens.store.provenance import git_commit
 
 Kind = Literal["intervention-patch", "intervention-steer", "intervention-erase"]
 """The ``kind`` attribute of a result file."""

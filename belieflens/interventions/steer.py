@@ -32,7 +32,6 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.cache.models import LoadedModel
 from belieflens.dims import ALPHA, D_MODEL, LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import Direction, probe_direction, random_unit
@@ -46,6 +45,7 @@ from belieflens.interventions.study import (
     study_resid,
     with_table,
 )
+from belieflens.model.load import LoadedModel
 from belieflens.types import DeviceName
 
 SteerAt = Literal["answer", "after-evidence"]

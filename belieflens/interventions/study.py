@@ -1,7 +1,7 @@
 """The study file an intervention reads: its queries as tokens, their coordinates, its model.
 
 An intervention re-runs a study's own read-outs, so everything comes from the cache file
-(:func:`belieflens.cache.store.open_cache`, which refuses damaged, incomplete or
+(:func:`belieflens.store.file.open_cache`, which refuses damaged, incomplete or
 incomplete-schema files in one line): the exact context token ids, the answer position, the
 option continuations, the rotation's outcome order, the oracle and the coordinates. The
 residuals (``resid``) stay on disk until :func:`study_resid` reads the layers asked for.
@@ -18,11 +18,11 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from belieflens.cache.models import LoadedModel
-from belieflens.cache.store import open_cache
 from belieflens.dims import DELIVERY, EPISODE, PROBE, QUERY, ROTATION, TURN
 from belieflens.errors import CacheFileError, ParameterError
-from belieflens.probes.render import TokenizedQuery
+from belieflens.model.load import LoadedModel
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.store.file import open_cache
 
 NEEDED: tuple[str, ...] = (
     "input_ids", "answer_pos", "option_ids", "outcome", "outcome_label", "oracle",
@@ -37,7 +37,7 @@ QUERY_VARS: tuple[str, ...] = (
 """Per-query variables copied from the study into a result file (analysis needs no study)."""
 
 FINGERPRINT_ATTR = "study_fingerprint"
-"""Root attribute of a study file holding its fingerprint (:mod:`belieflens.cache.resume`)."""
+"""Root attribute of a study file holding its fingerprint (:mod:`belieflens.run.resume`)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from belieflens.probes.latin import latin_square
+from belieflens.episodes.latin import latin_square
 
 
 @dataclass(frozen=True)

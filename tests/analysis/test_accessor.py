@@ -13,11 +13,11 @@ import belieflens.analysis  # noqa: F401  (registers ds.bl)
 from belieflens.analysis import divergence as dv
 from belieflens.analysis.accessor import METRICS, BeliefLensAccessor
 from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.lens import LogitLens, lens_beliefs
+from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.summary import summary
-from belieflens.analysis.tuned_lens import TunedLens, TunedLensConfig, TunedLensError
-from belieflens.cache.models import LoadedModel
 from belieflens.errors import BeliefLensError
+from belieflens.lens import LogitLens, TunedLens, TunedLensConfig, TunedLensError
+from belieflens.model.load import LoadedModel
 from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
 
 INSTANCE = ("delivery", "probe", "episode", "turn")
@@ -99,7 +99,7 @@ def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) 
     """On an extracted file, the logit lens at the last layer reproduces the output belief."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, extract
 
     path = extract(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
@@ -116,7 +116,7 @@ def test_accessor_on_the_real_model(smol_model: LoadedModel, tmp_path: Path) -> 
     """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, extract
 
     path = extract(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))

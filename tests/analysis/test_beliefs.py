@@ -16,8 +16,8 @@ from belieflens.analysis.beliefs import (
     instance_logprob,
     output_beliefs,
 )
+from belieflens.episodes.latin import debias, latin_square
 from belieflens.errors import CacheFileError
-from belieflens.probes.latin import debias, latin_square
 
 
 @st.composite

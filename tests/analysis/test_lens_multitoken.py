@@ -10,17 +10,16 @@ import pytest
 import xarray as xr
 
 from belieflens.analysis.lens import (
-    Lens,
-    LogitLens,
     has_continuations,
     lens_beliefs,
     lens_logits,
     lens_option_logprob,
 )
-from belieflens.probes.latin import latin_square
+from belieflens.episodes.latin import latin_square
+from belieflens.lens import Lens, LogitLens
 
 if TYPE_CHECKING:
-    from belieflens.cache.models import LoadedModel
+    from belieflens.model.load import LoadedModel
 
 N_LAYER, D, N_TOK = 3, 6, 7
 # two 2-option probes x 2 rotations; option 0 has 3 tokens, option 1 has 2 tokens
@@ -172,7 +171,7 @@ def test_cont_resid_convention_on_tiny_model(tiny_model: LoadedModel, tmp_path: 
     import belieflens
     import belieflens.envs as envs
     from belieflens.analysis.lens import final_norm_of
-    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, extract
 
     model = tiny_model
     path = extract(envs.get("dice"), model, Path(str(tmp_path)) / "dice.h5",

@@ -16,8 +16,8 @@ from belieflens.analysis.envs.belief_attribution.section import (
 )
 from belieflens.analysis.envs.dutch_book.section import lens_sure_loss, score_scenarios
 from belieflens.analysis.envs.protein_world.section import step_metrics
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.models import LoadedModel
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
 
 pytestmark = pytest.mark.real_model
 
@@ -73,7 +73,7 @@ def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> No
 def test_belief_attribution_with_the_models_own_answer(
     smol_model: LoadedModel, tmp_path: Path
 ) -> None:
-    from belieflens.cache.generate import ModelGenerator
+    from belieflens.run.generate import ModelGenerator
 
     env = envs.get("belief-attribution", protocol="belieflens", questions="shipped",
                    stated="model", domain="geography", answer_tokens=16)

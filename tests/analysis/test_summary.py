@@ -17,9 +17,9 @@ from belieflens.analysis.calibration import reliability
 from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.report import analyze
-from belieflens.analysis.tuned_lens.lens import TunedLensConfig, identity_lens
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.models import LoadedModel
+from belieflens.lens.tuned import TunedLensConfig, identity_lens
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_position_bias_and_calibration_on_file(batched_file: Path) -> None:
 def _mcq(bias: float, k: int = 3) -> xr.Dataset:
     """One probe instance per episode, asked under k rotations, with belief q and an additive
     log-prob bonus ``bias`` for position 0."""
-    from belieflens.probes.latin import latin_square
+    from belieflens.episodes.latin import latin_square
 
     q = np.array([0.6, 0.3, 0.1])
     sq = latin_square(k)

@@ -26,6 +26,6 @@ def test_episode_truth_collapses_queries() -> None:
 
 
 def test_prefix_matches_the_extraction_stage() -> None:
-    from belieflens.cache.extract import TRUTH_PREFIX as WRITTEN
+    from belieflens.run.extract import TRUTH_PREFIX as WRITTEN
 
     assert TRUTH_PREFIX == WRITTEN

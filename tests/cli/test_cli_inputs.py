@@ -17,12 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from belieflens import envs, open_cache
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.models import LoadedModel
-from belieflens.cache.store import partial_path
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
-from tests.cache.conftest import one_thread  # noqa: F401  (fixture)
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
+from belieflens.store.file import partial_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 runner = CliRunner()

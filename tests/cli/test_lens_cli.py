@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from belieflens.analysis.tuned_lens.lens import TunedLensConfig, identity_lens, save_tuned_lens
 from belieflens.cli.main import app
+from belieflens.lens.tuned import TunedLensConfig, identity_lens, save_tuned_lens
 
 runner = CliRunner()
 
@@ -46,7 +46,7 @@ def _cache_stub(path: Path, weights_hash: str) -> Path:
     """A minimal complete cache file with a given weights hash (only attrs are checked first)."""
     import xarray as xr
 
-    from belieflens.cache.store import REQUIRED, SCHEMA, SCHEMA_VERSION
+    from belieflens.store.file import REQUIRED, SCHEMA, SCHEMA_VERSION
 
     def zeros(name: str) -> np.ndarray:
         spec = SCHEMA[name]

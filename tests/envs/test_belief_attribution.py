@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from belieflens import envs
-from belieflens.envs.base import Message
 from belieflens.envs.belief_attribution import (
     ACK,
     BeliefAttribution,
@@ -19,7 +18,8 @@ from belieflens.envs.belief_attribution import (
     stated_context,
 )
 from belieflens.envs.belief_attribution.questions import load_questions, shipped_questions
-from belieflens.envs.generation import derive_seed
+from belieflens.episodes.base import Message
+from belieflens.episodes.generation import derive_seed
 from belieflens.errors import ImportFormatError, ParameterError
 
 OLD: dict[str, str] = {"protocol": "belieflens", "questions": "shipped"}

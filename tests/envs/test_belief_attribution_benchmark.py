@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from belieflens import envs
 from belieflens.cli.main import app
-from belieflens.envs.base import Message
 from belieflens.envs.belief_attribution import BeliefAttribution, revised_by_match
 from belieflens.envs.belief_attribution.generated import LICENCE, generated_questions
-from belieflens.envs.generation import derive_seed
+from belieflens.episodes.base import Message
+from belieflens.episodes.generation import derive_seed
 from belieflens.errors import ParameterError
 
 FIX = json.loads((Path(__file__).parent / "fixtures" / "belief_attribution_benchmark.json")

@@ -14,10 +14,10 @@ from belieflens.analysis.envs.belief_attribution.section import (
     belief_attribution_section,
     episode_revisions,
 )
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.generate import bind_run
-from belieflens.cache.generation_log import read_log
-from belieflens.cache.models import LoadedModel
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.generate import bind_run
+from belieflens.run.generation_log import read_log
 
 
 def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from belieflens import envs
-from belieflens.envs.base import Message
 from belieflens.envs.dutch_book import LABELS, PLACEHOLDER_ANSWER, DutchBook, dialogue
 from belieflens.envs.dutch_book.scenarios import load_scenarios, shipped_scenarios
+from belieflens.episodes.base import Message
 from belieflens.errors import ImportFormatError, ParameterError
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from belieflens.envs.base import Message
-from belieflens.envs.delivery import ACKS, conversations, resolve
-from belieflens.envs.generation import GenerationSettings
+from belieflens.episodes.base import Message
+from belieflens.episodes.delivery import ACKS, conversations, resolve
+from belieflens.episodes.generation import GenerationSettings
 from belieflens.errors import ParameterError
 
 

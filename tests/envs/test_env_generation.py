@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from belieflens.envs.base import Message
-from belieflens.envs.generation import (
+from belieflens.episodes.base import Message
+from belieflens.episodes.generation import (
     GenerationSettings,
     derive_seed,
     extract_message,

@@ -22,11 +22,11 @@ import torch
 import belieflens
 import belieflens.envs as envs
 from belieflens.analysis.report import analyze
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.generate import bind_model
-from belieflens.cache.generation_log import read_log, replay
-from belieflens.cache.models import LoadedModel
-from belieflens.envs.generation import extract_message
+from belieflens.episodes.generation import extract_message
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.generate import bind_model
+from belieflens.run.generation_log import read_log, replay
 
 pytestmark = pytest.mark.real_model
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from belieflens import envs
-from belieflens.envs.base import Message
 from belieflens.envs.protein_world import ProteinWorld, ProteinWorldParams, experiment_label
 from belieflens.envs.protein_world.oracle import (
     active_run,
@@ -25,6 +24,7 @@ from belieflens.envs.protein_world.world import (
     likelihood_mc,
     percent_prior,
 )
+from belieflens.episodes.base import Message
 from belieflens.errors import ParameterError
 
 

@@ -19,16 +19,6 @@ import xarray as xr
 
 import belieflens.envs as envs
 from belieflens.analysis.envs.twenty_questions.section import step_kl, twenty_questions_section
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.generate import bind_model
-from belieflens.cache.generation_log import (
-    GenerationRecord,
-    ReplayGenerator,
-    read_log,
-    replay,
-)
-from belieflens.cache.models import LoadedModel
-from belieflens.envs.base import Episode, Message, Query
 from belieflens.envs.twenty_questions import TwentyQuestions
 from belieflens.envs.twenty_questions.prompts import (
     ANSWERER_SYSTEM,
@@ -36,7 +26,17 @@ from belieflens.envs.twenty_questions.prompts import (
     JUDGE_SYSTEM,
     QUESTIONS_SYSTEM,
 )
+from belieflens.episodes.base import Episode, Message, Query
 from belieflens.errors import BeliefLensError
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.generate import bind_model
+from belieflens.run.generation_log import (
+    GenerationRecord,
+    ReplayGenerator,
+    read_log,
+    replay,
+)
 
 # P(Yes) of "question" for each animal: the scripted player's knowledge
 TABLE: dict[str, dict[str, float]] = {

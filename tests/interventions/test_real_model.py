@@ -16,7 +16,7 @@ def test_patching_identities_on_the_embedded_model(
     smol_model: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import belieflens.envs as envs
-    from belieflens.cache.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, extract
 
     env = envs.get("coin-flip", turns=1, bins=2, delivery="multi-turn")
     path = extract(env, smol_model, tmp_path_factory.mktemp("real") / "study.h5",

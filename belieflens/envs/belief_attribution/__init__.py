@@ -11,7 +11,7 @@ Belief Attribution Score.
 
 ``protocol=benchmark`` (default) is the benchmark's harness
 (``../shared/papers/belief-attribution-benchmark.txt``, ``BeliefAttributionBenchmark.run``),
-on the evaluated model (a bound :class:`~belieflens.envs.generation.TextGenerator`;
+on the evaluated model (a bound :class:`~belieflens.episodes.generation.TextGenerator`;
 ``belieflens extract`` binds it), every generation greedy with at most ``answer_tokens``
 (50) new tokens:
 
@@ -56,17 +56,17 @@ from typing import ClassVar, Literal, Self
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Turn
 from belieflens.envs.belief_attribution.generated import generated_questions
 from belieflens.envs.belief_attribution.questions import (
     FactQuestion,
     load_questions,
     shipped_questions,
 )
-from belieflens.envs.delivery import require_generator
-from belieflens.envs.generation import TextGenerator, derive_seed
-from belieflens.envs.params import bad, param
-from belieflens.envs.questions import mcq_probe
+from belieflens.episodes.base import Episode, Message, Turn
+from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import mcq_probe
 from belieflens.types import Delivery, SectionName
 
 Condition = Literal["self", "user"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from belieflens.envs.importing import one_line, read_json
+from belieflens.episodes.importing import one_line, read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "questions.json"

@@ -34,16 +34,16 @@ from typing import ClassVar, Literal, Self
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Probe, Query, Turn, append_user
-from belieflens.envs.delivery import require_generator
 from belieflens.envs.dutch_book.scenarios import (
     Scenario,
     load_scenarios,
     shipped_scenarios,
 )
-from belieflens.envs.generation import TextGenerator, derive_seed
-from belieflens.envs.params import bad, param
-from belieflens.envs.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
+from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
+from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.types import Delivery, SectionName
 
 LABELS = ("Yes", "No")

@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from belieflens.envs import importing as io
 from belieflens.envs.judgment.case import Case, Kind, Segment, labels_of
+from belieflens.episodes import importing as io
 
 DATA_DIR: dict[Kind, str] = {"social": "social_judgment", "triage": "medical_triage"}
 """Package-data folder of each task's shipped case set."""

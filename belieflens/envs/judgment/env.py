@@ -10,15 +10,15 @@ from typing import ClassVar, Literal, Self
 
 import numpy as np
 
-from belieflens.envs.base import Episode
-from belieflens.envs.delivery import require_generator, resolve
-from belieflens.envs.generation import GenerationSettings, TextGenerator
 from belieflens.envs.judgment.case import Case, Kind
 from belieflens.envs.judgment.cases import load
 from belieflens.envs.judgment.episode import Generation, build_episode
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import Task
-from belieflens.envs.params import bad, param
+from belieflens.episodes.base import Episode
+from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.generation import GenerationSettings, TextGenerator
+from belieflens.episodes.params import bad, param
 from belieflens.types import Delivery, SectionName
 
 

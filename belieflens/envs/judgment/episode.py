@@ -6,9 +6,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from belieflens.envs.base import Episode, Turn
-from belieflens.envs.delivery import conversations, require_generator
-from belieflens.envs.generation import (
+from belieflens.envs.judgment.case import Case
+from belieflens.envs.judgment.styles import Style, steering
+from belieflens.envs.judgment.task import Task, task_probes
+from belieflens.episodes.base import Episode, Turn
+from belieflens.episodes.delivery import conversations, require_generator
+from belieflens.episodes.generation import (
     GenerationSettings,
     SimulatedMessage,
     TextGenerator,
@@ -16,9 +19,6 @@ from belieflens.envs.generation import (
     simulate_message,
     steering_prompt,
 )
-from belieflens.envs.judgment.case import Case
-from belieflens.envs.judgment.styles import Style, steering
-from belieflens.envs.judgment.task import Task, task_probes
 from belieflens.types import Delivery
 
 CLEAN = "clean"

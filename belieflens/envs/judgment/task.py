@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from belieflens.envs.base import Message, Probe
 from belieflens.envs.judgment.case import Kind, labels_of
 from belieflens.envs.judgment.styles import styles_of
-from belieflens.envs.questions import mcq_probe
+from belieflens.episodes.base import Message, Probe
+from belieflens.episodes.questions import mcq_probe
 from belieflens.types import Delivery
 
 

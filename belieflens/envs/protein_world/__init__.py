@@ -40,10 +40,6 @@ from typing import ClassVar, Literal, Self
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Probe, Turn
-from belieflens.envs.delivery import require_generator
-from belieflens.envs.generation import TextGenerator, derive_seed
-from belieflens.envs.params import bad, param
 from belieflens.envs.protein_world.oracle import (
     ExperimentGrid,
     active_run,
@@ -53,7 +49,11 @@ from belieflens.envs.protein_world.oracle import (
     posterior,
 )
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
-from belieflens.envs.questions import LETTERS, mcq_probe, mcq_text
+from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.types import Delivery, SectionName
 
 ACK = "Understood."

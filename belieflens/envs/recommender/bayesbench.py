@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from belieflens.envs import importing as io
 from belieflens.envs.recommender.world import STARS, World
+from belieflens.episodes import importing as io
 
 FITTED = "fitted_model.json"
 """File name of the fitted mixture."""

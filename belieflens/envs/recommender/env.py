@@ -10,16 +10,16 @@ from typing import ClassVar, Literal, Self
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Probe, Turn
-from belieflens.envs.delivery import conversations, require_generator, resolve
-from belieflens.envs.generation import GenerationSettings, TextGenerator, derive_seed
-from belieflens.envs.params import bad, param
-from belieflens.envs.questions import mcq_probe
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
+from belieflens.episodes.base import Episode, Probe, Turn
+from belieflens.episodes.delivery import conversations, require_generator, resolve
+from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import mcq_probe
 from belieflens.types import Delivery, SectionName
 
 RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" for s in STARS)

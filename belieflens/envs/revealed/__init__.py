@@ -2,7 +2,7 @@
 Cognitive Dissonance?"): dice, coins, preference, choice and a diagnosis case study.
 
 Every environment here is a finite grid of scenarios. Each grid point is one
-:class:`~belieflens.envs.base.Episode` with a single turn (index 0) and two
+:class:`~belieflens.episodes.base.Episode` with a single turn (index 0) and two
 probes that read the same belief in two ways:
 
 - ``revealed`` (kind ``completion``): the prompt ends right before the outcome and

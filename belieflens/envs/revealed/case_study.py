@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import Exact, categorical, mixture
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
+from belieflens.episodes.params import bad, param
 
 CaseVariant = Literal["marginal", "child", "adult"]
 """a random patient (the mixture's marginal), or a patient known to be a child / an adult."""

@@ -6,9 +6,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import Exact, focus_count, shift
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
+from belieflens.episodes.params import bad, param
 
 CoinsVariant = Literal["regular", "independent", "dependent"]
 """one toss; a previous toss then a new independent one; the total over both tosses."""

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import Exact, Observation, condition, dice_sum, shift
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
+from belieflens.episodes.params import bad, param
 
 DiceVariant = Literal["single", "independent", "dependent", "observation"]
 """single roll; a previous roll then a new independent one; the total of both; observations."""

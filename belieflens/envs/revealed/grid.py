@@ -54,9 +54,6 @@ from typing import ClassVar, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
-from belieflens.envs.base import Episode, Message, Probe, Turn
-from belieflens.envs.params import bad, param
-from belieflens.envs.questions import completion_probe
 from belieflens.envs.revealed.stated import (
     candidates,
     case_candidates,
@@ -64,6 +61,9 @@ from belieflens.envs.revealed.stated import (
     paper_stated_probe,
     stated_probe,
 )
+from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import completion_probe
 from belieflens.types import Delivery, PromptFormat, SectionName
 
 TERMINATOR = "."

@@ -6,9 +6,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from belieflens.envs.params import bad, param
 from belieflens.envs.revealed.exact import categorical
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
+from belieflens.episodes.params import bad, param
 
 PreferenceVariant = Literal["regular", "independent"]
 """one choice; or a previous choice is stated and a new independent one predicted."""

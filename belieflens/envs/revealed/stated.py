@@ -3,7 +3,7 @@
 The scenario is followed by a question about one outcome's probability and five
 candidates labelled ``[[A]]`` ... ``[[E]]``; the answer is read as the bracketed
 letter continuing ``Answer:``. The probe is asked under the five cyclic rotations
-of :func:`belieflens.envs.latin.latin_square` so position bias can be pooled away.
+of :func:`belieflens.episodes.latin.latin_square` so position bias can be pooled away.
 
 Design: the probe's **outcomes are the five candidates**, labelled by their
 probability text (e.g. ``16.7%``) and sorted by value, so the correct candidate's
@@ -28,8 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from belieflens.envs.base import Message, Probe, Query
-from belieflens.envs.latin import latin_square
+from belieflens.episodes.base import Message, Probe, Query
+from belieflens.episodes.latin import latin_square
 from belieflens.types import Delivery, PromptFormat
 
 N_CANDIDATES = 5

@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from belieflens.envs.importing import fail, one_line, read_json
+from belieflens.episodes.importing import fail, one_line, read_json
 from belieflens.errors import ImportFormatError
 
 SHIPPED = "animals.json"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from belieflens.envs.base import Message, Query
-from belieflens.envs.questions import DEFAULT_PREFILL
+from belieflens.episodes.base import Message, Query
+from belieflens.episodes.questions import DEFAULT_PREFILL
 
 JUDGE_SYSTEM = (
     "You are playing a game of 20 Questions trying to guess an animal. After asking Yes/No "

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import belieflens.envs as envs
-from belieflens.envs.base import Message
-from belieflens.envs.delivery import ACKS
 from belieflens.envs.judgment import MedicalTriage, SocialJudgment, load_builtin
 from belieflens.envs.judgment.styles import TRIAGE_STYLES
+from belieflens.episodes.base import Message
+from belieflens.episodes.delivery import ACKS
 from belieflens.errors import ParameterError
 
 PEERS = Path(__file__).resolve().parents[3].parent / "shared" / "peers" / "bayesbench"

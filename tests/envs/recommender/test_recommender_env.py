@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import belieflens.envs as envs
-from belieflens.envs.base import Message, Probe
 from belieflens.envs.recommender import Recommender, RecommenderParams, default_world
 from belieflens.envs.recommender.bayes import predictive, type_posterior
 from belieflens.envs.recommender.synthetic import load_titles, preferences
 from belieflens.envs.recommender.world import World
+from belieflens.episodes.base import Message, Probe
 from belieflens.errors import ParameterError
 
 

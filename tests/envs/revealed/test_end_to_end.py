@@ -14,8 +14,8 @@ from belieflens.analysis.envs.revealed import readouts, summarise
 from belieflens.analysis.envs.revealed.section import revealed_section
 from belieflens.analysis.envs.revealed.summary import VARIANT
 from belieflens.analysis.report import analyze
-from belieflens.cache.extract import ExtractOptions, extract
-from belieflens.cache.models import LoadedModel
+from belieflens.model.load import LoadedModel
+from belieflens.run.extract import ExtractOptions, extract
 
 pytestmark = pytest.mark.real_model
 

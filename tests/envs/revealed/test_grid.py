@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from belieflens.envs import Environment, get, names
-from belieflens.probes.render import render
+from belieflens.readouts.render import render
 
 ENVS = ["dice", "coins", "preference", "choice", "case-study"]
 

@@ -16,7 +16,7 @@ from belieflens.envs.revealed.stated import (
     stated_probe,
     to_tenths,
 )
-from belieflens.probes import latin_square
+from belieflens.episodes.latin import latin_square
 
 probabilities = st.fractions(min_value=0, max_value=1, max_denominator=200)
 

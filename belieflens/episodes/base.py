@@ -1,0 +1,142 @@
+"""Stage-boundary types of environments: messages, queries, probes, turns, episodes.
+
+An environment emits :class:`Episode` objects. Each :class:`Turn` carries the
+observation revealed at that turn, the conversation delivered so far under each
+delivery, and its :class:`Probe` objects. A probe is one belief question with its
+outcome labels, its exact oracle (or ``None``) and one :class:`Query` per
+Latin-square rotation. Everything here is plain text: no tokenizer is involved
+until :mod:`belieflens.readouts.render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import Field, dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from belieflens.types import Delivery, PromptFormat, Role
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class Query:
+    """One read-out: a context and the option continuations in position order.
+
+    Attributes:
+        messages: the conversation (ignored for ``format="raw"``).
+        prefill: text the assistant turn starts with (``chat``) or the whole raw
+            prompt (``raw``); the options continue it.
+        options: continuation text of each option, in position order.
+        outcome: outcome index shown at each position (one row of a Latin square).
+        rotation: which rotation this is.
+        format: ``chat`` applies the model's chat template, ``raw`` does not.
+        terminator: appended to every option when one option is a string prefix
+            of another (e.g. "1" and "12"), so each continuation ends unambiguously.
+    """
+
+    messages: tuple[Message, ...]
+    prefill: str
+    options: tuple[str, ...]
+    outcome: tuple[int, ...]
+    rotation: int = 0
+    format: PromptFormat = "chat"
+    terminator: str = "\n"
+
+    def __post_init__(self) -> None:
+        if len(self.options) != len(self.outcome):
+            raise ValueError("a query needs one outcome index per option")
+        if len(set(self.options)) != len(self.options):
+            raise ValueError(f"options must be distinct, got {self.options!r}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A belief question asked at one turn under one delivery.
+
+    Attributes:
+        name: the probe's name, e.g. ``next-flip``.
+        labels: outcome labels, indexed by outcome.
+        oracle: exact Bayesian distribution over outcomes, or ``None``.
+        queries: one read-out per rotation.
+        delivery: the delivery whose conversation the queries extend.
+        kind: how the read-out is taken (``mcq`` letters or ``completion`` text).
+    """
+
+    name: str
+    labels: tuple[str, ...]
+    oracle: tuple[float, ...] | None
+    queries: tuple[Query, ...]
+    delivery: Delivery
+    kind: str = "mcq"
+
+    def __post_init__(self) -> None:
+        k = len(self.labels)
+        if self.oracle is not None and len(self.oracle) != k:
+            raise ValueError(
+                f"probe {self.name}: oracle has {len(self.oracle)} entries for {k} labels"
+            )
+        for q in self.queries:
+            if any(o < 0 or o >= k for o in q.outcome):
+                raise ValueError(f"probe {self.name}: outcome index out of range")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of an episode: the evidence so far and the probes read after it.
+
+    ``index`` 0 is the read-out before any evidence (the prior).
+    """
+
+    index: int
+    observation: str
+    messages: Mapping[Delivery, tuple[Message, ...]]
+    probes: tuple[Probe, ...]
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A sequence of turns generated from one draw of the environment's latent state."""
+
+    index: int
+    turns: tuple[Turn, ...]
+    truth: Mapping[str, float | str] = field(default_factory=dict)
+
+
+class ParamsLike(Protocol):
+    """A parameter dataclass instance (what :func:`dataclasses.asdict` accepts)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """A generative process that emits episodes, deterministic in ``seed``."""
+
+    @property
+    def name(self) -> str:
+        """The environment's kebab-case registry name."""
+        ...
+
+    @property
+    def params(self) -> ParamsLike:
+        """The validated, frozen parameter dataclass the environment was built with."""
+        ...
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes; the same ``seed`` yields the same episodes."""
+        ...
+
+
+def append_user(context: tuple[Message, ...], text: str) -> tuple[Message, ...]:
+    """Append ``text`` as the user's words: merged into a trailing user message, else a new one."""
+    if context and context[-1].role == "user":
+        last = context[-1]
+        return (*context[:-1], Message("user", f"{last.content}\n\n{text}"))
+    return (*context, Message("user", text))

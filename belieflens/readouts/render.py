@@ -1,0 +1,139 @@
+"""Rendering queries to tokens with exact token alignment.
+
+Rules (see DESIGN.md, "Correctness rules"):
+
+1. The context text is the chat template applied to the messages with the
+   generation prompt, followed by the assistant prefill (``format="chat"``), or
+   the raw prompt (``format="raw"``).
+2. **Prefix-ambiguous options.** If any option's text is a string prefix of
+   another's (``"1"`` and ``"12"``), every option gets the query's
+   ``terminator`` appended (``"1\\n"`` and ``"12\\n"``), so that each continuation
+   says where it ends and none is contained in another.
+3. **One tokenisation.** For each option the whole string ``context + option``
+   is tokenised once. The context is the longest token prefix shared by all
+   options' tokenisations: the split always falls where the joint tokenisation
+   splits, and any token prefix shared by all options (e.g. the ``" "`` of
+   ``" 1"``, ``" 2"``) moves into the context. Continuations are therefore never
+   empty.
+4. **BOS.** If the tokenizer prepends a BOS token by default and the rendered
+   text does not already start with it, it is prepended once; never doubled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from belieflens.episodes.base import Query
+from belieflens.errors import BeliefLensError
+
+
+@dataclass(frozen=True)
+class TokenizedQuery:
+    """A query aligned on tokens.
+
+    Attributes:
+        context_ids: the exact context fed to the model, BOS included where used.
+        option_ids: each option's continuation tokens, in position order (never empty).
+        outcome: outcome index shown at each position.
+        context_text: the rendered context string (for inspection).
+    """
+
+    context_ids: tuple[int, ...]
+    option_ids: tuple[tuple[int, ...], ...]
+    outcome: tuple[int, ...]
+    context_text: str
+
+    @property
+    def answer_pos(self) -> int:
+        """Index in ``context_ids`` of the last context token, whose next token is read."""
+        return len(self.context_ids) - 1
+
+    @property
+    def single_token(self) -> bool:
+        """Whether every option is one token (one forward of the context reads them all)."""
+        return all(len(o) == 1 for o in self.option_ids)
+
+
+def context_text(tokenizer: Any, query: Query) -> str:
+    """The context string of ``query`` under this tokenizer's chat template."""
+    if query.format == "raw":
+        return query.prefill
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise BeliefLensError(
+            "this model's tokenizer has no chat template; use a raw-format environment or an "
+            "instruct model"
+        )
+    messages = [{"role": m.role, "content": m.content} for m in query.messages]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return str(text) + query.prefill
+
+
+def disambiguate(options: Sequence[str], terminator: str) -> tuple[str, ...]:
+    """Apply rule 2: append ``terminator`` to all options if one is a prefix of another."""
+    ambiguous = any(a != b and b.startswith(a) for a in options for b in options)
+    return tuple(o + terminator for o in options) if ambiguous else tuple(options)
+
+
+def bos_policy(tokenizer: Any) -> int | None:
+    """The BOS id this tokenizer prepends by default, or ``None`` if it prepends none."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return None
+    with_special = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return int(bos) if with_special and with_special[0] == bos else None
+
+
+def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        t = seqs[0][i]
+        if any(s[i] != t for s in seqs[1:]):
+            return i
+    return n
+
+
+_INTS: dict[int, int] = {}
+
+
+def _intern(token: int) -> int:
+    """One shared int object per token id: a study holds millions of context ids, and a
+    tokenizer returns a fresh 28-byte int for each, so interning leaves 8 bytes a token."""
+    return _INTS.setdefault(token, token)
+
+
+def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> TokenizedQuery:
+    """Render and align one query (rules in the module docstring).
+
+    ``bos`` is the id to prepend (from :func:`bos_policy`), computed once per tokenizer.
+    """
+    ctx = context_text(tokenizer, query)
+    options = disambiguate(query.options, query.terminator)
+    seqs: list[list[int]] = []
+    for opt in options:
+        ids = list(tokenizer(ctx + opt, add_special_tokens=False)["input_ids"])
+        if bos is not None and (not ids or ids[0] != bos):
+            ids.insert(0, bos)
+        seqs.append(ids)
+    n_ctx = _common_prefix(seqs)
+    if n_ctx == 0:
+        raise BeliefLensError("a query's options share no context tokens (empty prompt?)")
+    conts = tuple(tuple(s[n_ctx:]) for s in seqs)
+    if any(len(c) == 0 for c in conts):  # impossible after rule 2; kept as a guard
+        raise BeliefLensError(f"empty continuation for options {options!r}")
+    return TokenizedQuery(
+        context_ids=tuple(_intern(t) for t in seqs[0][:n_ctx]),
+        option_ids=conts,
+        outcome=query.outcome,
+        context_text=ctx,
+    )
+
+
+def chat_template_hash(tokenizer: Any) -> str:
+    """SHA-256 of the tokenizer's chat template ('' if it has none), for provenance."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        return ""
+    return hashlib.sha256(str(template).encode()).hexdigest()

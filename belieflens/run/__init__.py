@@ -1,0 +1,9 @@
+"""Running a study: queries to forward rows, the radix tree, batches, windows, resume, shards.
+
+- :mod:`.extract`: environment → queries → tokens → forward → cache file, window by window;
+- :mod:`.rows`, :mod:`.trie`, :mod:`.trie_runner`, :mod:`.runner`, :mod:`.budget`: what each
+  read-out costs and how the rows are batched over their shared prefixes;
+- :mod:`.resume`: the windows left to run;
+- :mod:`.generate`, :mod:`.generation_log`: generated replies, recorded and replayed;
+- :mod:`.cluster`, :mod:`.shards`: the same run sharded over a Dask cluster.
+"""

@@ -1,0 +1,428 @@
+"""Extraction: environment -> queries -> tokens -> batched forward -> cache file."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from belieflens.dims import QUERY
+from belieflens.episodes.base import Environment, Query
+from belieflens.errors import ParameterError
+from belieflens.heap import release_freed_memory
+from belieflens.lens.head import final_norm, unembedding
+from belieflens.model.load import LoadedModel
+from belieflens.readouts.render import TokenizedQuery, bos_policy, render
+from belieflens.run import resume, runner
+from belieflens.run.generation_log import log_columns
+from belieflens.store.file import (
+    STR,
+    PartialFile,
+    Sizes,
+    StoreDType,
+    VarSpec,
+    chunk_rows,
+    create_partial,
+    partial_path,
+)
+from belieflens.store.fingerprint import (
+    FINGERPRINT_ATTR,
+    STUDY_ATTR,
+    Study,
+    StudyModel,
+    StudyOptions,
+    queries_hash,
+)
+from belieflens.store.lock import write_lock
+from belieflens.store.provenance import provenance
+from belieflens.types import Delivery, PaddingSide, StoreDTypeName
+
+
+@dataclass(frozen=True)
+class QueryRecord:
+    """One read-out with what it is: the unit of a cache file's ``query`` dimension."""
+
+    episode: int
+    turn: int
+    probe: str
+    kind: str
+    delivery: Delivery
+    rotation: int
+    labels: tuple[str, ...]
+    oracle: tuple[float, ...] | None
+    query: Query
+    truth: Mapping[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report: rows done of total, tokens processed so far."""
+
+    done: int
+    total: int
+    tokens: int
+    seconds: float
+    resumed: int = 0
+    """Rows already complete in a resumed partial file (not computed again)."""
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """Options of one extraction run."""
+
+    episodes: int = 4
+    seed: int = 0
+    max_rows: int = 16
+    """Rows per forward batch; 0 = auto (a memory budget, see :mod:`belieflens.run.budget`)."""
+    max_tokens: int = 8192
+    row_tokens: int = runner.ROW_TOKENS
+    """Tokens per row when the radix tree's edges are packed under a tree mask (fewer,
+    fuller forward calls; :func:`belieflens.run.trie.pack`); 0: an edge per row."""
+    save_logits: bool = False
+    padding_side: PaddingSide = "right"
+    resid_dtype: StoreDTypeName = "float32"
+    window: int = 1024
+    """Queries per written window: the resume unit, and the span whose shared tokens are
+    computed once (a 256-query window recomputed 36% more tokens on 16 x 12 coin-flip turns)."""
+    threads: int = 0
+    reuse_prefix: bool = True
+    cont_resid: bool = False
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ParameterError(f"option '--episodes' = {self.episodes} is not allowed: >= 1")
+        if self.seed < 0:
+            raise ParameterError(f"option '--seed' = {self.seed} is not allowed: >= 0")
+        if self.max_rows < 0:
+            raise ParameterError(
+                f"option '--batch-size' = {self.max_rows} is not allowed: >= 1, or auto"
+            )
+        if self.max_tokens < 1:
+            raise ParameterError(f"option '--max-tokens' = {self.max_tokens} is not allowed: >= 1")
+        if self.row_tokens < 0:
+            raise ParameterError(f"option '--row-tokens' = {self.row_tokens} is not allowed: >= 0")
+        if self.window < 1:
+            raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
+        if self.threads < 0:
+            raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
+
+
+def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:
+    """Flatten an environment's episodes into query records, in a deterministic order."""
+    for ep in env.episodes(episodes, seed):
+        for turn in ep.turns:
+            for probe in turn.probes:
+                for q in probe.queries:
+                    yield QueryRecord(
+                        episode=ep.index, turn=turn.index, probe=probe.name, kind=probe.kind,
+                        delivery=probe.delivery, rotation=q.rotation, labels=probe.labels,
+                        oracle=probe.oracle, query=q, truth=ep.truth,
+                    )
+
+
+def _pad2(rows: Sequence[Sequence[int]], width: int) -> np.ndarray:
+    out = np.full((len(rows), width), -1, dtype=np.int32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
+TRUTH_PREFIX = "truth_"
+"""Episode truth values (latent state, scenario variables) are stored as ``truth_<key>``."""
+
+
+def truth_schema(recs: Sequence[QueryRecord]) -> tuple[VarSpec, ...]:
+    """One ``(query,)`` variable per episode-truth key: text if any value is text, else float."""
+    kinds: dict[str, StoreDType] = {}
+    for r in recs:
+        for k, v in r.truth.items():
+            if isinstance(v, str) or kinds.get(k) == STR:
+                kinds[k] = STR
+            else:
+                kinds.setdefault(k, "f8")
+    return tuple(
+        VarSpec(f"{TRUTH_PREFIX}{k}", (QUERY,), kind, f"episode truth {k!r}")
+        for k, kind in sorted(kinds.items())
+    )
+
+
+def _truth_rows(recs: Sequence[QueryRecord], schema: Sequence[VarSpec]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for spec in schema:
+        key = spec.name[len(TRUTH_PREFIX):]
+        if spec.dtype == STR:
+            out[spec.name] = np.array([str(r.truth.get(key, "")) for r in recs], dtype=object)
+        else:
+            out[spec.name] = np.array(
+                [float(r.truth.get(key, np.nan)) for r in recs], dtype=np.float64
+            )
+    return out
+
+
+def _static_rows(
+    recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery], sizes: Sizes,
+    lens_index: dict[int, int], env_name: str,
+) -> dict[str, np.ndarray]:
+    n = len(recs)
+    option_ids = np.full((n, sizes.option, sizes.cont_token), -1, dtype=np.int32)
+    lens_idx = np.full_like(option_ids, -1)
+    outcome = np.full((n, sizes.option), -1, dtype=np.int32)
+    labels = np.full((n, sizes.outcome), "", dtype=object)
+    oracle = np.full((n, sizes.outcome), np.nan)
+    for i, (rec, tq) in enumerate(zip(recs, tqs, strict=True)):
+        for j, cont in enumerate(tq.option_ids):
+            option_ids[i, j, : len(cont)] = cont
+            lens_idx[i, j, : len(cont)] = [lens_index[t] for t in cont]
+        outcome[i, : len(tq.outcome)] = tq.outcome
+        labels[i, : len(rec.labels)] = rec.labels
+        if rec.oracle is not None:
+            oracle[i, : len(rec.oracle)] = rec.oracle
+    return {
+        "input_ids": _pad2([tq.context_ids for tq in tqs], sizes.token),
+        "answer_pos": np.array([tq.answer_pos for tq in tqs], dtype=np.int32),
+        "option_ids": option_ids,
+        "option_lens_index": lens_idx,
+        "outcome": outcome,
+        "outcome_label": labels,
+        "oracle": oracle,
+        "n_outcome": np.array([len(r.labels) for r in recs], dtype=np.int32),
+        "prompt": np.array([tq.context_text for tq in tqs], dtype=object),
+        "episode": np.array([r.episode for r in recs], dtype=np.int32),
+        "turn": np.array([r.turn for r in recs], dtype=np.int32),
+        "rotation": np.array([r.rotation for r in recs], dtype=np.int32),
+        "probe": np.array([r.probe for r in recs], dtype=object),
+        "kind": np.array([r.kind for r in recs], dtype=object),
+        "env": np.array([env_name] * n, dtype=object),
+        "delivery": np.array([r.delivery for r in recs], dtype=object),
+    }
+
+
+def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Iterator[list[Any]]:
+    for r, tq in zip(recs, tqs, strict=True):
+        yield [r.episode, r.turn, r.probe, r.kind, r.delivery, r.rotation, list(r.labels),
+               None if r.oracle is None else [float(x) for x in r.oracle],
+               {k: r.truth[k] for k in sorted(r.truth)},
+               list(tq.context_ids), [list(c) for c in tq.option_ids], list(tq.outcome),
+               tq.context_text]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A study rendered and sized, before any forward: what :func:`extract` writes from.
+
+    Everything here depends only on the environment, the tokenizer and the options, so every
+    shard of a study directory prepares the same whole study (:mod:`belieflens.run.shards`).
+    """
+
+    recs: list[QueryRecord]
+    tqs: list[TokenizedQuery]
+    lens_ids: list[int]
+    sizes: Sizes
+    """Sizes of the whole study (``query`` = every read-out)."""
+    study: Study
+    """The whole study (no ``rows``)."""
+    max_rows: int
+    max_tokens: int
+    env_name: str
+    env_params: dict[str, Any]
+    reuse: bool
+
+
+def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Prepared:
+    """Render every read-out of the study and size its file (no forward runs)."""
+    recs = list(records(env, options.episodes, options.seed))
+    if not recs:
+        raise ParameterError("the environment produced no read-outs for these parameters")
+    bos = bos_policy(model.tokenizer)
+    tqs = [render(model.tokenizer, r.query, bos=bos) for r in recs]
+    lens_ids = sorted({t for tq in tqs for cont in tq.option_ids for t in cont})
+    sizes = Sizes(
+        query=len(recs),
+        layer=model.info.n_layers + 1,
+        d_model=model.info.d_model,
+        token=max(len(tq.context_ids) for tq in tqs),
+        option=max(len(tq.option_ids) for tq in tqs),
+        cont_token=max(len(c) for tq in tqs for c in tq.option_ids),
+        outcome=max(len(r.labels) for r in recs),
+        lens_token=len(lens_ids),
+        vocab=model.info.vocab_size if options.save_logits else 0,
+        cont_extra=(
+            max(len(c) for tq in tqs for c in tq.option_ids) - 1 if options.cont_resid else 0
+        ),
+    )
+    max_rows, max_tokens = options.max_rows, options.max_tokens
+    if max_rows == 0:
+        from belieflens.run.budget import auto_budget
+
+        budget = auto_budget(model, sizes.token + sizes.cont_token)
+        max_rows, max_tokens = budget.max_rows, budget.max_tokens
+    env_name = getattr(env, "name", type(env).__name__)
+    env_params = dataclasses.asdict(env.params)
+    reuse = options.reuse_prefix and model.info.prefix_reuse
+    the_study = Study(
+        env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,
+        model=StudyModel.of(model.info),
+        options=StudyOptions(
+            window=options.window, max_rows=options.max_rows, max_tokens=options.max_tokens,
+            row_tokens=options.row_tokens,
+            padding_side=options.padding_side, resid_dtype=options.resid_dtype,
+            save_logits=options.save_logits, prefix_reuse=reuse, cont_resid=options.cont_resid,
+        ),
+        sizes=sizes, queries_sha256=queries_hash(_query_rows(recs, tqs)),
+    )
+    return Prepared(recs=recs, tqs=tqs, lens_ids=lens_ids, sizes=sizes, study=the_study,
+                    max_rows=max_rows, max_tokens=max_tokens, env_name=env_name,
+                    env_params=env_params, reuse=reuse)
+
+
+def check_rows(rows: tuple[int, int], n: int, window: int) -> None:
+    """``rows`` is a shard's range of a study of ``n`` read-outs: non-empty, inside, and cut
+    at window boundaries (else :class:`ParameterError`)."""
+    lo, hi = rows
+    if not (0 <= lo < hi <= n) or lo % window or (hi % window and hi != n):
+        raise ParameterError(
+            f"rows [{lo}, {hi}) are not a run of whole {window}-query windows of {n} read-outs"
+        )
+
+
+def extract(
+    env: Environment,
+    model: LoadedModel,
+    out: Path,
+    options: ExtractOptions,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    extra_attrs: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    rows: tuple[int, int] | None = None,
+    prepared: Prepared | None = None,
+) -> Path:
+    """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
+
+    Returns the path of the finished file. Queries are rendered first (cheap),
+    the file is allocated with every static value, then the model runs window
+    by window; each window is written and synced before the next. If
+    ``<out>.partial`` holds an interrupted run of the same study, only its
+    unfinished windows run (see :mod:`belieflens.run.resume`); a partial file
+    of another study raises :class:`CacheFileError` unless ``overwrite``.
+    A second process writing ``out`` is refused (:mod:`belieflens.store.lock`).
+
+    ``rows`` writes only the query rows ``[start, stop)`` of the study, a run of whole
+    windows: a shard of a study directory (:mod:`belieflens.run.shards`). The shard is
+    sized, batched and windowed exactly as the whole file, so the shards concatenated along
+    ``query`` equal the file of one process bit for bit. ``prepared`` reuses
+    :func:`prepare`'s result.
+    """
+    import torch
+
+    p = prepared if prepared is not None else prepare(env, model, options)
+    recs, tqs, lens_ids, sizes = p.recs, p.tqs, p.lens_ids, p.sizes
+    lens_index = {t: i for i, t in enumerate(lens_ids)}
+    max_rows, max_tokens = p.max_rows, p.max_tokens
+    env_name, env_params, reuse = p.env_name, p.env_params, p.reuse
+    threads = torch.get_num_threads()
+    lo, hi = (0, len(recs)) if rows is None else rows
+    if rows is not None:
+        check_rows(rows, len(recs), options.window)
+    the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
+    file_sizes = dataclasses.replace(sizes, query=hi - lo)
+    wins = [(a - lo, b - lo) for a, b in resume.windows(len(recs), options.window)
+            if lo <= a < hi]
+    with write_lock(out):
+        state = resume.resumable(partial_path(out), the_study, overwrite=overwrite)
+        if state is not None:
+            done = resume.done_windows(state.complete, wins)
+        else:
+            done = set()
+            attrs = provenance(
+                model.info, env=env_name, env_params=env_params, seed=options.seed,
+                episodes=options.episodes, threads=threads,
+                extra={"padding_side": options.padding_side,
+                       "resid_dtype": options.resid_dtype,
+                       "save_logits": options.save_logits, "prefix_reuse": reuse,
+                       "extract_options": dataclasses.asdict(options),
+                       **(extra_attrs or {})},
+            )
+            norm = final_norm(model.bridge)
+            unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
+            attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps,
+                          STUDY_ATTR: the_study.to_json(),
+                          FINGERPRINT_ATTR: the_study.fingerprint()})
+            tschema = truth_schema(recs)
+            gcolumns, gvalues = log_columns(env, [r.episode for r in recs])
+            gschema = [VarSpec.parse(name, *spec) for name, spec in gcolumns.items()]
+
+            def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+                for start, stop in resume.windows(hi - lo, max(options.window, 1024)):
+                    a, b = lo + start, lo + stop
+                    values = _static_rows(recs[a:b], tqs[a:b], sizes, lens_index, env_name)
+                    values.update(_truth_rows(recs[a:b], tschema))
+                    values.update({k: v[a:b] for k, v in gvalues.items()})
+                    yield start, values
+
+            create_partial(
+                out, file_sizes, attrs,
+                static={
+                    "lens_token_id": unemb.token_ids.astype(np.int32),
+                    "unembed": unemb.weight.astype(np.float32),
+                    "unembed_bias": unemb.bias.astype(np.float32),
+                    "final_norm_gain": norm.gain,
+                    "final_norm_bias": norm.bias,
+                },
+                row_slabs=slabs(), resid_dtype=options.resid_dtype,
+                rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),
+            )
+        writer = PartialFile(partial_path(out))
+        t0 = time.perf_counter()
+        tokens = 0
+        finished = resumed = sum(b - a for i, (a, b) in enumerate(wins) if i in done)
+        if on_progress is not None:
+            on_progress(Progress(finished, hi - lo, 0, 0.0, resumed=finished))
+        for wi, (start, stop) in enumerate(wins):
+            if wi in done:
+                continue
+            w_tqs = tqs[lo + start:lo + stop]
+            results: list[runner.ReadOut | None] = [None] * len(w_tqs)
+            for batch, outs, n_tok in runner.run_queries(
+                model, w_tqs, max_rows=max_rows, max_tokens=max_tokens,
+                row_tokens=options.row_tokens,
+                save_logits=options.save_logits, padding_side=options.padding_side,
+                reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
+            ):
+                for i, o in zip(batch, outs, strict=True):
+                    results[i] = o
+                tokens += n_tok
+                if on_progress is not None:
+                    now = finished + sum(r is not None for r in results)
+                    on_progress(Progress(now, hi - lo, tokens, time.perf_counter() - t0,
+                                         resumed=resumed))
+            done_results = [r for r in results if r is not None]
+            values: dict[str, np.ndarray] = {
+                "resid": np.stack([r.resid for r in done_results]),
+                "option_logprob": np.full((stop - start, sizes.option), np.nan),
+                "answer_lse": np.array([r.answer_lse for r in done_results]),
+            }
+            for i, r in enumerate(done_results):
+                values["option_logprob"][i, : len(r.option_logprob)] = r.option_logprob
+            if sizes.cont_extra > 0:
+                cr = np.full((stop - start, sizes.option, sizes.cont_extra, sizes.layer,
+                              sizes.d_model), np.nan, dtype=np.float32)
+                for i, r in enumerate(done_results):
+                    if r.cont_resid is not None:
+                        o, e = r.cont_resid.shape[:2]
+                        cr[i, :o, :e] = r.cont_resid
+                values["cont_resid"] = cr
+            if options.save_logits:
+                values["logprobs"] = np.stack(
+                    [np.asarray(r.logprobs, dtype=np.float32) for r in done_results]
+                )
+            writer.write_rows(start, values)
+            finished += stop - start
+            del results, done_results, values
+            release_freed_memory()
+        return writer.finish(out)
