@@ -20,7 +20,7 @@ transformers are imported only when a model is loaded.
 
 import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` accessor)
 from belieflens import envs
-from belieflens.api import compare, extract, load, train_lens
+from belieflens.api import analyze, compare, extract, load, train_lens
 from belieflens.errors import BeliefLensError
 from belieflens.model.load import LoadedModel
 from belieflens.store.study import merge, open_cache
@@ -31,6 +31,7 @@ __all__ = [
     "BeliefLensError",
     "LoadedModel",
     "__version__",
+    "analyze",
     "compare",
     "envs",
     "extract",

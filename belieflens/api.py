@@ -42,6 +42,9 @@ from belieflens.types import (
 if TYPE_CHECKING:
     import xarray as xr
 
+    from belieflens.lens.tuned import TunedLens
+    from belieflens.report.study import Analysis
+
 ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
 model already loaded with :func:`load`."""
@@ -448,3 +451,30 @@ def compare(
 
     return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
                seed=seed)
+
+
+def analyze(
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    debias: DebiasMethod = "geometric",
+    lens: str | Path | TunedLens | None = None,
+    probes: bool = True,
+    seed: int = 0,
+    cluster: DaskClient | str | None = None,
+) -> Analysis:
+    """Analyse a cache file or study directory, with its environment's own report sections
+    (:func:`belieflens.report.study.analyze`): tables as ``text``, and with ``out`` the
+    figures and ``report.md``. An intervention result file gets its own report
+    (:func:`belieflens.report.interventions.report`)."""
+    from belieflens.report.interventions import report as intervention_report
+    from belieflens.report.study import analyze as run
+    from belieflens.store.results import is_result
+    from belieflens.types import DEBIAS_METHODS
+
+    method = choice("--debias", debias, DEBIAS_METHODS)
+    where = None if out is None else Path(out)
+    if is_result(Path(path)):
+        return intervention_report(Path(path), where, method=method)
+    return run(Path(path), where, method=method, lens=lens, probes=probes, seed=seed,
+               client=cluster, sections=envs.sections_for)

@@ -36,22 +36,3 @@ DTYPES: tuple[DTypeName, ...] = get_args(DTypeName)
 KernelName = Literal["auto", "default", "onednn"]
 """CPU linear kernels: PyTorch's default GEMM, oneDNN's, or ``auto`` (oneDNN on CPU where it
 passes a check at load; see :mod:`belieflens.model.kernels`)."""
-
-ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
-"""The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings.
-
-Defined here because both the environment (:mod:`belieflens.envs.dutch_book`) and its
-analysis (the sure-loss constructions) need it."""
-
-SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
-"""All scenario kinds, in order."""
-
-SectionName = Literal[
-    "dutch-book", "protein-world", "belief-attribution", "recommender", "judgment", "revealed",
-    "twenty-questions",
-]
-"""An environment-specific section of ``belieflens analyze``; each environment class lists the
-sections it needs (``sections``), and :mod:`belieflens.analysis.sections` implements each."""
-
-SECTION_NAMES: tuple[SectionName, ...] = get_args(SectionName)
-"""All section names, in order."""

@@ -65,7 +65,7 @@ def analyze_child(study: Path, report: Path, scheduler: str, arenas: bool) -> No
     import dask
     import h5py
 
-    from belieflens.analysis.report import analyze
+    from belieflens.api import analyze
     from belieflens.heap import limit_arenas
 
     if arenas:

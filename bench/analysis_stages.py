@@ -1,7 +1,8 @@
 """Where ``analyze`` holds memory: RSS before, at the peak of, and after each stage.
 
 A sampling thread reads this process's RSS every 2 ms; each stage of
-:func:`belieflens.analysis.report.analyze` (shard verification, open, output beliefs,
+:func:`belieflens.report.study.analyze` and :func:`belieflens.analysis.study.study_results`
+(shard verification, open, output beliefs,
 logit lens, probe fits, plots) is wrapped to record the RSS when it starts, its peak and
 the RSS when it returns (what it left held). ``--probe-iter N`` caps the probes' L-BFGS
 iterations (the probe stage's memory does not depend on the iteration count, its time
@@ -89,8 +90,9 @@ def main() -> None:
     start = rss_mb()
     stages = Stages()
     # the modules, not the functions of the same names that belieflens.analysis exports
-    report = importlib.import_module("belieflens.analysis.report")
+    report = importlib.import_module("belieflens.analysis.study")
     summary = importlib.import_module("belieflens.analysis.summary")
+    entry = importlib.import_module("belieflens.report.study")
 
     if args.probe_iter is not None:
         for module in (report, summary):  # before wrapping: the stage is the capped fit
@@ -98,14 +100,15 @@ def main() -> None:
                 capped = functools.partial(getattr(module, "probe_tvd"),  # noqa: B009
                                            max_iter=args.probe_iter)
                 setattr(module, "probe_tvd", capped)  # noqa: B010
-    for n in REPORT_STAGES:
-        if hasattr(report, n):
-            stages.wrap(report, n)
+    for n in REPORT_STAGES:  # the computing stages in analysis.study, the rest in report.study
+        for module in (report, entry):
+            if hasattr(module, n):
+                stages.wrap(module, n)
     for n in SUMMARY_STAGES:
         stages.wrap(summary, n)
     peak = 0.0
     with dask.config.set(scheduler=args.scheduler):
-        report.analyze(args.study, args.out, probes=True)
+        entry.analyze(args.study, args.out, probes=True)
     for name, before, top, after, seconds in stages.log:
         peak = max(peak, top)
         print(f"{name:26s} before {before:6.0f}  peak {top:6.0f} (+{top - before:4.0f})  "

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import NDArray
 
 from belieflens.dims import EPISODE, OPTION, OUTCOME, PROBE, QUERY, ROTATION, TURN
 from belieflens.episodes.latin import debias
@@ -226,8 +227,9 @@ def _probe_labels(labels: xr.DataArray, seen: xr.DataArray) -> xr.DataArray:
                         coords={PROBE: labels[PROBE].values})
 
 
-def _point_values(labels: list[str]) -> np.ndarray | None:
-    """Numeric value of each outcome label, if all are numbers or ranges ``a to b`` (midpoint)."""
+def point_values(labels: Sequence[str]) -> NDArray[np.float64] | None:
+    """Numeric value of each outcome label (a number, or a range ``a to b``: its midpoint),
+    or ``None`` if some non-empty label is not numeric. Empty labels (padding) are NaN."""
     vals = []
     for lab in labels:
         if lab == "":
@@ -239,7 +241,17 @@ def _point_values(labels: list[str]) -> np.ndarray | None:
         except ValueError:
             return None
         vals.append(float(np.mean(nums)))
-    return np.array(vals)
+    return np.asarray(vals, dtype=np.float64)
+
+
+def belief_mean(p: NDArray[np.float64], labels: Sequence[str]) -> NDArray[np.float64]:
+    """The point estimate of distributions ``p [..., outcome]`` over outcomes with ``labels``:
+    E[value] for numeric or range labels, else the probability of the first outcome."""
+    values = point_values(labels)
+    if values is None:
+        return np.asarray(p[..., 0], dtype=np.float64)
+    k = p.shape[-1]
+    return np.asarray(np.sum(p * np.nan_to_num(values[:k]), axis=-1), dtype=np.float64)
 
 
 def point_estimates(beliefs: xr.Dataset) -> xr.Dataset:
@@ -253,7 +265,7 @@ def point_estimates(beliefs: xr.Dataset) -> xr.Dataset:
     kinds = []
     for probe in beliefs["probe"].values:
         labels = [str(x) for x in beliefs["outcome_label"].sel(probe=probe).values]
-        values = _point_values(labels)
+        values = point_values(labels)
         b = beliefs["belief"].sel(probe=probe)
         o = beliefs["oracle"].sel(probe=probe)
         if values is None:

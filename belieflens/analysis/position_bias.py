@@ -119,27 +119,3 @@ def position_bias(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
         coords={ROTATION: np.arange(n_rot), OPTION: np.arange(n_pos)},
         attrs={"debias": method},
     )
-
-
-def format_position_bias(table: xr.Dataset) -> str:
-    """Plain-text rendering: per probe, TVD of each rotation and the excess of each position."""
-    lines: list[str] = []
-    for d in table["delivery"].values:
-        for p in table["probe"].values:
-            sub = table.sel(delivery=d, probe=p)
-            if int(sub["rotation_n"].sum()) == 0:
-                continue
-            rot = "  ".join(
-                f"r{int(r)}={float(v):.3f}"
-                for r, v in zip(sub["rotation"].values, sub["rotation_tvd_mean"].values,
-                                strict=True)
-                if np.isfinite(v)
-            )
-            pos = "  ".join(
-                f"p{int(j)}={float(v):+.3f}"
-                for j, v in zip(sub["option"].values, sub["position_excess_mean"].values,
-                                strict=True)
-                if np.isfinite(v)
-            )
-            lines.append(f"{d} / {p}: TVD(rotation, debiased) {rot} | position excess {pos}")
-    return "\n".join(lines)

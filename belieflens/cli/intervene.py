@@ -4,7 +4,7 @@ Each command parses its options, calls one function of :mod:`belieflens.interven
 (:func:`~belieflens.interventions.patch`, :func:`~belieflens.interventions.steer`,
 :func:`~belieflens.interventions.erase`) and prints the file written. Every user error
 prints one line ``error: ...`` to stderr and exits with code 2; nothing is written.
-``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.interventions.report`).
+``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.report.interventions.report`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each command parses its options (strings into the typed option sets of
 :mod:`belieflens.types`), makes one call of :mod:`belieflens.api` (or
-:func:`belieflens.analysis.report.analyze`, :mod:`belieflens.store.info`) and prints.
+:func:`belieflens.report.study.analyze`, :mod:`belieflens.store.info`) and prints.
 Every user error (bad parameter, unknown model, unreadable file) prints one
 line ``error: ...`` to stderr and exits with code 2; no traceback.
 """
@@ -262,17 +262,11 @@ def analyze(
     ] = None,
 ) -> None:
     """Print belief tables; with --out, write plots and a Markdown report."""
-    from belieflens.analysis.report import analyze as run
-    from belieflens.interventions.report import report as intervention_report
-    from belieflens.interventions.results import is_result
+    from belieflens.api import analyze as run
 
     try:
-        method = _choice("--debias", debias, DEBIAS_METHODS)
-        if is_result(file):  # an intervention result: its own report section
-            result = intervention_report(file, out, method=method)
-        else:
-            result = run(file, out, method=method, lens=lens, probes=not no_probes, seed=seed,
-                         client=cluster)
+        result = run(file, out, debias=_choice("--debias", debias, DEBIAS_METHODS), lens=lens,
+                     probes=not no_probes, seed=seed, cluster=cluster)
     except BeliefLensError as e:
         _fail(str(e))
         return
@@ -295,7 +289,7 @@ def compare(
 ) -> None:
     """Compare models on one study, layers aligned by relative depth: tables to stdout; with
     --out, figures, a Markdown report and the Dataset (compare.nc)."""
-    from belieflens.analysis.compare import compare_report
+    from belieflens.report.compare import compare_report
 
     try:
         result = compare_report(files, out, method=_choice("--debias", debias, DEBIAS_METHODS),

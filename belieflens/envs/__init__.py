@@ -1,38 +1,40 @@
 """Environments: generative processes with exact Bayesian oracles where one exists.
 
-``names()`` lists the registered environments, ``get(name, **params)`` builds one
-from typed values or CLI strings, ``describe(name)`` lists its parameters.
+Each environment family is one folder: its environment classes in ``env.py`` (each with its
+``Params`` record and the report sections it owns, as function objects), the process, oracle
+and prompts beside it, and its analysis (``report.py`` and the modules it uses). Adding an
+environment touches its folder and one line of :data:`_REGISTRY`.
+
+``names()`` lists the registered environments, ``get(name, **params)`` builds one from typed
+values or CLI strings, ``describe(name)`` lists its parameters, ``sections_for(name)`` its
+report sections.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from belieflens.envs.belief_attribution import BeliefAttribution
-from belieflens.envs.coin_flip import CoinFlip
-from belieflens.envs.dutch_book import DutchBook
-from belieflens.envs.judgment import MedicalTriage, SocialJudgment
-from belieflens.envs.protein_world import ProteinWorld
-from belieflens.envs.recommender import Recommender
-from belieflens.envs.revealed.case_study import CaseStudy
-from belieflens.envs.revealed.choice import Choice
-from belieflens.envs.revealed.coins import Coins
-from belieflens.envs.revealed.dice import Dice
-from belieflens.envs.revealed.preference import Preference
-from belieflens.envs.twenty_questions import TwentyQuestions
+from belieflens.envs.belief_attribution.env import BeliefAttribution
+from belieflens.envs.coin_flip.env import CoinFlip
+from belieflens.envs.dutch_book.env import DutchBook
+from belieflens.envs.judgment.env import MedicalTriage, SocialJudgment
+from belieflens.envs.protein_world.env import ProteinWorld
+from belieflens.envs.recommender.env import Recommender
+from belieflens.envs.revealed.env import CaseStudy, Choice, Coins, Dice, Preference
+from belieflens.envs.twenty_questions.env import TwentyQuestions
 from belieflens.episodes.base import Environment, Episode, Message, Probe, Query, Turn
 from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
 from belieflens.episodes.params import ParamSpec, parse, specs
 from belieflens.errors import ParameterError
-from belieflens.types import SectionName
+from belieflens.report.section import SectionFn
 
 
 class EnvironmentClass(Protocol):
-    """What the registry needs of an environment class: its ``Params`` dataclass, the
-    analysis sections it needs, and ``Class(params)``."""
+    """What the registry needs of an environment class: its ``Params`` dataclass, the report
+    sections it owns, and ``Class(params)``."""
 
     Params: type[Any]
-    sections: tuple[SectionName, ...]
+    sections: tuple[SectionFn, ...]
 
     def __call__(self, params: Any) -> Environment:
         """Build the environment from validated parameters."""
@@ -85,6 +87,12 @@ def describe(name: str) -> tuple[str, list[ParamSpec]]:
     return doc, specs(cls.Params)
 
 
+def sections_for(name: str) -> tuple[SectionFn, ...]:
+    """The report sections environment ``name`` owns, in its declared order (none for a name
+    that is not a registered environment, e.g. a file written by another tool)."""
+    return _REGISTRY[name].sections if name in _REGISTRY else ()
+
+
 __all__ = [
     "Environment",
     "EnvironmentClass",
@@ -101,4 +109,5 @@ __all__ = [
     "environment_class",
     "get",
     "names",
+    "sections_for",
 ]

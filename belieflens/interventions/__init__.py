@@ -11,13 +11,13 @@ that opens with plain xarray (:mod:`belieflens.interventions.results`):
 - :func:`erase`: LEACE erasure of the oracle concept at the answer position
   (``erased_logprob[query, layer, option]``), against a random subspace of equal rank.
 
-:func:`report` turns a result file into tables, heatmaps and a Markdown section.
+:func:`belieflens.report.interventions.report` turns a result file into tables, heatmaps
+and a Markdown section.
 """
 
 from belieflens.interventions.erase import EraseOptions, erase, erase_logprobs
 from belieflens.interventions.pairs import POSITION_SETS, Pair, PositionSet, pair_instances
 from belieflens.interventions.patch import PatchOptions, patch, patch_logprobs
-from belieflens.interventions.report import report
 from belieflens.interventions.steer import SteerOptions, steer, steer_logprobs
 from belieflens.interventions.study import Study, read_study
 
@@ -35,7 +35,6 @@ __all__ = [
     "patch",
     "patch_logprobs",
     "read_study",
-    "report",
     "steer",
     "steer_logprobs",
 ]

@@ -9,9 +9,10 @@ from typing import Any, get_args
 import xarray as xr
 
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from belieflens.interventions.results import Kind, provenance, write_result
+from belieflens.interventions.results import provenance, write_result
 from belieflens.interventions.study import Study, check_model
 from belieflens.model.load import LoadedModel, load, quiet_libraries, resolve
+from belieflens.store.results import Kind
 from belieflens.types import DeviceName, KernelName
 
 KERNELS: tuple[KernelName, ...] = get_args(KernelName)

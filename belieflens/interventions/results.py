@@ -1,12 +1,12 @@
-"""Intervention result files: HDF5 (netCDF layout) that opens with plain xarray.
+"""Intervention result files, write side: HDF5 (netCDF layout) that opens with plain xarray.
 
 ``xr.open_dataset(path, engine="h5netcdf")`` reads one without belieflens. The root
-attribute ``kind`` says which intervention wrote it (:data:`KINDS`); ``study_fingerprint``,
-``study_path`` and the model's provenance (``model_id``, ``model_spec``, ``weights_hash``,
-``dtype``, ``device``) say what it was computed from. A file is written under a temporary
-name and renamed once whole, so a finished path never holds a truncated file; every numeric
-array carries an HDF5 Fletcher-32 checksum, so a damaged chunk fails to read instead of
-returning wrong numbers.
+attribute ``kind`` says which intervention wrote it (:mod:`belieflens.store.results` reads
+it); ``study_fingerprint``, ``study_path`` and the model's provenance (``model_id``,
+``model_spec``, ``weights_hash``, ``dtype``, ``device``) say what it was computed from. A
+file is written under a temporary name and renamed once whole, so a finished path never
+holds a truncated file; every numeric array carries an HDF5 Fletcher-32 checksum, so a
+damaged chunk fails to read instead of returning wrong numbers.
 """
 
 from __future__ import annotations
@@ -16,21 +16,15 @@ import importlib.metadata
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
-import numpy as np
 import xarray as xr
 
-from belieflens.errors import CacheFileError, ParameterError
+from belieflens.errors import ParameterError
 from belieflens.interventions.study import Study
 from belieflens.model.load import LoadedModel
 from belieflens.store.provenance import git_commit
-
-Kind = Literal["intervention-patch", "intervention-steer", "intervention-erase"]
-"""The ``kind`` attribute of a result file."""
-
-KINDS: tuple[Kind, ...] = get_args(Kind)
-KIND_ATTR = "kind"
+from belieflens.store.results import KIND_ATTR, Kind
 
 
 def check_out(out: Path, overwrite: bool) -> None:
@@ -104,41 +98,3 @@ def write_result(ds: xr.Dataset, out: Path) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
-
-
-def result_kind(path: str | Path) -> str:
-    """The ``kind`` attribute of a file (``''`` for a study file or any other file)."""
-    import h5py
-
-    p = Path(path)
-    try:
-        with h5py.File(p, "r") as h:
-            v = h.attrs.get(KIND_ATTR, "")
-    except (OSError, ValueError):
-        return ""
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, np.ndarray):
-        return str(v.reshape(-1)[0]) if v.size else ""
-    return str(v)
-
-
-def is_result(path: str | Path) -> bool:
-    """Whether ``path`` is an intervention result file (its ``kind`` is one of :data:`KINDS`)."""
-    return result_kind(path) in KINDS
-
-
-def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
-    """Open a result file (loaded in memory), or one line if it is not one (of ``kind``)."""
-    p = Path(path)
-    if not p.is_file():
-        raise CacheFileError(f"no such result file: {p}")
-    found = result_kind(p)
-    if found not in KINDS or (kind is not None and found != kind):
-        want = kind or "an intervention result"
-        raise CacheFileError(f"{p} is not {want} file (kind {found!r})")
-    try:
-        with xr.open_dataset(p, engine="h5netcdf") as ds:
-            return ds.load()
-    except (OSError, ValueError, KeyError) as e:
-        raise CacheFileError(f"{p} is corrupt or unreadable: {str(e).splitlines()[0]}") from None

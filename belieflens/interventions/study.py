@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
+from belieflens.analysis.beliefs import belief_mean
 from belieflens.dims import DELIVERY, EPISODE, PROBE, QUERY, ROTATION, TURN
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.model.load import LoadedModel
@@ -155,31 +156,6 @@ def study_model_spec(path: str | Path) -> str:
         return str(ds.attrs.get("model_spec", ""))
 
 
-def point_values(labels: Sequence[str]) -> NDArray[np.float64] | None:
-    """Numeric value of each outcome label (a number, or a range ``a to b``: its midpoint),
-    or ``None`` if some non-empty label is not numeric. Empty labels (padding) are NaN."""
-    vals = []
-    for lab in labels:
-        if lab == "":
-            vals.append(np.nan)
-            continue
-        try:
-            vals.append(float(np.mean([float(x) for x in lab.replace("–", " to ").split(" to ")])))
-        except ValueError:
-            return None
-    return np.asarray(vals, dtype=np.float64)
-
-
-def belief_mean(p: NDArray[np.float64], labels: Sequence[str]) -> NDArray[np.float64]:
-    """The point estimate of distributions ``p [..., outcome]`` over outcomes with ``labels``:
-    E[value] for numeric or range labels, else the probability of the first outcome."""
-    values = point_values(labels)
-    if values is None:
-        return np.asarray(p[..., 0], dtype=np.float64)
-    k = p.shape[-1]
-    return np.asarray(np.sum(p * np.nan_to_num(values[:k]), axis=-1), dtype=np.float64)
-
-
 def oracle_mean(table: xr.Dataset) -> NDArray[np.float64]:
     """Each query's oracle point estimate (:func:`belief_mean` of its ``oracle``), NaN where
     the query has no oracle: the concept that steering and erasure fit on."""
@@ -211,7 +187,7 @@ def with_table(ds: xr.Dataset, table: xr.Dataset, n_opt: int) -> xr.Dataset:
 
 
 __all__ = [
-    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Study", "belief_mean",
-    "check_model", "oracle_mean", "point_values", "read_study",
+    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Study",
+    "check_model", "oracle_mean", "read_study",
     "study_model_spec", "study_resid", "with_table",
 ]

@@ -16,7 +16,7 @@ import belieflens.envs as envs
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.position_bias import position_bias
-from belieflens.analysis.report import analyze
+from belieflens.api import analyze
 from belieflens.lens.tuned import TunedLensConfig, identity_lens
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions, extract
@@ -211,7 +211,7 @@ def test_report_fits_probes_first_with_summarys_own_result(
 ) -> None:
     # the report runs the probe fits before the other stages and hands them to summary:
     # its summary is the one summary() computes on its own
-    import belieflens.analysis.report as report
+    import belieflens.analysis.study as report
 
     seen: list[xr.Dataset] = []
 

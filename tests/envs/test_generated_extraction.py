@@ -21,7 +21,7 @@ import torch
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.analysis.report import analyze
+from belieflens.api import analyze
 from belieflens.episodes.generation import extract_message
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions, extract

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from belieflens.cli.intervene import app, parse_layers
 from belieflens.cli.main import app as main_app
 from belieflens.errors import ParameterError
-from belieflens.interventions.report import report
+from belieflens.report.interventions import report
 
 runner = CliRunner()
 

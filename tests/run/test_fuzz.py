@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from belieflens import envs, open_cache
-from belieflens.analysis.report import analyze
+from belieflens.api import analyze
 from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions, extract

@@ -273,7 +273,7 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
 ) -> None:
     """`analyze DIR` reads the dask-backed study; its tables and report equal those of the
     file one process wrote (the report's provenance header aside)."""
-    from belieflens.analysis.report import analyze
+    from belieflens.api import analyze
 
     a = analyze(study, tmp_path / "dir", probes=False)
     b = analyze(reference, tmp_path / "file", probes=False)
@@ -290,11 +290,11 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     the analysis run in this process."""
     import distributed
 
-    from belieflens.analysis.report import analyze
+    from belieflens.api import analyze
 
     a = analyze(study, tmp_path / "local", probes=True)
     with distributed.get_task_stream(client) as stream:
-        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
+        b = analyze(study, tmp_path / "cluster", probes=True, cluster=client)
     assert a.text == b.text
     assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
         tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]

@@ -25,10 +25,16 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Literal, get_args
 
 from belieflens.episodes.importing import one_line, read_json
 from belieflens.errors import ImportFormatError
-from belieflens.types import SCENARIO_KINDS, ScenarioKind
+
+ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
+"""The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings."""
+
+SCENARIO_KINDS: tuple[ScenarioKind, ...] = get_args(ScenarioKind)
+"""All scenario kinds, in order."""
 
 SHIPPED = "scenarios.json"
 """File name of the shipped scenario set under ``belieflens/data/dutch_book``."""

@@ -13,13 +13,15 @@ import numpy as np
 from belieflens.envs.judgment.case import Case, Kind
 from belieflens.envs.judgment.cases import load
 from belieflens.envs.judgment.episode import Generation, build_episode
+from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.judgment.styles import Style, styles_of
-from belieflens.envs.judgment.task import Task
+from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
 from belieflens.episodes.base import Episode
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import GenerationSettings, TextGenerator
 from belieflens.episodes.params import bad, param
-from belieflens.types import Delivery, SectionName
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class JudgmentEnvironment:
     name: ClassVar[str] = ""
     Params: ClassVar[type[JudgmentParams]] = JudgmentParams
     TASK: ClassVar[Task]
-    sections: ClassVar[tuple[SectionName, ...]] = ("judgment",)
+    sections: ClassVar[tuple[SectionFn, ...]] = (judgment_section,)
     """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: JudgmentParams) -> None:
@@ -185,3 +187,47 @@ class JudgmentEnvironment:
                 env=self.name,
                 repeat=i // len(units),
             )
+
+
+@dataclass(frozen=True)
+class SocialJudgmentParams(JudgmentParams):
+    """Parameters of the social-judgment environment (styles: neutral, conceding, defending)."""
+
+    KIND: ClassVar[Kind] = "social"
+
+
+class SocialJudgment(JudgmentEnvironment):
+    """Social judgment: the poster tells a conflict segment by segment; probe: the verdict.
+
+    Passive episodes deliver the clean segments; active ones deliver each segment
+    as rewritten by a simulator in the neutral, conceding or defending style. The
+    verdict (YTA/NTA) is read after every turn; there is no closed-form oracle, so
+    analysis measures invariance across styles and accuracy against the label.
+    """
+
+    name: ClassVar[str] = "social-judgment"
+    Params: ClassVar[type[JudgmentParams]] = SocialJudgmentParams
+    TASK: ClassVar[Task] = SOCIAL
+
+
+@dataclass(frozen=True)
+class MedicalTriageParams(JudgmentParams):
+    """Parameters of the medical-triage environment (styles: accurate, hypochondriac, minimizer,
+    cyberchondriac)."""
+
+    KIND: ClassVar[Kind] = "triage"
+
+
+class MedicalTriage(JudgmentEnvironment):
+    """Medical triage: a patient describes a problem segment by segment; probe: the urgency.
+
+    Passive episodes deliver the clean segments; active ones deliver each segment as
+    rewritten by a simulator in the accurate, hypochondriac, minimizer or
+    cyberchondriac style. After every turn: the urgency distribution, the style
+    posterior p(z_f | x) and, for each style written into the prompt, the urgency
+    given that style (analysis picks the model's most likely one).
+    """
+
+    name: ClassVar[str] = "medical-triage"
+    Params: ClassVar[type[JudgmentParams]] = MedicalTriageParams
+    TASK: ClassVar[Task] = TRIAGE

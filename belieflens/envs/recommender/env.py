@@ -12,6 +12,7 @@ import numpy as np
 
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
+from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
@@ -20,7 +21,8 @@ from belieflens.episodes.delivery import conversations, require_generator, resol
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
 from belieflens.episodes.params import bad, param
 from belieflens.episodes.questions import mcq_probe
-from belieflens.types import Delivery, SectionName
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery
 
 RATING_LABELS: tuple[str, ...] = tuple(f"{s} star" if s == 1 else f"{s} stars" for s in STARS)
 """Outcome labels of the rating probes, in star order."""
@@ -164,7 +166,7 @@ class Recommender:
 
     name = "recommender"
     Params = RecommenderParams
-    sections: ClassVar[tuple[SectionName, ...]] = ("recommender",)
+    sections: ClassVar[tuple[SectionFn, ...]] = (recommender_section,)
     """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: RecommenderParams) -> None:

@@ -17,14 +17,12 @@ varying share of children.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Literal
 
 from belieflens.envs.revealed.exact import Exact, categorical, mixture
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
-from belieflens.episodes.params import bad, param
+from belieflens.envs.revealed.grid import GridPoint, Style
 
 CaseVariant = Literal["marginal", "child", "adult"]
 """a random patient (the mixture's marginal), or a patient known to be a child / an adult."""
@@ -85,36 +83,6 @@ Case = Literal["surgical-ward", "clinic"]
 """Which case study: the paper's, or this toolkit's earlier clinic."""
 
 
-@dataclass(frozen=True)
-class CaseStudyParams(RevealedParams):
-    """Parameters of the diagnosis case study (``format`` defaults to ``chat``: the paper's
-    case study is a dialogue with a system message)."""
-
-    format: Literal["raw", "chat"] = param(
-        "chat", "raw: plain-text completion; chat: scenario as a user turn, stem as the prefill"
-    )
-    case: Literal["surgical-ward", "clinic"] = param(
-        "surgical-ward",
-        "surgical-ward: the paper's burnout/depression/anxiety case (13% in a surgical ward); "
-        "clinic: children and adults with a varying share",
-    )
-    share: int | None = param(
-        None, "clinic: percent of children, one of 10, 30, 50, 70, 90; default: all"
-    )
-    variant: Literal["all", "marginal", "child", "adult"] = param(
-        "all", "clinic: which variant(s) of the grid (surgical-ward has one scenario)"
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.case not in ("surgical-ward", "clinic"):
-            raise bad("case", self.case, "surgical-ward or clinic")
-        if self.share is not None and self.share not in SHARES:
-            raise bad("share", self.share, "10, 30, 50, 70, 90 or none")
-        if self.case == "surgical-ward" and (self.share is not None or self.variant != "all"):
-            raise bad("case", self.case, "share and variant apply to case=clinic only")
-
-
 def ward_marginals() -> tuple[Fraction, ...]:
     """Each condition's marginal prevalence: 13% x surgical rate + 87% x other rate."""
     s = WARD_SHARE
@@ -166,27 +134,3 @@ def case_points(variant: CaseVariant, share: int,
         "" if variant == "marginal" else who.split("; ")[1].rstrip("."),
         {"scenario": "case-study", "variant": variant, "share": float(share)}, style,
     )
-
-
-class CaseStudy(GridEnvironment[CaseStudyParams]):
-    """Case study: the paper's surgical-ward diagnosis (default) or a clinic patient's.
-
-    ``case=surgical-ward``: one scenario, Ash's diagnosis among burnout, depression
-    and anxiety (module docstring). ``case=clinic``: the share of children is
-    10-90%; the conditions' prevalence is given among children and among adults.
-    Variants: a random patient (oracle: the exact
-    marginal of the mixture), or one known to be a child or an adult (oracle: that
-    subgroup's prevalence; the share is then irrelevant). Grid order: variant, share.
-    """
-
-    name = "case-study"
-    Params = CaseStudyParams
-
-    def grid(self) -> Sequence[GridPoint]:
-        """Every grid point the parameters select, in grid order."""
-        p = self.params
-        if p.case == "surgical-ward":
-            return [ward_point(p.style)]
-        variants = VARIANTS if p.variant == "all" else (p.variant,)
-        shares = SHARES if p.share is None else (p.share,)
-        return [pt for v in variants for s in shares for pt in case_points(v, s, p.style)]

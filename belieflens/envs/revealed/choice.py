@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from belieflens.envs.revealed.exact import categorical
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
-from belieflens.episodes.params import bad, param
+from belieflens.envs.revealed.grid import GridPoint, Style
 
 ChoiceVariant = Literal["regular", "independent"]
 """one pick; or a previous pick is stated and a new independent one predicted."""
@@ -18,19 +16,6 @@ VARIANTS: tuple[ChoiceVariant, ...] = ("regular", "independent")
 
 SIZES = (2, 4, 6)
 """Numbers of options in the paper's grid."""
-
-
-@dataclass(frozen=True)
-class ChoiceParams(RevealedParams):
-    """Parameters of the choice grid (defaults: the paper's full grid)."""
-
-    options: int | None = param(None, "number of lettered options, one of 2, 4, 6; default: all")
-    variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.options is not None and self.options not in SIZES:
-            raise bad("options", self.options, "2, 4, 6 or none")
 
 
 def _listing(letters: Sequence[str]) -> str:
@@ -81,22 +66,3 @@ def choice_points(
             "What is the probability that I pick option {outcome} this time?",
             letters, dist.probs, f"previous pick {prev}", {**truth, "previous": prev},
         )
-
-
-class Choice(GridEnvironment[ChoiceParams]):
-    """Choice: a uniformly random pick among 2, 4 or 6 options labelled A, B, ...
-
-    Variants: one pick; a previous pick is stated and a new independent pick is
-    predicted (every previous pick). Grid order: variant, number of options,
-    previous pick.
-    """
-
-    name = "choice"
-    Params = ChoiceParams
-
-    def grid(self) -> Sequence[GridPoint]:
-        """Every grid point the parameters select, in grid order."""
-        p = self.params
-        variants = VARIANTS if p.variant == "all" else (p.variant,)
-        sizes = SIZES if p.options is None else (p.options,)
-        return [point for v in variants for k in sizes for point in choice_points(v, k, p.style)]

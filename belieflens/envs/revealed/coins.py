@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Literal
 
 from belieflens.envs.revealed.exact import Exact, focus_count, shift
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
-from belieflens.episodes.params import bad, param
+from belieflens.envs.revealed.grid import GridPoint, Style
 
 CoinsVariant = Literal["regular", "independent", "dependent"]
 """one toss; a previous toss then a new independent one; the total over both tosses."""
@@ -29,25 +27,6 @@ BIASES = (1, 3, 5)
 """Each coin is ``bias`` times more likely to land on the focus face than on the other."""
 
 NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
-
-
-@dataclass(frozen=True)
-class CoinsParams(RevealedParams):
-    """Parameters of the coins grid (defaults: the paper's full grid)."""
-
-    coins: int | None = param(None, "number of coins, 2..4; default: all")
-    focus: Literal["all", "Heads", "Tails"] = param("all", "the face that is counted and favoured")
-    bias: int | None = param(None, "focus face k times likelier, one of 1, 3, 5; default: all")
-    variant: Literal["all", "regular", "independent", "dependent"] = param(
-        "all", "which variant(s) of the grid"
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.coins is not None and self.coins not in COINS:
-            raise bad("coins", self.coins, "2, 3, 4 or none")
-        if self.bias is not None and self.bias not in BIASES:
-            raise bad("bias", self.bias, "1, 3, 5 or none")
 
 
 def _setup(n: int, focus: Face, bias: int) -> str:
@@ -132,32 +111,3 @@ def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int,
                 "{outcome}?",
                 float(r),
             )
-
-
-class Coins(GridEnvironment[CoinsParams]):
-    """Coins: the number of 2-4 coins landing on the focus face (Heads or Tails).
-
-    Each coin is 1, 3 or 5 times more likely to land on the focus face. Variants:
-    one toss; a previous count is stated and a new independent toss is predicted
-    (every previous count); the total over the previous and a new toss (every
-    previous count). Grid order: variant, coins, focus, bias, previous count.
-    """
-
-    name = "coins"
-    Params = CoinsParams
-
-    def grid(self) -> Sequence[GridPoint]:
-        """Every grid point the parameters select, in grid order."""
-        p = self.params
-        variants = VARIANTS if p.variant == "all" else (p.variant,)
-        coins = COINS if p.coins is None else (p.coins,)
-        faces = FACES if p.focus == "all" else (p.focus,)
-        biases = BIASES if p.bias is None else (p.bias,)
-        return [
-            point
-            for v in variants
-            for n in coins
-            for f in faces
-            for b in biases
-            for point in coins_points(v, n, f, b, p.style)
-        ]

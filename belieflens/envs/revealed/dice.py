@@ -5,12 +5,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from belieflens.envs.revealed.exact import Exact, Observation, condition, dice_sum, shift
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
-from belieflens.episodes.params import bad, param
+from belieflens.envs.revealed.grid import GridPoint, Style
 
 DiceVariant = Literal["single", "independent", "dependent", "observation"]
 """single roll; a previous roll then a new independent one; the total of both; observations."""
@@ -25,35 +23,6 @@ FACES = (4, 6, 8, 10, 12)
 """Faces per die in the paper's grid."""
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three"}
-
-
-@dataclass(frozen=True)
-class DiceParams(RevealedParams):
-    """Parameters of the dice grid (defaults: the paper's full grid)."""
-
-    dice: int | None = param(None, "number of dice, 1..3; default: all")
-    faces: int | None = param(None, "faces per die, one of 4, 6, 8, 10, 12; default: all")
-    variant: Literal["all", "single", "independent", "dependent", "observation"] = param(
-        "all", "which variant(s) of the grid"
-    )
-    support: Literal["prior", "posterior"] = param(
-        "prior",
-        "observation variant: outcomes are every value the roll can take (prior) or only "
-        "those consistent with the observations (posterior)",
-    )
-    observations: Literal["all", "multiple"] = param(
-        "all",
-        "observation sets kept: all that some result satisfies (the paper's, e.g. 'smaller "
-        "than 2' on a 4-sided die), or only those leaving two or more possible results "
-        "(always so with support=posterior)",
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.dice is not None and self.dice not in DICE:
-            raise bad("dice", self.dice, "1, 2, 3 or none")
-        if self.faces is not None and self.faces not in FACES:
-            raise bad("faces", self.faces, "4, 6, 8, 10, 12 or none")
 
 
 def middle(n_dice: int, faces: int) -> int:
@@ -215,34 +184,3 @@ def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
                 "What is the probability that the total of both rolls is {outcome}?",
                 float(r), f"previous {result} {r}",
             )
-
-
-class Dice(GridEnvironment[DiceParams]):
-    """Dice: the sum of 1-3 fair dice with 4, 6, 8, 10 or 12 faces.
-
-    Variants: a single roll; a previous roll is stated and a new independent roll
-    is predicted (every previous result); the total of the previous and a new roll
-    (every previous result); one or two observations about the result (even, odd,
-    smaller/greater than the middle value, not 1, not the middle value) that some
-    result satisfies (``observations=multiple``: two or more results). Grid
-    order: variant, number of dice, faces, then previous result or observations.
-    """
-
-    name = "dice"
-    Params = DiceParams
-
-    def grid(self) -> Sequence[GridPoint]:
-        """Every grid point the parameters select, in grid order."""
-        p = self.params
-        variants = VARIANTS if p.variant == "all" else (p.variant,)
-        dice = DICE if p.dice is None else (p.dice,)
-        faces = FACES if p.faces is None else (p.faces,)
-        # a posterior support with one result would leave a one-outcome read-out (always 1)
-        min_results = 1 if p.observations == "all" and p.support == "prior" else 2
-        return [
-            point
-            for v in variants
-            for n in dice
-            for f in faces
-            for point in dice_points(v, n, f, p.support, p.style, min_results)
-        ]

@@ -54,6 +54,7 @@ from typing import ClassVar, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 
+from belieflens.envs.revealed.report import revealed_section
 from belieflens.envs.revealed.stated import (
     candidates,
     case_candidates,
@@ -64,7 +65,8 @@ from belieflens.envs.revealed.stated import (
 from belieflens.episodes.base import Episode, Message, Probe, Turn
 from belieflens.episodes.params import bad, param
 from belieflens.episodes.questions import completion_probe
-from belieflens.types import Delivery, PromptFormat, SectionName
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery, PromptFormat
 
 TERMINATOR = "."
 """Appended to every outcome continuation when outcomes are prefix-ambiguous (``1``/``12``)."""
@@ -274,7 +276,7 @@ class GridEnvironment(Generic[P]):
     """Base of the grid environments: subclasses set ``name``, ``Params`` and :meth:`grid`."""
 
     name: str
-    sections: ClassVar[tuple[SectionName, ...]] = ("revealed",)
+    sections: ClassVar[tuple[SectionFn, ...]] = (revealed_section,)
     """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: P) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Literal
 
 from belieflens.envs.revealed.exact import categorical
-from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams, Style
-from belieflens.episodes.params import bad, param
+from belieflens.envs.revealed.grid import GridPoint, Style
 
 PreferenceVariant = Literal["regular", "independent"]
 """one choice; or a previous choice is stated and a new independent one predicted."""
@@ -34,26 +32,6 @@ second presented, or both in turn (``all``)."""
 
 BIASES = (1, 2, 3)
 """The favoured option is ``bias`` times more likely to be chosen."""
-
-
-@dataclass(frozen=True)
-class PreferenceParams(RevealedParams):
-    """Parameters of the preference grid (defaults: the paper's full grid)."""
-
-    pair: Literal["all", "left-right", "heads-tails"] = param("all", "the two options")
-    order: Literal["all", "forward", "reverse"] = param("all", "order the options are presented in")
-    focus: Literal["canonical", "all", "first", "second"] = param(
-        "canonical",
-        "favoured option: canonical = Left/Heads whatever the order (the paper's grid), "
-        "first/second presented, or all (both in turn)",
-    )
-    bias: int | None = param(None, "favoured option k times likelier, one of 1, 2, 3; default: all")
-    variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.bias is not None and self.bias not in BIASES:
-            raise bad("bias", self.bias, "1, 2, 3 or none")
 
 
 def preference_points(
@@ -116,36 +94,3 @@ def preference_points(
             "What is the probability that Sam chooses {outcome} this time?",
             shown, dist.probs, f"previous choice {prev}", {**truth, "previous": prev},
         )
-
-
-class Preference(GridEnvironment[PreferenceParams]):
-    """Preference: Sam chooses Left/Right or Heads/Tails, one option 1-3 times likelier.
-
-    Both presentation orders, bias 1, 2 or 3; by default (``focus=canonical``, the paper's
-    grid) the pair's own first option (Left, Heads) is favoured, and each option gets its
-    own stated question; ``focus=all`` favours either presented option in turn. Variants:
-    one choice; a previous choice is stated and a new independent choice is
-    predicted (every previous choice). Outcomes are listed in presentation order.
-    Grid order: variant, pair, order, focus, bias, previous choice.
-    """
-
-    name = "preference"
-    Params = PreferenceParams
-
-    def grid(self) -> Sequence[GridPoint]:
-        """Every grid point the parameters select, in grid order."""
-        p = self.params
-        variants = VARIANTS if p.variant == "all" else (p.variant,)
-        pairs = tuple(PAIRS) if p.pair == "all" else (p.pair,)
-        orders = ORDERS if p.order == "all" else (p.order,)
-        focuses = FOCUSES if p.focus == "all" else (p.focus,)
-        biases = BIASES if p.bias is None else (p.bias,)
-        return [
-            point
-            for v in variants
-            for pair in pairs
-            for o in orders
-            for f in focuses
-            for b in biases
-            for point in preference_points(v, pair, o, f, b, p.style)
-        ]

@@ -3,10 +3,6 @@ questions and likelihoods, against the exact Bayesian update of those likelihood
 
 :mod:`.env` plays the games, :mod:`.prompts` holds the prompts (the paper's system prompts,
 quoted) and parses generated text, :mod:`.bayes` the posteriors, filters and EIG shared with the
-analysis, :mod:`.animals` the secret animals (the paper's 40 ship in
+analysis (:mod:`.report`), :mod:`.animals` the secret animals (the paper's 40 ship in
 ``belieflens/data/twenty_questions/animals.json``).
 """
-
-from belieflens.envs.twenty_questions.env import TwentyQuestions, TwentyQuestionsParams
-
-__all__ = ["TwentyQuestions", "TwentyQuestionsParams"]

@@ -73,12 +73,14 @@ from belieflens.envs.twenty_questions.prompts import (
     parse_questions,
     questions_prompt,
 )
+from belieflens.envs.twenty_questions.report import twenty_questions_section
 from belieflens.episodes.base import Episode, Probe, Query, Turn
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import OptionScorer, TextGenerator, derive_seed
 from belieflens.episodes.params import bad, param
 from belieflens.errors import BeliefLensError
-from belieflens.types import Delivery, SectionName
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery
 
 LABELS = (YES, NO)
 """Outcome labels of every read-out."""
@@ -151,7 +153,7 @@ class TwentyQuestions:
 
     name = "twenty-questions"
     Params = TwentyQuestionsParams
-    sections: ClassVar[tuple[SectionName, ...]] = ("twenty-questions",)
+    sections: ClassVar[tuple[SectionFn, ...]] = (twenty_questions_section,)
     """Sections of ``belieflens analyze`` for this environment."""
 
     def __init__(self, params: TwentyQuestionsParams) -> None:

@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from belieflens.envs import get
-from belieflens.envs.revealed.coins import Coins, CoinsParams
+from belieflens.envs.revealed.env import Coins, CoinsParams
 from belieflens.errors import ParameterError
 
 

@@ -11,7 +11,8 @@ from fractions import Fraction
 import pytest
 
 from belieflens.envs import get
-from belieflens.envs.revealed.dice import Dice, DiceParams, middle
+from belieflens.envs.revealed.dice import middle
+from belieflens.envs.revealed.env import Dice, DiceParams
 from belieflens.errors import ParameterError
 
 CONFIGS = [(n, f) for n in (1, 2, 3) for f in (4, 6, 8, 10, 12)]

@@ -10,10 +10,10 @@ import pytest
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.analysis.envs.revealed import readouts, summarise
-from belieflens.analysis.envs.revealed.section import revealed_section
-from belieflens.analysis.envs.revealed.summary import VARIANT
-from belieflens.analysis.report import analyze
+from belieflens.api import analyze
+from belieflens.envs.revealed.readouts import readouts
+from belieflens.envs.revealed.report import revealed_section
+from belieflens.envs.revealed.summary import VARIANT, summarise
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions, extract
 

@@ -1,1 +1,0 @@
-"""Belief-attribution analysis: revision and attribution scores, and the report section."""

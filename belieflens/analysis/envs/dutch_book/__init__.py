@@ -1,2 +1,0 @@
-"""Dutch-book analysis: Yes/No credences, sure-loss constructions, the arbitrage finder,
-and the report section."""

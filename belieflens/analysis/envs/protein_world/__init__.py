@@ -1,1 +1,0 @@
-"""ProteinWorld analysis: the report section (posterior tracking per experiment step)."""

@@ -1,1 +1,0 @@
-"""Recommender analysis: scores against the exact posterior, and the report section."""

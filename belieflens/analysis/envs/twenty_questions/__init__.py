@@ -1,1 +1,0 @@
-"""The ``twenty-questions`` analysis section: KL(oracle ‖ model) per step."""

@@ -1,0 +1,75 @@
+"""A study's whole analysis as one xarray ``DataTree``: what ``belieflens analyze`` presents.
+
+:func:`study_results` computes, from an open cache file (or study directory), every generic
+result of the analysis, each an ``xarray.Dataset`` with named dimensions, as the groups of
+one :class:`xarray.DataTree`:
+
+- ``turns``: output beliefs against the oracle per turn (:func:`~.tables.turn_table`);
+- ``lens``: the logit lens's TVD to the oracle per layer and turn (:func:`~.tables.lens_table`);
+- ``summary``: every source (output, logit lens, tuned lens, linear decoders) per layer and
+  turn (:func:`~.summary.summary`);
+- ``position_bias``: each rotation's distance from the debiased belief
+  (:func:`~.position_bias.position_bias`);
+- ``calibration``: reliability against the oracle (:func:`~.calibration.reliability`).
+
+The tree's attributes are the file's provenance plus ``debias`` and ``multi_token``. The
+stages run in the order that bounds memory: the decoder fits (the peak) first, then the lens
+scores, each stage's freed heap handed back before the next (``bench/analysis_stages.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.calibration import reliability
+from belieflens.analysis.lens import has_continuations, lens_beliefs
+from belieflens.analysis.position_bias import position_bias
+from belieflens.analysis.summary import PROBE_FOLDS, PROBE_LAM, probe_tvd, summary
+from belieflens.analysis.tables import lens_table, turn_table
+from belieflens.heap import release_freed_memory
+from belieflens.lens import Lens
+from belieflens.types import DebiasMethod
+
+GROUPS = ("turns", "lens", "summary", "position_bias", "calibration")
+"""The groups of :func:`study_results`, in the order a report presents them."""
+
+
+def study_results(
+    ds: xr.Dataset,
+    *,
+    method: DebiasMethod = "geometric",
+    lens: Lens | None = None,
+    probes: bool = True,
+    seed: int = 0,
+) -> xr.DataTree:
+    """Every generic result of the analysis of ``ds`` (module docstring for the groups).
+
+    ``lens`` is the tuned-lens column's lens (checked against the file first), ``probes``
+    fits the linear decoders with folds drawn from ``seed``.
+    """
+    if lens is not None:
+        lens.check_file(ds)
+    # the decoder fits are the analysis's memory peak: run them before the other results
+    # are held, as summary would run them (its defaults: seed's generator, folds, lam)
+    rows = probe_tvd(ds, np.random.default_rng(seed), n_folds=PROBE_FOLDS,
+                     lam=PROBE_LAM) if probes else None
+    release_freed_memory()
+    # the lens next, its [query, layer, option] scores and chunk tasks the next peak:
+    # before the output beliefs and their tables are held too
+    logit = lens_beliefs(ds, method=method)
+    release_freed_memory()
+    beliefs = output_beliefs(ds, method=method)
+    turns = turn_table(beliefs)
+    ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
+    summ = summary(ds, lens, method=method, probes=probes, seed=seed, logit_lens=logit,
+                   probe_rows=rows)
+    release_freed_memory()
+    groups = {"turns": turns, "lens": ltable, "summary": summ,
+              "position_bias": position_bias(ds, method=method),
+              "calibration": reliability(beliefs)}
+    tree = xr.DataTree.from_dict({f"/{k}": v for k, v in groups.items()})
+    tree.attrs = {**ds.attrs, "debias": method,
+                  "multi_token": "continuation" if has_continuations(ds) else "first-token"}
+    return tree

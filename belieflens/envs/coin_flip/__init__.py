@@ -1,0 +1,1 @@
+"""Coin flip (BayesBench): a Beta-Bernoulli learner's exact posterior (:mod:`.env`)."""

@@ -1,0 +1,163 @@
+"""Coin flip (BayesBench environment 1): a Beta-Bernoulli learner's exact posterior."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import mcq_probe
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery
+
+INTRO = (
+    "I have a coin that may be biased: its probability of landing heads is unknown to both "
+    "of us. I will flip it and tell you the results."
+)
+ACK = "Understood."
+NEXT_FLIP_Q = "What do you think the next flip will be?"
+BIAS_Q = "Which range most likely contains the coin's probability of landing heads?"
+
+
+@dataclass(frozen=True)
+class CoinFlipParams:
+    """Parameters of the coin-flip environment."""
+
+    a0: float = param(1.0, "Beta prior pseudo-count of heads (> 0)")
+    b0: float = param(1.0, "Beta prior pseudo-count of tails (> 0)")
+    theta: float | None = param(None, "fixed P(heads) in [0, 1]; default: drawn from the prior")
+    turns: int = param(10, "number of evidence turns T (>= 1)")
+    per_turn: int = param(1, "flips per user message (>= 1)")
+    bins: int = param(5, "equal-width bins of the bias probe (2..10)")
+    delivery: Literal["single-turn", "multi-turn", "all"] = param(
+        "all", "how evidence is delivered"
+    )
+
+    def __post_init__(self) -> None:
+        if not self.a0 > 0:
+            raise bad("a0", self.a0, "a number > 0")
+        if not self.b0 > 0:
+            raise bad("b0", self.b0, "a number > 0")
+        if self.theta is not None and not 0.0 <= self.theta <= 1.0:
+            raise bad("theta", self.theta, "a number in [0, 1] or none")
+        if not 1 <= self.turns <= 1000:
+            raise bad("turns", self.turns, "an integer in 1..1000")
+        if not 1 <= self.per_turn <= 100:
+            raise bad("per_turn", self.per_turn, "an integer in 1..100")
+        if not 2 <= self.bins <= 10:
+            raise bad("bins", self.bins, "an integer in 2..10")
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        if self.delivery == "all":
+            return ("single-turn", "multi-turn")
+        return (self.delivery,)
+
+
+def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:
+    """Posterior predictive (P(heads), P(tails)) of the next flip."""
+    p = (a0 + heads) / (a0 + b0 + n)
+    return (p, 1.0 - p)
+
+
+def bias_oracle(a0: float, b0: float, heads: int, n: int, bins: int) -> tuple[float, ...]:
+    """Beta posterior mass of each of ``bins`` equal-width bins of theta."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    from scipy import special  # imported on use: it is slow to import
+
+    cdf = special.betainc(a0 + heads, b0 + n - heads, edges)
+    mass = np.diff(cdf)
+    return tuple(float(x) for x in mass / mass.sum())
+
+
+def bin_labels(bins: int) -> tuple[str, ...]:
+    """Labels of the bias bins, e.g. ``0.0 to 0.2``."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return tuple(f"{edges[i]:.2f} to {edges[i + 1]:.2f}" for i in range(bins))
+
+
+def _flips_text(flips: Sequence[int]) -> str:
+    return ", ".join("heads" if f else "tails" for f in flips)
+
+
+def _summary(flips: Sequence[int]) -> str:
+    h = sum(flips)
+    return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
+
+
+class CoinFlip:
+    """Coin flip with a Beta(a0, b0) prior on the bias; probes: next flip and binned bias.
+
+    Each episode draws a bias (or uses the fixed ``theta``), flips ``turns * per_turn``
+    times and reveals ``per_turn`` flips per user message. Oracles are the exact
+    Beta-Bernoulli posterior predictive and posterior bin masses.
+    """
+
+    name = "coin-flip"
+    Params = CoinFlipParams
+    sections: ClassVar[tuple[SectionFn, ...]] = ()
+    """Sections of ``belieflens analyze`` for this environment."""
+
+    def __init__(self, params: CoinFlipParams) -> None:
+        self._params = params
+
+    @property
+    def params(self) -> CoinFlipParams:
+        """The validated parameters."""
+        return self._params
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
+        for i in range(n):
+            yield self._episode(i, np.random.default_rng([seed, i]))
+
+    def _episode(self, index: int, rng: np.random.Generator) -> Episode:
+        p = self._params
+        theta = p.theta if p.theta is not None else float(rng.beta(p.a0, p.b0))
+        flips = [int(x) for x in rng.random(p.turns * p.per_turn) < theta]
+        turns = []
+        multi: tuple[Message, ...] = (Message("user", INTRO), Message("assistant", ACK))
+        for t in range(p.turns + 1):
+            seen = flips[: t * p.per_turn]
+            new = flips[(t - 1) * p.per_turn : t * p.per_turn] if t else []
+            if t:
+                multi = (*multi, Message("user", f"Result: {_flips_text(new)}."),
+                         Message("assistant", ACK))
+            single_text = INTRO + (
+                f"\nThe results so far: {_flips_text(seen)} {_summary(seen)}." if seen
+                else "\nNo flips yet."
+            )
+            messages: dict[Delivery, tuple[Message, ...]] = {
+                "single-turn": (Message("user", single_text),),
+                "multi-turn": multi,
+            }
+            heads = sum(seen)
+            probes: list[Probe] = []
+            for delivery in p.deliveries:
+                ctx = messages[delivery]
+                probes.append(
+                    mcq_probe(
+                        "next-flip", ctx, NEXT_FLIP_Q, ("heads", "tails"),
+                        next_flip_oracle(p.a0, p.b0, heads, len(seen)), delivery,
+                    )
+                )
+                probes.append(
+                    mcq_probe(
+                        "bias", ctx, BIAS_Q, bin_labels(p.bins),
+                        bias_oracle(p.a0, p.b0, heads, len(seen), p.bins), delivery,
+                    )
+                )
+            turns.append(
+                Turn(
+                    index=t,
+                    observation=_flips_text(new),
+                    messages={d: messages[d] for d in p.deliveries},
+                    probes=tuple(probes),
+                )
+            )
+        return Episode(index=index, turns=tuple(turns), truth={"theta": theta})

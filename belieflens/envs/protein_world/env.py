@@ -1,0 +1,528 @@
+"""ProteinWorld: identify a fictional protein class from a sequence of experiments.
+
+Two presets. ``preset=paper`` (the default) is From Prompts to Posteriors, App. F.3
+and Sec. 5.2: 8 classes with 8 attributes, means ``N(0, 1)`` and variances
+``0.1 + |N(0, 1)|`` per class and attribute, 6 experiments on distinct attributes
+(``simple``: each reveals the exact value; ``hard``: autoregressive attributes and the
+noisy observation models, Gaussian, Uniform and Bernoulli through a sigmoid), ``T = 6``,
+a uniform prior, and every class the true class once per world (episode ``i`` plays
+class ``i mod 8`` of world ``i div 8``: 40 episodes are the paper's 5 worlds x 8 runs);
+the world is written as App. A.1 writes it. ``preset=belieflens`` is the project's
+earlier variant (4 classes, 3 attributes each measured with Gaussian noise, a random
+prior the true class is drawn from). Every parameter can override its preset's value.
+The default is the published protocol because a study should reproduce the source
+before departing from it; the earlier variant stays reachable by name.
+
+Each episode has a world (:mod:`belieflens.envs.protein_world.world`), a true
+class and a seeded experiment sequence; the model reads
+the world, the prior and the results so far, and is asked which class the
+proteins belong to (MCQ over the classes, oracle: the passive exact posterior)
+and which experiment to run next (MCQ over the experiments, no oracle: the
+model's choice is read out; the max-EIG choice is in the episode's ``truth``).
+
+The sequence is seeded (``sequence=random`` or ``cycle``), the active oracle's
+(``active``), or the model's own (``model``: at each step the bound generator --
+``belieflens extract`` binds the evaluated model -- answers the next-experiment MCQ
+greedily after the single-turn context; a reply naming no option falls back to
+the seeded draw and ``truth["model_choice_valid_k"]`` is 0).
+``truth`` also records, per step ``k``, the active experimenter's posterior on
+the true class (``p_active_true_k``), for the downstream gap
+``p_active(theta*) - p_model(theta*)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Self
+
+import numpy as np
+
+from belieflens.envs.protein_world.oracle import (
+    ExperimentGrid,
+    active_run,
+    best_experiment,
+    eig,
+    experiment_grids,
+    posterior,
+)
+from belieflens.envs.protein_world.report import protein_world_section
+from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
+from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.params import bad, param
+from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
+from belieflens.report.section import SectionFn
+from belieflens.types import Delivery
+
+ACK = "Understood."
+CLASS_Q = "Which class do the proteins most likely belong to?"
+NEXT_Q = "Which experiment should be run next to find out the class as quickly as possible?"
+DECIMALS = 2
+"""Results are shown (and conditioned on) rounded to this many decimals (``belieflens``
+preset; the ``paper`` preset shows 4, as App. A.1 states its parameters)."""
+
+Preset = Literal["paper", "belieflens"]
+"""``paper``: From Prompts to Posteriors, App. F.3 (the default); ``belieflens``: the
+project's earlier, richer variant (noisy measurements of every attribute, a random prior,
+the true class drawn from it)."""
+
+PRESETS: dict[str, dict[str, object]] = {
+    "paper": {"classes": 8, "attributes": 8, "experiments": 6, "steps": 6, "spread": 1.0,
+              "decimals": 4, "scales": "drawn", "prior": "uniform", "truth": "each-class",
+              "observation": {"simple": "exact", "hard": "mixed"}},
+    "belieflens": {"classes": 4, "attributes": 3, "experiments": 0, "steps": 5, "spread": 2.0,
+                   "decimals": DECIMALS, "scales": "fixed", "prior": "random", "truth": "prior",
+                   "observation": {"simple": "gaussian", "hard": "gaussian"}},
+}
+"""What each preset puts in place of a parameter left at its ``0`` / ``auto`` default
+(``experiments`` 0 under ``belieflens``: one per attribute)."""
+
+_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+@dataclass(frozen=True)
+class ProteinWorldParams:
+    """Parameters of the ProteinWorld environment.
+
+    Numeric parameters left at 0 and options left at ``auto`` take the preset's value
+    (:data:`PRESETS`); after construction every field holds the value in use.
+    """
+
+    preset: Literal["paper", "belieflens"] = param(
+        "paper",
+        "paper: From Prompts to Posteriors App. F.3 (8 classes, 8 attributes, 6 experiments, "
+        "T = 6, each class the truth once per world); belieflens: the earlier richer variant",
+    )
+    classes: int = param(0, "number of protein classes |Θ| (2..10; 0 = preset: paper 8, "
+                            "belieflens 4)")
+    attributes: int = param(0, "latent attributes per class J (2..8; 0 = preset: paper 8, "
+                               "belieflens 3)")
+    experiments: int = param(0, "available experiments |Ξ|, each observing a distinct attribute "
+                                "(1..attributes; 0 = preset: paper min(6, J), belieflens J)")
+    steps: int = param(0, "experiments per episode T (1..50; 0 = preset: paper 6, belieflens 5)")
+    difficulty: Literal["simple", "hard"] = param(
+        "simple", "simple: independent Gaussian attributes (closed form); hard: autoregressive "
+        "attributes, Monte Carlo likelihood"
+    )
+    observation: Literal["auto", "exact", "gaussian", "uniform", "bernoulli", "mixed"] = param(
+        "auto",
+        "observation model of the experiments: the exact value, y ~ N(a, sigma^2), "
+        "y ~ Uniform(a - sigma, a + sigma), y ~ Bernoulli(sigmoid(a)), or mixed (cycling "
+        "gaussian, uniform, bernoulli); auto = paper: exact (simple) / mixed (hard), "
+        "belieflens: gaussian",
+    )
+    scales: Literal["auto", "drawn", "drawn-sd", "fixed"] = param(
+        "auto", "attribute variances: drawn 0.1 + |N(0, 1)| per class and attribute (F.3.1), "
+                "drawn-sd (the sd is 0.1 + |N(0, 1)|, as App. A.1's example has it), or fixed "
+                "tau^2; auto = paper: drawn, belieflens: fixed"
+    )
+    spread: float = param(0.0, "sd of the class means around 0 (> 0; 0 = preset: paper 1, "
+                               "belieflens 2)")
+    tau: float = param(1.0, "within-class sd of each attribute under scales=fixed (> 0)")
+    sigma: float = param(0.5, "noise of the gaussian and uniform observation models (0.1..10)")
+    rho: float = param(1.5, "autoregressive coupling of the hard worlds (-5..5)")
+    mc_samples: int = param(2000, "Monte Carlo samples per class, hard worlds (100..100000)")
+    decimals: int = param(0, "decimals of the shown results (1..8; 0 = preset: paper 4, "
+                             "belieflens 2)")
+    prior: Literal["auto", "random", "uniform"] = param(
+        "auto", "prior over classes p0; auto = paper: uniform, belieflens: random"
+    )
+    truth: Literal["auto", "each-class", "prior"] = param(
+        "auto", "the true class: each-class (episode i plays class i mod K of world i div K, so "
+                "every class is the truth once per world) or drawn from the prior; auto = "
+                "paper: each-class, belieflens: prior"
+    )
+    sequence: Literal["random", "cycle", "active", "model"] = param(
+        "random",
+        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, or the "
+        "model's own greedy MCQ choices",
+    )
+    delivery: Literal["single-turn", "multi-turn", "all"] = param(
+        "all", "how evidence is delivered"
+    )
+
+    def __post_init__(self) -> None:
+        preset = PRESETS[self.preset]
+        fill = object.__setattr__
+        for name in ("classes", "attributes", "steps", "spread", "decimals"):
+            if getattr(self, name) == 0:
+                fill(self, name, preset[name])
+        for name in ("scales", "prior", "truth"):
+            if getattr(self, name) == "auto":
+                fill(self, name, preset[name])
+        if self.observation == "auto":
+            by_difficulty = preset["observation"]
+            assert isinstance(by_difficulty, dict)
+            fill(self, "observation", by_difficulty[self.difficulty])
+        if not 2 <= self.classes <= 10:
+            raise bad("classes", self.classes, "an integer in 2..10")
+        if not 2 <= self.attributes <= 8:
+            raise bad("attributes", self.attributes, "an integer in 2..8")
+        if self.experiments == 0:
+            default = preset["experiments"]
+            assert isinstance(default, int)
+            fill(self, "experiments", min(default, self.attributes) if default else
+                 self.attributes)
+        if not 1 <= self.experiments <= self.attributes:
+            raise bad("experiments", self.experiments, f"an integer in 1..{self.attributes}")
+        if not 1 <= self.steps <= 50:
+            raise bad("steps", self.steps, "an integer in 1..50")
+        if not self.spread > 0:
+            raise bad("spread", self.spread, "a number > 0")
+        if not self.tau > 0:
+            raise bad("tau", self.tau, "a number > 0")
+        if not 0.1 <= self.sigma <= 10:
+            raise bad("sigma", self.sigma, "a number in 0.1..10")
+        if not -5 <= self.rho <= 5:
+            raise bad("rho", self.rho, "a number in -5..5")
+        if not 100 <= self.mc_samples <= 100_000:
+            raise bad("mc_samples", self.mc_samples, "an integer in 100..100000")
+        if not 1 <= self.decimals <= 8:
+            raise bad("decimals", self.decimals, "an integer in 1..8")
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        if self.delivery == "all":
+            return ("single-turn", "multi-turn")
+        return (self.delivery,)
+
+
+def _paper_style(world: World) -> bool:
+    """Whether ``world`` is written as the paper writes it."""
+    return world.style == "paper"
+
+
+def experiment_label(world: World, j: int) -> str:
+    """The MCQ label of experiment ``j``, e.g. ``measure thermal stability`` or
+    ``reveal the exact value of Helix-Torsion Index``."""
+    ex = world.experiments[j]
+    name = world.attributes[ex.attribute]
+    if not _paper_style(world):
+        return f"measure {name}"
+    return {
+        "exact": f"reveal the exact value of {name}",
+        "gaussian": f"measure {name} with Gaussian noise",
+        "uniform": f"measure {name} with uniform noise",
+        "bernoulli": f"run the binary test on {name}",
+    }[ex.observation]
+
+
+def experiment_text(world: World, j: int) -> str:
+    """What experiment ``j`` does, as the paper's experiment list states it (App. A.1)."""
+    ex = world.experiments[j]
+    name = world.attributes[ex.attribute]
+    s = exact_text(world.sigma)
+    return {
+        "exact": f"Reveals the exact value of attribute {name}.",
+        "gaussian": f"Reveals a noisy value of attribute {name}: y ~ N(a, σ²) with a the "
+                    f"attribute's value and σ = {s}.",
+        "uniform": f"Reveals a noisy value of attribute {name}: y ~ Uniform(a - σ, a + σ) with "
+                   f"a the attribute's value and σ = {s}.",
+        "bernoulli": f"Reveals 1 with probability sigmoid(a) = 1 / (1 + exp(-a)) and 0 otherwise, "
+                     f"with a the value of attribute {name}.",
+    }[ex.observation]
+
+
+def _count(n: int) -> str:
+    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
+
+
+def describe_world(world: World) -> str:
+    """The world, its generative model and the prior, as stated to the model.
+
+    Every number the oracle uses is written exactly (the stated parameters are the
+    parameters used)."""
+    if _paper_style(world):
+        return _describe_paper(world)
+    tau = exact_text(float(world.sds[0, 0]))
+    lines = [
+        "We are studying proteins from a fictional world. There are "
+        f"{len(world.classes)} protein classes: {', '.join(world.classes)}. "
+        "All the proteins we test come from one unknown class.",
+        "Before any experiment, the probability of each class is: "
+        + ", ".join(f"{c} {round(p * 100)}%" for c, p in zip(world.classes, world.prior,
+                                                             strict=True))
+        + ".",
+    ]
+    attrs = ", ".join(world.attributes)
+    if world.difficulty == "simple":
+        lines.append(
+            f"Each protein has the attributes {attrs}. For a protein of a given class, each "
+            f"attribute is normally distributed around the class mean with standard deviation "
+            f"{tau}."
+        )
+    else:
+        lines.append(
+            f"Each protein has the attributes {attrs}, generated in this order. For a protein "
+            f"of a given class, the first attribute is normally distributed around the class "
+            f"mean with standard deviation {tau}; each later attribute equals the class "
+            f"mean plus {exact_text(world.rho)} times tanh of the previous attribute's value, "
+            f"plus normal noise with standard deviation {tau}."
+        )
+    fixed = bool(np.all(world.variances == world.variances[0, 0]))
+    if not fixed:
+        lines[-1] = lines[-1].replace(f"with standard deviation {tau}",
+                                      "with the class's standard deviation")
+    models = {e.observation for e in world.experiments}
+    if models == {"gaussian"}:
+        lines.append("Each experiment measures one attribute of a new protein, with normal "
+                     f"measurement noise of standard deviation {exact_text(world.sigma)}. "
+                     "The class means are:")
+    else:
+        lines.append("Each experiment observes one attribute of a new protein:")
+        lines += [f"- {experiment_text(world, e)}" for e in range(len(world.experiments))]
+        lines.append("The class means are:")
+    for c, row in enumerate(world.means):
+        vals = ", ".join(f"{a} {float(m):.1f}" for a, m in zip(world.attributes, row, strict=True))
+        if not fixed:
+            vals += "; variances " + ", ".join(f"{a} {float(v):.4f}" for a, v in
+                                             zip(world.attributes, world.variances[c],
+                                                 strict=True))
+        lines.append(f"- {world.classes[c]}: {vals}")
+    return "\n".join(lines)
+
+
+def _describe_paper(world: World) -> str:
+    """The world as App. A.1 of From Prompts to Posteriors writes it, then the prior."""
+    j = len(world.attributes)
+    lines = [
+        f"Existing Proteins: {', '.join(world.classes)}.",
+        "",
+        "Latent Attribute Distribution",
+        f"Every protein possesses {_count(j)} continuous latent attributes: "
+        f"a = [{', '.join(world.attributes)}].",
+    ]
+    if world.difficulty == "simple":
+        lines.append(
+            "Each attribute is conditionally independent and distributed according to: "
+            "A | Protein ~ N(μ_Protein, σ²_Protein) where the distribution parameters (μ, σ²) "
+            "per protein and attribute are specified in Table 1."
+        )
+    else:
+        lines.append(
+            "Attributes are autoregressively conditioned on preceding attributes according to: "
+            "a_1 | Protein ~ N(μ_Protein,1, σ²_Protein,1) and, for j > 1, "
+            "a_j | Protein, a_(j-1) ~ N(μ_Protein,j + ρ·tanh(a_(j-1)), σ²_Protein,j) with "
+            f"ρ = {exact_text(world.rho)}, where the distribution parameters (μ, σ²) per protein "
+            "and attribute are specified in Table 1."
+        )
+    lines += [
+        "",
+        "Table 1: Latent attribute mean (μ) and variance (σ²) parameters per protein.",
+        "Attribute | Protein | Mean (μ) | Variance (σ²)",
+    ]
+    for i, attr in enumerate(world.attributes):
+        for c, cls in enumerate(world.classes):
+            lines.append(f"{attr} | {cls} | {float(world.means[c, i]):.4f} | "
+                         f"{float(world.variances[c, i]):.4f}")
+    lines += [
+        "",
+        "Experiments",
+        "The environment provides the following experiments to observe results based on the "
+        "latent attributes:",
+    ]
+    lines += [f"- {experiment_text(world, e)}" for e in range(len(world.experiments))]
+    lines += [
+        f"Every experiment runs on a new protein. Continuous results are reported rounded to "
+        f"{world.decimals} decimals.",
+        "",
+        "You can assume that initially, this probability distribution over the protein classes "
+        "held: " + ", ".join(f"{c}: {exact_text(p)}" for c, p in zip(world.classes, world.prior,
+                                                                      strict=True)) + ".",
+    ]
+    return "\n".join(lines)
+
+
+def result_text(world: World, step: int, j: int, y: float) -> str:
+    """One experiment's result as stated to the model (to the world's decimals)."""
+    if not _paper_style(world):
+        name = world.attributes[world.experiments[j].attribute]
+        return f"Experiment {step}: {name} measured {y:.{world.decimals}f}."
+    shown = (str(int(y)) if world.experiments[j].observation == "bernoulli"
+             else f"{y:.{world.decimals}f}")
+    return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
+
+
+class ProteinWorld:
+    """Sequential Bayesian experiments on procedurally generated protein worlds.
+
+    Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
+    ``hard`` worlds the likelihood is Monte Carlo and ``truth["oracle_se_max"]``
+    bounds its standard error) and ``next-experiment`` (MCQ over the experiments,
+    no oracle; ``truth["best_experiment_k"]`` is the max-EIG choice at turn k and
+    ``truth["eig_k_j"]`` the expected information gain of experiment j there, in nats).
+    """
+
+    name = "protein-world"
+    Params = ProteinWorldParams
+    sections: ClassVar[tuple[SectionFn, ...]] = (protein_world_section,)
+    """Sections of ``belieflens analyze`` for this environment."""
+
+    def __init__(self, params: ProteinWorldParams) -> None:
+        self._params = params
+        self._generator: TextGenerator | None = None
+        self._last_world: tuple[tuple[int, int], World, tuple[ExperimentGrid, ...]] | None = None
+
+    @property
+    def requires_generator(self) -> bool:
+        """Whether the experiment sequence is the model's own (``sequence=model``)."""
+        return self._params.sequence == "model"
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy whose ``sequence=model`` choices come from ``generator`` (greedy)."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+    def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
+        """The experiment the bound generator picks by letter after ``context``, or ``None``.
+
+        The question is the ``next-experiment`` MCQ in its first rotation; the reply's
+        first standalone letter among the options is the choice.
+        """
+        gen = require_generator("sequence=model", self._generator, self.name)
+        reply = gen((Message("user", context),), seed=seed, max_new_tokens=4, temperature=0.0)
+        letters = LETTERS[:n_experiments]
+        found = re.search(rf"\b([{letters}])\b", reply)
+        return None if found is None else letters.index(found.group(1))
+
+    @property
+    def params(self) -> ProteinWorldParams:
+        """The validated parameters."""
+        return self._params
+
+    def world(self, rng: np.random.Generator) -> World:
+        """Draw a world with this environment's parameters."""
+        p = self._params
+        if p.observation == "auto" or p.scales == "auto":  # resolved by the parameters
+            raise AssertionError("unresolved parameters")
+        style: Preset = p.preset
+        return generate_world(
+            rng,
+            classes=p.classes,
+            attributes=p.attributes,
+            difficulty=p.difficulty,
+            spread=p.spread,
+            tau=p.tau,
+            sigma=p.sigma,
+            rho=p.rho,
+            mc_samples=p.mc_samples,
+            uniform_prior=p.prior == "uniform",
+            style=style,
+            scales=p.scales,
+            experiments=p.experiments,
+            observation=p.observation,
+            decimals=p.decimals,
+        )
+
+    def episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``.
+
+        Under ``truth=each-class`` episode ``i`` plays class ``i mod K`` of world ``i div K``,
+        drawn from ``np.random.default_rng([seed, i div K, 1])`` (so the worlds, like the
+        episodes, depend only on the seed and the index).
+        """
+        if self.requires_generator:
+            require_generator("sequence=model", self._generator, self.name)
+        for i in range(n):
+            yield self._episode(i, np.random.default_rng([seed, i]), seed)
+
+    def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
+        p = self._params
+        if p.truth == "each-class":
+            world_index, truth = divmod(index, p.classes)
+            cached = self._last_world
+            if cached is not None and cached[0] == (seed, world_index):
+                world, grids = cached[1], cached[2]
+            else:  # K consecutive episodes share a world: draw it and its grids once
+                world = self.world(np.random.default_rng([seed, world_index, 1]))
+                grids = experiment_grids(world)
+                self._last_world = ((seed, world_index), world, grids)
+        else:
+            world_index = index
+            world = self.world(rng)
+            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
+            grids = experiment_grids(world)
+        active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
+                            grids=grids)
+        intro = describe_world(world)
+        classes = world.classes
+        n_exp = len(world.experiments)
+        experiments = tuple(experiment_label(world, j) for j in range(n_exp))
+        info: dict[str, float | str] = {}
+        if p.sequence == "active":
+            history = list(zip(active.experiments, active.observations, strict=True))
+        else:
+            history = []
+            for k in range(p.steps):
+                fallback = int(rng.integers(n_exp))
+                if p.sequence == "cycle":
+                    j = k % n_exp
+                elif p.sequence == "model":
+                    so_far = "\n".join(result_text(world, i + 1, a, y)
+                                       for i, (a, y) in enumerate(history))
+                    context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
+                    choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
+                                               n_exp, derive_seed(seed, index, k))
+                    info[f"model_choice_valid_{k}"] = float(choice is not None)
+                    j = fallback if choice is None else choice
+                else:
+                    j = fallback
+                history.append((j, measure(world, truth, j, rng)))
+        info |= {
+            "theta": classes[truth],
+            "theta_index": float(truth),
+            "world": float(world_index),
+            "difficulty": world.difficulty,
+            "observations": ",".join(e.observation for e in world.experiments),
+            "experiments": ",".join(str(j) for j, _ in history),
+        }
+        multi: tuple[Message, ...] = (Message("user", intro), Message("assistant", ACK))
+        se_max = 0.0
+        turns = []
+        for t in range(p.steps + 1):
+            seen = history[:t]
+            if t:
+                j, y = history[t - 1]
+                multi = (*multi, Message("user", result_text(world, t, j, y)),
+                         Message("assistant", ACK))
+            results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
+            single = intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
+            messages: dict[Delivery, tuple[Message, ...]] = {
+                "single-turn": (Message("user", single),),
+                "multi-turn": multi,
+            }
+            post = posterior(world, seen)
+            se_max = max(se_max, *post.se)
+            info[f"p_active_true_{t}"] = active.posteriors[t][truth]
+            probes: list[Probe] = []
+            for d in p.deliveries:
+                probes.append(mcq_probe("class", messages[d], CLASS_Q, classes, post.probs, d))
+                if t < p.steps:
+                    probes.append(mcq_probe("next-experiment", messages[d], NEXT_Q,
+                                            experiments, None, d))
+            if t < p.steps:
+                info[f"best_experiment_{t}"] = experiments[best_experiment(post.probs, grids)]
+                for e, g in enumerate(grids):
+                    info[f"eig_{t}_{e}"] = eig(post.probs, g)
+            turns.append(
+                Turn(
+                    index=t,
+                    observation=result_text(world, t, *history[t - 1]) if t else "",
+                    messages={d: messages[d] for d in p.deliveries},
+                    probes=tuple(probes),
+                )
+            )
+        info["oracle_se_max"] = se_max
+        return Episode(index=index, turns=tuple(turns), truth=info)
+
+
+def _seed(rng: np.random.Generator) -> tuple[int, int]:
+    """Two integers drawn from ``rng`` to seed a derived generator."""
+    a, b = rng.integers(0, 2**31, size=2)
+    return int(a), int(b)

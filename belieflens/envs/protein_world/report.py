@@ -1,0 +1,197 @@
+"""The ``protein-world`` analysis section: posterior error, downstream gap and experiment choice.
+
+Per step ``k`` (turn ``k`` = after ``k`` experiments), per delivery, mean ± SEM over episodes:
+
+- ``KL(passive ‖ model)``: the exact posterior on the stated history (the
+  ``class`` probe's oracle) against the model's debiased class belief (oracle first).
+- the downstream gap ``p_active(θ*) − p_model(θ*)``: the active (max-EIG)
+  experimenter's posterior on the true class after ``k`` of its own experiments
+  (``truth_p_active_true_k``) minus the model's belief in the true class.
+- experiment choice (``next-experiment`` probe): the rate at which the model's
+  most likely experiment is the max-EIG one (``truth_best_experiment_k``), the
+  model's probability of that experiment and, where the file has the EIG of
+  every experiment (``truth_eig_k_j``), the EIG regret of the model's pick,
+  ``max_j EIG_j − EIG(argmax)``, in nats.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.divergence import kl
+from belieflens.analysis.truth import episode_truth, has_truth
+from belieflens.dims import EPISODE, OUTCOME, TURN
+from belieflens.report.figures import pyplot, save
+from belieflens.report.section import Section
+from belieflens.types import DebiasMethod
+
+CLASS = "class"
+"""The class probe."""
+
+NEXT = "next-experiment"
+"""The next-experiment probe."""
+
+
+def _per_turn(ds: xr.Dataset, key: str, turns: xr.DataArray) -> xr.DataArray:
+    """Truth ``<key>_<turn>`` as ``(episode, turn)``; NaN / "" where a turn has no value."""
+    cols = []
+    for t in turns.values:
+        name = f"{key}_{int(t)}"
+        cols.append(episode_truth(ds, name) if has_truth(ds, name) else None)
+    template = next((c for c in cols if c is not None), None)
+    if template is None:
+        raise KeyError(key)
+    filled = [c if c is not None else xr.full_like(template, np.nan if template.dtype.kind == "f"
+                                                   else "") for c in cols]
+    return xr.concat(filled, dim=TURN).assign_coords({TURN: turns.values}).transpose(EPISODE, TURN)
+
+
+def step_metrics(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
+    """Per (delivery, episode, turn): ``kl``, ``p_model_true``, ``p_passive_true``,
+    ``p_active_true``, ``gap`` and, at turns with a next-experiment probe, ``choice_match``,
+    ``p_best`` and (if stored) ``eig_regret``."""
+    b = output_beliefs(ds, method=method)
+    cls = b.sel(probe=CLASS)
+    k = int((cls["outcome_label"] != "").sum())
+    model = cls["belief"].isel({OUTCOME: slice(0, k)})
+    oracle = cls["oracle"].isel({OUTCOME: slice(0, k)})
+    theta = episode_truth(ds, "theta_index").astype(np.int64)
+    p_model = model.isel({OUTCOME: theta})
+    p_passive = oracle.isel({OUTCOME: theta})
+    p_active = _per_turn(ds, "p_active_true", cls[TURN])
+    out = xr.Dataset(
+        {
+            "kl": kl(oracle, model, OUTCOME),
+            "p_model_true": p_model,
+            "p_passive_true": p_passive,
+            "p_active_true": p_active,
+            "gap": p_active - p_model,
+        }
+    )
+    if NEXT in b["probe"].values:
+        nxt = b.sel(probe=NEXT)
+        j = int((nxt["outcome_label"] != "").sum())
+        p = nxt["belief"].isel({OUTCOME: slice(0, j)})
+        labels = np.asarray(nxt["outcome_label"].values[:j]).astype(str)
+        best = _per_turn(ds, "best_experiment", cls[TURN])
+        best_idx = xr.apply_ufunc(
+            lambda s: np.vectorize(lambda x: float(np.flatnonzero(labels == x)[0])
+                                   if x in labels else np.nan, otypes=[float])(s),
+            best,
+        )
+        valid = p.notnull().all(OUTCOME)
+        pick = p.fillna(-1.0).argmax(OUTCOME)
+        has_best = best_idx.notnull()
+        out["choice_match"] = (pick == best_idx).astype(np.float64).where(valid & has_best)
+        out["p_best"] = p.isel({OUTCOME: best_idx.fillna(0).astype(np.int64)}).where(has_best)
+        if has_truth(ds, "eig_0_0"):
+            gains = xr.concat([_eig(ds, e, cls[TURN]) for e in range(j)], dim=OUTCOME)
+            regret = gains.max(OUTCOME) - gains.isel({OUTCOME: pick})
+            out["eig_regret"] = regret.where(valid & gains.notnull().all(OUTCOME))
+    return out
+
+
+def _eig(ds: xr.Dataset, experiment: int, turns: xr.DataArray) -> xr.DataArray:
+    cols = []
+    for t in turns.values:
+        name = f"eig_{int(t)}_{experiment}"
+        if has_truth(ds, name):
+            cols.append(episode_truth(ds, name))
+        else:
+            cols.append(xr.full_like(episode_truth(ds, "theta_index"), np.nan))
+    return xr.concat(cols, dim=TURN).assign_coords({TURN: turns.values}).transpose(EPISODE, TURN)
+
+
+def step_summary(metrics: xr.Dataset) -> xr.Dataset:
+    """Mean and SEM over episodes of every metric: variables ``<name>_mean``, ``<name>_sem``."""
+    out = {}
+    for name, x in metrics.data_vars.items():
+        n = x.notnull().sum(EPISODE)
+        out[f"{name}_mean"] = x.mean(EPISODE, skipna=True)
+        sd = x.std(EPISODE, ddof=1, skipna=True)
+        out[f"{name}_sem"] = (sd / np.sqrt(n)).where(n >= 2)
+    out["n"] = metrics["kl"].notnull().sum(EPISODE)
+    return xr.Dataset(out)
+
+
+def _fmt(m: float, s: float) -> str:
+    if not np.isfinite(m):
+        return "—"
+    return f"{m:.3f}" + (f"±{s:.3f}" if np.isfinite(s) else "")
+
+
+COLUMNS = (
+    ("kl", "KL(oracle‖model)"),
+    ("gap", "p_act−p_mod(θ*)"),
+    ("p_model_true", "p_model(θ*)"),
+    ("p_passive_true", "p_pass(θ*)"),
+    ("choice_match", "picks max-EIG"),
+    ("p_best", "P(max-EIG)"),
+    ("eig_regret", "EIG regret"),
+)
+"""Columns of the per-step table: metric name and heading."""
+
+
+def format_steps(summary: xr.Dataset) -> str:
+    """The per-step table, one block per delivery."""
+    cols = [(n, h) for n, h in COLUMNS if f"{n}_mean" in summary]
+    lines = []
+    for d in summary["delivery"].values:
+        lines.append(f"[{d}]")
+        lines.append(f"{'step':>4} {'n':>3} " + " ".join(f"{h:>17}" for _, h in cols))
+        for t in summary[TURN].values:
+            s = summary.sel(delivery=d, turn=t)
+            lines.append(f"{int(t):>4} {int(s['n']):>3} " + " ".join(
+                f"{_fmt(float(s[n + '_mean']), float(s[n + '_sem'])):>17}" for n, _ in cols))
+    return "\n".join(lines)
+
+
+def _plot(summary: xr.Dataset, out: Path) -> Path:
+    plt = pyplot()
+    panels = [(n, h) for n, h in (("kl", "KL(passive oracle ‖ model) [nats]"),
+                                  ("gap", "p_active(θ*) − p_model(θ*)"),
+                                  ("choice_match", "model picks the max-EIG experiment"))
+              if f"{n}_mean" in summary]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for ax, (n, h) in zip(axes[0], panels, strict=True):
+        for d in summary["delivery"].values:
+            m = summary[f"{n}_mean"].sel(delivery=d)
+            s = np.nan_to_num(summary[f"{n}_sem"].sel(delivery=d).values)
+            t = summary[TURN].values
+            ax.plot(t, m.values, marker="o", label=str(d))
+            ax.fill_between(t, m.values - s, m.values + s, alpha=0.2)
+        if n == "gap":
+            ax.axhline(0.0, color="k", lw=0.8)
+        ax.set_title(h, fontsize=9)
+        ax.set_xlabel("step k (experiments so far)")
+        ax.set_xticks(summary[TURN].values)
+        ax.legend(fontsize=7)
+    fig.suptitle("ProteinWorld per step (mean ± 1 SEM over episodes)")
+    fig.tight_layout()
+    path = out / "protein_world_steps.png"
+    return save(fig, path)
+
+
+def protein_world_section(
+    ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod
+) -> Section:
+    """The ``protein-world`` section: per-step KL, downstream gap and experiment choice."""
+    summary = step_summary(step_metrics(ds, method=method))
+    table = format_steps(summary)
+    note = (
+        "KL(passive oracle ‖ model) in nats; gap = active experimenter's p(θ*) after k of its own "
+        "experiments minus the model's p(θ*) after the stated k; experiment choice = argmax of the "
+        "model's debiased next-experiment belief vs the max-EIG experiment (mean ± 1 SEM)"
+    )
+    md = f"{note}.\n\n```\n{table}\n```\n"
+    files: tuple[Path, ...] = ()
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        files = (_plot(summary, out_dir),)
+        md += "\n![per step](protein_world_steps.png)\n"
+    return Section(title="ProteinWorld: passive and active oracles", text=f"{note}\n\n{table}",
+                   markdown=md, files=files)

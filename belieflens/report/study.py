@@ -1,0 +1,388 @@
+"""``belieflens analyze``: a study's results as tables on stdout, PNGs and ``report.md``.
+
+The numbers are :func:`belieflens.analysis.study.study_results` (one ``xarray.DataTree``) and
+the sections of the file's environment (:class:`~belieflens.report.section.Section`, owned by
+the environment: ``belieflens.envs.sections_for``, passed in as ``sections``); here they are
+printed, plotted and written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.study import study_results
+from belieflens.errors import CacheFileError
+from belieflens.heap import release_freed_memory
+from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
+from belieflens.report.figures import (
+    calibration_plot,
+    layer_profile_plot,
+    lens_heatmap,
+    position_bias_plot,
+    source_heatmaps,
+    trajectory_plot,
+)
+from belieflens.report.section import Section, SectionFn
+from belieflens.report.tables import (
+    best_layers,
+    format_lens_table,
+    format_position_bias,
+    format_summary,
+    format_turn_table,
+)
+from belieflens.run import cluster
+from belieflens.run.cluster import DaskClient
+from belieflens.store.integrity import verify_file
+from belieflens.store.study import cache_files, open_cache
+from belieflens.types import DebiasMethod
+
+SectionsFor = Callable[[str], Sequence[SectionFn]]
+"""An environment name to its report sections (``belieflens.envs.sections_for``)."""
+
+
+def no_sections(env: str) -> Sequence[SectionFn]:
+    """No environment sections (the generic analysis only)."""
+    return ()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What :func:`analyze` produced: stdout text, the headline line, files written."""
+
+    text: str
+    headline: str
+    files: tuple[Path, ...]
+
+
+def _lens(lens: str | Path | TunedLens | None) -> TunedLens | None:
+    if lens is None or isinstance(lens, TunedLens):
+        return lens
+    folder = parse_lens_spec(lens) if isinstance(lens, str) else lens
+    return load_tuned_lens(folder)
+
+
+def analyze(
+    path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    method: DebiasMethod = "geometric",
+    lens: str | Path | TunedLens | None = None,
+    probes: bool = True,
+    seed: int = 0,
+    client: DaskClient | str | None = None,
+    sections: SectionsFor = no_sections,
+) -> Analysis:
+    """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
+    chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
+
+    With ``client`` (a :class:`distributed.Client` or a ``--cluster`` value: ``local[:N]``,
+    ``tcp://HOST:PORT``, ``PATH/scheduler.json``), the dask work runs on that cluster: the
+    shards' checksums are verified by the workers, one task per shard, the lens scores
+    are computed there chunk by chunk (only ``[query, layer, option]`` comes back), and the
+    linear decoders are fitted there, one task per layer group (only their held-out TVDs per
+    row and layer come back).
+
+    Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
+    every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
+    a folder or a loaded lens, linear decoders unless ``probes=False``); position bias of the
+    rotations; calibration against the oracle; the sections ``sections`` gives for the file's
+    environment.
+
+    With ``out_dir``, every chunk of the file is read against its checksum before
+    anything is written: a damaged file raises :class:`CacheFileError` (one line) and
+    leaves no partial report.
+    """
+    run = _Run(_lens(lens), method, probes, seed, sections)
+    if client is None:
+        return run(path, out_dir, None)
+    import dask
+
+    connected = cluster.connect(client) if isinstance(client, str) else client
+    try:
+        with dask.config.set(scheduler=getattr(connected, "get")):  # noqa: B009 - not in the Protocol
+            return run(path, out_dir, connected)
+    finally:
+        if isinstance(client, str):
+            cluster.close(connected)
+
+
+def _verify(path: str | Path, client: DaskClient | None) -> None:
+    """Every chunk of every file of ``path`` read against its checksum (by the workers, one
+    task per shard, with a client); the first damage found is raised here."""
+    files = cache_files(path)
+    if client is None:
+        for f in files:
+            verify_file(f)
+        return
+    for future in [client.submit(verify_file, f, pure=False) for f in files]:
+        future.result()
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One analysis's settings, applied to a path."""
+
+    tuned: TunedLens | None
+    method: DebiasMethod
+    probes: bool
+    seed: int
+    sections: SectionsFor
+
+    def __call__(self, path: str | Path, out_dir: str | Path | None,
+                 client: DaskClient | None) -> Analysis:
+        out = Path(out_dir) if out_dir is not None else None
+        shards = Path(path).is_dir()
+        if out is not None and shards:  # a study's shards, checked before they are held open
+            _verify(path, client)
+        ds = open_cache(path)
+        if out is not None:
+            try:  # nothing is written from damaged data: every chunk is checked first
+                if not shards:
+                    verify_file(path)
+            except CacheFileError:
+                ds.close()
+                raise
+            out.mkdir(parents=True, exist_ok=True)
+        # verification's read buffers and the opening's copies, freed but fragmenting the
+        # heap: handed back here and after each stage, so that each stage's peak starts from
+        # what is held rather than from the last stage's high-water mark
+        release_freed_memory()
+        try:
+            results = study_results(ds, method=self.method, lens=self.tuned,
+                                    probes=self.probes, seed=self.seed)
+            env = str(ds.attrs.get("env_name"))
+            extra = [fn(ds, out, method=self.method) for fn in self.sections(env)]
+        finally:
+            ds.close()
+        return _present(results, extra, out, self.tuned, self.probes)
+
+
+@dataclass(frozen=True)
+class _Texts:
+    """The plain-text tables of a study's results."""
+
+    turns: str
+    lens: str
+    summary: str
+    bias: str
+
+    @classmethod
+    def of(cls, r: xr.DataTree) -> _Texts:
+        return cls(format_turn_table(r["turns"].to_dataset()),
+                   format_lens_table(r["lens"].to_dataset()),
+                   format_summary(r["summary"].to_dataset()),
+                   format_position_bias(r["position_bias"].to_dataset()))
+
+
+def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
+             tuned: TunedLens | None, probes: bool) -> Analysis:
+    """stdout text, and with ``out`` the figures and ``report.md``, of computed results."""
+    attrs = {str(k): v for k, v in results.attrs.items()}
+    method = str(attrs["debias"])
+    texts = _Texts.of(results)
+    rel = results["calibration"].to_dataset()
+    headline = _headline(results)
+    text = (
+        f"model {attrs.get('model_id')} | env {attrs.get('env_name')} {attrs.get('env_params')}"
+        f" | episodes {attrs.get('episodes')} | seed {attrs.get('seed')} | debias {method}\n\n"
+        f"{texts.turns}\n{texts.lens}\n\n{texts.summary}\nposition bias\n{texts.bias}\n\n"
+        f"calibration vs oracle, ECE: {_ece_text(rel)}\n\n{headline}\n"
+    )
+    for sec in extra:
+        text += f"\n== {sec.title} ==\n{sec.text}\n"
+    files: list[Path] = [f for sec in extra for f in sec.files]
+    if out is not None:
+        written = _figures(results, out)
+        report = out / "report.md"
+        body = _markdown(attrs, texts, rel, headline, tuned, probes)
+        body += "".join(f"\n## {sec.title}\n\n{sec.markdown}\n" for sec in extra)
+        report.write_text(body)
+        files = [*written, *files, report]
+    return Analysis(text=text, headline=headline, files=tuple(files))
+
+
+def _figures(results: xr.DataTree, out: Path) -> list[Path]:
+    summ = results["summary"].to_dataset()
+    return [
+        trajectory_plot(results["turns"].to_dataset(), out / "trajectory.png"),
+        lens_heatmap(results["lens"].to_dataset(), out / "lens_tvd.png"),
+        source_heatmaps(summ, out / "sources_tvd.png"),
+        layer_profile_plot(summ, out / "layers.png"),
+        position_bias_plot(results["position_bias"].to_dataset(), out / "position_bias.png"),
+        calibration_plot(results["calibration"].to_dataset(), out / "calibration.png"),
+    ]
+
+
+def _headline(results: xr.DataTree) -> str:
+    table, summ = results["turns"].to_dataset(), results["summary"].to_dataset()
+    bias, rel = results["position_bias"].to_dataset(), results["calibration"].to_dataset()
+    overall = float(table["tvd_mean"].mean(skipna=True))
+    best = best_layers(summ)
+    parts = [f"output TVD to oracle (mean over probes, turns, deliveries): {overall:.3f}"]
+    last = int(summ["layer"].values[-1])
+    for src in ("logit-lens", "tuned-lens", "probe"):
+        if src in best:
+            la, v = best[src]
+            parts.append(f"{src}: closest layer {la} (TVD {v:.3f})")
+    lt = summ["tvd_mean"].sel(source="logit-lens", layer=last).mean(skipna=True)
+    parts.append(f"logit lens at the last layer ({last}): {float(lt):.3f}")
+    worst = bias["rotation_tvd_mean"].max(skipna=True)
+    if not bool(worst.isnull()):
+        parts.append(f"largest rotation-vs-debiased TVD: {float(worst):.3f}")
+    ece = float(rel["ece"].sel(probe="all"))
+    if np.isfinite(ece):
+        parts.append(f"calibration error vs oracle: ECE {ece:.3f}, mean |model − oracle| "
+                     f"{float(rel['mean_abs'].sel(probe='all')):.3f}")
+    return "; ".join(parts)
+
+
+def _ece_text(rel: Any) -> str:
+    return ", ".join(
+        f"{p}={float(rel['ece'].sel(probe=p)):.3f} (mean |Δ| "
+        f"{float(rel['mean_abs'].sel(probe=p)):.3f})"
+        for p in rel["probe"].values
+        if np.isfinite(float(rel["ece"].sel(probe=p)))
+    ) or "-"
+
+
+def _markdown(attrs: dict[str, Any], texts: _Texts, rel: xr.Dataset, headline: str,
+              tuned: TunedLens | None, probes: bool) -> str:
+    method = attrs["debias"]
+    multi = attrs["multi_token"] == "continuation"
+    turn_text, lens_text, summ_text, bias_text = texts.turns, texts.lens, texts.summary, texts.bias
+    params = attrs.get("env_params")
+    try:
+        params_s = json.dumps(json.loads(str(params)), indent=None)
+    except ValueError:
+        params_s = str(params)
+    if tuned is not None:
+        tl = tuned.config.train
+        tuned_s = (
+            f"A **tuned lens** trained for this model (`{tuned.config.model_id}`, "
+            f"{tl.get('n_train_positions', '?')} training positions from environments "
+            f"{', '.join(tl.get('envs', []))}) adds an affine translator per layer before the "
+            "same head; it corrects for layers speaking a different 'basis' than the last one."
+        )
+    else:
+        tuned_s = ("No tuned lens was given (`--lens tuned:DIR`), so the tuned-lens column is "
+                   "empty; train one with `belieflens lens train --model M --out DIR`.")
+    multi_s = (
+        "Options of several tokens are scored whole: each later token is read at its own "
+        "position, normalised over the stored option tokens (an approximation)."
+        if multi else
+        "Where an option has several tokens, only its first token is scored by the lenses "
+        "(the file stores no residuals at later positions)."
+    )
+    probe_s = (
+        "A **linear probe** (multinomial logistic regression with the oracle distribution as a "
+        "soft target) is fitted per layer and per question and scored on episodes it never saw "
+        "(cross-validation grouped by episode)."
+        if probes else "Linear probes were skipped (`--no-probes`)."
+    )
+    return f"""# belieflens report
+
+**Model** `{attrs.get('model_id')}` (weights sha256 `{str(attrs.get('weights_hash'))[:12]}…`,
+{attrs.get('dtype')} on {attrs.get('device')}) · **environment** `{attrs.get('env_name')}`
+`{params_s}` · **episodes** {attrs.get('episodes')} · **seed** {attrs.get('seed')} ·
+**created** {attrs.get('created')} · belieflens {attrs.get('belieflens_version')}
+(`{attrs.get('git_commit')}`).
+
+## How to read this
+
+The model is shown evidence turn by turn and, after each turn, asked questions (*probes*)
+whose exact Bayesian answer (the **oracle**) is known. Each probe is a multiple-choice question
+asked once per rotation of a Latin square (every answer shown at every position), then pooled
+({method} mean over rotations), which cancels any preference the model has for a position.
+*Turn 0* is the belief before any evidence (the prior); turn *t* follows the *t*-th
+observation. **TVD** (total variation distance: 0 = identical, 1 = disjoint) measures how far a
+distribution over the answers is from the oracle's; **|err|** is the absolute error of the point
+estimate (E[value] for numeric or binned answers, else the probability of the first answer).
+Values are means over episodes ± 1 standard error (SEM). A *delivery* is how the evidence is
+given: all restated in one message (single-turn) or one message per observation (multi-turn).
+
+**Headline:** {headline}
+
+## 1. Beliefs per turn
+
+The model's pooled answer (coloured, band = ± 1 SEM over episodes) against the oracle
+(dashed), per question and delivery. A model that updates like a Bayesian follows the dashed line.
+
+![belief trajectory](trajectory.png)
+
+```
+{turn_text}
+```
+
+## 2. Where in the network the belief forms
+
+Four read-outs of a belief, each compared with the oracle at every layer (layer 0 is the
+embedding of the last prompt token; layer *L* is the output of block *L*; the last layer
+is what the model outputs):
+
+- **output**: the model's actual answer (the same at every layer; drawn for reference).
+- The **logit lens** reads each layer's residual stream at the answer position through the
+  model's own final norm (recomputed on that layer) and unembedding, restricted to the
+  answer options, and debiases it over rotations like the output. At the last layer it
+  equals the output.
+- {tuned_s}
+- {probe_s}
+
+{multi_s}
+
+A layer where a source's TVD drops is where that read-out starts to carry the belief; a
+probe well below the lenses means the information is present but not yet in the form the
+output head reads.
+
+![TVD per layer](layers.png)
+
+![TVD by layer and turn for each source](sources_tvd.png)
+
+```
+{summ_text}
+```
+
+The logit lens alone, per question, averaged over turns:
+
+![logit lens heatmap](lens_tvd.png)
+
+```
+{lens_text}
+```
+
+## 3. Position bias
+
+Before pooling, each rotation gives its own answer. Left: how far each rotation's answer is
+from the pooled (debiased) one — 0 would mean the model ignores where an answer is shown.
+Right: for each answer slot, how much more probability the model gives it than the pooled
+belief gives the answer shown there; a bar above 0 is a slot the model favours. Large values
+mean a single-order evaluation would be misleading and the rotations are needed.
+
+![position bias](position_bias.png)
+
+```
+{bias_text}
+```
+
+## 4. Calibration against the oracle
+
+The realised outcome of a question (e.g. the next flip) is not part of a cache file, so
+calibration is measured against the **oracle as truth**: the model's probabilities are binned
+and, per bin, the mean oracle probability of the same answers is plotted. On the diagonal the
+model is as confident as an ideal Bayesian with the same evidence; below the diagonal at high
+probabilities (above it at low ones) it is over-confident. ECE is the count-weighted mean
+|model − oracle| over bins. Binning averages the oracle inside a bin, so a model that answers
+almost uniformly lands in one bin whose mean oracle probability is exactly 1/K, and gets an
+ECE near 0 however wrong it is; **mean |Δ|**, the unbinned mean |model − oracle| over every
+(question, answer) pair, does not have that blind spot: read the two together.
+
+![calibration](calibration.png)
+
+ECE per question: {_ece_text(rel)}
+"""

@@ -1,0 +1,132 @@
+"""Plain-text tables of a study's computed results (the xarray tables of
+:mod:`belieflens.analysis`), and the number formats every report shares (:func:`pm`,
+:func:`num`)."""
+
+from __future__ import annotations
+
+from typing import SupportsFloat
+
+import numpy as np
+import xarray as xr
+
+
+def format_turn_table(table: xr.Dataset) -> str:
+    """Plain-text rendering of :func:`turn_table`, one block per delivery and probe."""
+    lines: list[str] = []
+    for deliv in table["delivery"].values:
+        for probe in table["probe"].values:
+            sub = table.sel(delivery=deliv, probe=probe)
+            if int(sub["n"].sum()) == 0:
+                continue
+            kind = str(sub["estimate_kind"].values)
+            est = "E[value]" if kind == "mean" else "P(first)"
+            lines.append(f"{deliv} / {probe}")
+            lines.append(
+                f"  {'turn':>4}  {'TVD':>15}  {'|err| of ' + est:>20}  {'model ' + est:>16}"
+                f"  {'oracle':>8}  {'n':>3}"
+            )
+            for t in sub["turn"].values:
+                r = sub.sel(turn=t)
+                if int(r["n"]) == 0:
+                    continue
+                lines.append(
+                    f"  {int(t):>4}  {pm(r['tvd_mean'], r['tvd_sem']):>15}  "
+                    f"{pm(r['abs_err_mean'], r['abs_err_sem']):>20}  "
+                    f"{pm(r['estimate_mean'], r['estimate_sem']):>16}  "
+                    f"{float(r['oracle_estimate_mean']):>8.3f}  {int(r['n']):>3}"
+                )
+            lines.append("")
+    return "\n".join(lines)
+
+
+def format_lens_table(table: xr.Dataset, *, every: int = 5) -> str:
+    """Plain-text lens TVD by layer (every ``every``-th layer and the last), averaged over turns."""
+    lines: list[str] = []
+    layers = list(table["layer"].values)
+    shown = sorted(set(layers[::every]) | {layers[-1]})
+    for deliv in table["delivery"].values:
+        for probe in table["probe"].values:
+            sub = table["tvd_mean"].sel(delivery=deliv, probe=probe)
+            if bool(sub.isnull().all()):
+                continue
+            by_layer = sub.mean("turn", skipna=True)
+            cells = "  ".join(f"L{int(la)}={float(by_layer.sel(layer=la)):.3f}" for la in shown)
+            lines.append(f"{deliv} / {probe}: lens TVD to oracle (mean over turns): {cells}")
+    return "\n".join(lines)
+
+
+def format_summary(summary: xr.Dataset, *, every: int = 5) -> str:
+    """Plain-text :func:`belieflens.analysis.summary`: TVD to the oracle (mean over turns) per
+    layer (every ``every``-th and the last) and source, one block per delivery and probe."""
+    tv = summary["tvd_mean"]
+    layers = [int(x) for x in tv["layer"].values]
+    shown = sorted(set(layers[::every]) | {layers[-1]})
+    sources = [str(s) for s in tv["source"].values]
+    lines: list[str] = []
+    for d in tv["delivery"].values:
+        for p in tv["probe"].values:
+            sub = tv.sel(delivery=d, probe=p)
+            if bool(sub.isnull().all()):
+                continue
+            by_layer = sub.mean("turn", skipna=True)
+            lines.append(f"{d} / {p}: TVD to oracle, mean over turns")
+            lines.append("  " + f"{'layer':>5}" + "".join(f"  {s:>10}" for s in sources))
+            for la in shown:
+                cells = "".join(
+                    f"  {num(by_layer.sel(layer=la, source=s)):>10}" for s in sources
+                )
+                lines.append(f"  {la:>5}{cells}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def format_position_bias(table: xr.Dataset) -> str:
+    """Plain-text rendering: per probe, TVD of each rotation and the excess of each position."""
+    lines: list[str] = []
+    for d in table["delivery"].values:
+        for p in table["probe"].values:
+            sub = table.sel(delivery=d, probe=p)
+            if int(sub["rotation_n"].sum()) == 0:
+                continue
+            rot = "  ".join(
+                f"r{int(r)}={float(v):.3f}"
+                for r, v in zip(sub["rotation"].values, sub["rotation_tvd_mean"].values,
+                                strict=True)
+                if np.isfinite(v)
+            )
+            pos = "  ".join(
+                f"p{int(j)}={float(v):+.3f}"
+                for j, v in zip(sub["option"].values, sub["position_excess_mean"].values,
+                                strict=True)
+                if np.isfinite(v)
+            )
+            lines.append(f"{d} / {p}: TVD(rotation, debiased) {rot} | position excess {pos}")
+    return "\n".join(lines)
+
+
+def best_layers(summary: xr.Dataset) -> dict[str, tuple[int, float]]:
+    """Per source: the layer with the lowest TVD to the oracle (mean over every other dim)."""
+    out: dict[str, tuple[int, float]] = {}
+    tv = summary["tvd_mean"]
+    for s in tv["source"].values:
+        m = tv.sel(source=s).mean(["delivery", "probe", "turn"], skipna=True)
+        if bool(m.isnull().all()):
+            continue
+        la = int(m.idxmin("layer"))
+        out[str(s)] = (la, float(m.sel(layer=la)))
+    return out
+
+
+def pm(mean: SupportsFloat, sem: SupportsFloat) -> str:
+    """``mean±sem`` to 3 decimals; ``mean`` alone without a SEM; ``-`` for a missing mean."""
+    m = float(mean)
+    s = float(sem)
+    if np.isnan(m):
+        return "-"
+    return f"{m:.3f}" if np.isnan(s) else f"{m:.3f}±{s:.3f}"
+
+
+def num(x: SupportsFloat) -> str:
+    """A value to 3 decimals, ``-`` where missing."""
+    v = float(x)
+    return "-" if np.isnan(v) else f"{v:.3f}"

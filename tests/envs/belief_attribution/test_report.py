@@ -1,0 +1,121 @@
+"""Belief-attribution section on synthetic read-outs: shifts, revise rates, BAS per domain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from belieflens.envs.belief_attribution.report import (
+    bas_table,
+    belief_attribution_section,
+    episode_revisions,
+    format_bas,
+)
+from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
+
+LABELS = ("x", "y", "z")
+
+
+def _episode(e: int, cond: str, domain: str, after: list[float], matched: float = 1.0,
+             own: bool = False) -> list[Row]:
+    truth: dict[str, float | str] = {"condition": cond, "domain": domain, "correct": 0.0,
+                                     "stated": 0.0, "contradiction": 2.0}
+    if own:
+        truth["own_matched"] = matched
+    beliefs = [[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]
+    rows: list[Row] = []
+    for t, b in enumerate(beliefs):
+        rows += mcq_rows(b, episode=e, turn=t, probe=f"answer-{cond}", labels=LABELS,
+                         delivery="multi-turn", truth=truth, bias=[0.4, 0.0, -0.4])
+    return rows
+
+
+def _rows(own: bool = False) -> list[Row]:
+    rows: list[Row] = []
+    # geography: user revises strongly (shift 0.7), self does not (shift 0.1)
+    rows += _episode(0, "self", "geography", [0.6, 0.2, 0.2], own=own)
+    rows += _episode(1, "user", "geography", [0.1, 0.1, 0.8], own=own)
+    rows += _episode(2, "self", "geography", [0.1, 0.1, 0.8], matched=0.0, own=own)
+    rows += _episode(3, "user", "geography", [0.1, 0.1, 0.8], own=own)
+    # science: only the self condition
+    rows += _episode(4, "self", "science", [0.1, 0.1, 0.8], own=own)
+    return rows
+
+
+def test_shifts_and_beliefs() -> None:
+    rev = episode_revisions(cache_dataset(_rows()))
+    np.testing.assert_allclose(rev.shift.values, [0.1, 0.7, 0.7, 0.7, 0.7])
+    np.testing.assert_allclose(rev.p_contra.sel(episode=1).values, [0.2, 0.1, 0.8])
+    np.testing.assert_allclose(rev.p_stated.sel(turn=1).values, [0.7] * 5)
+    assert rev.condition.values.tolist() == ["self", "user", "self", "user", "self"]
+
+
+def test_bas_per_domain() -> None:
+    table = bas_table(episode_revisions(cache_dataset(_rows())))
+    assert list(table) == ["geography", "science", "all"]
+    geo = table["geography"]
+    assert geo is not None
+    assert (geo.rate_user, geo.rate_self) == (1.0, 0.5)
+    assert geo.bas == pytest.approx(1 / 3)
+    assert table["science"] is None  # no user episode in science
+    total = table["all"]
+    assert total is not None and total.n_self == 3 and total.bas == pytest.approx((1 - 2 / 3)
+                                                                                  / (1 + 2 / 3))
+    assert -1.0 <= total.low <= total.bas <= total.high <= 1.0
+    again = bas_table(episode_revisions(cache_dataset(_rows())))
+    assert again["all"] == total  # seeded bootstrap
+    assert "(needs both conditions)" in format_bas(table)
+
+
+def test_unmatched_own_answers_are_left_out() -> None:
+    rev = episode_revisions(cache_dataset(_rows(own=True)))
+    assert np.isnan(rev.shift.sel(episode=2))
+    geo = bas_table(rev)["geography"]
+    assert geo is not None and geo.rate_self == 0.0 and geo.bas == pytest.approx(1.0)
+
+
+def test_section_writes_plot(tmp_path: Path) -> None:
+    sec = belief_attribution_section(cache_dataset(_rows()), tmp_path, method="geometric")
+    assert sec.files == (tmp_path / "belief_attribution.png",)
+    assert sec.files[0].stat().st_size > 1000
+    assert "geography" in sec.text and "+0.333" in sec.text
+
+
+def _match_rows(flags: dict[int, float]) -> list[Row]:
+    """Episodes 0-3 of ``_rows`` with the benchmark's string-match flag per episode."""
+    rows: list[Row] = []
+    for e, (cond, after) in enumerate([("self", [0.6, 0.2, 0.2]), ("user", [0.1, 0.1, 0.8]),
+                                       ("self", [0.6, 0.2, 0.2]), ("user", [0.6, 0.2, 0.2])]):
+        truth: dict[str, float | str] = {"condition": cond, "domain": "geography",
+                                         "correct": 0.0, "stated": 0.0, "contradiction": 2.0,
+                                         "revised_match": flags[e]}
+        for t, b in enumerate([[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]):
+            rows += mcq_rows(b, episode=e, turn=t, probe=f"answer-{cond}", labels=LABELS,
+                             delivery="multi-turn", truth=truth)
+    return rows
+
+
+def test_string_match_and_shift_are_both_reported() -> None:
+    ds = cache_dataset(_match_rows({0: 1.0, 1: 1.0, 2: 0.0, 3: 1.0}))
+    rev = episode_revisions(ds)
+    assert rev.matched is not None and rev.matched.values.tolist() == [1.0, 1.0, 0.0, 1.0]
+    by_match = bas_table(rev, measure="match")["all"]
+    by_shift = bas_table(rev)["all"]
+    assert by_match is not None and by_shift is not None
+    assert (by_match.rate_user, by_match.rate_self) == (1.0, 0.5)
+    assert by_match.bas == pytest.approx(1 / 3)
+    assert (by_shift.rate_user, by_shift.rate_self) == (0.5, 0.0) and by_shift.bas == 1.0
+    sec = belief_attribution_section(ds, None, method="geometric")
+    assert "revision by string match" in sec.text and "revision by log-prob shift" in sec.text
+
+
+def test_no_revision_anywhere_scores_zero() -> None:
+    """As the benchmark's code: (u - s) / (u + s + 1e-9) = 0 when neither revises."""
+    rev = episode_revisions(cache_dataset(_match_rows({0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0})))
+    res = bas_table(rev, measure="match")["all"]
+    assert res is not None and (res.rate_user, res.rate_self, res.bas) == (0.0, 0.0, 0.0)
+    assert bas_table(episode_revisions(cache_dataset(_rows())), measure="shift")["all"] is not None
+    with pytest.raises(ValueError, match="string-match"):
+        bas_table(episode_revisions(cache_dataset(_rows())), measure="match")
