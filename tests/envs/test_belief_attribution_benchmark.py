@@ -109,7 +109,8 @@ def test_string_match_is_the_benchmarks() -> None:
     assert FIX["measure_revision"] == "contradiction.lower() in final_answer.lower()"
 
 
-def test_generated_set_covers_the_benchmarks_count() -> None:
+def test_computed_set_covers_the_benchmarks_count() -> None:
+    """The computed set (``questions=computed``, the former default ``generated``)."""
     qs = generated_questions()
     assert len(qs) >= FIX["questions"]
     assert generated_questions() == qs  # deterministic
@@ -125,8 +126,12 @@ def test_generated_set_covers_the_benchmarks_count() -> None:
     assert by_q["Which chemical element has the symbol Fe?"].answer == "iron"
     assert by_q["On which day of the week was 14 July 2025?"].answer == "Monday"
     assert "public-domain" in LICENCE
-    env: Any = envs.get("belief-attribution")
-    assert len(env.items) == len(qs)
+    env: Any = envs.get("belief-attribution", questions="computed")
+    assert len(env.items) == len(qs) == 655
+    default: Any = envs.get("belief-attribution")
+    assert default.params.questions == "facts" and len(default.items) >= FIX["questions"]
+    with pytest.raises(ParameterError, match="formerly 'generated'"):
+        envs.get("belief-attribution", questions="generated")
 
 
 def test_duplicate_ids_exit_2_and_write_nothing(tmp_path: Path) -> None:

@@ -40,10 +40,12 @@ and case-insensitive; the paired ``user`` episode states that same answer, the
 contradiction is one of the other two; when the reply names none of them, the correct
 answer stands in and ``truth["own_matched"]`` is 0 so analysis can leave the pair out).
 
-Questions: ``questions=generated`` (default, :mod:`.generated`: at least 500 questions
-in five domains, built by code from public-domain facts), ``shipped`` (105 questions
-written for belieflens) or the path of a JSON set (:mod:`.questions`; duplicate ids are
-refused).
+Questions: ``questions=facts`` (default: 766 recall questions in six domains, derived
+by :mod:`.facts` from public data packages and shipped as ``facts.json``, each with two
+plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 655 questions
+built by code, three quarters of them computations), ``shipped`` (105 questions written
+for belieflens) or the path of a JSON set (:mod:`.questions`; a duplicate id, or a
+distractor equal to its answer, is refused).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Literal, Self
 
 import numpy as np
@@ -60,6 +63,7 @@ from belieflens.envs.base import Episode, Message, Turn
 from belieflens.envs.belief_attribution.generated import generated_questions
 from belieflens.envs.belief_attribution.questions import (
     FactQuestion,
+    facts_questions,
     load_questions,
     shipped_questions,
 )
@@ -137,8 +141,9 @@ class BeliefAttributionParams:
     """Parameters of the belief-attribution environment."""
 
     questions: str = param(
-        "generated",
-        "generated (655 questions from public-domain facts), shipped (105 written for "
+        "facts",
+        "facts (766 recall questions in six domains, derived from public data packages), "
+        "computed (655 built by code, mostly computations), shipped (105 written for "
         "belieflens) or the path of a JSON question set",
     )
     protocol: Literal["benchmark", "belieflens"] = param(
@@ -159,7 +164,12 @@ class BeliefAttributionParams:
 
     def __post_init__(self) -> None:
         if not self.questions.strip():
-            raise bad("questions", self.questions, "generated, shipped or a path to a JSON file")
+            raise bad("questions", self.questions,
+                      "facts, computed, shipped or a path to a JSON file")
+        if self.questions == "generated" and not Path(self.questions).exists():
+            raise bad("questions", self.questions,
+                      "facts, computed (the computation set, formerly 'generated'), shipped "
+                      "or a path to a JSON file")
         if self.protocol not in ("benchmark", "belieflens"):
             raise bad("protocol", self.protocol, "benchmark or belieflens")
         if self.protocol == "benchmark" and self.stated != "correct":
@@ -217,7 +227,8 @@ class BeliefAttribution:
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params
         self._generator: TextGenerator | None = None
-        pool = (generated_questions() if params.questions == "generated"
+        pool = (facts_questions() if params.questions == "facts"
+                else generated_questions() if params.questions == "computed"
                 else shipped_questions() if params.questions == "shipped"
                 else load_questions(params.questions))
         self._items = tuple(q for q in pool if params.domain in ("all", q.domain))
