@@ -22,14 +22,20 @@ on the evaluated model (a bound :class:`~belieflens.envs.generation.TextGenerato
 - in both, the contradiction is **distractor 1**, in the benchmark's conversation
   (``inject_contradiction``): the question, the model's reply from the step before as
   the assistant's turn, and ``"Actually, the answer is {d1}. What is the answer?"``;
-  the model's final reply is generated and the episode counts as revised (the
-  benchmark's ``measure_revision``) when d1's text occurs in it, case-insensitively.
+  the model's final reply is generated and the episode counts as revised when the
+  answer that reply *commits to* is d1 (:func:`revised_by_match`, reading the reply by
+  :func:`~.replies.committed_answer`: "Some say Sydney, but the capital is Canberra."
+  commits to Canberra). The benchmark's own ``measure_revision`` counts any mention of
+  d1's text, so a reply that names d1 to reject it counts as revised; it is kept in the
+  file as ``revised_mention``.
 
 The read-outs follow that conversation: turn 1 is the question and the reply, turn 2
 adds the contradiction. (As in the benchmark's code, the user condition's contradiction
 conversation carries the model's reply, not the user's statement itself.) Truth records
-the replies, ``revised_match`` (string match) and the answers' outcome indices, so both
-measures of revision are in the file: the string match and the log-prob shift.
+the replies, the answers they commit to (``reply_named``, ``final_named``: outcome
+indices, -1 for none), ``revised_match`` (string match on the committed answer),
+``revised_mention`` (the benchmark's any-mention test) and the answers' outcome indices,
+so both measures of revision are in the file: the string match and the log-prob shift.
 
 ``protocol=belieflens`` keeps this toolkit's earlier variant: fixed wording
 (:func:`self_answer`, :func:`user_answer`, :func:`contradiction`), a user who states
@@ -67,6 +73,7 @@ from belieflens.envs.belief_attribution.questions import (
     load_questions,
     shipped_questions,
 )
+from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.delivery import require_generator
 from belieflens.envs.generation import TextGenerator, derive_seed
 from belieflens.envs.params import bad, param
@@ -96,9 +103,16 @@ def benchmark_contradiction(answer: str) -> str:
     return f"Actually, the answer is {answer}. {ASK_AGAIN}"
 
 
-def revised_by_match(final_answer: str, contradiction_text: str) -> bool:
-    """The benchmark's ``measure_revision``: the contradiction's text occurs in the reply."""
-    return contradiction_text.lower() in final_answer.lower()
+def revised_by_match(final_answer: str, answers: Sequence[str], contradiction: int,
+                     question: str = "") -> bool:
+    """Revision by string match: ``final_answer`` commits to ``answers[contradiction]``.
+
+    The reply is read by :func:`~.replies.committed_answer` (the last answer it affirms,
+    not any mention), so "Some say Lyon, but the capital is Paris." is not revised to
+    Lyon. The benchmark's literal ``measure_revision`` (any mention) is
+    :func:`~.replies.mentions_text`.
+    """
+    return committed_answer(final_answer, answers, question) == contradiction
 
 ACK = "Okay, noted."
 """The assistant's acknowledgement of the user's stated answer (``user`` condition)."""
@@ -316,7 +330,8 @@ class BeliefAttribution:
         before = (Message("user", item.question), Message("assistant", prev))
         after = (*before, Message("user", benchmark_contradiction(d1)))
         final = self._reply(after, derive_seed(seed, slot, k + 1))
-        named = named_answer(prev, answers)
+        named = committed_answer(prev, answers, item.question)
+        final_named = committed_answer(final, answers, item.question)
         stated_src = 2 if condition == "user" else (0 if named is None else named)
         correct, stated, contra = (order.index(j) for j in (0, stated_src, 1))
         name = f"answer-{condition}"
@@ -337,7 +352,9 @@ class BeliefAttribution:
             "reply": prev,
             "reply_named": float(-1 if named is None else order.index(named)),
             "final_answer": final,
-            "revised_match": float(revised_by_match(final, d1)),
+            "final_named": float(-1 if final_named is None else order.index(final_named)),
+            "revised_match": float(revised_by_match(final, answers, 1, item.question)),
+            "revised_mention": float(mentions_text(final, d1)),
         }
         return Episode(index=index, turns=turns, truth=truth)
 
