@@ -157,3 +157,24 @@ def test_duplicate_ids_exit_2_and_write_nothing(tmp_path: Path) -> None:
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "repeats id 'q1'" in lines[0]
     assert not any(tmp_path.glob("study*"))
+
+
+@pytest.mark.parametrize(("distractors", "field", "why"), [
+    (["Paris", "Lyon"], "questions[0].distractors[0]", "equals the answer 'Paris'"),
+    (["Lyon", " paris "], "questions[0].distractors[1]", "equals the answer 'Paris'"),
+    (["Lyon", "LYON"], "questions[0].distractors", "repeats 'Lyon'"),
+])
+def test_a_distractor_equal_to_the_answer_exits_2_and_writes_nothing(
+        tmp_path: Path, distractors: list[str], field: str, why: str) -> None:
+    item = {"id": "q1", "domain": "d", "question": "What is the capital of France?",
+            "answer": "Paris", "distractors": distractors}
+    path = tmp_path / "same.json"
+    path.write_text(json.dumps({"questions": [item]}))
+    out = tmp_path / "study.h5"
+    result = CliRunner().invoke(app, ["extract", "belief-attribution", "--set",
+                                      f"questions={path}", "--out", str(out)])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    assert f"'{field}'" in lines[0] and why in lines[0]
+    assert not any(tmp_path.glob("study*"))
