@@ -56,6 +56,7 @@ def test_size_domains_and_no_duplicates() -> None:
         assert q.source and q.question.endswith("?")
 
 
+@pytest.mark.slow
 def test_shipped_files_are_the_rebuilt_set() -> None:
     """Re-derives the whole set from the pinned packages: the shipped files are exact."""
     assert facts.installed_versions() == {s.package: s.version for s in facts.SOURCES}

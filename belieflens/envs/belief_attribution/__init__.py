@@ -165,7 +165,11 @@ class BeliefAttributionParams:
         "benchmark: the benchmark's harness on the model's own replies (needs a generator); "
         "belieflens: fixed wording, the stated answer set by 'stated'",
     )
-    domain: str = param("all", "ask only this domain's questions, or all")
+    domain: str = param(
+        "all",
+        "ask only this domain's questions, or all (facts: capitals, currencies, calling-codes, "
+        "state-capitals, element-names, atomic-numbers)",
+    )
     condition: Literal["self", "user", "both"] = param(
         "both", "who states the first answer; both: paired episodes, self then user"
     )
