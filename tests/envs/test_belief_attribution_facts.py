@@ -16,6 +16,7 @@ import pycountry
 import pytest
 import us
 
+import belieflens.envs.belief_attribution as envs_module
 from belieflens import envs
 from belieflens.envs.belief_attribution import BeliefAttribution, facts
 from belieflens.envs.belief_attribution.questions import (
@@ -24,6 +25,7 @@ from belieflens.envs.belief_attribution.questions import (
     facts_questions,
     same_answer,
 )
+from belieflens.envs.params import specs
 
 SET = facts_questions()
 BY_DOMAIN: dict[str, list[FactQuestion]] = {}
@@ -54,6 +56,11 @@ def test_size_domains_and_no_duplicates() -> None:
         assert not any(same_answer(q.answer, d) for d in q.distractors), q
         assert facts.distinct(answers), q  # differ, and none contains another
         assert q.source and q.question.endswith("?")
+    # the count the parameter's help and the environment's docstring give
+    help_text = next(p.help for p in specs(BeliefAttribution.Params) if p.name == "questions")
+    assert f"facts ({len(SET)} recall questions in six domains" in help_text
+    assert f"{len(SET)} recall questions in six domains" in " ".join(
+        str(envs_module.__doc__).split())
 
 
 @pytest.mark.slow

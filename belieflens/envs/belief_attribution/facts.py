@@ -32,9 +32,9 @@ Ambiguous facts are left out, each rule named in this module: countries with sev
 capitals or a recently moved or renamed one (:data:`CAPITAL_EXCLUDED`), disputed
 territories and obsolete codes (:data:`DISPUTED`, :data:`OBSOLETE`), places under
 :data:`MIN_POPULATION`, a capital or currency that repeats the country's name (the
-question would give it away), currency units used by more than one currency or whose
-code ``pycountry`` no longer lists (so no distractor can also be right, and no stale
-fact is asked), countries where another currency circulates as legal tender
+question would give it away), currencies used by more than one country or whose code
+``pycountry`` no longer lists (so no distractor can also be right, and no stale fact is
+asked), countries where another currency circulates as legal tender
 (:data:`CURRENCY_EXCLUDED`), countries with several calling codes or a code being
 replaced (:data:`CALLING_EXCLUDED`), and city entries that are boroughs or suburbs of
 another listed city. Within a question the three answers differ and none contains
@@ -169,8 +169,8 @@ UNIT_VARIANTS: Final[Mapping[str, str]] = {
     "riyal": "rial", "sum": "som", "krone": "krona", "rouble": "ruble", "denar": "dinar",
     "new manat": "manat", "lei": "leu",
 }
-"""Currency unit names that are spellings of one word: a unit is unique only if no other
-currency's unit has the same key (so "Riyal" and "Rial" cannot be each other's distractor)."""
+"""Currency unit names that are spellings of one word: a distractor's unit must have another
+key than the answer's and the other distractor's (so "Riyal" is never a distractor of "Rial")."""
 
 WITH_THE: Final = frozenset({"AE", "BS", "CD", "CF", "CG", "DO", "FM", "GB", "GM", "KM", "KY",
                              "MH", "MV", "PH", "SB", "US", "VI"})
