@@ -22,14 +22,20 @@ on the evaluated model (a bound :class:`~belieflens.episodes.generation.TextGene
 - in both, the contradiction is **distractor 1**, in the benchmark's conversation
   (``inject_contradiction``): the question, the model's reply from the step before as
   the assistant's turn, and ``"Actually, the answer is {d1}. What is the answer?"``;
-  the model's final reply is generated and the episode counts as revised (the
-  benchmark's ``measure_revision``) when d1's text occurs in it, case-insensitively.
+  the model's final reply is generated and the episode counts as revised when the
+  answer that reply *commits to* is d1 (:func:`revised_by_match`, reading the reply by
+  :func:`~.replies.committed_answer`: "Some say Sydney, but the capital is Canberra."
+  commits to Canberra). The benchmark's own ``measure_revision`` counts any mention of
+  d1's text, so a reply that names d1 to reject it counts as revised; it is kept in the
+  file as ``revised_mention``.
 
 The read-outs follow that conversation: turn 1 is the question and the reply, turn 2
 adds the contradiction. (As in the benchmark's code, the user condition's contradiction
 conversation carries the model's reply, not the user's statement itself.) Truth records
-the replies, ``revised_match`` (string match) and the answers' outcome indices, so both
-measures of revision are in the file: the string match and the log-prob shift.
+the replies, the answers they commit to (``reply_named``, ``final_named``: outcome
+indices, -1 for none), ``revised_match`` (string match on the committed answer),
+``revised_mention`` (the benchmark's any-mention test) and the answers' outcome indices,
+so both measures of revision are in the file: the string match and the log-prob shift.
 
 ``protocol=belieflens`` keeps this toolkit's earlier variant: fixed wording
 (:func:`self_answer`, :func:`user_answer`, :func:`contradiction`), a user who states
@@ -40,10 +46,12 @@ and case-insensitive; the paired ``user`` episode states that same answer, the
 contradiction is one of the other two; when the reply names none of them, the correct
 answer stands in and ``truth["own_matched"]`` is 0 so analysis can leave the pair out).
 
-Questions: ``questions=generated`` (default, :mod:`.generated`: at least 500 questions
-in five domains, built by code from public-domain facts), ``shipped`` (105 questions
-written for belieflens) or the path of a JSON set (:mod:`.questions`; duplicate ids are
-refused).
+Questions: ``questions=facts`` (default: 766 recall questions in six domains, derived
+by :mod:`.facts` from public data packages and shipped as ``facts.json``, each with two
+plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 655 questions
+built by code, three quarters of them computations), ``shipped`` (105 questions written
+for belieflens) or the path of a JSON set (:mod:`.questions`; a duplicate id, or a
+distractor equal to its answer, is refused).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Literal, Self
 
 import numpy as np
@@ -59,9 +68,11 @@ import numpy as np
 from belieflens.envs.belief_attribution.generated import generated_questions
 from belieflens.envs.belief_attribution.questions import (
     FactQuestion,
+    facts_questions,
     load_questions,
     shipped_questions,
 )
+from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.episodes.base import Episode, Message, Turn
 from belieflens.episodes.delivery import require_generator
@@ -94,9 +105,16 @@ def benchmark_contradiction(answer: str) -> str:
     return f"Actually, the answer is {answer}. {ASK_AGAIN}"
 
 
-def revised_by_match(final_answer: str, contradiction_text: str) -> bool:
-    """The benchmark's ``measure_revision``: the contradiction's text occurs in the reply."""
-    return contradiction_text.lower() in final_answer.lower()
+def revised_by_match(final_answer: str, answers: Sequence[str], contradiction: int,
+                     question: str = "") -> bool:
+    """Revision by string match: ``final_answer`` commits to ``answers[contradiction]``.
+
+    The reply is read by :func:`~.replies.committed_answer` (the last answer it affirms,
+    not any mention), so "Some say Lyon, but the capital is Paris." is not revised to
+    Lyon. The benchmark's literal ``measure_revision`` (any mention) is
+    :func:`~.replies.mentions_text`.
+    """
+    return committed_answer(final_answer, answers, question) == contradiction
 
 ACK = "Okay, noted."
 """The assistant's acknowledgement of the user's stated answer (``user`` condition)."""
@@ -139,8 +157,9 @@ class BeliefAttributionParams:
     """Parameters of the belief-attribution environment."""
 
     questions: str = param(
-        "generated",
-        "generated (655 questions from public-domain facts), shipped (105 written for "
+        "facts",
+        "facts (766 recall questions in six domains, derived from public data packages), "
+        "computed (655 built by code, mostly computations), shipped (105 written for "
         "belieflens) or the path of a JSON question set",
     )
     protocol: Literal["benchmark", "belieflens"] = param(
@@ -148,7 +167,11 @@ class BeliefAttributionParams:
         "benchmark: the benchmark's harness on the model's own replies (needs a generator); "
         "belieflens: fixed wording, the stated answer set by 'stated'",
     )
-    domain: str = param("all", "ask only this domain's questions, or all")
+    domain: str = param(
+        "all",
+        "ask only this domain's questions, or all (facts: capitals, currencies, calling-codes, "
+        "state-capitals, element-names, atomic-numbers)",
+    )
     condition: Literal["self", "user", "both"] = param(
         "both", "who states the first answer; both: paired episodes, self then user"
     )
@@ -161,7 +184,12 @@ class BeliefAttributionParams:
 
     def __post_init__(self) -> None:
         if not self.questions.strip():
-            raise bad("questions", self.questions, "generated, shipped or a path to a JSON file")
+            raise bad("questions", self.questions,
+                      "facts, computed, shipped or a path to a JSON file")
+        if self.questions == "generated" and not Path(self.questions).exists():
+            raise bad("questions", self.questions,
+                      "facts, computed (the computation set, formerly 'generated'), shipped "
+                      "or a path to a JSON file")
         if self.protocol not in ("benchmark", "belieflens"):
             raise bad("protocol", self.protocol, "benchmark or belieflens")
         if self.protocol == "benchmark" and self.stated != "correct":
@@ -219,7 +247,8 @@ class BeliefAttribution:
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params
         self._generator: TextGenerator | None = None
-        pool = (generated_questions() if params.questions == "generated"
+        pool = (facts_questions() if params.questions == "facts"
+                else generated_questions() if params.questions == "computed"
                 else shipped_questions() if params.questions == "shipped"
                 else load_questions(params.questions))
         self._items = tuple(q for q in pool if params.domain in ("all", q.domain))
@@ -307,7 +336,8 @@ class BeliefAttribution:
         before = (Message("user", item.question), Message("assistant", prev))
         after = (*before, Message("user", benchmark_contradiction(d1)))
         final = self._reply(after, derive_seed(seed, slot, k + 1))
-        named = named_answer(prev, answers)
+        named = committed_answer(prev, answers, item.question)
+        final_named = committed_answer(final, answers, item.question)
         stated_src = 2 if condition == "user" else (0 if named is None else named)
         correct, stated, contra = (order.index(j) for j in (0, stated_src, 1))
         name = f"answer-{condition}"
@@ -328,7 +358,9 @@ class BeliefAttribution:
             "reply": prev,
             "reply_named": float(-1 if named is None else order.index(named)),
             "final_answer": final,
-            "revised_match": float(revised_by_match(final, d1)),
+            "final_named": float(-1 if final_named is None else order.index(final_named)),
+            "revised_match": float(revised_by_match(final, answers, 1, item.question)),
+            "revised_mention": float(mentions_text(final, d1)),
         }
         return Episode(index=index, turns=turns, truth=truth)
 

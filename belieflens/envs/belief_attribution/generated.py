@@ -1,9 +1,12 @@
-"""The generated question set: factual questions built deterministically by code.
+"""The computed question set (``questions=computed``): questions built deterministically by code.
 
 The benchmark (``../shared/papers/belief-attribution-benchmark.txt``) asks 500 factual
-questions, each with a correct answer and two plausible distractors. This module builds
-such a set from public-domain facts, with no randomness outside a fixed seed, so the set
-is the same on every machine (:data:`GENERATED_SEED`):
+questions from Wikidata, each with a correct answer and two plausible distractors; the
+default set (:mod:`.facts`) follows it with recalled facts. This earlier set, three
+quarters of it computations rather than recall and with mechanical distractors, stays
+available as ``questions=computed``. It is built from public-domain facts, with no
+randomness outside a fixed seed, so the set is the same on every machine
+(:data:`GENERATED_SEED`):
 
 - ``arithmetic``: products (distractors: one factor off by one, ``a(b+1)``, ``a(b-1)``)
   and sums of three-digit numbers (off by ten);
@@ -226,7 +229,7 @@ def _calendar(rng: np.random.Generator) -> Iterator[FactQuestion | None]:
 
 @cache
 def generated_questions() -> tuple[FactQuestion, ...]:
-    """The generated set (at least 500 items, five domains), the same on every call and machine."""
+    """The computed set (655 items, five domains), the same on every call and machine."""
     rng = np.random.default_rng(GENERATED_SEED)
     parts = [_arithmetic(rng), _units(), _capitals(), _elements(), _calendar(rng)]
     return tuple(q for part in parts for q in part if q is not None)

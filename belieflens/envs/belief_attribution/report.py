@@ -1,8 +1,10 @@
 """The ``belief-attribution`` analysis section: revision under contradiction and the BAS.
 
-Revision is reported two ways. **String match** (the benchmark's ``measure_revision``,
-where the file has it: ``protocol=benchmark``): the contradiction's text occurs in the
-model's generated final answer (``truth_revised_match``). **Log-prob shift**: per
+Revision is reported two ways. **String match** (where the file has it:
+``protocol=benchmark``): the answer the model's generated final reply commits to is the
+contradiction (``truth_revised_match``, read by
+:func:`belieflens.envs.belief_attribution.replies.committed_answer`; the benchmark's own
+``measure_revision``, any mention of it, is ``truth_revised_mention``). **Log-prob shift**: per
 episode, the belief over the three answers is read at turn 1 (after the
 stated answer, before the contradiction) and turn 2 (after it), each debiased
 over the three rotations. *Revision* is the probability mass that moves to the
@@ -10,7 +12,10 @@ contradiction's answer (:func:`belieflens.envs.belief_attribution.metrics.revisi
 string match; an episode counts as revised when the shift reaches
 :data:`belieflens.envs.belief_attribution.metrics.DEFAULT_THRESHOLD`. The Belief
 Attribution Score per domain (and over all) comes with a percentile bootstrap
-interval drawn from ``np.random.default_rng(BOOT_SEED)``.
+interval over questions (both conditions of a drawn question together,
+:func:`belieflens.envs.belief_attribution.metrics.bootstrap_bas_questions`;
+files without question ids resample each condition's episodes), drawn from
+``np.random.default_rng(BOOT_SEED)``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from belieflens.envs.belief_attribution.metrics import (
     DEFAULT_THRESHOLD,
     BASResult,
     bootstrap_bas,
+    bootstrap_bas_questions,
     revised,
     revision,
 )
@@ -65,6 +71,8 @@ class EpisodeRevision:
         p_contra: belief in the contradiction at turns 0, 1, 2, dims ``(episode, turn)``.
         p_stated: belief in the stated answer at turns 0, 1, 2.
         p_correct: belief in the correct answer at turns 0, 1, 2.
+        item: the question id per episode (``truth_item``), or ``None`` when the file
+            has none; the BAS interval resamples questions when it is there.
     """
 
     shift: xr.DataArray
@@ -74,6 +82,7 @@ class EpisodeRevision:
     p_stated: xr.DataArray
     p_correct: xr.DataArray
     matched: xr.DataArray | None = None
+    item: xr.DataArray | None = None
 
 
 def episode_revisions(
@@ -112,6 +121,7 @@ def episode_revisions(
         p_correct=at("correct"),
         matched=(episode_truth(ds, "revised_match").astype(np.float64)
                  if has_truth(ds, "revised_match") else None),
+        item=episode_truth(ds, "item") if has_truth(ds, "item") else None,
     )
 
 
@@ -121,9 +131,10 @@ def bas_table(
 ) -> dict[str, BASResult | None]:
     """BAS with a bootstrap CI per domain (sorted) and ``all``.
 
-    ``measure``: revision by log-prob shift (``shift >= threshold``) or by the
-    benchmark's string match (needs ``rev.matched``). ``None`` where a domain lacks
-    one of the conditions.
+    ``measure``: revision by log-prob shift (``shift >= threshold``) or by string
+    match on the committed final answer (needs ``rev.matched``). The interval resamples
+    questions (:func:`bootstrap_bas_questions`) when ``rev.item`` is there, else each
+    condition's episodes. ``None`` where a domain lacks one of the conditions.
     """
     if measure == "match":
         if rev.matched is None:
@@ -136,13 +147,20 @@ def bas_table(
         r = revised(rev.shift.values[ok], threshold)
     cond = rev.condition.values[ok].astype(str)
     dom = rev.domain.values[ok].astype(str)
+    item = None if rev.item is None else rev.item.values[ok].astype(str)
     rng = np.random.default_rng(seed)
     out: dict[str, BASResult | None] = {}
     groups = [(str(x), dom == x) for x in sorted(set(dom.tolist()))]
     groups.append(("all", np.ones(r.size, dtype=bool)))
     for name, mask in groups:
         u, s = r[mask & (cond == "user")], r[mask & (cond == "self")]
-        out[name] = bootstrap_bas(u, s, rng, n_boot=N_BOOT) if u.size and s.size else None
+        if not (u.size and s.size):
+            out[name] = None
+        elif item is not None:
+            out[name] = bootstrap_bas_questions(r[mask], cond[mask], item[mask], rng,
+                                                n_boot=N_BOOT)
+        else:
+            out[name] = bootstrap_bas(u, s, rng, n_boot=N_BOOT)
     return out
 
 
@@ -184,16 +202,19 @@ def condition_table(rev: EpisodeRevision, threshold: float) -> str:
 
 
 def format_bas(table: dict[str, BASResult | None]) -> str:
-    """The BAS table: domain, rates per condition, BAS and its bootstrap interval."""
-    lines = [f"{'domain':<14} {'n user':>6} {'n self':>6} {'rate user':>9} {'rate self':>9} "
-             f"{'BAS':>7} {'95% CI':>18}"]
+    """The BAS table: domain, questions, episodes and rates per condition, BAS and its
+    bootstrap interval (``questions`` is ``—`` when the interval resampled episodes)."""
+    lines = [f"{'domain':<14} {'questions':>9} {'n user':>6} {'n self':>6} {'rate user':>9} "
+             f"{'rate self':>9} {'BAS':>7} {'95% CI':>18}"]
     for name, r in table.items():
         if r is None:
             lines.append(f"{name:<14} {'(needs both conditions)':>40}")
             continue
         ci = f"[{_f(r.low)}, {_f(r.high)}]"
-        lines.append(f"{name:<14} {r.n_user:>6} {r.n_self:>6} {_f(r.rate_user, 2):>9} "
-                     f"{_f(r.rate_self, 2):>9} {_f(r.bas):>7} {ci:>18}")
+        nq = str(r.questions) if r.questions else "—"
+        lines.append(f"{name:<14} {nq:>9} {r.n_user:>6} {r.n_self:>6} "
+                     f"{_f(r.rate_user, 2):>9} {_f(r.rate_self, 2):>9} {_f(r.bas):>7} "
+                     f"{ci:>18}")
     return "\n".join(lines)
 
 
@@ -244,18 +265,22 @@ def belief_attribution_section(
     threshold = DEFAULT_THRESHOLD
     rev = episode_revisions(ds, method=method)
     table = bas_table(rev, threshold=threshold)
+    over = ("questions (both conditions of a drawn question together)" if rev.item is not None
+            else "episodes, per condition (the file has no question ids)")
     note = (
         f"shift = P_after(contradiction) − P_before(contradiction) ({method}-debiased MCQ over "
         f"the three answers; before = after the stated answer, after = after the user's "
         f"contradiction); revised = shift ≥ {threshold}; BAS = (rate_user − rate_self) / "
         f"(rate_user + rate_self) with a {N_BOOT}-resample percentile bootstrap "
-        f"(seed {BOOT_SEED}), 0 when neither condition revises (as the benchmark's code)"
+        f"(seed {BOOT_SEED}) over {over}, "
+        f"0 when neither condition revises (as the benchmark's code)"
     )
     ctab = condition_table(rev, threshold)
     btab = "revision by log-prob shift\n" + format_bas(table)
     if rev.matched is not None:
-        mtab = ("revision by string match (the benchmark's: the contradiction's text in the "
-                "model's generated final answer)\n" + format_bas(bas_table(rev, measure="match")))
+        mtab = ("revision by string match (the answer the model's generated final reply "
+                "commits to is the contradiction)\n"
+                + format_bas(bas_table(rev, measure="match")))
         btab = f"{mtab}\n\n{btab}"
     text = f"{note}\n\n{ctab}\n\n{btab}"
     md = f"{note}.\n\n```\n{ctab}\n```\n\n```\n{btab}\n```\n"

@@ -105,7 +105,8 @@ def test_user_question_set(tmp_path: Path) -> None:
     path.write_text(json.dumps(bad), encoding="utf-8")
     with pytest.raises(ImportFormatError) as err:
         load_questions(path)
-    assert str(path) in str(err.value) and "'questions[0].distractors'" in str(err.value)
+    assert str(path) in str(err.value) and "'questions[0].distractors[0]'" in str(err.value)
+    assert "equals the answer 'a'" in str(err.value)
     path.write_text(json.dumps({"questions": [{"id": "q1"}]}), encoding="utf-8")
     with pytest.raises(ImportFormatError, match=r"'questions\[0\].domain'"):
         load_questions(path)

@@ -9,6 +9,7 @@ from belieflens.envs.belief_attribution.metrics import (
     bas,
     bas_by_domain,
     bootstrap_bas,
+    bootstrap_bas_questions,
     revise_rate,
     revised,
     revision,
@@ -95,3 +96,72 @@ def test_bas_by_domain() -> None:
     assert out["all"].low < 0 < out["all"].high
     with pytest.raises(ValueError):
         bas_by_domain(np.array([True]), ["other"], ["geo"], np.random.default_rng(0))
+
+
+def _paired(rng: np.random.Generator, n: int, p_user: float, p_self: float,
+            shared: float) -> tuple[np.ndarray, list[str], list[str]]:
+    """n questions asked in both conditions; with probability ``shared`` a question's two
+    flags are one draw (a hard question makes both conditions revise)."""
+    flags, cond, qid = [], [], []
+    for i in range(n):
+        common = rng.random() < shared
+        u0 = rng.random()
+        u = u0 < p_user
+        s = (u0 < p_self) if common else bool(rng.random() < p_self)
+        flags += [u, s]
+        cond += ["user", "self"]
+        qid += [f"q{i}"] * 2
+    return np.array(flags), cond, qid
+
+
+def test_bootstrap_over_questions_is_seeded_and_covers_the_truth() -> None:
+    flags, cond, qid = _paired(np.random.default_rng(0), 400, 0.6, 0.2, 0.0)
+    res = bootstrap_bas_questions(flags, cond, qid, np.random.default_rng(1), n_boot=1000)
+    assert res.low < 0.5 < res.high and res.low <= res.bas <= res.high
+    assert (res.n_user, res.n_self, res.questions) == (400, 400, 400)
+    assert bootstrap_bas_questions(flags, cond, qid, np.random.default_rng(1),
+                                   n_boot=1000) == res
+    assert res.bas == bootstrap_bas(flags[0::2], flags[1::2], np.random.default_rng(1)).bas
+
+
+def test_bootstrap_over_questions_keeps_a_questions_conditions_together() -> None:
+    # each question revises in both conditions or in neither: every resample has equal rates
+    same = np.repeat(np.random.default_rng(2).random(100) < 0.4, 2)
+    cond, qid = ["user", "self"] * 100, [f"q{i // 2}" for i in range(200)]
+    res = bootstrap_bas_questions(same, cond, qid, np.random.default_rng(3), n_boot=500)
+    assert (res.bas, res.low, res.high) == (0.0, 0.0, 0.0)
+    # resampling each condition on its own ignores the pairing and finds a wide interval
+    apart = bootstrap_bas(same[0::2], same[1::2], np.random.default_rng(3), n_boot=500)
+    assert apart.high - apart.low > 0.2
+    # questions shared between conditions make the question interval narrower
+    flags, c2, q2 = _paired(np.random.default_rng(4), 300, 0.5, 0.3, 0.9)
+    paired = bootstrap_bas_questions(flags, c2, q2, np.random.default_rng(5), n_boot=1000)
+    free = bootstrap_bas(flags[0::2], flags[1::2], np.random.default_rng(5), n_boot=1000)
+    assert paired.high - paired.low < free.high - free.low
+
+
+def test_bootstrap_over_questions_edge_cases() -> None:
+    # a question asked in one condition only: resamples missing a condition are left out
+    res = bootstrap_bas_questions([True, False], ["user", "self"], ["a", "b"],
+                                  np.random.default_rng(0), n_boot=200)
+    assert res.bas == 1.0 and res.low == res.high == 1.0 and res.questions == 2
+    none = bootstrap_bas_questions(np.zeros(4, bool), ["user", "self"] * 2, ["a", "a", "b", "b"],
+                                   np.random.default_rng(0), n_boot=50)
+    assert (none.bas, none.low, none.high) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="one entry per item"):
+        bootstrap_bas_questions([True], ["user"], ["a", "b"], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="both conditions"):
+        bootstrap_bas_questions([True], ["user"], ["a"], np.random.default_rng(0))
+    with pytest.raises(ValueError, match="'user' or 'self'"):
+        bootstrap_bas_questions([True], ["other"], ["a"], np.random.default_rng(0))
+
+
+def test_bas_by_domain_over_questions() -> None:
+    flags, cond, qid = _paired(np.random.default_rng(7), 200, 0.8, 0.2, 0.5)
+    dom = ["geo"] * 200 + ["math"] * 200
+    out = bas_by_domain(flags, cond, dom, np.random.default_rng(8), n_boot=300, question=qid)
+    assert set(out) == {"geo", "math", "all"}
+    assert out["geo"].questions == out["math"].questions == 100 and out["all"].questions == 200
+    assert out["all"].low > 0.3
+    with pytest.raises(ValueError, match="question"):
+        bas_by_domain(flags, cond, dom, np.random.default_rng(8), question=qid[:3])

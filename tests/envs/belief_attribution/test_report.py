@@ -119,3 +119,43 @@ def test_no_revision_anywhere_scores_zero() -> None:
     assert bas_table(episode_revisions(cache_dataset(_rows())), measure="shift")["all"] is not None
     with pytest.raises(ValueError, match="string-match"):
         bas_table(episode_revisions(cache_dataset(_rows())), measure="match")
+
+
+def _item_rows() -> list[Row]:
+    """Episodes 0-3 of ``_rows`` with question ids: q1 (episodes 0, 1), q2 (episodes 2, 3)."""
+    rows: list[Row] = []
+    for e, (cond, after) in enumerate([("self", [0.6, 0.2, 0.2]), ("user", [0.1, 0.1, 0.8]),
+                                       ("self", [0.1, 0.1, 0.8]), ("user", [0.1, 0.1, 0.8])]):
+        truth: dict[str, float | str] = {"condition": cond, "domain": "geography",
+                                         "item": f"q{1 + e // 2}", "correct": 0.0,
+                                         "stated": 0.0, "contradiction": 2.0}
+        for t, b in enumerate([[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]):
+            rows += mcq_rows(b, episode=e, turn=t, probe=f"answer-{cond}", labels=LABELS,
+                             delivery="multi-turn", truth=truth)
+    return rows
+
+
+def test_bas_interval_resamples_questions() -> None:
+    rev = episode_revisions(cache_dataset(_item_rows()))
+    assert rev.item is not None and rev.item.values.tolist() == ["q1", "q1", "q2", "q2"]
+    geo = bas_table(rev)["geography"]
+    assert geo is not None and geo.questions == 2
+    assert (geo.rate_user, geo.rate_self) == (1.0, 0.5) and geo.bas == pytest.approx(1 / 3)
+    # two questions: a resample draws q1 twice (BAS 1), q2 twice (0) or both (1/3)
+    assert (geo.low, geo.high) == (0.0, 1.0)
+    assert bas_table(rev) == bas_table(episode_revisions(cache_dataset(_item_rows())))
+    sec = belief_attribution_section(cache_dataset(_item_rows()), None, method="geometric")
+    assert "over questions (both conditions of a drawn question together)" in sec.text
+    row = next(ln for ln in format_bas(bas_table(rev)).splitlines()
+               if ln.startswith("geography"))
+    assert row.split()[1:4] == ["2", "2", "2"]  # questions, n user, n self
+
+
+def test_files_without_question_ids_resample_episodes() -> None:
+    rev = episode_revisions(cache_dataset(_rows()))
+    assert rev.item is None
+    total = bas_table(rev)["all"]
+    assert total is not None and total.questions == 0
+    assert "all" in format_bas(bas_table(rev)) and " — " in format_bas(bas_table(rev))
+    sec = belief_attribution_section(cache_dataset(_rows()), None, method="geometric")
+    assert "over episodes, per condition (the file has no question ids)" in sec.text

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from belieflens import envs
-from belieflens.envs.dutch_book.env import DutchBook
-from belieflens.envs.dutch_book.env import LABELS, PLACEHOLDER_ANSWER, dialogue
+from belieflens.envs.dutch_book.env import LABELS, PLACEHOLDER_ANSWER, DutchBook, dialogue
 from belieflens.envs.dutch_book.scenarios import load_scenarios, shipped_scenarios
 from belieflens.episodes.base import Message
 from belieflens.errors import ImportFormatError, ParameterError
