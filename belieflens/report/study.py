@@ -254,38 +254,56 @@ def _ece_text(rel: Any) -> str:
 
 def _markdown(attrs: dict[str, Any], texts: _Texts, rel: xr.Dataset, headline: str,
               tuned: TunedLens | None, probes: bool) -> str:
-    method = attrs["debias"]
-    multi = attrs["multi_token"] == "continuation"
-    turn_text, lens_text, summ_text, bias_text = texts.turns, texts.lens, texts.summary, texts.bias
-    params = attrs.get("env_params")
+    """The study's ``report.md`` (before the environment's sections), section by section."""
+    return "".join([
+        _md_provenance(attrs),
+        _md_guide(str(attrs["debias"]), headline),
+        _md_beliefs(texts.turns),
+        _md_layers(texts, _tuned_text(tuned), _decoder_text(probes),
+                   _multi_text(attrs["multi_token"] == "continuation")),
+        _md_bias(texts.bias),
+        _md_calibration(rel),
+    ])
+
+
+def _params_text(params: object) -> str:
     try:
-        params_s = json.dumps(json.loads(str(params)), indent=None)
+        return json.dumps(json.loads(str(params)), indent=None)
     except ValueError:
-        params_s = str(params)
-    if tuned is not None:
-        tl = tuned.config.train
-        tuned_s = (
-            f"A **tuned lens** trained for this model (`{tuned.config.model_id}`, "
-            f"{tl.get('n_train_positions', '?')} training positions from environments "
-            f"{', '.join(tl.get('envs', []))}) adds an affine translator per layer before the "
-            "same head; it corrects for layers speaking a different 'basis' than the last one."
-        )
-    else:
-        tuned_s = ("No tuned lens was given (`--lens tuned:DIR`), so the tuned-lens column is "
-                   "empty; train one with `belieflens lens train --model M --out DIR`.")
-    multi_s = (
-        "Options of several tokens are scored whole: each later token is read at its own "
-        "position, normalised over the stored option tokens (an approximation)."
-        if multi else
-        "Where an option has several tokens, only its first token is scored by the lenses "
-        "(the file stores no residuals at later positions)."
+        return str(params)
+
+
+def _tuned_text(tuned: TunedLens | None) -> str:
+    if tuned is None:
+        return ("No tuned lens was given (`--lens tuned:DIR`), so the tuned-lens column is "
+                "empty; train one with `belieflens lens train --model M --out DIR`.")
+    tl = tuned.config.train
+    return (
+        f"A **tuned lens** trained for this model (`{tuned.config.model_id}`, "
+        f"{tl.get('n_train_positions', '?')} training positions from environments "
+        f"{', '.join(tl.get('envs', []))}) adds an affine translator per layer before the "
+        "same head; it corrects for layers speaking a different 'basis' than the last one."
     )
-    probe_s = (
-        "A **linear probe** (multinomial logistic regression with the oracle distribution as a "
-        "soft target) is fitted per layer and per question and scored on episodes it never saw "
-        "(cross-validation grouped by episode)."
-        if probes else "Linear probes were skipped (`--no-probes`)."
-    )
+
+
+def _multi_text(multi: bool) -> str:
+    if multi:
+        return ("Options of several tokens are scored whole: each later token is read at its "
+                "own position, normalised over the stored option tokens (an approximation).")
+    return ("Where an option has several tokens, only its first token is scored by the lenses "
+            "(the file stores no residuals at later positions).")
+
+
+def _decoder_text(probes: bool) -> str:
+    if not probes:
+        return "Linear probes were skipped (`--no-probes`)."
+    return ("A **linear probe** (multinomial logistic regression with the oracle distribution "
+            "as a soft target) is fitted per layer and per question and scored on episodes it "
+            "never saw (cross-validation grouped by episode).")
+
+
+def _md_provenance(attrs: dict[str, Any]) -> str:
+    params_s = _params_text(attrs.get('env_params'))
     return f"""# belieflens report
 
 **Model** `{attrs.get('model_id')}` (weights sha256 `{str(attrs.get('weights_hash'))[:12]}…`,
@@ -294,7 +312,11 @@ def _markdown(attrs: dict[str, Any], texts: _Texts, rel: xr.Dataset, headline: s
 **created** {attrs.get('created')} · belieflens {attrs.get('belieflens_version')}
 (`{attrs.get('git_commit')}`).
 
-## How to read this
+"""
+
+
+def _md_guide(method: str, headline: str) -> str:
+    return f"""## How to read this
 
 The model is shown evidence turn by turn and, after each turn, asked questions (*probes*)
 whose exact Bayesian answer (the **oracle**) is known. Each probe is a multiple-choice question
@@ -309,7 +331,11 @@ given: all restated in one message (single-turn) or one message per observation 
 
 **Headline:** {headline}
 
-## 1. Beliefs per turn
+"""
+
+
+def _md_beliefs(turn_text: str) -> str:
+    return f"""## 1. Beliefs per turn
 
 The model's pooled answer (coloured, band = ± 1 SEM over episodes) against the oracle
 (dashed), per question and delivery. A model that updates like a Bayesian follows the dashed line.
@@ -320,7 +346,12 @@ The model's pooled answer (coloured, band = ± 1 SEM over episodes) against the 
 {turn_text}
 ```
 
-## 2. Where in the network the belief forms
+"""
+
+
+def _md_layers(texts: _Texts, tuned_s: str, probe_s: str, multi_s: str) -> str:
+    summ_text, lens_text = texts.summary, texts.lens
+    return f"""## 2. Where in the network the belief forms
 
 Four read-outs of a belief, each compared with the oracle at every layer (layer 0 is the
 embedding of the last prompt token; layer *L* is the output of block *L*; the last layer
@@ -356,7 +387,11 @@ The logit lens alone, per question, averaged over turns:
 {lens_text}
 ```
 
-## 3. Position bias
+"""
+
+
+def _md_bias(bias_text: str) -> str:
+    return f"""## 3. Position bias
 
 Before pooling, each rotation gives its own answer. Left: how far each rotation's answer is
 from the pooled (debiased) one — 0 would mean the model ignores where an answer is shown.
@@ -370,7 +405,11 @@ mean a single-order evaluation would be misleading and the rotations are needed.
 {bias_text}
 ```
 
-## 4. Calibration against the oracle
+"""
+
+
+def _md_calibration(rel: xr.Dataset) -> str:
+    return f"""## 4. Calibration against the oracle
 
 The realised outcome of a question (e.g. the next flip) is not part of a cache file, so
 calibration is measured against the **oracle as truth**: the model's probabilities are binned
