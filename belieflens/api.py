@@ -79,6 +79,7 @@ ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 model already loaded with :func:`load`."""
 
 KERNEL_NAMES: tuple[KernelName, ...] = get_args(KernelName)
+"""The CPU linear kernels ``--kernels`` takes."""
 
 
 def _check_load(device: DeviceName, dtype: DTypeName = "float32",
