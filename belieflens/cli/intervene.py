@@ -29,7 +29,8 @@ from belieflens.api import (
     parse_pair,
 )
 from belieflens.cli.options import Device, Overwrite, one_line_errors, wrote
-from belieflens.errors import ParameterError
+from belieflens.errors import ParameterError, choice
+from belieflens.types import DeviceName
 
 T = TypeVar("T")
 
@@ -67,16 +68,8 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 
 def parse_positions(text: str) -> tuple[PositionSet, ...]:
     """``--positions``: comma-separated position sets."""
-    out: list[PositionSet] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        for s in POSITION_SETS:
-            if s == part:
-                out.append(s)
-                break
-        else:
-            raise ParameterError(f"option '--positions' = {part!r} is not allowed: one of "
-                                 + ", ".join(POSITION_SETS))
-    return tuple(out)
+    return tuple(choice("--positions", p.strip(), POSITION_SETS)
+                 for p in text.split(",") if p.strip())
 
 
 def _progress(quiet: bool, what: str) -> Callable[[int, int], None] | None:
@@ -110,7 +103,7 @@ def _tuple(values: list[T] | None) -> tuple[T, ...] | None:
 
 
 def _run(study: Path, out: Path, options: PatchOptions | SteerOptions | EraseOptions,
-         select: Selection, *, model: str | None, device: Device, overwrite: bool,
+         select: Selection, *, model: str | None, device: DeviceName, overwrite: bool,
          quiet: bool) -> None:
     """The intervention ``options`` on the read-outs ``select`` names; prints the file
     written."""
