@@ -347,23 +347,14 @@ def test_the_cli_imports_only_the_facade() -> None:
 
 
 def test_the_cli_rule_sees_a_synthetic_import_past_the_facade(tmp_path: Path) -> None:
-    pkg = _write(
-        tmp_path,
-        {
-            "pkg/__init__.py": "from pkg.api import run\n",
-            "pkg/api.py": "from pkg.store import x\nrun = 1\n",
-            "pkg/errors.py": "",
-            "pkg/types.py": "",
-            "pkg/store/__init__.py": "",
-            "pkg/store/x.py": "",
-            "pkg/cli/__init__.py": "",
-            "pkg/cli/main.py": (
-                "import pkg\nfrom pkg import api, errors\nfrom pkg.types import T\n"
-                "from . import options\n"
-                "def f() -> None:\n    from pkg.store.x import y\n"
-            ),
-            "pkg/cli/options.py": "from pkg.errors import E\n",
-        },
+    empty = ("__init__", "errors", "types", "store/__init__", "store/x", "cli/__init__")
+    files = {f"pkg/{name}.py": "" for name in empty}
+    files["pkg/api.py"] = "from pkg.store import x\n"
+    files["pkg/cli/options.py"] = "from pkg.errors import E\n"
+    files["pkg/cli/main.py"] = (
+        "import pkg\nfrom pkg import api, errors\nfrom pkg.types import T\nfrom . import options\n"
+        "def f() -> None:\n    from pkg.store.x import y\n"
     )
+    pkg = _write(tmp_path, files)
     bad = cli_imports(pkg, "pkg")
     assert len(bad) == 1 and bad[0].endswith("main.py:6: pkg.store.x")
