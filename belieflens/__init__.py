@@ -9,34 +9,73 @@ One obvious way in::
                               out="study.h5", episodes=4, seed=0)
     ds = belieflens.open_cache(path)                     # an xarray.Dataset
     ds.bl.beliefs()                                      # analysis as methods of the Dataset
+    print(belieflens.analyze(path).text)                 # the tables `belieflens analyze` prints
 
-:func:`load`, :func:`extract`, :func:`train_lens` and :func:`compare` (several models on
-one study) live in :mod:`belieflens.api`;
+The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
+:func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
+or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
+:func:`analyze`, :func:`compare`, :func:`train_lens`, and the interventions :func:`patch`,
+:func:`steer`, :func:`erase` (options records :class:`PatchOptions`, :class:`SteerOptions`,
+:class:`EraseOptions`; read-outs named by a :class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
-:mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.cache`,
-:mod:`belieflens.analysis` and :mod:`belieflens.lens` hold the parts. torch and
-transformers are imported only when a model is loaded.
+:mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.run`,
+:mod:`belieflens.store`, :mod:`belieflens.analysis`, :mod:`belieflens.interventions` and
+:mod:`belieflens.lens` hold the parts. torch and transformers are imported only when a model
+is loaded.
 """
 
 import belieflens.analysis.accessor  # noqa: F401  (registers the ``ds.bl`` accessor)
 from belieflens import envs
-from belieflens.api import analyze, compare, extract, load, train_lens
+from belieflens.api import (
+    EraseOptions,
+    ExtractOptions,
+    LoadedModel,
+    Pair,
+    PatchOptions,
+    Selection,
+    SteerOptions,
+    analyze,
+    compare,
+    environments,
+    erase,
+    extract,
+    info,
+    load,
+    merge,
+    models,
+    open_cache,
+    patch,
+    steer,
+    train_lens,
+    verify,
+)
 from belieflens.errors import BeliefLensError
-from belieflens.model.load import LoadedModel
-from belieflens.store.study import merge, open_cache
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BeliefLensError",
+    "EraseOptions",
+    "ExtractOptions",
     "LoadedModel",
+    "Pair",
+    "PatchOptions",
+    "Selection",
+    "SteerOptions",
     "__version__",
     "analyze",
     "compare",
+    "environments",
     "envs",
+    "erase",
     "extract",
+    "info",
     "load",
     "merge",
+    "models",
     "open_cache",
+    "patch",
+    "steer",
     "train_lens",
+    "verify",
 ]

@@ -1,17 +1,25 @@
-"""The top level: one call each to load a model, extract a study, train a tuned lens and
-compare models on one study.
+"""The facade: one call for each thing belieflens does, and what the command line needs.
 
 >>> import belieflens
 >>> model = belieflens.load("smollm2-135m")                          # doctest: +SKIP
 >>> path = belieflens.extract("coin-flip", params={"turns": 10}, model=model,
 ...                           out="study.h5", episodes=4, seed=0)  # doctest: +SKIP
 >>> ds = belieflens.open_cache(path)                                 # doctest: +SKIP
+>>> print(belieflens.analyze(path).text)                             # doctest: +SKIP
+
+Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extract`
+(options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
+:func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
+:func:`compare_report`, :func:`train_lens`. Interventions: :func:`patch`, :func:`steer`,
+:func:`erase` (each :func:`intervene` with its options record, on the read-outs a
+:class:`Selection` names).
 
 Keyword arguments are the command line's options with underscores (``--batch-size`` is
 ``batch_size``, ``--no-prefix-reuse`` is ``prefix_reuse=False``); every bad value raises
-:class:`~belieflens.errors.BeliefLensError` with one line, before any heavy work. Each
-``belieflens`` command is one call of this module. torch and transformers are imported only
-when a model is loaded.
+:class:`~belieflens.errors.BeliefLensError` with one line, before any heavy work, and each
+option is checked in one place (its options record, or here). Each ``belieflens`` command is
+one call of this module, which is all that :mod:`belieflens.cli` imports. torch and
+transformers are imported only when a model is loaded.
 """
 
 from __future__ import annotations
@@ -20,23 +28,47 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, get_args
+from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, get_args
 
 from belieflens import envs
 from belieflens.episodes.base import Environment
-from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo
+from belieflens.episodes.params import ParamSpec, parse_assignments
+from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError, at_least, choice
+from belieflens.heap import limit_arenas
+from belieflens.interventions import (
+    DEFAULT_ALPHAS,
+    POSITION_SETS,
+    EraseAt,
+    EraseOptions,
+    Pair,
+    PatchOptions,
+    PositionSet,
+    RunKeywords,
+    Selection,
+    SteerAt,
+    SteerOptions,
+    intervene,
+    parse_pair,
+)
+from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
+from belieflens.model.load import catalogue as models
+from belieflens.report.study import Analysis
 from belieflens.run.cluster import DaskClient
-from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
+from belieflens.store.info import describe as info
+from belieflens.store.info import rerun_command
+from belieflens.store.study import merge, open_cache
+from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
 from belieflens.types import (
+    DEBIAS_METHODS,
+    DEVICES,
+    DTYPES,
     DebiasMethod,
     DeviceName,
     DTypeName,
     KernelName,
-    PaddingSide,
-    StoreDTypeName,
 )
 
 if TYPE_CHECKING:
@@ -49,29 +81,16 @@ ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
 model already loaded with :func:`load`."""
 
-BatchSize: TypeAlias = int | Literal["auto"]
-"""Rows per forward batch (>= 1), or ``auto``: fit a quarter of the machine's memory."""
-
-C = TypeVar("C", bound=str)
-
-
-def choice(option: str, value: str, allowed: Sequence[C]) -> C:
-    """``value`` as one of ``allowed`` (a ``Literal`` option set), or one line naming
-    ``option`` (:class:`ParameterError`)."""
-    for a in allowed:
-        if a == value:
-            return a
-    raise ParameterError(
-        f"option '{option}' = {value!r} is not allowed: one of {', '.join(allowed)}"
-    )
-
-
-DEVICE_NAMES: tuple[DeviceName, ...] = get_args(DeviceName)
-DTYPE_NAMES: tuple[DTypeName, ...] = get_args(DTypeName)
 KERNEL_NAMES: tuple[KernelName, ...] = get_args(KernelName)
-PADDING_SIDES: tuple[PaddingSide, ...] = get_args(PaddingSide)
-STORE_DTYPE_NAMES: tuple[StoreDTypeName, ...] = get_args(StoreDTypeName)
-"""The option sets of :mod:`belieflens.types` as tuples, for :func:`choice`."""
+"""The CPU linear kernels ``--kernels`` takes."""
+
+
+def _check_load(device: DeviceName, dtype: DTypeName = "float32",
+                kernels: KernelName = "auto") -> None:
+    """The options of a model's load, each one line if it is not one of its set."""
+    choice("--device", device, DEVICES)
+    choice("--dtype", dtype, DTYPES)
+    choice("--kernels", kernels, KERNEL_NAMES)
 
 
 @dataclass(frozen=True)
@@ -112,11 +131,6 @@ def _resolve(model: ModelLike) -> None:
         resolve(_spec(model))
 
 
-def _check_threads(threads: int) -> None:
-    if threads < 0:
-        raise ParameterError(f"option '--threads' = {threads} is not allowed: >= 0")
-
-
 def _set_threads(threads: int) -> int:
     import torch
 
@@ -130,9 +144,10 @@ def _load_quietly(
 ) -> LoadedModel:
     """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`); weights or a
     config transformers cannot read give one line (:class:`ModelNotFoundError`)."""
-    from belieflens.model import load as models
+    from belieflens.model import load as loader
+
     try:
-        return models.load(spec, device=device, dtype=dtype, kernels=kernels)
+        return loader.load(spec, device=device, dtype=dtype, kernels=kernels)
     except BeliefLensError:
         raise
     except Exception as e:  # weights or config transformers cannot read
@@ -156,10 +171,8 @@ def load(
     threads (0 keeps torch's setting). Raises :class:`ModelNotFoundError` (one line) for a
     model that cannot be found or read.
     """
-    device = choice("--device", device, DEVICE_NAMES)
-    dtype = choice("--dtype", dtype, DTYPE_NAMES)
-    kernels = choice("--kernels", kernels, KERNEL_NAMES)
-    _check_threads(threads)
+    _check_load(device, dtype, kernels)
+    at_least("--threads", threads, 0)
     spec = _spec(model)
     _resolve(spec)
     from belieflens.model.load import quiet_libraries
@@ -187,8 +200,12 @@ def _check_out(out: Path, overwrite: bool) -> None:
         )
 
 
-def _check_study_dir(out: Path) -> None:
-    """``out`` may be a study directory: not a file, in an existing folder (one line)."""
+def _check_target(out: Path, sharded: bool, overwrite: bool, shard_episodes: int) -> None:
+    """``out`` may be written: a cache file (:func:`_check_out`), or with a cluster a study
+    directory, not a file, in an existing folder (one line)."""
+    if not sharded:
+        _check_out(out, overwrite)
+        return
     if out.exists() and not out.is_dir():
         raise ParameterError(
             f"option '--out' = '{out}' is not allowed: with a cluster it is a study directory, "
@@ -198,17 +215,7 @@ def _check_study_dir(out: Path) -> None:
         raise ParameterError(
             f"option '--out' = '{out}' is not allowed: folder {out.parent} does not exist"
         )
-
-
-def _max_rows(batch_size: BatchSize) -> int:
-    """``batch_size`` as :attr:`ExtractOptions.max_rows` (0 = auto)."""
-    if batch_size == "auto":
-        return 0
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ParameterError(
-            f"option '--batch-size' = {batch_size} is not allowed: >= 1, or auto"
-        )
-    return batch_size
+    at_least("--shard-episodes", shard_episodes, 0, ">= 1, or 0 for auto")
 
 
 def environment(env: Environment | str, params: Mapping[str, object] | None = None) -> Environment:
@@ -225,6 +232,17 @@ def environment(env: Environment | str, params: Mapping[str, object] | None = No
     return env
 
 
+@dataclass(frozen=True)
+class _Models:
+    """The models of one extraction and how the ones not yet loaded are loaded."""
+
+    model: ModelLike
+    simulator: ModelLike | None
+    device: DeviceName
+    dtype: DTypeName
+    kernels: KernelName
+
+
 def extract(
     env: Environment | str,
     *,
@@ -232,37 +250,32 @@ def extract(
     params: Mapping[str, object] | None = None,
     model: ModelLike = DEFAULT_MODEL,
     simulator: ModelLike | None = None,
-    episodes: int = 4,
-    seed: int = 0,
+    options: ExtractOptions | None = None,
     device: DeviceName = "cpu",
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
-    batch_size: BatchSize = 16,
-    max_tokens: int = 8192,
-    row_tokens: int = 128,
-    threads: int = 0,
-    padding: PaddingSide = "right",
-    save_logits: bool = False,
-    resid_dtype: StoreDTypeName = "float32",
-    cont_resid: bool = False,
-    prefix_reuse: bool = True,
-    window: int = 1024,
     overwrite: bool = False,
     on_event: Callable[[ExtractEvent], None] | None = None,
     client: DaskClient | str | None = None,
     shard_episodes: int = 0,
+    **keywords: Unpack[ExtractKeywords],
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model and
     write the cache file ``out``; returns its path.
 
+    The run's options are ``options`` (an :class:`ExtractOptions`) or, not both, its
+    keywords (:class:`~belieflens.run.extract.ExtractKeywords`: ``episodes``, ``seed``,
+    ``batch_size``, ``max_tokens``, ``row_tokens``, ``threads``, ``padding``, ``save_logits``,
+    ``resid_dtype``, ``cont_resid``, ``prefix_reuse``, ``window``).
+
     With ``client`` (a :class:`distributed.Client`, or a ``--cluster`` value: ``local[:N]``,
     ``tcp://HOST:PORT`` or ``PATH/scheduler.json``, connected after every input is checked
     and closed at the end; see :mod:`belieflens.run.cluster`), ``out`` is a *study
-    directory* written
-    by the cluster's workers, one shard file of about ``shard_episodes`` episodes (rounded to
-    whole windows; 0: about three shards per worker) per task, with a manifest
-    (:mod:`belieflens.run.shards`); ``model`` and ``simulator`` are then names or paths
-    each worker loads once, and ``env`` a registered name or an environment built from one.
+    directory* written by the cluster's workers, one shard file of about ``shard_episodes``
+    episodes (rounded to whole windows; 0: about three shards per worker) per task, with a
+    manifest (:mod:`belieflens.run.shards`); ``model`` and ``simulator`` are then names or
+    paths each worker loads once, and ``env`` a registered name or an environment built
+    from one.
 
     ``env`` is an environment or its registered name (built with ``params``). ``model`` and
     ``simulator`` (the model that plays the user under active engagement; default ``model``)
@@ -274,42 +287,35 @@ def extract(
     unless ``overwrite``. ``on_event`` receives an :data:`ExtractEvent` for each model
     loaded, each text generation and each step of progress.
     """
-    device = choice("--device", device, DEVICE_NAMES)
-    dtype = choice("--dtype", dtype, DTYPE_NAMES)
-    kernels = choice("--kernels", kernels, KERNEL_NAMES)
-    padding = choice("--padding", padding, PADDING_SIDES)
-    resid_dtype = choice("--resid-dtype", resid_dtype, STORE_DTYPE_NAMES)
+    if options is not None and keywords:
+        raise ParameterError("pass the options as an ExtractOptions or as keywords, not both")
+    opts = options if options is not None else ExtractOptions.of(**keywords)
+    _check_load(device, dtype, kernels)
     path = Path(out)
-    if client is None:
-        _check_out(path, overwrite)
-    else:
-        _check_study_dir(path)
-        if shard_episodes < 0:
-            raise ParameterError(
-                f"option '--shard-episodes' = {shard_episodes} is not allowed: >= 1, or 0 "
-                "for auto"
-            )
-    options = ExtractOptions(
-        episodes=episodes, seed=seed, max_rows=_max_rows(batch_size), max_tokens=max_tokens,
-        row_tokens=row_tokens,
-        save_logits=save_logits, padding_side=padding, resid_dtype=resid_dtype,
-        threads=threads, reuse_prefix=prefix_reuse, cont_resid=cont_resid, window=window,
-    )
+    _check_target(path, client is not None, overwrite, shard_episodes)
     built = environment(env, params)
     _resolve(model)
     if simulator is not None:
         _resolve(simulator)
-    if client is not None:
-        from belieflens.run import cluster
-        connected = cluster.connect(client) if isinstance(client, str) else client
-        try:
-            return _extract_sharded(
-                connected, built, path, options, model=model, simulator=simulator,
-                device=device, dtype=dtype, kernels=kernels, threads=threads,
-                overwrite=overwrite, shard_episodes=shard_episodes, on_event=on_event)
-        finally:
-            if isinstance(client, str):
-                cluster.close(connected)
+    chosen = _Models(model, simulator, device, dtype, kernels)
+    if client is None:
+        return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
+    from belieflens.run import cluster
+
+    connected = cluster.connect(client) if isinstance(client, str) else client
+    try:
+        return _extract_sharded(connected, built, path, opts, chosen, overwrite=overwrite,
+                                shard_episodes=shard_episodes, on_event=on_event)
+    finally:
+        if isinstance(client, str):
+            cluster.close(connected)
+
+
+def _extract_here(
+    env: Environment, out: Path, options: ExtractOptions, chosen: _Models, *,
+    overwrite: bool, on_event: Callable[[ExtractEvent], None] | None,
+) -> Path:
+    """:func:`extract` in this process into the cache file ``out``."""
     from belieflens.model.load import quiet_libraries
     from belieflens.run import extract as cache_extract
     from belieflens.run.generate import bind_run
@@ -320,46 +326,45 @@ def extract(
         if on_event is not None:
             on_event(event)
 
-    with write_lock(path), quiet_libraries():  # a second writer is refused before the load
-        n_threads = _set_threads(threads)
+    with write_lock(out), quiet_libraries():  # a second writer is refused before the load
+        n_threads = _set_threads(options.threads)
+        model, simulator = chosen.model, chosen.simulator
         if isinstance(model, LoadedModel):
             loaded = model
         else:
-            loaded = _load_quietly(_spec(model), device, dtype, kernels)
+            loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
             report(ModelLoaded("model", loaded.info, n_threads))
         sim: LoadedModel | None = None
-        if requires_generator(built) and requires_simulator(built) and simulator is not None:
+        if requires_generator(env) and requires_simulator(env) and simulator is not None:
             if isinstance(simulator, LoadedModel):
                 sim = simulator
             elif _spec(simulator) != loaded.info.spec:
-                sim = _load_quietly(_spec(simulator), device, dtype, "auto")
+                sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
                 report(ModelLoaded("simulator", sim.info, n_threads))
-        bound, attrs = bind_run(built, loaded, simulator=sim, on_record=report)
-        return cache_extract.extract(bound, loaded, path, options, on_progress=report,
+        bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+        return cache_extract.extract(bound, loaded, out, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs))
 
 
 def _extract_sharded(
-    client: DaskClient, env: Environment, out: Path, options: ExtractOptions, *,
-    model: ModelLike, simulator: ModelLike | None, device: DeviceName, dtype: DTypeName,
-    kernels: KernelName, threads: int, overwrite: bool, shard_episodes: int,
-    on_event: Callable[[ExtractEvent], None] | None,
+    client: DaskClient, env: Environment, out: Path, options: ExtractOptions, chosen: _Models,
+    *, overwrite: bool, shard_episodes: int, on_event: Callable[[ExtractEvent], None] | None,
 ) -> Path:
     """:func:`extract` on a Dask cluster into the study directory ``out``."""
     import dataclasses
 
     from belieflens.run.shards import ShardJob, run_study
 
+    model, simulator = chosen.model, chosen.simulator
     if isinstance(model, LoadedModel) or isinstance(simulator, LoadedModel):
         raise ParameterError(
             "with a cluster, pass the model by name or path: each worker loads it once"
         )
-    _check_threads(threads)
     job = ShardJob(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
-        make_env=envs.get,
-        device=device, dtype=dtype, kernels=kernels, threads=threads,
+        make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
+        threads=options.threads,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
                      on_progress=on_event).directory
@@ -394,10 +399,9 @@ def train_lens(
     from belieflens.train.lens import TrainOptions
     from belieflens.train.lens_data import DEFAULT_ENVS
 
-    device = choice("--device", device, DEVICE_NAMES)
-    _check_threads(threads)
-    if vocab_top < 0:
-        raise ParameterError(f"option '--vocab-top' = {vocab_top} is not allowed: >= 0")
+    choice("--device", device, DEVICES)
+    at_least("--threads", threads, 0)
+    at_least("--vocab-top", vocab_top, 0)
     folder = Path(out)
     if (folder / "config.json").exists() and not overwrite:
         raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
@@ -443,38 +447,164 @@ def compare(
     lens and probe TVD on a common relative-depth grid (each model's own ``layer`` kept as a
     coordinate), the closest depth per read-out, the updating slope with its standard error,
     and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
-    studies are refused in one line (:class:`ParameterError`); ``belieflens compare FILE...
-    --out DIR`` adds the report and figures.
+    studies are refused in one line (:class:`ParameterError`); :func:`compare_report` adds
+    the report and figures.
     """
     from belieflens.analysis.compare import compare as run
-    from belieflens.types import DEBIAS_METHODS
 
     return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
                seed=seed)
 
 
+def compare_report(
+    files: Sequence[str | os.PathLike[str]],
+    out: str | Path | None = None,
+    *,
+    debias: DebiasMethod = "geometric",
+    probes: bool = True,
+    seed: int = 0,
+) -> Analysis:
+    """``belieflens compare``: :func:`compare` as text tables; with ``out`` (a folder), also
+    its figures, ``compare.md`` and the Dataset as ``compare.nc``
+    (:func:`belieflens.report.compare.compare_report`)."""
+    from belieflens.report.compare import compare_report as run
+
+    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+               seed=seed)
+
+
 def analyze(
-    path: str | os.PathLike[str],
-    out: str | os.PathLike[str] | None = None,
+    file: str | Path,
+    out: str | Path | None = None,
     *,
     debias: DebiasMethod = "geometric",
     lens: str | Path | TunedLens | None = None,
     probes: bool = True,
     seed: int = 0,
-    cluster: DaskClient | str | None = None,
+    client: DaskClient | str | None = None,
 ) -> Analysis:
-    """Analyse a cache file or study directory, with its environment's own report sections
-    (:func:`belieflens.report.study.analyze`): tables as ``text``, and with ``out`` the
-    figures and ``report.md``. An intervention result file gets its own report
-    (:func:`belieflens.report.interventions.report`)."""
-    from belieflens.report.interventions import report as intervention_report
+    """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
+    plots and a Markdown report too, with the file's environment's own sections
+    (:func:`belieflens.report.study.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
+    loaded lens, ``probes=False`` skips the linear probes, ``client`` runs the dask work on a
+    cluster). An intervention result file gets its own report
+    (:func:`belieflens.report.interventions.report`).
+    """
+    from belieflens.report.interventions import report
     from belieflens.report.study import analyze as run
     from belieflens.store.results import is_result
-    from belieflens.types import DEBIAS_METHODS
 
     method = choice("--debias", debias, DEBIAS_METHODS)
-    where = None if out is None else Path(out)
-    if is_result(Path(path)):
-        return intervention_report(Path(path), where, method=method)
-    return run(Path(path), where, method=method, lens=lens, probes=probes, seed=seed,
-               client=cluster, sections=envs.sections_for)
+    if is_result(file):
+        return report(file, out, method=method)
+    return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
+               sections=envs.sections_for)
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """One registered environment as ``belieflens envs`` lists it."""
+
+    name: str
+    doc: str
+    """Its one-paragraph summary."""
+    params: tuple[ParamSpec, ...]
+    """Its parameters, with their types, defaults and help."""
+    counts: str | None
+    """The prompt counts of its grid at the default parameters (``None``: no grid)."""
+
+
+def environments() -> list[EnvironmentInfo]:
+    """Every registered environment, with its parameters."""
+    from belieflens.envs.revealed.counts import counts_line
+
+    out = []
+    for name in envs.names():
+        doc, params = envs.describe(name)
+        out.append(EnvironmentInfo(name, doc, tuple(params), counts_line(name, envs.get(name))))
+    return out
+
+
+def patch(
+    study: str | os.PathLike[str], *, out: str | os.PathLike[str],
+    options: PatchOptions | None = None, **run: Unpack[RunKeywords],
+) -> Path:
+    """Interchange patching (:mod:`belieflens.interventions.patch`): each base read-out with its
+    source's residual stream patched in, per layer and position set; writes ``out``. The
+    pairs are ``options.pairs``, else the aligned pairs of probe instances among the read-outs
+    ``select`` names; the other keywords are :func:`intervene`'s."""
+    return intervene(study, options or PatchOptions(), out=out, **run)
+
+
+def steer(
+    study: str | os.PathLike[str], *, out: str | os.PathLike[str],
+    options: SteerOptions | None = None, **run: Unpack[RunKeywords],
+) -> Path:
+    """Steering (:mod:`belieflens.interventions.steer`): alpha times the ridge probe's
+    direction added per layer, against a random direction of equal norm; writes ``out``. The
+    keywords (``model``, ``select``, ...) are :func:`intervene`'s."""
+    return intervene(study, options or SteerOptions(), out=out, **run)
+
+
+def erase(
+    study: str | os.PathLike[str], *, out: str | os.PathLike[str],
+    options: EraseOptions | None = None, **run: Unpack[RunKeywords],
+) -> Path:
+    """Erasure (:mod:`belieflens.interventions.erase`): LEACE of the oracle concept per layer,
+    cross-fitted by episode, against a random subspace of equal rank; writes ``out``. The
+    keywords (``model``, ``select``, ...) are :func:`intervene`'s."""
+    return intervene(study, options or EraseOptions(), out=out, **run)
+
+
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "DEFAULT_MODEL",
+    "POSITION_SETS",
+    "Analysis",
+    "BeliefLensError",
+    "EnvironmentInfo",
+    "EraseAt",
+    "EraseOptions",
+    "ExtractEvent",
+    "ExtractKeywords",
+    "ExtractOptions",
+    "GenerationRecord",
+    "LensEvent",
+    "LoadedModel",
+    "ModelLike",
+    "ModelLoaded",
+    "ModelNotFoundError",
+    "ModelStatus",
+    "Pair",
+    "PatchOptions",
+    "PositionSet",
+    "PositionsCollected",
+    "Progress",
+    "RunKeywords",
+    "Selection",
+    "SteerAt",
+    "SteerOptions",
+    "TrainResult",
+    "analyze",
+    "compare",
+    "compare_report",
+    "environment",
+    "environments",
+    "erase",
+    "extract",
+    "info",
+    "intervene",
+    "limit_arenas",
+    "load",
+    "merge",
+    "models",
+    "open_cache",
+    "parse_assignments",
+    "parse_pair",
+    "patch",
+    "rerun_command",
+    "steer",
+    "train_lens",
+    "verify",
+]
+

@@ -54,7 +54,7 @@ def main() -> None:
     import belieflens.envs as envs
     from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
     from belieflens.interventions.pairs import POSITION_SETS, pair_instances, position_masks
-    from belieflens.interventions.study import read_study
+    from belieflens.interventions.study import Selection, read_study
     from belieflens.model.load import load, quiet_libraries
     from belieflens.run.extract import ExtractOptions, extract
 
@@ -66,7 +66,7 @@ def main() -> None:
         path = extract(env, model, Path(tmp) / "study.h5",
                        ExtractOptions(episodes=args.episodes, seed=0))
         study = read_study(path)
-    pairs = pair_instances(study, turns=[args.turns])[: args.pairs]
+    pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]
     tokens = sum(len(study.queries[p.base].context_ids) for p in pairs)
     n_layers = model.info.n_layers
     print(f"model {model.info.official_id}: {n_layers} layers; {len(pairs)} pairs, "

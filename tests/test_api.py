@@ -12,6 +12,7 @@ import h5py
 import pytest
 
 import belieflens
+from belieflens import api
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.model.load import LoadedModel
@@ -127,5 +128,55 @@ def test_import_is_light() -> None:
 
 def test_top_level_names() -> None:
     for name in ("load", "extract", "train_lens", "open_cache", "envs", "BeliefLensError",
-                 "__version__"):
+                 "__version__", "analyze", "verify", "merge", "info", "compare", "patch",
+                 "steer", "erase", "environments", "models", "ExtractOptions", "Selection",
+                 "PatchOptions", "SteerOptions", "EraseOptions"):
         assert hasattr(belieflens, name), name
+    assert set(belieflens.__all__) <= set(dir(belieflens))
+
+
+def test_the_facade_exports_what_it_lists() -> None:
+    assert set(api.__all__) <= set(dir(api))
+    for name in set(belieflens.__all__) - {"envs", "__version__", "BeliefLensError"}:
+        assert getattr(belieflens, name) is getattr(api, name), name
+
+
+def test_extract_takes_an_options_record_or_its_keywords_not_both(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="not both"):
+        belieflens.extract("coin-flip", out=tmp_path / "x.h5",
+                           options=ExtractOptions(episodes=2), episodes=2)
+    with pytest.raises(ParameterError, match="'--window' = 0"):
+        belieflens.extract("coin-flip", out=tmp_path / "x.h5", window=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_extract_with_an_options_record(tiny_model: LoadedModel, tmp_path: Path) -> None:
+    env = belieflens.envs.get("coin-flip", turns=1, delivery="single-turn")
+    by_record = belieflens.extract(env, model=tiny_model, out=tmp_path / "a.h5",
+                                   options=ExtractOptions(episodes=1, max_rows=3))
+    by_keywords = belieflens.extract(env, model=tiny_model, out=tmp_path / "b.h5",
+                                     episodes=1, batch_size=3)
+    assert_same_data(by_record, by_keywords)
+    assert _attrs(by_record) == _attrs(by_keywords)
+
+
+def test_environments_list_their_parameters_and_grid_counts() -> None:
+    listed = {e.name: e for e in belieflens.environments()}
+    assert set(listed) == set(belieflens.envs.names())
+    coin = listed["coin-flip"]
+    assert coin.doc and "turns" in {p.name for p in coin.params} and coin.counts is None
+    assert any(e.counts is not None for e in listed.values())  # the revealed-belief grids
+
+
+def test_models_lists_the_embedded_models() -> None:
+    assert "smollm2-135m" in {m.name for m in belieflens.models()}
+
+
+@pytest.mark.parametrize("call", ["analyze", "compare_report"])
+def test_debias_is_checked_by_the_facade(call: str, tmp_path: Path) -> None:
+    f = tmp_path / "x.h5"
+    with pytest.raises(ParameterError, match="'--debias' = 'median'"):
+        if call == "analyze":
+            api.analyze(f, debias="median")  # type: ignore[arg-type]
+        else:
+            api.compare_report([f, f], debias="median")  # type: ignore[arg-type]

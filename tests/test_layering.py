@@ -9,7 +9,10 @@ fails on
 2. a cycle between top-level subpackages,
 3. an import against :data:`LAYERS` (a name may import only names of lower layers, or
    itself); a subpackage never imports the root package ``belieflens``, whose
-   ``__init__`` imports the whole API.
+   ``__init__`` imports the whole API;
+4. an import by ``cli/`` of anything of the package but the facade (``belieflens``,
+   ``belieflens.api``), ``belieflens.errors`` and ``belieflens.types``
+   (:data:`CLI_MAY_IMPORT`).
 """
 
 from __future__ import annotations
@@ -315,3 +318,43 @@ def test_checker_refuses_the_root_below_the_api_and_unknown_subpackages(tmp_path
     assert r.undeclared == ["pkg.misc: declare it in LAYERS"]
     # the api module is the root's layer: importing analysis from it is fine
     assert not any(v.startswith(f"{pkg / 'api.py'}") for v in r.layer_violations)
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+CLI_MAY_IMPORT: tuple[str, ...] = (ROOT, f"{ROOT}.api", f"{ROOT}.errors", f"{ROOT}.types")
+"""What of the package ``cli/`` may import besides itself: the facade (the root package and
+:mod:`belieflens.api`), the error types and the option sets."""
+
+
+def cli_imports(package_dir: Path, package: str) -> list[str]:
+    """``file:line: module`` for each import of the package by ``cli/`` that is not of
+    :data:`CLI_MAY_IMPORT` (with ``package`` for ``belieflens``) or of ``cli`` itself."""
+    allowed = {name.replace(ROOT, package, 1) for name in CLI_MAY_IMPORT}
+    cli = f"{package}.cli"
+    bad = []
+    for e in imports(package_dir, package):
+        if e.src.startswith(cli) and e.dst not in allowed and not e.dst.startswith(cli):
+            bad.append(f"{e.file}:{e.line}: {e.dst}")
+    return sorted(set(bad))
+
+
+def test_the_cli_imports_only_the_facade() -> None:
+    bad = cli_imports(PACKAGE_DIR, ROOT)
+    assert not bad, "cli/ imports past the facade (belieflens, belieflens.api, errors, " \
+        "types):\n" + "\n".join(bad)
+
+
+def test_the_cli_rule_sees_a_synthetic_import_past_the_facade(tmp_path: Path) -> None:
+    empty = ("__init__", "errors", "types", "store/__init__", "store/x", "cli/__init__")
+    files = {f"pkg/{name}.py": "" for name in empty}
+    files["pkg/api.py"] = "from pkg.store import x\n"
+    files["pkg/cli/options.py"] = "from pkg.errors import E\n"
+    files["pkg/cli/main.py"] = (
+        "import pkg\nfrom pkg import api, errors\nfrom pkg.types import T\nfrom . import options\n"
+        "def f() -> None:\n    from pkg.store.x import y\n"
+    )
+    pkg = _write(tmp_path, files)
+    bad = cli_imports(pkg, "pkg")
+    assert len(bad) == 1 and bad[0].endswith("main.py:6: pkg.store.x")

@@ -1,10 +1,10 @@
 """``belieflens intervene patch | steer | erase STUDY.h5 --out RESULT.h5``: one library call each.
 
-Each command parses its options, calls one function of :mod:`belieflens.interventions`
-(:func:`~belieflens.interventions.patch`, :func:`~belieflens.interventions.steer`,
-:func:`~belieflens.interventions.erase`) and prints the file written. Every user error
-prints one line ``error: ...`` to stderr and exits with code 2; nothing is written.
-``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.report.interventions.report`).
+Each command parses its options into the intervention's options record and a
+:class:`~belieflens.interventions.study.Selection`, makes one call of
+:func:`belieflens.api.intervene` and prints the file written. Every user error prints one
+line ``error: ...`` to stderr and exits with code 2; nothing is written.
+``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.api.analyze`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,22 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from belieflens.api import DEVICE_NAMES
-from belieflens.api import choice as _choice
-from belieflens.errors import BeliefLensError, ParameterError
-from belieflens.interventions.erase import ERASE_AT, EraseOptions, erase
-from belieflens.interventions.pairs import POSITION_SETS, PositionSet, parse_pair
-from belieflens.interventions.patch import PatchOptions, patch
-from belieflens.interventions.steer import (
+from belieflens.api import (
     DEFAULT_ALPHAS,
-    STEER_AT,
+    POSITION_SETS,
+    EraseAt,
+    EraseOptions,
+    PatchOptions,
+    PositionSet,
     Selection,
+    SteerAt,
     SteerOptions,
-    steer,
+    intervene,
+    parse_pair,
 )
+from belieflens.cli.options import Device, Overwrite, one_line_errors, wrote
+from belieflens.errors import ParameterError, choice
+from belieflens.types import DeviceName
 
 T = TypeVar("T")
 
@@ -35,11 +38,6 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Causal tests of where a belief lives: patch, steer and erase a study's read-outs.",
 )
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def parse_layers(text: str | None) -> tuple[int, ...] | None:
@@ -70,16 +68,8 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 
 def parse_positions(text: str) -> tuple[PositionSet, ...]:
     """``--positions``: comma-separated position sets."""
-    out: list[PositionSet] = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        for s in POSITION_SETS:
-            if s == part:
-                out.append(s)
-                break
-        else:
-            raise ParameterError(f"option '--positions' = {part!r} is not allowed: one of "
-                                 + ", ".join(POSITION_SETS))
-    return tuple(out)
+    return tuple(choice("--positions", p.strip(), POSITION_SETS)
+                 for p in text.split(",") if p.strip())
 
 
 def _progress(quiet: bool, what: str) -> Callable[[int, int], None] | None:
@@ -103,15 +93,25 @@ Probes = Annotated[list[str] | None, typer.Option("--probe", help="only this pro
 Deliveries = Annotated[list[str] | None, typer.Option("--delivery", help="only this delivery")]
 Episodes = Annotated[list[int] | None, typer.Option("--episode", help="only this episode")]
 BatchSize = Annotated[int, typer.Option(help="read-outs (or pairs) per batch")]
-Overwrite = Annotated[bool, typer.Option("--overwrite", help="replace an existing file")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines")]
 Seed = Annotated[int, typer.Option(help="seed of the folds and random control directions")]
 Folds = Annotated[int, typer.Option("--folds", help="cross-validation folds (by episode)")]
-Device = Annotated[str, typer.Option(help="cpu, cuda or auto")]
 
 
 def _tuple(values: list[T] | None) -> tuple[T, ...] | None:
     return tuple(values) if values else None
+
+
+def _run(study: Path, out: Path, options: PatchOptions | SteerOptions | EraseOptions,
+         select: Selection, *, model: str | None, device: DeviceName, overwrite: bool,
+         quiet: bool) -> None:
+    """The intervention ``options`` on the read-outs ``select`` names; prints the file
+    written."""
+    what = "pairs" if isinstance(options, PatchOptions) else "read-outs"
+    with one_line_errors():
+        path = intervene(study, options, out=out, model=model, select=select,
+                         overwrite=overwrite, device=device, on_progress=_progress(quiet, what))
+    wrote(path)
 
 
 @app.command("patch")
@@ -136,18 +136,13 @@ def patch_cmd(
 ) -> None:
     """Interchange patching: each base read-out with its source's residual stream patched in,
     per layer and position set."""
-    try:
-        pairs = [parse_pair(p) for p in pair] if pair else None
-        options = PatchOptions(layers=parse_layers(layers), positions=parse_positions(positions),
-                               batch_pairs=batch_size)
-        path = patch(study, model, out, pairs=pairs, turns=_tuple(turn), probes=_tuple(probe),
-                     deliveries=_tuple(delivery), options=options, overwrite=overwrite,
-                     device=_choice("--device", device, DEVICE_NAMES),
-                     on_progress=_progress(quiet, "pairs"))
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(f"wrote {path}")
+    with one_line_errors():
+        options = PatchOptions(
+            layers=parse_layers(layers), positions=parse_positions(positions),
+            batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None)
+    select = Selection(turns=_tuple(turn), probes=_tuple(probe), deliveries=_tuple(delivery))
+    _run(study, out, options, select, model=model, device=device, overwrite=overwrite,
+         quiet=quiet)
 
 
 @app.command("steer")
@@ -164,9 +159,9 @@ def steer_cmd(
     delivery: Deliveries = None,
     episode: Episodes = None,
     folds: Folds = 5,
-    at: Annotated[str, typer.Option(help="add the vector at the answer position, or at every "
-                                    "position after the evidence (after-evidence)")
-                  ] = "answer",
+    at: Annotated[SteerAt, typer.Option(
+        parser=str, help="add the vector at the answer position, or at every position after "
+        "the evidence (after-evidence)")] = "answer",
     batch_size: BatchSize = 8,
     seed: Seed = 0,
     device: Device = "cpu",
@@ -175,19 +170,11 @@ def steer_cmd(
 ) -> None:
     """Steering: add alpha times the ridge probe's direction at the answer position (or every
     position after the evidence), per layer, against a random direction of equal norm."""
-    try:
-        select = Selection(turns=_tuple(turn), probes=_tuple(probe),
-                           deliveries=_tuple(delivery), episodes=_tuple(episode))
+    with one_line_errors():
         options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
-                               n_folds=folds, batch_size=batch_size, seed=seed,
-                               at=_choice("--at", at, STEER_AT))
-        path = steer(study, model, out, select=select, options=options, overwrite=overwrite,
-                     device=_choice("--device", device, DEVICE_NAMES),
-                     on_progress=_progress(quiet, "read-outs"))
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(f"wrote {path}")
+                               n_folds=folds, batch_size=batch_size, seed=seed, at=at)
+    _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
+         device=device, overwrite=overwrite, quiet=quiet)
 
 
 @app.command("erase")
@@ -201,8 +188,8 @@ def erase_cmd(
     delivery: Deliveries = None,
     episode: Episodes = None,
     folds: Folds = 5,
-    at: Annotated[str, typer.Option(help="apply the eraser at the answer position or all")
-                  ] = "answer",
+    at: Annotated[EraseAt, typer.Option(
+        parser=str, help="apply the eraser at the answer position or all")] = "answer",
     batch_size: BatchSize = 8,
     seed: Seed = 0,
     device: Device = "cpu",
@@ -211,16 +198,15 @@ def erase_cmd(
 ) -> None:
     """Erasure: LEACE of the oracle concept at the answer position, per layer (cross-fitted
     by episode), against a random subspace of equal rank."""
-    try:
-        select = Selection(turns=_tuple(turn), probes=_tuple(probe),
-                           deliveries=_tuple(delivery), episodes=_tuple(episode))
+    with one_line_errors():
         options = EraseOptions(layers=parse_layers(layers), n_folds=folds,
-                               batch_size=batch_size, seed=seed,
-                               at=_choice("--at", at, ERASE_AT))
-        path = erase(study, model, out, select=select, options=options, overwrite=overwrite,
-                     device=_choice("--device", device, DEVICE_NAMES),
-                     on_progress=_progress(quiet, "read-outs"))
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(f"wrote {path}")
+                               batch_size=batch_size, seed=seed, at=at)
+    _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
+         device=device, overwrite=overwrite, quiet=quiet)
+
+
+def _select(turn: list[int] | None, probe: list[str] | None, delivery: list[str] | None,
+            episode: list[int] | None) -> Selection:
+    """The read-outs the ``--turn``, ``--probe``, ``--delivery`` and ``--episode`` flags name."""
+    return Selection(turns=_tuple(turn), probes=_tuple(probe), deliveries=_tuple(delivery),
+                     episodes=_tuple(episode))

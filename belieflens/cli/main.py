@@ -1,39 +1,47 @@
 """The ``belieflens`` command line: one command, one library call.
 
-Each command parses its options (strings into the typed option sets of
-:mod:`belieflens.types`), makes one call of :mod:`belieflens.api` (or
-:func:`belieflens.report.study.analyze`, :mod:`belieflens.store.info`) and prints.
-Every user error (bad parameter, unknown model, unreadable file) prints one
-line ``error: ...`` to stderr and exits with code 2; no traceback.
+Each command parses its options, makes one call of the facade (:mod:`belieflens.api`, the only
+part of the package the CLI imports besides :mod:`belieflens.errors` and
+:mod:`belieflens.types`) and prints. The library checks every option, once; every user error
+(bad parameter, unknown model, unreadable file) prints one line ``error: ...`` to stderr and
+exits with code 2; no traceback.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from belieflens import api
 from belieflens.api import (
-    DEVICE_NAMES,
-    DTYPE_NAMES,
-    KERNEL_NAMES,
-    PADDING_SIDES,
-    STORE_DTYPE_NAMES,
+    DEFAULT_MODEL,
+    Analysis,
     ExtractEvent,
+    ExtractOptions,
+    GenerationRecord,
     LensEvent,
     ModelLoaded,
     PositionsCollected,
-    train_lens,
+    environments,
+    limit_arenas,
+    parse_assignments,
 )
-from belieflens.api import choice as _choice
-from belieflens.api import extract as run_extract
 from belieflens.cli.intervene import app as intervene_app
-from belieflens.errors import BeliefLensError, ParameterError
-from belieflens.heap import limit_arenas
-from belieflens.run.generation_log import GenerationRecord
-from belieflens.types import DEBIAS_METHODS
+from belieflens.cli.options import (
+    Debias,
+    Device,
+    Model,
+    NoProbes,
+    Overwrite,
+    ProbeSeed,
+    Threads,
+    one_line_errors,
+    wrote,
+)
+from belieflens.types import DTypeName, KernelName, PaddingSide, StoreDTypeName
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -46,91 +54,85 @@ app = typer.Typer(
 )
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
 @app.command()
 def envs() -> None:
     """List environments with their parameters, types and defaults."""
-    from belieflens import envs as registry
-    from belieflens.envs.revealed.counts import counts_line
-
-    for name in registry.names():
-        doc, params = registry.describe(name)
-        typer.echo(f"{name}: {doc}")
-        for p in params:
+    for env in environments():
+        typer.echo(f"{env.name}: {env.doc}")
+        for p in env.params:
             typer.echo(f"    {p.name} ({p.type}, default {p.default!r}): {p.help}")
-        line = counts_line(name, registry.get(name))
-        if line is not None:
-            typer.echo(f"    {line}")
+        if env.counts is not None:
+            typer.echo(f"    {env.counts}")
         typer.echo("")
+
+
+EnvName = Annotated[str, typer.Argument(help="environment name (see `belieflens envs`)")]
+CacheOut = Annotated[Path, typer.Option(
+    "--out", help="cache file to write (.h5); with --cluster, a study directory")]
+Assignments = Annotated[
+    list[str] | None, typer.Option("--set", help="environment parameter NAME=VALUE")]
+Simulator = Annotated[str | None, typer.Option(
+    help="model that plays the user under active engagement (embedded name, HF id, folder or "
+    ".gguf; default: --model)")]
+Episodes = Annotated[int, typer.Option(help="number of episodes")]
+Seed = Annotated[int, typer.Option(help="random seed of the environment")]
+DType = Annotated[DTypeName, typer.Option(parser=str, help="float32, bfloat16 or float16")]
+Kernels = Annotated[KernelName, typer.Option(
+    parser=str, help="CPU linear kernels: auto (oneDNN on a non-Intel CPU if it passes a check "
+    "at load), default or onednn; recorded in provenance")]
+BatchRows = Annotated[str, typer.Option(
+    help="max rows per forward batch, or auto (fit a memory budget)")]
+MaxTokens = Annotated[int, typer.Option(help="max padded tokens per batch")]
+RowTokens = Annotated[int, typer.Option(
+    help="pack shared-prefix edges into rows of up to N tokens under a tree mask (fewer "
+    "forward calls; 0 = one edge per row)")]
+Padding = Annotated[PaddingSide, typer.Option(parser=str, help="padding side: right or left")]
+SaveLogits = Annotated[bool, typer.Option(
+    "--save-logits", help="also store full next-token log-probs")]
+ResidDType = Annotated[StoreDTypeName, typer.Option(
+    parser=str, help="residual storage dtype: float32 or float16 (lossy)")]
+NoBar = Annotated[bool, typer.Option("--quiet", help="no progress bar")]
+ContResid = Annotated[bool, typer.Option(
+    "--cont-resid", help="store residuals at multi-token continuation positions (for the "
+    "multi-token lens; large)")]
+NoPrefixReuse = Annotated[bool, typer.Option(
+    "--no-prefix-reuse", help="run every query on its full prompt")]
+Window = Annotated[int, typer.Option(
+    help="queries per written window (the resume unit; shards are runs of whole windows)")]
+ExtractCluster = Annotated[str | None, typer.Option(
+    help="run on Dask: local[:N] (N worker processes), tcp://HOST:PORT or "
+    "PATH/scheduler.json; --out is then a study directory of shard files")]
+ShardEpisodes = Annotated[int, typer.Option(
+    help="with --cluster: about K episodes per shard, rounded to whole windows (0 = about "
+    "three shards per worker)")]
 
 
 @app.command()
 def extract(
-    env: Annotated[str, typer.Argument(help="environment name (see `belieflens envs`)")],
-    out: Annotated[Path, typer.Option(
-        "--out", help="cache file to write (.h5); with --cluster, a study directory")],
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="environment parameter NAME=VALUE")
-    ] = None,
-    model: Annotated[str, typer.Option(help="embedded name, HF id, folder or .gguf")] = (
-        "smollm2-135m"
-    ),
-    simulator: Annotated[
-        str | None, typer.Option(help="model that plays the user under active engagement "
-                                 "(embedded name, HF id, folder or .gguf; default: --model)")
-    ] = None,
-    episodes: Annotated[int, typer.Option(help="number of episodes")] = 4,
-    seed: Annotated[int, typer.Option(help="random seed of the environment")] = 0,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
-    dtype: Annotated[str, typer.Option(help="float32, bfloat16 or float16")] = "float32",
-    kernels: Annotated[
-        str, typer.Option(help="CPU linear kernels: auto (oneDNN on a non-Intel CPU if it passes "
-                          "a check at load), default or onednn; recorded in provenance")
-    ] = "auto",
-    batch_size: Annotated[
-        str, typer.Option(help="max rows per forward batch, or auto (fit a memory budget)")
-    ] = "16",
-    max_tokens: Annotated[int, typer.Option(help="max padded tokens per batch")] = 8192,
-    row_tokens: Annotated[
-        int, typer.Option(help="pack shared-prefix edges into rows of up to N tokens under a "
-                          "tree mask (fewer forward calls; 0 = one edge per row)")
-    ] = 128,
-    threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
-    padding: Annotated[str, typer.Option(help="padding side: right or left")] = "right",
-    save_logits: Annotated[
-        bool, typer.Option("--save-logits", help="also store full next-token log-probs")
-    ] = False,
-    resid_dtype: Annotated[
-        str, typer.Option(help="residual storage dtype: float32 or float16 (lossy)")
-    ] = "float32",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing file")] = (
-        False
-    ),
-    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
-    cont_resid: Annotated[
-        bool, typer.Option("--cont-resid", help="store residuals at multi-token continuation "
-                           "positions (for the multi-token lens; large)")
-    ] = False,
-    no_prefix_reuse: Annotated[
-        bool, typer.Option("--no-prefix-reuse", help="run every query on its full prompt")
-    ] = False,
-    window: Annotated[
-        int, typer.Option(help="queries per written window (the resume unit; shards are "
-                          "runs of whole windows)")
-    ] = 1024,
-    cluster: Annotated[
-        str | None, typer.Option(help="run on Dask: local[:N] (N worker processes), "
-                                 "tcp://HOST:PORT or PATH/scheduler.json; --out is then a "
-                                 "study directory of shard files")
-    ] = None,
-    shard_episodes: Annotated[
-        int, typer.Option(help="with --cluster: about K episodes per shard, rounded to whole "
-                          "windows (0 = about three shards per worker)")
-    ] = 0,
+    env: EnvName,
+    out: CacheOut,
+    set_: Assignments = None,
+    model: Model = DEFAULT_MODEL,
+    simulator: Simulator = None,
+    episodes: Episodes = 4,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    dtype: DType = "float32",
+    kernels: Kernels = "auto",
+    batch_size: BatchRows = "16",
+    max_tokens: MaxTokens = 8192,
+    row_tokens: RowTokens = 128,
+    threads: Threads = 0,
+    padding: Padding = "right",
+    save_logits: SaveLogits = False,
+    resid_dtype: ResidDType = "float32",
+    overwrite: Overwrite = False,
+    quiet: NoBar = False,
+    cont_resid: ContResid = False,
+    no_prefix_reuse: NoPrefixReuse = False,
+    window: Window = 1024,
+    cluster: ExtractCluster = None,
+    shard_episodes: ShardEpisodes = 0,
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
@@ -138,42 +140,21 @@ def extract(
     ``--cluster``, shards of the study run as Dask tasks into the study directory OUT;
     rerunning the same command resumes it.
     """
-    from belieflens.episodes.params import parse_assignments
-
-    try:
-        device_ = _choice("--device", device, DEVICE_NAMES)
-        dtype_ = _choice("--dtype", dtype, DTYPE_NAMES)
-        kernels_ = _choice("--kernels", kernels, KERNEL_NAMES)
-        padding_ = _choice("--padding", padding, PADDING_SIDES)
-        resid_dtype_ = _choice("--resid-dtype", resid_dtype, STORE_DTYPE_NAMES)
-        rows = _batch_size(batch_size)
+    with one_line_errors():
+        options = ExtractOptions.of(
+            episodes=episodes, seed=seed, batch_size=batch_size, max_tokens=max_tokens,
+            row_tokens=row_tokens, threads=threads, padding=padding, save_logits=save_logits,
+            resid_dtype=resid_dtype, cont_resid=cont_resid, prefix_reuse=not no_prefix_reuse,
+            window=window,
+        )
         params = parse_assignments(set_ or [])
         with _ExtractReport(out, quiet) as report:
-            path = run_extract(
-                env, out=out, params=params, model=model, simulator=simulator,
-                episodes=episodes, seed=seed, device=device_, dtype=dtype_, kernels=kernels_,
-                batch_size=rows, max_tokens=max_tokens, row_tokens=row_tokens, threads=threads,
-                padding=padding_,
-                save_logits=save_logits, resid_dtype=resid_dtype_, cont_resid=cont_resid,
-                prefix_reuse=not no_prefix_reuse, window=window, overwrite=overwrite,
+            path = api.extract(
+                env, out=out, params=params, model=model, simulator=simulator, options=options,
+                device=device, dtype=dtype, kernels=kernels, overwrite=overwrite,
                 on_event=report, client=cluster, shard_episodes=shard_episodes,
             )
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(f"wrote {path}")
-
-
-def _batch_size(value: str) -> int | Literal["auto"]:
-    """``--batch-size``: a whole number (the library checks it is >= 1), or ``auto``."""
-    if value == "auto":
-        return "auto"
-    try:
-        return int(value)
-    except ValueError:
-        raise ParameterError(
-            f"option '--batch-size' = {value} is not allowed: >= 1, or auto"
-        ) from None
+    wrote(path)
 
 
 class _ExtractReport:
@@ -242,37 +223,35 @@ class _ExtractReport:
         bar.update(task, completed=event.done, total=event.total, tps=tps)
 
 
+def _print(result: Analysis) -> None:
+    """An analysis's text, then each file it wrote."""
+    typer.echo(result.text)
+    for f in result.files:
+        wrote(f)
+
+
 @app.command()
 def analyze(
     file: Annotated[Path, typer.Argument(help="cache file written by `belieflens extract`")],
     out: Annotated[Path | None, typer.Option("--out", help="folder for PNGs and report.md")] = (
         None
     ),
-    debias: Annotated[str, typer.Option(help="geometric or arithmetic")] = "geometric",
+    debias: Debias = "geometric",
     lens: Annotated[
         str | None, typer.Option("--lens", help="tuned:DIR, a lens from `belieflens lens train`")
     ] = None,
-    no_probes: Annotated[
-        bool, typer.Option("--no-probes", help="skip the per-layer linear probes")
-    ] = False,
-    seed: Annotated[int, typer.Option(help="seed of the probes' cross-validation folds")] = 0,
+    no_probes: NoProbes = False,
+    seed: ProbeSeed = 0,
     cluster: Annotated[
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
     ] = None,
 ) -> None:
     """Print belief tables; with --out, write plots and a Markdown report."""
-    from belieflens.api import analyze as run
-
-    try:
-        result = run(file, out, debias=_choice("--debias", debias, DEBIAS_METHODS), lens=lens,
-                     probes=not no_probes, seed=seed, cluster=cluster)
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(result.text)
-    for f in result.files:
-        typer.echo(f"wrote {f}")
+    with one_line_errors():
+        result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
+                             seed=seed, client=cluster)
+    _print(result)
 
 
 @app.command()
@@ -281,33 +260,21 @@ def compare(
         help="cache files (or study directories) of one study from different models")],
     out: Annotated[Path | None, typer.Option(
         "--out", help="folder for the figures, compare.md and compare.nc")] = None,
-    debias: Annotated[str, typer.Option(help="geometric or arithmetic")] = "geometric",
-    no_probes: Annotated[
-        bool, typer.Option("--no-probes", help="skip the per-layer linear probes")
-    ] = False,
-    seed: Annotated[int, typer.Option(help="seed of the probes' cross-validation folds")] = 0,
+    debias: Debias = "geometric",
+    no_probes: NoProbes = False,
+    seed: ProbeSeed = 0,
 ) -> None:
     """Compare models on one study, layers aligned by relative depth: tables to stdout; with
     --out, figures, a Markdown report and the Dataset (compare.nc)."""
-    from belieflens.report.compare import compare_report
-
-    try:
-        result = compare_report(files, out, method=_choice("--debias", debias, DEBIAS_METHODS),
-                                probes=not no_probes, seed=seed)
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(result.text)
-    for f in result.files:
-        typer.echo(f"wrote {f}")
+    with one_line_errors():
+        result = api.compare_report(files, out, debias=debias, probes=not no_probes, seed=seed)
+    _print(result)
 
 
 @app.command()
 def models() -> None:
     """List the embedded model names: size, layers, installed or not (and how to install)."""
-    from belieflens.model.load import catalogue
-
-    rows = catalogue()
+    rows = api.models()
     typer.echo(f"{'name':<20} {'blocks':>6} {'GGUF':>9}  {'installed':<10} {'weights cached':<15}"
                " model")
     for m in rows:
@@ -330,9 +297,7 @@ app.add_typer(intervene_app, name="intervene")
 @lens_app.command("train")
 def lens_train(
     out: Annotated[Path, typer.Option("--out", help="folder to write the lens into")],
-    model: Annotated[str, typer.Option(help="embedded name, HF id, folder or .gguf")] = (
-        "smollm2-135m"
-    ),
+    model: Model = DEFAULT_MODEL,
     envs_: Annotated[
         str, typer.Option("--envs", help="comma-separated environments supplying contexts")
     ] = "coin-flip,dice,coins,preference,recommender,medical-triage",
@@ -345,8 +310,8 @@ def lens_train(
                           "(0 = full vocabulary, slower)")
     ] = 256,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto")] = "cpu",
-    threads: Annotated[int, typer.Option(help="CPU threads (0 = torch default)")] = 0,
+    device: Device = "cpu",
+    threads: Threads = 0,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing lens")] = (
         False
     ),
@@ -356,16 +321,13 @@ def lens_train(
         if isinstance(event, PositionsCollected):
             typer.echo(f"{event.positions} positions from {event.contexts} contexts", err=True)
 
-    try:
-        result = train_lens(
+    with one_line_errors():
+        result = api.train_lens(
             out, model=model, envs=[e.strip() for e in envs_.split(",") if e.strip()],
             contexts=contexts, per_context=per_context, epochs=epochs, lr=lr,
-            vocab_top=vocab_top, seed=seed, device=_choice("--device", device, DEVICE_NAMES),
-            threads=threads, overwrite=overwrite, on_event=report,
+            vocab_top=vocab_top, seed=seed, device=device, threads=threads,
+            overwrite=overwrite, on_event=report,
         )
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
     typer.echo("held-out KL(final || lens) per layer, nats (logit lens -> tuned lens):")
     for layer, (a, b) in enumerate(zip(result.kl_logit, result.kl_tuned, strict=True)):
         typer.echo(f"  layer {layer:>3}: {a:8.3f} -> {b:8.3f}")
@@ -376,19 +338,12 @@ def lens_train(
 def merge(
     directory: Annotated[Path, typer.Argument(help="study directory (extract --cluster)")],
     out: Annotated[Path, typer.Argument(help="cache file to write (.h5)")],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing file")] = (
-        False
-    ),
+    overwrite: Overwrite = False,
 ) -> None:
     """Write the single cache file one process would have written from a study directory."""
-    from belieflens.store.study import merge as run
-
-    try:
-        path = run(directory, out, overwrite=overwrite)
-    except BeliefLensError as e:
-        _fail(str(e))
-        return
-    typer.echo(f"wrote {path}")
+    with one_line_errors():
+        path = api.merge(directory, out, overwrite=overwrite)
+    wrote(path)
 
 
 @app.command()
@@ -404,15 +359,9 @@ def info(
     ] = False,
 ) -> None:
     """Print a cache file's provenance, dimensions and sizes."""
-    from belieflens.store import info as cache_info
     if verify:
-        from belieflens.store.verify import verify as check
-
-        try:
-            problems = check(file)
-        except BeliefLensError as e:  # damaged chunks: one line, exit 2
-            _fail(str(e))
-            return
+        with one_line_errors():  # damaged chunks: one line, exit 2
+            problems = api.verify(file)
         for line in problems:
             typer.echo(f"problem: {line}")
         if problems:
@@ -420,13 +369,8 @@ def info(
         typer.echo(f"ok: {file} passed every consistency check")
         if not rerun_command:
             return
-    try:
-        if rerun_command:
-            typer.echo(cache_info.rerun_command(file))
-        else:
-            typer.echo(cache_info.describe(file))
-    except BeliefLensError as e:
-        _fail(str(e))
+    with one_line_errors():
+        typer.echo(api.rerun_command(file) if rerun_command else api.info(file))
 
 
 def main() -> None:

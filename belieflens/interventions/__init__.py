@@ -2,39 +2,62 @@
 
 Each intervention re-runs a study file's own read-outs (:mod:`belieflens.interventions.study`)
 through its model with the residual stream edited at one layer, and writes a result file
-that opens with plain xarray (:mod:`belieflens.interventions.results`):
+that opens with plain xarray (:mod:`belieflens.interventions.results`). Its options record
+says which (:func:`intervene` runs any of them; :func:`belieflens.patch`,
+:func:`belieflens.steer` and :func:`belieflens.erase` name each):
 
-- :func:`patch`: the source read-out's residual patched into the base run over a position
-  set (``patched_logprob[pair, layer, positions, option]``);
-- :func:`steer`: α times the ridge probe's direction added at the answer position
+- :class:`PatchOptions`: the source read-out's residual patched into the base run over a
+  position set (``patched_logprob[pair, layer, positions, option]``);
+- :class:`SteerOptions`: α times the ridge probe's direction added at the answer position
   (``steered_logprob[query, layer, alpha, option]``), against random directions;
-- :func:`erase`: LEACE erasure of the oracle concept at the answer position
+- :class:`EraseOptions`: LEACE erasure of the oracle concept at the answer position
   (``erased_logprob[query, layer, option]``), against a random subspace of equal rank.
 
-:func:`belieflens.report.interventions.report` turns a result file into tables, heatmaps
-and a Markdown section.
+A :class:`Selection` names the read-outs to run. :func:`belieflens.report.interventions.report`
+turns a result file into tables, heatmaps and a Markdown section.
 """
 
-from belieflens.interventions.erase import EraseOptions, erase, erase_logprobs
-from belieflens.interventions.pairs import POSITION_SETS, Pair, PositionSet, pair_instances
-from belieflens.interventions.patch import PatchOptions, patch, patch_logprobs
-from belieflens.interventions.steer import SteerOptions, steer, steer_logprobs
-from belieflens.interventions.study import Study, read_study
+from belieflens.interventions.erase import ERASE_AT, EraseAt, EraseOptions, erase_logprobs
+from belieflens.interventions.pairs import (
+    POSITION_SETS,
+    Pair,
+    PositionSet,
+    pair_instances,
+    parse_pair,
+)
+from belieflens.interventions.patch import PatchOptions, patch_logprobs
+from belieflens.interventions.run import Intervention, Plan, RunKeywords, intervene
+from belieflens.interventions.steer import (
+    DEFAULT_ALPHAS,
+    STEER_AT,
+    SteerAt,
+    SteerOptions,
+    steer_logprobs,
+)
+from belieflens.interventions.study import Selection, Study, read_study
 
 __all__ = [
+    "DEFAULT_ALPHAS",
+    "ERASE_AT",
     "POSITION_SETS",
+    "STEER_AT",
+    "EraseAt",
     "EraseOptions",
+    "Intervention",
     "Pair",
     "PatchOptions",
+    "Plan",
     "PositionSet",
+    "RunKeywords",
+    "Selection",
+    "SteerAt",
     "SteerOptions",
     "Study",
-    "erase",
     "erase_logprobs",
+    "intervene",
     "pair_instances",
-    "patch",
+    "parse_pair",
     "patch_logprobs",
     "read_study",
-    "steer",
     "steer_logprobs",
 ]

@@ -19,17 +19,15 @@ of each read-out, and per layer ``eraser_rank``, ``probe_r2_clean`` and ``probe_
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 import numpy as np
 import xarray as xr
 
 from belieflens.dims import LAYER, OPTION, QUERY
-from belieflens.errors import ParameterError
+from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.directions import (
     Eraser,
     episode_folds,
@@ -38,18 +36,17 @@ from belieflens.interventions.directions import (
     random_eraser,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
-from belieflens.interventions.model import layer_list, run_to_file
-from belieflens.interventions.results import check_out
-from belieflens.interventions.steer import Selection
+from belieflens.interventions.model import layer_list
+from belieflens.interventions.run import Plan
 from belieflens.interventions.study import (
+    Selection,
     Study,
     oracle_mean,
-    read_study,
     study_resid,
     with_table,
 )
 from belieflens.model.load import LoadedModel
-from belieflens.types import DeviceName
+from belieflens.store.results import Kind
 
 EraseAt = Literal["answer", "all"]
 """Positions an eraser is applied at."""
@@ -59,7 +56,10 @@ ERASE_AT: tuple[EraseAt, ...] = get_args(EraseAt)
 
 @dataclass(frozen=True)
 class EraseOptions:
-    """How to erase: layers, folds (grouped by episode), batch size, seed."""
+    """How to erase: layers, folds (grouped by episode), batch size, seed, positions."""
+
+    kind: ClassVar[Kind] = "intervention-erase"
+    need: ClassVar[tuple[str, ...]] = ("resid",)
 
     layers: tuple[int, ...] | None = None
     n_folds: int = 5
@@ -69,10 +69,15 @@ class EraseOptions:
     """Where the eraser is applied: the answer position, or every position of the row."""
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ParameterError(f"option '--batch-size' = {self.batch_size} is not allowed: >= 1")
-        if self.n_folds < 2:
-            raise ParameterError(f"option '--folds' = {self.n_folds} is not allowed: >= 2")
+        at_least("--batch-size", self.batch_size, 1)
+        at_least("--folds", self.n_folds, 2)
+        choice("--at", self.at, ERASE_AT)
+
+    def plan(self, study: Study, select: Selection) -> Plan:
+        """Erase the concept from the selected read-outs (:func:`erase_logprobs`)."""
+        rows = select.rows(study)
+        return Plan({**asdict(self), **asdict(select)}, lambda model, progress: erase_logprobs(
+            model, study, rows, self, on_progress=progress))
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,32 +215,3 @@ def erase_logprobs(
 def _row_query(batch: RowBatch) -> np.ndarray:
     """The query of each row of ``batch``."""
     return np.array([r.query for r in batch.rows], dtype=np.int64)
-
-
-def erase(
-    study: str | os.PathLike[str],
-    model: LoadedModel | str | None,
-    out: str | os.PathLike[str],
-    *,
-    select: Selection | None = None,
-    options: EraseOptions = EraseOptions(),
-    overwrite: bool = False,
-    device: DeviceName = "cpu",
-    on_progress: Callable[[int, int], None] | None = None,
-) -> Path:
-    """Erase the oracle concept from a study's read-outs layer by layer and write ``out``.
-
-    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``),
-    loaded on ``device``.
-    Bad input raises one line and writes nothing.
-    """
-    path = Path(out)
-    check_out(path, overwrite)
-    st = read_study(Path(study), need=("resid",))
-    select = select or Selection()
-    rows = select.rows(st)
-    return run_to_file(
-        "intervention-erase", st, model, path, layers=options.layers, device=device,
-        settings={**asdict(options), **asdict(select)},
-        compute=lambda loaded: erase_logprobs(loaded, st, rows, options, on_progress=on_progress),
-    )

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, get_args
-
-import xarray as xr
+from collections.abc import Sequence
+from typing import get_args
 
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from belieflens.interventions.results import provenance, write_result
-from belieflens.interventions.study import Study, check_model
+from belieflens.interventions.study import Study
 from belieflens.model.load import LoadedModel, load, quiet_libraries, resolve
-from belieflens.store.results import Kind
 from belieflens.types import DeviceName, KernelName
 
 KERNELS: tuple[KernelName, ...] = get_args(KernelName)
@@ -58,27 +53,3 @@ def layer_list(layers: Sequence[int] | None, n_layers: int) -> tuple[int, ...]:
                 f"option '--layers' = {la} is not allowed: a layer in 0..{n_layers}"
             )
     return tuple(sorted(set(layers)))
-
-
-def run_to_file(
-    kind: Kind,
-    study: Study,
-    model: LoadedModel | str | None,
-    out: Path,
-    *,
-    layers: Sequence[int] | None,
-    device: DeviceName,
-    settings: Mapping[str, Any],
-    compute: Callable[[LoadedModel], xr.Dataset],
-) -> Path:
-    """The steps every intervention shares once its inputs are checked: the study's model
-    (:func:`model_for`, refused if its weights differ), the layers checked against it,
-    ``compute`` run on it with libraries quiet, and the result written to ``out`` with its
-    provenance (``settings``: the options that made it)."""
-    loaded = model_for(model, study, device=device)
-    check_model(study, loaded)
-    layer_list(layers, loaded.info.n_layers)
-    with quiet_libraries():
-        ds = compute(loaded)
-    ds.attrs.update(provenance(kind, study, loaded, settings))
-    return write_result(ds, out)

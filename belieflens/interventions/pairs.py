@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from belieflens.errors import ParameterError
 from belieflens.interventions.forward import RowBatch
-from belieflens.interventions.study import Study
+from belieflens.interventions.study import Selection, Study
 from belieflens.readouts.render import TokenizedQuery
 
 PositionSet = Literal["answer", "evidence", "all"]
@@ -95,27 +95,16 @@ def parse_pair(text: str) -> Pair:
         ) from None
 
 
-def pair_instances(
-    study: Study,
-    *,
-    turns: Sequence[int] | None = None,
-    probes: Sequence[str] | None = None,
-    deliveries: Sequence[str] | None = None,
-) -> list[Pair]:
-    """Aligned, differing pairs of whole probe instances (see the module docstring)."""
+def pair_instances(study: Study, select: Selection | None = None) -> list[Pair]:
+    """Aligned, differing pairs of whole probe instances among the read-outs ``select``
+    names (default: all; see the module docstring)."""
     t = study.table
     episode = np.asarray(t["episode"].values, dtype=np.int64)
     turn = np.asarray(t["turn"].values, dtype=np.int64)
     rotation = np.asarray(t["rotation"].values, dtype=np.int64)
     probe = np.asarray(t["probe"].values).astype(str)
     delivery = np.asarray(t["delivery"].values).astype(str)
-    keep = np.ones(study.n_query, dtype=bool)
-    if turns is not None:
-        keep &= np.isin(turn, list(turns))
-    if probes is not None:
-        keep &= np.isin(probe, list(probes))
-    if deliveries is not None:
-        keep &= np.isin(delivery, list(deliveries))
+    keep = (select or Selection()).mask(study)
     groups: dict[tuple[str, str, int], dict[int, dict[int, int]]] = {}
     for q in np.flatnonzero(keep):
         key = (str(delivery[q]), str(probe[q]), int(turn[q]))

@@ -11,7 +11,7 @@ hook that replaces the layer-``l`` residual
 (:func:`~belieflens.interventions.forward.run_replaced`): the same numbers, the reference
 ``bench/intervene.py`` compares against.
 
-The result (:func:`patch_logprobs`, written by :func:`patch`) has ``patched_logprob[pair,
+The result (:func:`patch_logprobs`, written by :func:`belieflens.patch`) has ``patched_logprob[pair,
 layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pair, option]``,
 ``base_query`` / ``source_query[pair]`` (indices into the study's ``query``),
 ``n_patched[pair, positions]`` and the base read-out's coordinates, outcomes and oracle
@@ -20,18 +20,17 @@ layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pai
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import xarray as xr
 
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
-from belieflens.errors import ParameterError
+from belieflens.errors import ParameterError, at_least
 from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
-from belieflens.interventions.model import layer_list, run_to_file
+from belieflens.interventions.model import layer_list
 from belieflens.interventions.pairs import (
     POSITION_SETS,
     Pair,
@@ -40,15 +39,18 @@ from belieflens.interventions.pairs import (
     pair_instances,
     position_masks,
 )
-from belieflens.interventions.results import check_out
-from belieflens.interventions.study import Study, read_study, with_table
+from belieflens.interventions.run import Plan
+from belieflens.interventions.study import Selection, Study, with_table
 from belieflens.model.load import LoadedModel
-from belieflens.types import DeviceName
+from belieflens.store.results import Kind
 
 
 @dataclass(frozen=True)
 class PatchOptions:
-    """How to patch: which layers and position sets, how many pairs per batch."""
+    """How to patch: which pairs, layers and position sets, how many pairs per batch."""
+
+    kind: ClassVar[Kind] = "intervention-patch"
+    need: ClassVar[tuple[str, ...]] = ()
 
     layers: tuple[int, ...] | None = None
     """Layers to patch (0 = embeddings .. L); ``None``: all."""
@@ -58,17 +60,32 @@ class PatchOptions:
     """Pairs run together (each costs residuals of every layer at every position, twice)."""
     reuse: bool = True
     """Run only blocks ``l..L-1`` on the patched residual (``False``: full forwards)."""
+    pairs: tuple[Pair, ...] | None = None
+    """Explicit (base, source) query pairs; ``None``:
+    :func:`~belieflens.interventions.pairs.pair_instances` over the selected read-outs."""
 
     def __post_init__(self) -> None:
-        if self.batch_pairs < 1:
-            raise ParameterError(
-                f"option '--batch-size' = {self.batch_pairs} is not allowed: >= 1"
-            )
+        at_least("--batch-size", self.batch_pairs, 1)
         if not self.positions:
             raise ParameterError("option '--positions' is empty: name at least one of "
                                  + ", ".join(POSITION_SETS))
         if self.layers is not None and not self.layers:
             raise ParameterError("option '--layers' is empty")
+
+    def plan(self, study: Study, select: Selection) -> Plan:
+        """Patch the explicit pairs, or pairs of the selected read-outs' probe instances
+        (episodes pair with each other, so ``select`` may not name them); the provenance
+        keeps today's ``option_*`` attributes (turns, probes, deliveries, explicit_pairs)."""
+        if select.episodes is not None:
+            raise ParameterError("patch pairs episodes with each other: select its read-outs "
+                                 "by turn, probe and delivery, or pass explicit pairs")
+        chosen = list(self.pairs) if self.pairs is not None else pair_instances(study, select)
+        check_aligned(study, chosen)
+        settings = {k: v for k, v in asdict(self).items() if k != "pairs"}
+        settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
+                        explicit_pairs=self.pairs is not None)
+        return Plan(settings, lambda model, progress: patch_logprobs(
+            model, study, chosen, self, on_progress=progress))
 
 
 def patch_logprobs(
@@ -163,41 +180,3 @@ def _dataset(study: Study, pairs: Sequence[Pair], layers: Sequence[int],
         "answer: the answer position; evidence: context positions where base and source "
         "tokens differ; all: every position")
     return ds
-
-
-def patch(
-    study: str | os.PathLike[str],
-    model: LoadedModel | str | None,
-    out: str | os.PathLike[str],
-    *,
-    pairs: Sequence[Pair] | None = None,
-    turns: Sequence[int] | None = None,
-    probes: Sequence[str] | None = None,
-    deliveries: Sequence[str] | None = None,
-    options: PatchOptions = PatchOptions(),
-    overwrite: bool = False,
-    device: DeviceName = "cpu",
-    on_progress: Callable[[int, int], None] | None = None,
-) -> Path:
-    """Interchange-patch a study's read-outs and write the result file ``out``.
-
-    ``model``: the study's model (loaded on ``device`` unless given loaded), or a ``--model``
-    spec (``None``: the study's own ``model_spec``); a model with other weights is refused.
-    ``pairs``: explicit (base, source) query pairs, else
-    :func:`~belieflens.interventions.pairs.pair_instances` over the ``turns``, ``probes`` and
-    ``deliveries`` given. Every input is checked before the
-    model loads; bad input raises one line and writes nothing.
-    """
-    path = Path(out)
-    check_out(path, overwrite)
-    st = read_study(Path(study))
-    chosen = list(pairs) if pairs is not None else pair_instances(
-        st, turns=turns, probes=probes, deliveries=deliveries)
-    check_aligned(st, chosen)
-    return run_to_file(
-        "intervention-patch", st, model, path, layers=options.layers, device=device,
-        settings={**asdict(options), "turns": turns, "probes": probes,
-                  "deliveries": deliveries, "explicit_pairs": pairs is not None},
-        compute=lambda loaded: patch_logprobs(loaded, st, chosen, options,
-                                              on_progress=on_progress),
-    )

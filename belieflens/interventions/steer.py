@@ -23,30 +23,28 @@ read-outs' coordinates, outcomes and oracle.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 import xarray as xr
 
 from belieflens.dims import ALPHA, D_MODEL, LAYER, OPTION, QUERY
-from belieflens.errors import ParameterError
+from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.directions import Direction, probe_direction, random_unit
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
-from belieflens.interventions.model import layer_list, run_to_file
-from belieflens.interventions.results import check_out
+from belieflens.interventions.model import layer_list
+from belieflens.interventions.run import Plan
 from belieflens.interventions.study import (
+    Selection,
     Study,
     oracle_mean,
-    read_study,
     study_resid,
     with_table,
 )
 from belieflens.model.load import LoadedModel
-from belieflens.types import DeviceName
+from belieflens.store.results import Kind
 
 SteerAt = Literal["answer", "after-evidence"]
 """Positions the steering vector is added at."""
@@ -58,34 +56,11 @@ DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 
 
 @dataclass(frozen=True)
-class Selection:
-    """Which read-outs of a study an intervention runs on (``None``: all)."""
-
-    turns: tuple[int, ...] | None = None
-    probes: tuple[str, ...] | None = None
-    deliveries: tuple[str, ...] | None = None
-    episodes: tuple[int, ...] | None = None
-
-    def rows(self, study: Study) -> np.ndarray:
-        """Study query indices selected, in study order; one line if none is."""
-        t = study.table
-        keep = np.ones(study.n_query, dtype=bool)
-        for name, allowed in (("turn", self.turns), ("probe", self.probes),
-                              ("delivery", self.deliveries), ("episode", self.episodes)):
-            if allowed is not None:
-                values = np.asarray(t[name].values)
-                keep &= np.isin(values.astype(str) if values.dtype.kind in "OUS" else values,
-                                np.asarray(list(allowed)))
-        rows = np.flatnonzero(keep)
-        if rows.size == 0:
-            raise ParameterError("the selection (--turn, --probe, --delivery, --episode) "
-                                 "holds no read-out of the study")
-        return rows
-
-
-@dataclass(frozen=True)
 class SteerOptions:
-    """How to steer: layers, strengths, folds of the probe, batch size, seed."""
+    """How to steer: layers, strengths, folds of the probe, batch size, seed, positions."""
+
+    kind: ClassVar[Kind] = "intervention-steer"
+    need: ClassVar[tuple[str, ...]] = ("resid",)
 
     layers: tuple[int, ...] | None = None
     alphas: tuple[float, ...] = DEFAULT_ALPHAS
@@ -96,15 +71,17 @@ class SteerOptions:
     at: SteerAt = "answer"
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ParameterError(f"option '--batch-size' = {self.batch_size} is not allowed: >= 1")
-        if self.at not in STEER_AT:
-            raise ParameterError(f"option '--at' = {self.at!r} is not allowed: choose one of "
-                                 + ", ".join(STEER_AT))
+        at_least("--batch-size", self.batch_size, 1)
+        choice("--at", self.at, STEER_AT)
         if not self.alphas:
             raise ParameterError("option '--alphas' is empty")
-        if self.n_folds < 2:
-            raise ParameterError(f"option '--folds' = {self.n_folds} is not allowed: >= 2")
+        at_least("--folds", self.n_folds, 2)
+
+    def plan(self, study: Study, select: Selection) -> Plan:
+        """Steer the selected read-outs (:func:`steer_logprobs`)."""
+        rows = select.rows(study)
+        return Plan({**asdict(self), **asdict(select)}, lambda model, progress: steer_logprobs(
+            model, study, rows, self, on_progress=progress))
 
 
 def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
@@ -234,32 +211,3 @@ def steer_logprobs(
     ds["control_logprob"].attrs["description"] = (
         "log P(option) with alpha * resid_std * control_direction (random) added instead")
     return with_table(ds, study.select(rows), n_opt)
-
-
-def steer(
-    study: str | os.PathLike[str],
-    model: LoadedModel | str | None,
-    out: str | os.PathLike[str],
-    *,
-    select: Selection | None = None,
-    options: SteerOptions = SteerOptions(),
-    overwrite: bool = False,
-    device: DeviceName = "cpu",
-    on_progress: Callable[[int, int], None] | None = None,
-) -> Path:
-    """Steer a study's read-outs along per-layer probe directions and write ``out``.
-
-    ``model``: the study's model, loaded or as a spec (``None``: the study's ``model_spec``),
-    loaded on ``device``.
-    Bad input raises one line and writes nothing.
-    """
-    path = Path(out)
-    check_out(path, overwrite)
-    st = read_study(Path(study), need=("resid",))
-    select = select or Selection()
-    rows = select.rows(st)
-    return run_to_file(
-        "intervention-steer", st, model, path, layers=options.layers, device=device,
-        settings={**asdict(options), **asdict(select)},
-        compute=lambda loaded: steer_logprobs(loaded, st, rows, options, on_progress=on_progress),
-    )

@@ -67,6 +67,37 @@ class Study:
         return self.table.isel({QUERY: np.asarray(rows, dtype=np.int64)})
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Which read-outs of a study an intervention runs on: those at the given turns, probes,
+    deliveries and episodes (``None``: any)."""
+
+    turns: tuple[int, ...] | None = None
+    probes: tuple[str, ...] | None = None
+    deliveries: tuple[str, ...] | None = None
+    episodes: tuple[int, ...] | None = None
+
+    def mask(self, study: Study) -> NDArray[np.bool_]:
+        """Whether each of the study's read-outs is selected (``[query]``)."""
+        t = study.table
+        keep = np.ones(study.n_query, dtype=bool)
+        for name, allowed in (("turn", self.turns), ("probe", self.probes),
+                              ("delivery", self.deliveries), ("episode", self.episodes)):
+            if allowed is not None:
+                values = np.asarray(t[name].values)
+                keep &= np.isin(values.astype(str) if values.dtype.kind in "OUS" else values,
+                                np.asarray(list(allowed)))
+        return keep
+
+    def rows(self, study: Study) -> NDArray[np.int64]:
+        """Study query indices selected, in study order; one line if none is."""
+        rows = np.flatnonzero(self.mask(study))
+        if rows.size == 0:
+            raise ParameterError("the selection (--turn, --probe, --delivery, --episode) "
+                                 "holds no read-out of the study")
+        return rows
+
+
 def _unpad(row: NDArray[np.int64]) -> tuple[int, ...]:
     return tuple(int(t) for t in row if t >= 0)
 
@@ -187,7 +218,7 @@ def with_table(ds: xr.Dataset, table: xr.Dataset, n_opt: int) -> xr.Dataset:
 
 
 __all__ = [
-    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Study",
+    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Selection", "Study",
     "check_model", "oracle_mean", "read_study",
     "study_model_spec", "study_resid", "with_table",
 ]

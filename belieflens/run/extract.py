@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack, get_args
 
 import numpy as np
 
 from belieflens.dims import QUERY
 from belieflens.episodes.base import Environment, Query
-from belieflens.errors import ParameterError
+from belieflens.errors import ParameterError, at_least, choice
 from belieflens.heap import release_freed_memory
 from belieflens.lens.head import final_norm, unembedding
 from belieflens.model.load import LoadedModel
@@ -71,9 +72,56 @@ class Progress:
     """Rows already complete in a resumed partial file (not computed again)."""
 
 
+PADDING_SIDES: tuple[PaddingSide, ...] = get_args(PaddingSide)
+STORE_DTYPE_NAMES: tuple[StoreDTypeName, ...] = get_args(StoreDTypeName)
+
+
+class ExtractKeywords(TypedDict, total=False):
+    """:class:`ExtractOptions` by the command line's names (``--batch-size`` is
+    ``batch_size``, ``--no-prefix-reuse`` is ``prefix_reuse=False``)."""
+
+    episodes: int
+    seed: int
+    batch_size: int | str
+    """Rows per forward batch (>= 1), or ``auto``: fit a quarter of the machine's memory
+    (a whole number may come as text, as from ``--batch-size``)."""
+    max_tokens: int
+    row_tokens: int
+    threads: int
+    padding: PaddingSide
+    save_logits: bool
+    resid_dtype: StoreDTypeName
+    cont_resid: bool
+    prefix_reuse: bool
+    window: int
+
+
+RENAMED: dict[str, str] = {"padding": "padding_side", "prefix_reuse": "reuse_prefix"}
+"""Keywords of :class:`ExtractKeywords` whose field has another name (``batch_size`` becomes
+``max_rows`` through :func:`max_rows`)."""
+
+
+def max_rows(batch_size: int | str) -> int:
+    """``--batch-size`` as :attr:`ExtractOptions.max_rows`: ``auto`` is 0, else a whole number
+    >= 1 (or its text); anything else is one line (:class:`ParameterError`)."""
+    if batch_size == "auto":
+        return 0
+    if isinstance(batch_size, str):
+        with contextlib.suppress(ValueError):
+            batch_size = int(batch_size)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ParameterError(f"option '--batch-size' = {batch_size} is not allowed: >= 1, or auto")
+    return batch_size
+
+
 @dataclass(frozen=True)
 class ExtractOptions:
-    """Options of one extraction run."""
+    """Options of one extraction run, each checked here (one line naming its command-line
+    option, :class:`ParameterError`) however the record is made.
+
+    The record is written to the file as it is (``extract_options``); :meth:`of` makes it from
+    the command line's names, which :func:`belieflens.extract` also takes as keywords.
+    """
 
     episodes: int = 4
     seed: int = 0
@@ -94,22 +142,24 @@ class ExtractOptions:
     cont_resid: bool = False
 
     def __post_init__(self) -> None:
-        if self.episodes < 1:
-            raise ParameterError(f"option '--episodes' = {self.episodes} is not allowed: >= 1")
-        if self.seed < 0:
-            raise ParameterError(f"option '--seed' = {self.seed} is not allowed: >= 0")
-        if self.max_rows < 0:
-            raise ParameterError(
-                f"option '--batch-size' = {self.max_rows} is not allowed: >= 1, or auto"
-            )
-        if self.max_tokens < 1:
-            raise ParameterError(f"option '--max-tokens' = {self.max_tokens} is not allowed: >= 1")
-        if self.row_tokens < 0:
-            raise ParameterError(f"option '--row-tokens' = {self.row_tokens} is not allowed: >= 0")
-        if self.window < 1:
-            raise ParameterError(f"option '--window' = {self.window} is not allowed: >= 1")
-        if self.threads < 0:
-            raise ParameterError(f"option '--threads' = {self.threads} is not allowed: >= 0")
+        at_least("--episodes", self.episodes, 1)
+        at_least("--seed", self.seed, 0)
+        at_least("--batch-size", self.max_rows, 0, ">= 1, or auto")
+        at_least("--max-tokens", self.max_tokens, 1)
+        at_least("--row-tokens", self.row_tokens, 0)
+        at_least("--window", self.window, 1)
+        at_least("--threads", self.threads, 0)
+        choice("--padding", self.padding_side, PADDING_SIDES)
+        choice("--resid-dtype", self.resid_dtype, STORE_DTYPE_NAMES)
+
+    @classmethod
+    def of(cls, **keywords: Unpack[ExtractKeywords]) -> ExtractOptions:
+        """The options named as on the command line (:class:`ExtractKeywords`); those not
+        given keep their defaults."""
+        fields: dict[str, Any] = {RENAMED.get(k, k): v for k, v in keywords.items()}
+        if "batch_size" in keywords:
+            fields["max_rows"] = max_rows(fields.pop("batch_size"))
+        return cls(**fields)
 
 
 def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]:

@@ -80,8 +80,8 @@ def test_parse_layers() -> None:
 def test_patch_and_erase_write_files_that_analyze_reads(
     tiny_model: Any, tiny_study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # every intervention loads its model through interventions.model.run_to_file
-    mod = importlib.import_module("belieflens.interventions.model")
+    # every intervention loads its model through interventions.run.intervene
+    mod = importlib.import_module("belieflens.interventions.run")
     monkeypatch.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
     out = tmp_path / "patch.h5"
     r = runner.invoke(app, ["patch", str(tiny_study), "--out", str(out), "--turn", "2",

@@ -12,8 +12,7 @@ import torch
 from belieflens.interventions.directions import episode_folds, heldout_r2, leace
 from belieflens.interventions.erase import EraseOptions, erase_logprobs, fit_all
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
-from belieflens.interventions.steer import Selection
-from belieflens.interventions.study import oracle_mean, read_study, study_resid
+from belieflens.interventions.study import Selection, oracle_mean, read_study, study_resid
 
 
 def test_a_probe_on_held_out_rows_is_at_chance_after_leace(tiny_study: Path) -> None:

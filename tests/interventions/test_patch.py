@@ -10,16 +10,17 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from belieflens.api import patch
 from belieflens.errors import ParameterError
 from belieflens.interventions.pairs import Pair, check_aligned, pair_instances, parse_pair
-from belieflens.interventions.patch import PatchOptions, patch, patch_logprobs
-from belieflens.interventions.study import read_study
+from belieflens.interventions.patch import PatchOptions, patch_logprobs
+from belieflens.interventions.study import Selection, read_study
 
 
 @pytest.fixture(scope="module")
 def patched(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
     study = read_study(tiny_study)
-    pairs = pair_instances(study, turns=[1, 2])[:6]
+    pairs = pair_instances(study, Selection(turns=(1, 2)))[:6]
     return patch_logprobs(tiny_model, study, pairs)
 
 
@@ -64,7 +65,7 @@ def test_self_patch_changes_nothing(tiny_model: Any, tiny_study: Path) -> None:
 
 def test_reuse_equals_full_forwards(tiny_model: Any, tiny_study: Path) -> None:
     study = read_study(tiny_study)
-    pairs = pair_instances(study, turns=[2])[:3]
+    pairs = pair_instances(study, Selection(turns=(2,)))[:3]
     fast = patch_logprobs(tiny_model, study, pairs, PatchOptions(batch_pairs=2))
     slow = patch_logprobs(tiny_model, study, pairs, PatchOptions(reuse=False))
     np.testing.assert_allclose(fast["patched_logprob"].values, slow["patched_logprob"].values,
@@ -93,7 +94,8 @@ def test_parse_pair() -> None:
 def test_patch_writes_a_file_plain_xarray_opens(tiny_model: Any, tiny_study: Path,
                                                 tmp_path: Path) -> None:
     out = tmp_path / "patch.h5"
-    patch(tiny_study, tiny_model, out, turns=[1], options=PatchOptions(layers=(0, 2)))
+    patch(tiny_study, out=out, model=tiny_model, select=Selection(turns=(1,)),
+          options=PatchOptions(layers=(0, 2)))
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert ds.attrs["kind"] == "intervention-patch"
         with xr.open_dataset(tiny_study, engine="h5netcdf") as st:
@@ -106,7 +108,8 @@ def test_patch_writes_a_file_plain_xarray_opens(tiny_model: Any, tiny_study: Pat
     with h5py.File(out, "r") as h:
         assert h["patched_logprob"].fletcher32 and h["base_query"].fletcher32
     with pytest.raises(ParameterError, match="exists"):
-        patch(tiny_study, tiny_model, out, turns=[1])
+        patch(tiny_study, out=out, model=tiny_model, select=Selection(turns=(1,)))
     with pytest.raises(ParameterError, match="'--layers' = 9"):
-        patch(tiny_study, tiny_model, tmp_path / "x.h5", options=PatchOptions(layers=(9,)))
+        patch(tiny_study, out=tmp_path / "x.h5", model=tiny_model,
+              options=PatchOptions(layers=(9,)))
     assert not (tmp_path / "x.h5").exists()

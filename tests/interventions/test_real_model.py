@@ -9,7 +9,7 @@ import pytest
 
 from belieflens.interventions.pairs import pair_instances
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
-from belieflens.interventions.study import read_study
+from belieflens.interventions.study import Selection, read_study
 
 
 def test_patching_identities_on_the_embedded_model(
@@ -22,7 +22,7 @@ def test_patching_identities_on_the_embedded_model(
     path = extract(env, smol_model, tmp_path_factory.mktemp("real") / "study.h5",
                    ExtractOptions(episodes=3, seed=0))
     study = read_study(path)
-    pairs = pair_instances(study, probes=["next-flip"])[:2]
+    pairs = pair_instances(study, Selection(probes=("next-flip",)))[:2]
     assert pairs
     last = smol_model.info.n_layers
     ds = patch_logprobs(smol_model, study, pairs,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from belieflens.interventions.steer import Selection, SteerOptions, evidence_end, steer_logprobs
-from belieflens.interventions.study import read_study
+from belieflens.interventions.steer import SteerOptions, evidence_end, steer_logprobs
+from belieflens.interventions.study import Selection, read_study
 
 
 @pytest.fixture(scope="module")

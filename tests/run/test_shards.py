@@ -294,7 +294,7 @@ def test_analysis_on_the_cluster_equals_the_local_one(
 
     a = analyze(study, tmp_path / "local", probes=True)
     with distributed.get_task_stream(client) as stream:
-        b = analyze(study, tmp_path / "cluster", probes=True, cluster=client)
+        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
     assert a.text == b.text
     assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
         tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]
