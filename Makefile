@@ -48,8 +48,17 @@ test-fast: setup
 	$(VENV)/bin/pytest -q -m "not real_model"
 	$(VENV)/bin/ruff check .
 
+# The headline benchmarks (bench/README.md): extraction against its limit and floor; issue 32's
+# gates (the paired floor breakdown on the coin flip and the grid, extraction's peak memory,
+# patching's speed-up); analysis's peak memory. Each prints its ratios on its last line.
+# Roughly an hour on an idle 2-core machine (an estimate: bench/README.md).
 bench: setup
-	$(PY) bench/extract.py
+	$(PY) bench/extract.py --episodes 16 --turns 12 --skip-naive --grid choice --grid-episodes 15
+	$(PY) bench/floor_gap.py
+	$(PY) bench/floor_gap.py --env choice --episodes 15
+	$(PY) bench/memory.py
+	$(PY) bench/intervene.py --pairs 1 --batch-pairs 1
+	$(PY) bench/analysis_memory.py
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

@@ -27,15 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from peak import peak_rss_mb
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._lib import peak_rss_mb, smol_shaped_hf
 
 TURNS = 10
 
 
 def save_model(folder: Path) -> None:
     """Save the narrow random model and its tokenizer to ``folder`` (a ``--model`` path)."""
-    from random_model import smol_shaped_hf
-
     hf, tok = smol_shaped_hf(narrow=True)
     hf.save_pretrained(folder)
     tok.save_pretrained(folder)

@@ -26,23 +26,26 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._lib import WriteTimer, smol_shaped_random
+
 
 def _model(threads: int) -> Any:
     import torch
-    from random_model import smol_shaped_random
 
     torch.set_num_threads(threads)
     return smol_shaped_random(narrow=True)
 
 
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:
-    from hdf5_share import WriteTimer
-
     import belieflens.envs as envs
     import belieflens.run.extract as extract_mod
     from belieflens.run.extract import ExtractOptions, extract

@@ -31,21 +31,33 @@ a 2-core machine; the naive loop dominates the run time).
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import clock
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import torch
-from hdf5_share import WriteTimer
-from peak import peak_rss_mb
 
 import belieflens.envs as envs
 from belieflens.model.load import LoadedModel, load
-from belieflens.readouts.render import TokenizedQuery, bos_policy, render
-from belieflens.run.extract import ExtractOptions, extract, records
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.extract import ExtractOptions, extract
 from belieflens.run.runner import forward_rows, resid_hook_names
 from belieflens.run.trie import build
+from bench._lib import (
+    WriteTimer,
+    add_clock_options,
+    apply_clock,
+    bench_env,
+    floor_rate,
+    now,
+    peak_rss_mb,
+    queries,
+    sustained_rate,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -55,7 +67,7 @@ def raw_limit(model: PreTrainedModel, seqs: list[tuple[int, ...]]) -> float:
     """Seconds for a plain forward over the unique tokens (trie order, cropped KV cache)."""
     from transformers import DynamicCache
 
-    t0 = clock.now()
+    t0 = now()
     cache = DynamicCache()
     prev: tuple[int, ...] = ()
     with torch.inference_mode():
@@ -70,65 +82,19 @@ def raw_limit(model: PreTrainedModel, seqs: list[tuple[int, ...]]) -> float:
             model(torch.tensor([s[lcp:]]), past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
             prev = s
-    return clock.now() - t0
-
-
-def floor_rate(
-    model: PreTrainedModel, *, rows: int = 4, width: int = 128, repeat: int = 3
-) -> float:
-    """Tokens per second of a plain forward on ``rows x width`` fresh tokens (best of runs)."""
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
-    best = float("inf")
-    with torch.inference_mode():
-        model(ids[:, :8], logits_to_keep=1)
-        for _ in range(repeat):
-            t0 = clock.now()
-            model(ids, logits_to_keep=1)
-            best = min(best, clock.now() - t0)
-    return rows * width / best
-
-
-def sustained_rate(
-    model: PreTrainedModel, tokens: int, *, rows: int = 4, width: int = 128
-) -> float:
-    """Tokens per second of ``rows x width`` forwards of fresh tokens, back to back, one pass
-    over at least ``tokens`` tokens: :func:`floor_rate`'s shape held as long as a run."""
-    gen = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
-    calls = -(-tokens // ids.numel())
-    with torch.inference_mode():
-        model(ids[:, :8], logits_to_keep=1)
-        t0 = clock.now()
-        for _ in range(calls):
-            model(ids, logits_to_keep=1)
-        seconds = clock.now() - t0
-    return calls * ids.numel() / seconds
+    return now() - t0
 
 
 def naive_loop(loaded: LoadedModel, tqs: list[TokenizedQuery]) -> float:
     """Seconds for run_with_cache per forward row on its full prompt, one at a time."""
     names = set(resid_hook_names(loaded.info.n_layers))
-    t0 = clock.now()
+    t0 = now()
     with torch.inference_mode():
         for r in forward_rows(tqs):
             _, cache = loaded.bridge.run_with_cache(
                 torch.tensor([r.ids]), names_filter=lambda n: n in names)
             del cache
-    return clock.now() - t0
-
-
-def bench_env(name: str, turns: int) -> envs.Environment:
-    """``coin-flip`` (multi-turn delivery, ``turns`` turns each), or a revealed-belief grid."""
-    if name == "coin-flip":
-        return envs.get("coin-flip", turns=turns, delivery="multi-turn")
-    return envs.get(name)
-
-
-def queries(loaded: LoadedModel, env: envs.Environment, episodes: int) -> list[TokenizedQuery]:
-    """Every query of ``episodes`` of ``env`` (seed 0), rendered and tokenized as extracted."""
-    bos = bos_policy(loaded.tokenizer)
-    return [render(loaded.tokenizer, r.query, bos=bos) for r in records(env, episodes, 0)]
+    return now() - t0
 
 
 def workload(
@@ -152,11 +118,11 @@ def timed_extract(
     """Seconds of ``belieflens extract`` of ``episodes`` of ``env``, and of its HDF5 writes."""
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
-        t0 = clock.now()
+        t0 = now()
         extract(env, loaded, Path(tmp) / "bench.h5",
                 ExtractOptions(episodes=episodes, max_rows=batch_size, window=window),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
-        a = clock.now() - t0
+        a = now() - t0
     print(f"{label}: {a:.1f}s, {tokens[0]} tokens computed ({tokens[0] / a:.0f} tok/s); "
           f"HDF5 writes {writes.seconds:.2f}s ({100 * writes.seconds / a:.1f}%)")
     return a, writes.seconds
@@ -167,7 +133,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=4)
     ap.add_argument("--turns", type=int, default=6)
-    clock.add_options(ap)
+    add_clock_options(ap)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kernels", default="auto", help="CPU kernels of (a): auto, default, onednn")
     ap.add_argument("--skip-naive", action="store_true", help="skip (c) (then no speedup)")
@@ -179,7 +145,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=ExtractOptions().window,
                     help="queries per window of (a) (default: extraction's default)")
     args = ap.parse_args()
-    clock.apply(args)
+    apply_clock(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
     env = bench_env("coin-flip", args.turns)
     tqs, seqs, unique, naive_tokens = workload(loaded, env, args.episodes, "coin flip")

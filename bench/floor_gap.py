@@ -43,21 +43,48 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import clock
-import torch
-from extract import bench_env, floor_rate, queries, sustained_rate
-from settings_floor import SETTINGS, run, unique_tokens
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from belieflens.model.load import load
+import torch
+
+from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.resume import windows
 from belieflens.run.rows import forward_rows
 from belieflens.run.trie import build, pack, schedule_rows
-from belieflens.run.trie_runner import ROW_TOKENS
+from belieflens.run.trie_runner import ROW_TOKENS, run_trie
+from bench._lib import (
+    add_clock_options,
+    apply_clock,
+    bench_env,
+    floor_rate,
+    now,
+    queries,
+    sustained_rate,
+)
+
+
+def run_windows(model: LoadedModel, tqs: list[TokenizedQuery], window: int) -> float:
+    """Seconds of :func:`run_trie` over ``tqs`` window by window, with extraction's defaults."""
+    opts = ExtractOptions()
+    t0 = now()
+    for a, b in windows(len(tqs), window):
+        for _ in run_trie(model, tqs[a:b], max_rows=opts.max_rows, max_tokens=opts.max_tokens):
+            pass
+    return now() - t0
+
+
+def unique_tokens(tqs: list[TokenizedQuery], window: int) -> int:
+    """Tokens of the windows' radix trees: what the runner computes."""
+    return sum(build([r.ids for r in forward_rows(tqs[a:b])]).tokens
+               for a, b in windows(len(tqs), window))
 
 
 def call_shapes(tqs: list[TokenizedQuery], window: int) -> list[tuple[int, int, int]]:
@@ -95,9 +122,9 @@ def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor],
             kwargs: dict[str, Any] = {"logits_to_keep": 1}
             if pasts is not None and pasts[i] > 0:
                 kwargs["past_key_values"] = zero_past(plain, ids.shape[0], pasts[i])
-            t0 = clock.now()
+            t0 = now()
             plain(ids, **kwargs)
-            seconds += clock.now() - t0
+            seconds += now() - t0
             del kwargs  # this call's cache goes before the next one's is built
     return seconds
 
@@ -110,9 +137,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--floor-repeat", type=int, default=3)
-    clock.add_options(ap)
+    add_clock_options(ap)
     args = ap.parse_args()
-    clock.apply(args)
+    apply_clock(args)
     from transformers import AutoModelForCausalLM
 
     model = load("smollm2-135m")
@@ -139,7 +166,7 @@ def main() -> None:
         "sustained": lambda: sustained_rate(plain, computed),
         "shapes": lambda: computed / timed_forwards(plain, fresh),
         "past": lambda: computed / timed_forwards(plain, fresh, pasts),
-        "extract": lambda: computed / run(model, tqs, SETTINGS["current"], window)[0],
+        "extract": lambda: computed / run_windows(model, tqs, window),
     }
     timed_forwards(plain, fresh[:2])  # warm-up
     names = list(steps)

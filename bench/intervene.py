@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._lib import smol_shaped_random
 
 
 def random_model() -> Any:
     """SmolLM2-135M's shape with its real widths, random weights, default CPU kernels."""
-    from random_model import smol_shaped_random
-
     return smol_shaped_random(narrow=False, kernels="default")
 
 

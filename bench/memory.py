@@ -22,14 +22,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from peak import peak_rss_mb
+if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._lib import WriteTimer, peak_rss_mb, smol_shaped_random
 
 
 def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     """Extract ``n_readouts`` read-outs (rounded up to whole episodes) and print JSON."""
     import torch
-    from hdf5_share import WriteTimer
-    from random_model import smol_shaped_random
 
     import belieflens.envs as envs
     from belieflens.run.extract import ExtractOptions, extract

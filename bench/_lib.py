@@ -1,0 +1,230 @@
+"""What several benchmarks share: the clock they read, peak memory, the HDF5 write timer,
+the random SmolLM2-shaped model, and the extraction workloads with the floor they are
+measured against.
+
+Importing this module loads nothing heavy (torch, transformers and belieflens are
+imported inside the functions that need them), so a benchmark's child process can
+measure its own memory from a clean start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from belieflens.envs import Environment
+    from belieflens.model.load import LoadedModel
+    from belieflens.readouts.render import TokenizedQuery
+    from belieflens.types import KernelName
+
+# The clock --------------------------------------------------------------------------------
+#
+# On a machine shared with other jobs, wall times of the same work vary by 2-3x (other
+# processes take the cores). The process's CPU time (``time.process_time``, all its
+# threads) counts only the work this process did; with ``--threads 1`` no thread waits
+# spinning for a descheduled sibling either, so ratios of CPU times stay meaningful there.
+# ``--clock cpu`` in ``bench/extract.py`` and ``bench/floor_gap.py`` selects it; every time
+# those scripts print is then CPU seconds.
+
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+_now: list[Callable[[], float]] = [time.perf_counter]
+
+
+def use_clock(name: str) -> None:
+    """Read ``name`` (``wall`` or ``cpu``) from now on."""
+    _now[0] = CLOCKS[name]
+
+
+def now() -> float:
+    """The selected clock's reading, in seconds."""
+    return _now[0]()
+
+
+def add_clock_options(ap: argparse.ArgumentParser) -> None:
+    """Add ``--threads`` and ``--clock`` to a benchmark's parser."""
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                    help="wall time, or this process's CPU time (a shared machine)")
+
+
+def apply_clock(args: argparse.Namespace) -> None:
+    """Set torch's thread count and the clock from the options of :func:`add_clock_options`."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    use_clock(args.clock)
+
+
+# Peak memory ------------------------------------------------------------------------------
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size in MiB (``VmHWM``; else ``ru_maxrss``).
+
+    ``getrusage(RUSAGE_SELF).ru_maxrss`` is inherited across ``fork`` and kept across
+    ``execve`` on Linux: a benchmark's child process started after the parent grew reports
+    the parent's peak when its own is lower (``bench/analysis_memory.py`` reported 744 MB
+    for both of its studies this way, the parent's size after extracting them). The
+    kernel's ``VmHWM`` belongs to the address space, which ``execve`` replaces, so it is the
+    child's own; ``ru_maxrss`` is the fallback where ``/proc`` is missing.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# HDF5 writes ------------------------------------------------------------------------------
+
+
+class WriteTimer:
+    """Time spent writing the HDF5 cache file during :func:`belieflens.run.extract.extract`.
+
+    ``with WriteTimer() as t: extract(...)`` then ``t.seconds``: the time inside
+    ``create_partial`` (allocating the file and writing every static value),
+    ``PartialFile.write_rows`` (each window, synced) and ``PartialFile.finish`` (the final
+    rename), measured by wrapping those three functions while active.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def _wrap(self, owner: Any, name: str) -> None:
+        original: Callable[..., Any] = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        self._saved.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    def __enter__(self) -> WriteTimer:
+        import belieflens.run.extract as extract_mod
+        from belieflens.store.file import PartialFile
+
+        self._wrap(extract_mod, "create_partial")
+        self._wrap(PartialFile, "write_rows")
+        self._wrap(PartialFile, "finish")
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+
+
+# A random model of SmolLM2-135M's residual shape ------------------------------------------
+#
+# For benchmarks whose cost is set by the residual stream rather than the weights: a
+# random Llama with 30 blocks, d_model 576 and the real tokenizer. ``narrow=True``
+# shrinks the MLP and attention (1 head, MLP width 64) so that thousands of read-outs run
+# in minutes on two cores (memory, checksums); ``narrow=False`` keeps the real model's
+# widths (9 heads, 3 KV heads, MLP 1536), so compute per block is realistic.
+
+
+def smol_shaped_hf(*, narrow: bool) -> tuple[Any, Any]:
+    """The random transformers model (seeded: the same weights every run) and its tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from belieflens.model.load import resolve
+
+    source = resolve("smollm2-135m")
+    tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+    heads, kv_heads, mlp = (1, 1, 64) if narrow else (9, 3, 1536)
+    cfg = LlamaConfig(
+        vocab_size=len(tok), hidden_size=576, intermediate_size=mlp, num_hidden_layers=30,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=64,
+        max_position_embeddings=8192, tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(cfg)
+    hf.eval()  # type: ignore[no-untyped-call]
+    return hf, tok
+
+
+def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedModel:
+    """The random model on the CPU in float32 (seeded: the same weights every run)."""
+    from belieflens.model.load import ModelSource, bridge_from_hf
+
+    hf, tok = smol_shaped_hf(narrow=narrow)
+    name = "narrow-random" if narrow else "smol-shaped-random"
+    src = ModelSource(name, "directory", Path("."), name)
+    return bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0, kernels=kernels)
+
+
+# Extraction workloads and the compute floor -----------------------------------------------
+
+
+def bench_env(name: str, turns: int) -> Environment:
+    """``coin-flip`` (multi-turn delivery, ``turns`` turns each), or a revealed-belief grid."""
+    import belieflens.envs as envs
+
+    if name == "coin-flip":
+        return envs.get("coin-flip", turns=turns, delivery="multi-turn")
+    return envs.get(name)
+
+
+def queries(loaded: LoadedModel, env: Environment, episodes: int) -> list[TokenizedQuery]:
+    """Every query of ``episodes`` of ``env`` (seed 0), rendered and tokenized as extracted."""
+    from belieflens.readouts.render import bos_policy, render
+    from belieflens.run.extract import records
+
+    bos = bos_policy(loaded.tokenizer)
+    return [render(loaded.tokenizer, r.query, bos=bos) for r in records(env, episodes, 0)]
+
+
+def floor_rate(
+    model: PreTrainedModel, *, rows: int = 4, width: int = 128, repeat: int = 3
+) -> float:
+    """Tokens per second of a plain forward on ``rows x width`` fresh tokens (best of runs)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
+    best = float("inf")
+    with torch.inference_mode():
+        model(ids[:, :8], logits_to_keep=1)
+        for _ in range(repeat):
+            t0 = now()
+            model(ids, logits_to_keep=1)
+            best = min(best, now() - t0)
+    return rows * width / best
+
+
+def sustained_rate(
+    model: PreTrainedModel, tokens: int, *, rows: int = 4, width: int = 128
+) -> float:
+    """Tokens per second of ``rows x width`` forwards of fresh tokens, back to back, one pass
+    over at least ``tokens`` tokens: :func:`floor_rate`'s shape held as long as a run."""
+    import torch
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, int(model.config.vocab_size), (rows, width), generator=gen)
+    calls = -(-tokens // ids.numel())
+    with torch.inference_mode():
+        model(ids[:, :8], logits_to_keep=1)
+        t0 = now()
+        for _ in range(calls):
+            model(ids, logits_to_keep=1)
+        seconds = now() - t0
+    return calls * ids.numel() / seconds
