@@ -12,7 +12,7 @@ steps. A module falls back to the bridge's own forward, per call, whenever a hoo
 is attached to its scores or pattern, and for every other architecture.
 
 Equality with the eager path (within 1e-4 in log-probs) is tested in
-``tests/run/test_trie_runner.py``; ``bench/floor_steps.py`` measures the gain.
+``tests/run/test_trie_runner.py``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """CPU linear kernels: oneDNN's linear in place of the default GEMM (``--kernels onednn``).
 
 On AMD CPUs PyTorch's default fp32 GEMM takes MKL's generic path, while oneDNN (bundled
-with every CPU build of torch) is tuned for the CPU it runs on: on this project's AMD
-EPYC machine, routing every ``nn.Linear`` of the model through
-``torch.ops.mkldnn._linear_pointwise`` made extraction 1.21x faster, with option
-log-probs within 3.4e-5 of the default kernels (``bench/kernels.py``). On Intel CPUs MKL
-takes its tuned path and oneDNN gains nothing: on a 2-core Intel Xeon, extraction with
-the default kernels ran at 1.30x the compute floor against oneDNN's 1.33x (coin flip) and
-1.21x against 1.36x (a revealed-belief grid), ahead in 11 of 12 paired runs, one a tie
-(``bench/settings_floor.py``), and ``bench/kernels.py`` gave oneDNN 1.01x.
+with every CPU build of torch) is tuned for the CPU it runs on, so routing every
+``nn.Linear`` of the model through ``torch.ops.mkldnn._linear_pointwise`` speeds
+extraction up there; on Intel CPUs MKL takes its tuned path and oneDNN gains nothing. (The
+A/B benches that settled this were retired once the choice landed; they are in git history.)
 
 ``auto`` (the default) uses oneDNN on a CPU that is not Intel's when the op exists and
 reproduces the default kernels on a random layer within 1e-5 relative (checked at load),

@@ -9,8 +9,7 @@ those two hooks edited its value. Extraction hooks neither. Inside
 ``hook_out`` only: the same tensor the bridge returns when no hook edits, so the
 result is bit-identical (tested in ``tests/model/test_norms.py``). A module
 falls back to the bridge's own forward, per call, whenever a hook is attached to
-its scale or normalized value. ``bench/floor_steps.py`` (setting ``norms``)
-measures the gain.
+its scale or normalized value.
 """
 
 from __future__ import annotations

@@ -287,8 +287,8 @@ def schedule(
 
     Each level of the tree is sorted by edge length and cut into batches that
     minimise the padded tokens plus ``call_tokens`` per forward call (the fixed
-    cost of one call, in tokens: about 60 for the 135M default model on CPU, by
-    ``bench/call_cost.py``). A batch keeps
+    cost of one call, in tokens: a calibration for the 135M default model on CPU). A
+    batch keeps
     within ``max_rows`` rows and a padded size, rows times (longest prefix +
     longest edge), of ``max_tokens``; an edge over budget on its own runs alone.
     """

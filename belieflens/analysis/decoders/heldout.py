@@ -20,9 +20,8 @@ F64 = NDArray[np.float64]
 BLOCK_ROWS = 512
 """Rows of a held-out fit streamed through its loss and gradient at a time. A block's
 float64 rows and their centred copy are its working memory (2.4 MB each at the default
-model's width), the same for every fit once its rows exceed a block: at 4,096 rows a fit's
-peak had grown with its rows up to 8,000 of them and more, and the report's probe stage
-with the study (``bench/probe_block.py`` measures both block sizes)."""
+model's width), the same for every fit once its rows exceed a block, so a fit's memory
+does not grow with its rows (``bench/analysis_memory.py`` measures the analysis's peak)."""
 
 
 def heldout_softmax(

@@ -27,7 +27,7 @@ BatchFactory = Callable[[], Iterable[Batch]]
 FIT_BLAS_THREADS: int | None = 1
 """BLAS threads of a probe fit (``None``: the libraries' own default). One, because
 L-BFGS-B's many small vector operations lose far more to BLAS thread hand-offs than the
-objective's thin products gain (``bench/probe_fit.py`` measures both); parallelism comes
+objective's thin products gain; parallelism comes
 from fitting layer groups at once."""
 
 
