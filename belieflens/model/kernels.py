@@ -27,22 +27,24 @@ def _onednn_forward(self: Any, x: Any) -> Any:
     return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
 
-def onednn_works() -> bool:
-    """Whether oneDNN's linear runs here and matches the default kernel on a random layer."""
+def onednn_works(dtype: str = "float32") -> bool:
+    """Whether oneDNN's linear runs here in ``dtype`` (``float32`` or ``bfloat16``) and
+    matches the default kernel on a random layer (within 1e-5 relative in float32, 1e-2 in
+    bfloat16). Some CPUs have no bfloat16 primitive: the op then raises, and this says no."""
     import torch
 
+    tol = 1e-5 if dtype == "float32" else 1e-2
     try:
         if not torch.backends.mkldnn.is_available():  # type: ignore[no-untyped-call]
             return False
         gen = torch.Generator().manual_seed(0)
-        x = torch.randn(3, 5, 64, generator=gen)
-        w = torch.randn(48, 64, generator=gen)
-        b = torch.randn(48, generator=gen)
+        x, w, b = (torch.randn(*shape, generator=gen).to(getattr(torch, dtype))
+                   for shape in ((3, 5, 64), (48, 64), (48,)))
         with torch.inference_mode():
-            ref = torch.nn.functional.linear(x, w, b)
-            got = torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+            ref = torch.nn.functional.linear(x, w, b).float()
+            got = torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "").float()
         return bool(got.shape == ref.shape and
-                    (got - ref).abs().max() <= 1e-5 * ref.abs().max())
+                    (got - ref).abs().max() <= tol * ref.abs().max())
     except (RuntimeError, AttributeError):
         return False
 
@@ -60,16 +62,27 @@ def cpu_vendor() -> str:
     return ""
 
 
-def resolve_kernels(kernels: KernelName, device: str, vendor: str | None = None) -> KernelName:
-    """The kernels ``auto`` stands for on ``device`` (``vendor``: the CPU's, read here when
-    None); other names are returned unchanged."""
+def resolve_kernels(kernels: KernelName, device: str, vendor: str | None = None,
+                    dtype: str = "float32") -> KernelName:
+    """The kernels ``auto`` stands for on ``device`` for a model in ``dtype`` (``vendor``: the
+    CPU's, read here when None); other names are returned unchanged."""
     if kernels != "auto":
         return kernels
     if not device.startswith("cpu"):
         return "default"
     if (cpu_vendor() if vendor is None else vendor) == "GenuineIntel":
         return "default"  # MKL's tuned path: oneDNN is no faster (module docstring)
-    return "onednn" if onednn_works() else "default"
+    return "onednn" if onednn_works(dtype) else "default"
+
+
+def _linear_dtype(model: Any) -> str:
+    """The dtype of the model's first linear layer (``float32`` when it has none)."""
+    import torch
+
+    for mod in model.modules():
+        if type(mod) is torch.nn.Linear:
+            return str(mod.weight.dtype).removeprefix("torch.")
+    return "float32"
 
 
 def use_kernels(model: Any, kernels: KernelName, device: str) -> KernelName:
@@ -79,15 +92,17 @@ def use_kernels(model: Any, kernels: KernelName, device: str) -> KernelName:
     ``onednn`` needs a CPU model and a torch build with oneDNN, else
     :class:`ParameterError` (one line).
     """
+    dtype = _linear_dtype(model)
     if kernels == "auto":
-        kernels = resolve_kernels(kernels, device)  # checked oneDNN already
+        kernels = resolve_kernels(kernels, device, dtype=dtype)  # checked oneDNN already
     elif kernels == "onednn":
         if not device.startswith("cpu"):
             raise ParameterError(
                 f"option '--kernels' = {kernels} is for --device cpu, not {device}")
-        if not onednn_works():
+        if not onednn_works(dtype):
             raise ParameterError(f"option '--kernels' = {kernels}: oneDNN's linear is not "
-                                 "available or disagrees with the default kernel here")
+                                 f"available in {dtype} or disagrees with the default kernel "
+                                 "here")
     if kernels == "default":
         return kernels
     import torch

@@ -64,3 +64,24 @@ def test_kernels_changes_every_linear_layer_and_only_on_cpu(
     assert use_kernels(hf, "onednn", "cpu") == "onednn" and patched() == len(linear) > 0
     with pytest.raises(ParameterError, match="--device cpu"):
         use_kernels(hf, "onednn", "cuda:0")
+
+
+def test_auto_leaves_a_dtype_without_a_onednn_primitive_on_the_default_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a CPU whose oneDNN has no bfloat16 linear, ``auto`` must not route a bfloat16 model
+    there (it crashed at the first forward), and ``onednn`` is refused in one line."""
+    import torch
+
+    from belieflens.errors import ParameterError
+    from belieflens.model import kernels
+
+    monkeypatch.setattr(kernels, "onednn_works", lambda dtype="float32": dtype == "float32")
+    hf = torch.nn.Sequential(torch.nn.Linear(4, 3)).to(torch.bfloat16)
+    assert kernels.use_kernels(hf, "auto", "cpu") == "default"
+    with pytest.raises(ParameterError, match="not available in bfloat16"):
+        kernels.use_kernels(hf, "onednn", "cpu")
+    assert kernels.resolve_kernels("auto", "cpu", vendor="AuthenticAMD", dtype="bfloat16") == \
+        "default"
+    assert kernels.resolve_kernels("auto", "cpu", vendor="AuthenticAMD") == "onednn"
+
