@@ -9,6 +9,7 @@ replaced before the page is converted:
 - ``<!-- gen:env-table -->``: every registered environment with its summary and page;
 - ``<!-- gen:schema -->``: the cache file's variables (``belieflens.store.file.SCHEMA``);
 - ``<!-- gen:dims -->``: the dimension glossary (``belieflens.dims``);
+- ``<!-- gen:layers -->``: the layer order ``tests/test_layering.py`` enforces;
 - ``<!-- gen:models -->``: the embedded models (``belieflens.model.load.catalogue``);
 - ``<!-- gen:api-functions -->``, ``<!-- gen:api-records -->``: one mkdocstrings entry for
   every function, and every class, that ``belieflens.__all__`` exports.
@@ -172,11 +173,28 @@ def _dims() -> str:
 def _models() -> str:
     from belieflens.model.load import catalogue
 
-    rows = ["| name | model | layers (blocks + 1) | GGUF | install |", "|---|---|---|---|---|"]
+    rows = ["| name | model | blocks | GGUF | install | what it is |",
+            "|---|---|---|---|---|---|"]
     for m in catalogue():
         rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {m.size / 1e6:,.0f} MB | "
-                    f"`{m.install}` |")
+                    f"`{m.install}` | {_cell(m.description)} |")
     return "\n".join(rows)
+
+
+def _layers() -> str:
+    """The layer order that ``tests/test_layering.py`` enforces, read from its ``LAYERS``."""
+    import ast
+
+    source = (Path(__file__).parents[1] / "tests" / "test_layering.py").read_text("utf-8")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "LAYERS":
+            assert node.value is not None
+            text = ast.unparse(node.value).replace("ROOT", "'the facade'")
+            layers = ast.literal_eval(text)
+            return "\n".join(f"{i}. " + ", ".join(f"`{n}`" if n != "the facade" else n
+                                                   for n in layer)
+                             for i, layer in enumerate(layers, 1))
+    raise ValueError("tests/test_layering.py has no LAYERS")
 
 
 def _exports() -> Iterator[tuple[str, Any]]:
@@ -220,6 +238,7 @@ def _replace(match: re.Match[str], page: Page) -> str:
             raise ValueError(f"{page.file.src_uri}: {match[0]} names no registered environment")
         return _env(arg)
     simple = {"env-table": _env_table, "schema": _schema, "dims": _dims, "models": _models,
+              "layers": _layers,
               "api-functions": lambda: _api("functions"),
               "api-records": lambda: _api("records")}
     if kind not in simple or arg is not None:
