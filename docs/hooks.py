@@ -3,13 +3,16 @@
 A page asks for a generated part with an HTML comment on a line of its own; the comment is
 replaced before the page is converted:
 
-- ``<!-- gen:env NAME -->``: environment ``NAME``'s summary, its parameter table (from its
-  ``Params`` record through :func:`belieflens.envs.describe`), its prompt counts where it is a
-  grid, and an example read-out rendered by the environment's own code;
+- ``<!-- gen:env NAME -->``: environment ``NAME``'s parameter table (from its ``Params``
+  record through :func:`belieflens.envs.describe`), its prompt counts where it is a grid, an
+  example read-out built by the environment's own code, and its class's reference;
+  ``gen:env-generated`` adds its summary first (the page of an environment without one);
 - ``<!-- gen:env-table -->``: every registered environment with its summary and page;
 - ``<!-- gen:schema -->``: the cache file's variables (``belieflens.store.file.SCHEMA``);
 - ``<!-- gen:dims -->``: the dimension glossary (``belieflens.dims``);
 - ``<!-- gen:layers -->``: the layer order ``tests/test_layering.py`` enforces;
+- ``<!-- gen:benches -->``: every script under ``bench/`` with what it measures, its command
+  and the last line it prints (from its docstring);
 - ``<!-- gen:models -->``: the embedded models (``belieflens.model.load.catalogue``);
 - ``<!-- gen:api-functions -->``, ``<!-- gen:api-records -->``: one mkdocstrings entry for
   every function, and every class, that ``belieflens.__all__`` exports.
@@ -79,8 +82,10 @@ def _params_table(name: str) -> str:
 
 
 def _text_block(text: str) -> str:
+    """A fenced block of prompt text (class ``prompt``: shown as plain text, long lines wrapped by
+    ``docs/stylesheets/extra.css``, since a prompt's own line breaks are what it says)."""
     fence = "````" if "```" in text else "```"
-    return f"{fence}text\n{text}\n{fence}"
+    return f"{fence}{{ .text .prompt }}\n{text}\n{fence}"
 
 
 def _example(name: str) -> str:
@@ -124,18 +129,24 @@ def _example(name: str) -> str:
     return "\n".join(lines)
 
 
-def _env(name: str) -> str:
+def _env(name: str, *, summary: bool) -> str:
+    from belieflens import envs
     from belieflens.api import environment
     from belieflens.envs.revealed.counts import counts_line
 
-    parts = [f"> {_summary(name)}", "", "## Parameters", "",
+    parts = [_summary(name), ""] if summary else []
+    parts += ["## Parameters", "",
              f"Set with `--set NAME=VALUE` (CLI) or `params={{...}}` / "
              f"`belieflens.envs.get(\"{name}\", NAME=VALUE)` (Python). Generated from the "
              "environment's `Params` record.", "", _params_table(name)]
     counts = counts_line(name, environment(name))
     if counts:
         parts += ["", f"Prompt counts at the defaults (`belieflens envs` prints them): {counts}."]
-    parts += ["", "## An example read-out", "", _example(name)]
+    cls = envs.environment_class(name)
+    parts += ["", "## An example read-out", "", _example(name), "", "## The class", "",
+              f"::: {cls.__module__}.{cls.__qualname__}",
+              "    options:", "      heading_level: 3", "      show_root_full_path: false",
+              "      members: [episodes]"]
     return "\n".join(parts)
 
 
@@ -197,6 +208,35 @@ def _layers() -> str:
     raise ValueError("tests/test_layering.py has no LAYERS")
 
 
+def _benches() -> str:
+    """Every script under ``bench/``: what it measures (its docstring's first paragraph), the
+    command that runs it and the last line it prints (its ``Run:`` and ``Last line:``)."""
+    import ast
+
+    def field(doc: str, name: str) -> str:
+        found = re.search(rf"^{name}: (.*?)(?:\n\n|\n[A-Z][a-z]+( line)?: |\Z)", doc, re.S | re.M)
+        return " ".join(found.group(1).split()) if found else ""
+
+    rows = ["| script | what it measures | command | prints last |", "|---|---|---|---|"]
+    for path in sorted((Path(__file__).parents[1] / "bench").glob("*.py")):
+        source = path.read_text("utf-8")
+        doc = ast.get_docstring(ast.parse(source)) or ""
+        what = " ".join(doc.split("\n\n", 1)[0].split())
+        run = field(doc, "Run") or f"``.venv/bin/python bench/{path.name}``"
+        last = field(doc, "Last line") or "—"
+        if '__name__ == "__main__"' not in source:
+            run, last = "(a module the scripts import)", "—"
+        rows.append(f"| `{path.name}` | {_cell(_md(what))} | {_cell(_md(run))} | "
+                    f"{_cell(_md(last))} |")
+    return "\n".join(rows)
+
+
+def _md(text: str) -> str:
+    """reST literals (````x````) as Markdown code, roles as plain code."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)
+    return text.replace("``", "`").rstrip(".")
+
+
 def _exports() -> Iterator[tuple[str, Any]]:
     import belieflens
 
@@ -233,12 +273,12 @@ def _replace(match: re.Match[str], page: Page) -> str:
     kind, arg = match["kind"], match["arg"]
     from belieflens import envs
 
-    if kind == "env":
+    if kind in ("env", "env-generated"):
         if arg not in envs.names():
             raise ValueError(f"{page.file.src_uri}: {match[0]} names no registered environment")
-        return _env(arg)
+        return _env(arg, summary=kind == "env-generated")
     simple = {"env-table": _env_table, "schema": _schema, "dims": _dims, "models": _models,
-              "layers": _layers,
+              "layers": _layers, "benches": _benches,
               "api-functions": lambda: _api("functions"),
               "api-records": lambda: _api("records")}
     if kind not in simple or arg is not None:
@@ -265,7 +305,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     for name in envs.names():
         uri = f"environments/{name}.md"
         if files.get_file_from_path(uri) is None:
-            page = f"# `{name}`\n\n<!-- gen:env {name} -->\n"
+            page = f"# `{name}`\n\n<!-- gen:env-generated {name} -->\n"
             files.append(File.generated(config, uri, content=page))
     return files
 
