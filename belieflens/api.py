@@ -181,7 +181,7 @@ def load(
     Returns:
         A :class:`LoadedModel`: the bridge, its tokenizer and what was loaded (``info``).
 
-    Example:
+    Examples:
         >>> model = belieflens.load("smollm2-135m")
         >>> model.info.official_id, model.info.n_layers
         ('HuggingFaceTB/SmolLM2-135M-Instruct', 30)
@@ -323,7 +323,7 @@ def extract(
         ``resid[query, layer, d_model]``, ``option_logprob[query, option]``,
         ``oracle[query, outcome]``, ...
 
-    Example:
+    Examples:
         >>> path = belieflens.extract("coin-flip", params={"turns": 1}, out="small.h5",
         ...                           episodes=1, seed=0)
         >>> belieflens.open_cache(path).sizes["query"]   # 2 turns x 2 deliveries x 7 rotations
@@ -455,7 +455,7 @@ def train_lens(
     Returns:
         A ``TrainResult``: the lens and its held-out KL per layer (dims ``layer``).
 
-    Example:
+    Examples:
         Not run by the tests here (it trains for minutes on the embedded model; the tests
         of :mod:`belieflens.train` train one on a tiny model):
 
@@ -529,7 +529,7 @@ def compare(
         ``tvd_mean`` (``model, delivery, probe, turn, depth, source``), ``layer``
         (``model, depth``), ``slope`` and ``slope_se`` (``model, delivery, probe``).
 
-    Example:
+    Examples:
         Not run by the tests here (it needs one study extracted from two or more models;
         ``tests/analysis/test_compare.py`` compares two tiny models):
 
@@ -589,7 +589,7 @@ def analyze(
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
 
-    Example:
+    Examples:
         >>> result = belieflens.analyze("study.h5", probes=False)
         >>> "next-flip" in result.text
         True
@@ -624,7 +624,7 @@ def environments() -> list[EnvironmentInfo]:
     Returns:
         One :class:`EnvironmentInfo` per environment: name, summary, parameters, grid counts.
 
-    Example:
+    Examples:
         >>> [e.name for e in belieflens.environments()][:3]
         ['coin-flip', 'recommender', 'social-judgment']
         >>> [p.name for p in belieflens.environments()[0].params][:3]
@@ -658,7 +658,7 @@ def patch(
         The path written: ``patched_logprob[pair, layer, positions, option]`` with the clean
         ``base_logprob`` and ``source_logprob[pair, option]``.
 
-    Example:
+    Examples:
         >>> out = belieflens.patch("study.h5", out="patch.h5",
         ...                        options=belieflens.PatchOptions(layers=(30,),
         ...                                                        positions=("answer",)),
@@ -687,7 +687,7 @@ def steer(
         The path written: ``steered_logprob`` and ``control_logprob[query, layer, alpha,
         option]``.
 
-    Example:
+    Examples:
         >>> out = belieflens.steer("study.h5", out="steer.h5",
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
@@ -715,7 +715,7 @@ def erase(
     Returns:
         The path written: ``erased_logprob`` and ``control_logprob[query, layer, option]``.
 
-    Example:
+    Examples:
         >>> out = belieflens.erase("study.h5", out="erase.h5",
         ...                        options=belieflens.EraseOptions(layers=(15,), n_folds=2),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))

@@ -14,7 +14,7 @@ class BeliefLensError(Exception):
 
     The CLI prints it as ``error: <message>`` and exits with code 2; no traceback.
 
-    Example:
+    Examples:
         >>> try:
         ...     belieflens.envs.get("coin-flip", turns=0)
         ... except belieflens.BeliefLensError as e:

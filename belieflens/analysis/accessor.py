@@ -54,7 +54,7 @@ _DISTANCES: dict[str, Callable[[xr.DataArray, xr.DataArray, str], xr.DataArray]]
 class BeliefLensAccessor:
     """Analysis methods on a cache Dataset (``ds.bl``); see the module docstring.
 
-    Example:
+    Examples:
         >>> ds = belieflens.open_cache("study.h5")
         >>> ds.bl.beliefs().dims
         ('delivery', 'probe', 'episode', 'turn', 'outcome')
@@ -90,7 +90,7 @@ class BeliefLensAccessor:
             Probabilities over outcomes (NaN past a probe's outcomes), dims ``(delivery,
             probe, episode, turn, outcome)``, with ``layer`` before ``outcome`` for a lens.
 
-        Example:
+        Examples:
             >>> ds.bl.beliefs().dims
             ('delivery', 'probe', 'episode', 'turn', 'outcome')
             >>> ds.bl.beliefs(source="logit-lens").dims
@@ -115,7 +115,7 @@ class BeliefLensAccessor:
         """The exact Bayesian distribution per instance, dims ``(delivery, probe, episode,
         turn, outcome)`` (NaN where a probe has none or past its outcomes).
 
-        Example:
+        Examples:
             >>> prior = ds.bl.oracle().sel(delivery="single-turn", probe="next-flip",
             ...                            episode=0, turn=0)
             >>> prior.values[:2].tolist()
@@ -126,7 +126,7 @@ class BeliefLensAccessor:
     def labels(self) -> xr.DataArray:
         """Each probe's outcome labels, dims ``(probe, outcome)`` (``""`` past its outcomes).
 
-        Example:
+        Examples:
             >>> ds.bl.labels().sel(probe="next-flip").values[:2].tolist()
             ['heads', 'tails']
         """
@@ -158,7 +158,7 @@ class BeliefLensAccessor:
         Returns:
             Dims ``(delivery, probe, episode, turn)``, with ``layer`` for a lens.
 
-        Example:
+        Examples:
             >>> kl = ds.bl.divergence("kl")
             >>> kl.name, kl.dims
             ('kl', ('delivery', 'probe', 'episode', 'turn'))
@@ -197,7 +197,7 @@ class BeliefLensAccessor:
             ``(delivery, probe, turn, layer, source)``; ``source`` is ``output``,
             ``logit-lens``, ``tuned-lens`` or ``probe``.
 
-        Example:
+        Examples:
             >>> table = ds.bl.summary(probes=False)
             >>> table["tvd_mean"].dims
             ('delivery', 'probe', 'turn', 'layer', 'source')
@@ -218,7 +218,7 @@ class BeliefLensAccessor:
             probe, rotation``) and ``position_excess_mean``, ``position_excess_sem`` (dims
             ``delivery, probe, option``).
 
-        Example:
+        Examples:
             >>> ds.bl.position_bias()["rotation_tvd_mean"].dims
             ('delivery', 'probe', 'rotation')
         """
@@ -252,7 +252,7 @@ class BeliefLensAccessor:
         Returns:
             Held-out scores and their controls per layer, dims ``(layer,)``.
 
-        Example:
+        Examples:
             >>> scores = ds.bl.probe(probe="next-flip", n_folds=2)
             >>> scores.sizes["layer"]
             31

@@ -9,7 +9,7 @@ environment touches its folder and one line of :data:`_REGISTRY`.
 values or CLI strings, ``describe(name)`` lists its parameters, ``sections_for(name)`` its
 report sections.
 
-Example:
+Examples:
     >>> belieflens.envs.names()[:2]
     ['coin-flip', 'recommender']
     >>> env = belieflens.envs.get("coin-flip", turns="3")   # strings parse as from --set

@@ -62,7 +62,7 @@ class EraseOptions:
     ``control_logprob[query, layer, option]``. ``n_folds`` needs as many episodes in the
     study.
 
-    Example:
+    Examples:
         >>> options = belieflens.EraseOptions(layers=(15,), n_folds=2)
         >>> options.layers, options.at
         ((15,), 'answer')

@@ -45,7 +45,7 @@ POSITION_SETS: tuple[PositionSet, ...] = get_args(PositionSet)
 class Pair:
     """A base read-out run with a source read-out's residual patched in.
 
-    Example:
+    Examples:
         >>> belieflens.Pair(base=3, source=17)
         Pair(base=3, source=17)
         >>> belieflens.PatchOptions(pairs=(belieflens.Pair(3, 17),)).pairs

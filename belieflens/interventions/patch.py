@@ -52,7 +52,7 @@ class PatchOptions:
     Passed to :func:`belieflens.patch`; the result file holds
     ``patched_logprob[pair, layer, positions, option]``.
 
-    Example:
+    Examples:
         >>> options = belieflens.PatchOptions(layers=(0, 15, 30), positions=("answer",))
         >>> options.layers, options.positions, options.reuse
         ((0, 15, 30), ('answer',), True)

@@ -63,7 +63,7 @@ class SteerOptions:
     ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. The ridge
     probe's folds are grouped by episode: ``n_folds`` needs as many episodes in the study.
 
-    Example:
+    Examples:
         >>> options = belieflens.SteerOptions(layers=(15,), alphas=(-2.0, 0.0, 2.0), n_folds=2)
         >>> options.alphas, options.at
         ((-2.0, 0.0, 2.0), 'answer')

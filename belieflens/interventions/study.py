@@ -72,7 +72,7 @@ class Selection:
     """Which read-outs of a study an intervention runs on: those at the given turns, probes,
     deliveries and episodes (``None``: any).
 
-    Example:
+    Examples:
         >>> select = belieflens.Selection(turns=(2,), probes=("next-flip",))
         >>> select.turns, select.deliveries
         ((2,), None)

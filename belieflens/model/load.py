@@ -203,7 +203,7 @@ class LoadedModel:
         tokenizer: its tokenizer (with a chat template; a plain transcript for base models).
         info: what was loaded: ids, weights hash, dtype, device, layers, width, kernels.
 
-    Example:
+    Examples:
         >>> model = belieflens.load("smollm2-135m")
         >>> model.info.n_layers, model.info.d_model
         (30, 576)
@@ -398,7 +398,7 @@ def catalogue() -> list[ModelStatus]:
     Returns:
         One :class:`ModelStatus` record per embedded name.
 
-    Example:
+    Examples:
         >>> [m.name for m in belieflens.models()]
         ['smollm2-135m', 'qwen2.5-coder-0.5b', 'gemma3-270m', 'qwen2.5-coder-1.5b']
         >>> belieflens.models()[0].layers

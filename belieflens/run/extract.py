@@ -134,7 +134,7 @@ class ExtractOptions:
             ``--no-prefix-reuse``).
         cont_resid: also store residuals at every continuation token (``cont_resid``).
 
-    Example:
+    Examples:
         >>> options = belieflens.ExtractOptions.of(episodes=2, seed=0, batch_size="auto")
         >>> options.episodes, options.max_rows, options.window
         (2, 0, 1024)

@@ -25,7 +25,7 @@ def describe(path: str | Path) -> str:
         Lines of text: the file and its size, its checksums, its provenance (environment,
         parameters, model, versions), its dimensions and variables.
 
-    Example:
+    Examples:
         >>> summary = belieflens.info("study.h5")
         >>> summary.splitlines()[0]
         'file: study.h5 (...)'

@@ -174,7 +174,7 @@ def open_cache(
         ``option_logprob[query, option]``, ``oracle[query, outcome]``, ... (the schema:
         :data:`belieflens.store.file.SCHEMA`), with ``ds.bl`` for the analysis.
 
-    Example:
+    Examples:
         >>> ds = belieflens.open_cache("study.h5")
         >>> ds["resid"].dims, ds.sizes["layer"]
         (('query', 'layer', 'd_model'), 31)
@@ -225,7 +225,7 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
     Returns:
         The path written: one cache file of the usual schema (dims ``query, layer, ...``).
 
-    Example:
+    Examples:
         Not run by the tests here (it needs a study directory, written on a cluster; the
         tests of :mod:`belieflens.run.shards` merge one):
 

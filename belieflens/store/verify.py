@@ -85,7 +85,7 @@ def verify(path: str | Path) -> list[str]:
     Returns:
         One line per problem found (no dims: plain text); ``[]`` for a consistent file.
 
-    Example:
+    Examples:
         >>> belieflens.verify("study.h5")
         []
     """

@@ -243,7 +243,7 @@ class BeliefAttribution:
     default) the model's own replies are part of the episode, so a generator must be bound
     (``belieflens extract`` binds the evaluated model).
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("belief-attribution")
         >>> env.requires_generator
         True

@@ -101,7 +101,7 @@ class CoinFlip:
     delivery: ``next-flip`` (outcomes heads, tails) and ``bias`` (``bins`` equal-width bins);
     in a cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("coin-flip", turns=3)
         >>> episode = next(env.episodes(1, seed=0))
         >>> len(episode.turns), [p.name for p in episode.turns[1].probes]

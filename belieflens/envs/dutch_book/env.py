@@ -169,7 +169,7 @@ class DutchBook:
     Parameters are the fields of its ``Params`` record. Its probe ``credence`` (Yes, No) has
     no oracle; beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("dutch-book")
         >>> episode = next(env.episodes(1, seed=0))
         >>> probe = episode.turns[1].probes[0]

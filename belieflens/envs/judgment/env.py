@@ -208,7 +208,7 @@ class SocialJudgment(JudgmentEnvironment):
     NTA) has no oracle; beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
     Active engagement needs a simulator (``belieflens extract`` binds one).
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("social-judgment")
         >>> episode = next(env.episodes(1, seed=0))
         >>> probe = episode.turns[1].probes[0]
@@ -242,7 +242,7 @@ class MedicalTriage(JudgmentEnvironment):
     Urgent, Observation, Routine), ``style`` and ``urgency|style=S``; beliefs have dims
     ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("medical-triage")
         >>> episode = next(env.episodes(1, seed=0))
         >>> [p.name for p in episode.turns[1].probes][:2]

@@ -360,7 +360,7 @@ class ProteinWorld:
     Parameters are the fields of its ``Params`` record. Beliefs have dims ``(delivery, probe,
     episode, turn, outcome)``; the outcomes of ``class`` are the world's classes.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("protein-world")
         >>> episode = next(env.episodes(1, seed=0))
         >>> len(episode.turns), [p.name for p in episode.turns[1].probes][:2]

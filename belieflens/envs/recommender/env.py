@@ -167,7 +167,7 @@ class Recommender:
     turn: ``type`` (the user types), ``rating`` and ``rating|type=k`` (the rating scale); in a
     cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("recommender", turns=3)
         >>> episode = next(env.episodes(1, seed=0))
         >>> len(episode.turns), episode.turns[1].probes[0].name

@@ -59,7 +59,7 @@ class Dice(GridEnvironment[DiceParams]):
     point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
     (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("dice")
         >>> env.count()
         11200
@@ -119,7 +119,7 @@ class Coins(GridEnvironment[CoinsParams]):
     point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
     (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("coins")
         >>> env.count()
         672
@@ -182,7 +182,7 @@ class Preference(GridEnvironment[PreferenceParams]):
     point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
     (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("preference")
         >>> env.count()
         72
@@ -237,7 +237,7 @@ class Choice(GridEnvironment[ChoiceParams]):
     point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
     (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("choice")
         >>> env.count()
         68
@@ -302,7 +302,7 @@ class CaseStudy(GridEnvironment[CaseStudyParams]):
     point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
     (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("case-study")
         >>> env.count()
         3

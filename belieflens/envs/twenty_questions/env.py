@@ -155,7 +155,7 @@ class TwentyQuestions:
     The model's own output decides each step, so a generator and a simulated answerer must be
     bound (``belieflens extract`` binds them).
 
-    Example:
+    Examples:
         >>> env = belieflens.envs.get("twenty-questions")
         >>> env.requires_generator, env.requires_simulator
         (True, True)
