@@ -663,7 +663,8 @@ def patch(
         ...                        options=belieflens.PatchOptions(layers=(30,),
         ...                                                        positions=("answer",)),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
-        >>> belieflens.open_cache(out)["patched_logprob"].dims
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["patched_logprob"].dims
         ('pair', 'layer', 'positions', 'option')
     """
     return intervene(study, options or PatchOptions(), out=out, **run)
@@ -692,7 +693,8 @@ def steer(
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
-        >>> belieflens.open_cache(out)["steered_logprob"].dims
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["steered_logprob"].dims
         ('query', 'layer', 'alpha', 'option')
     """
     return intervene(study, options or SteerOptions(), out=out, **run)
@@ -719,7 +721,8 @@ def erase(
         >>> out = belieflens.erase("study.h5", out="erase.h5",
         ...                        options=belieflens.EraseOptions(layers=(15,), n_folds=2),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
-        >>> belieflens.open_cache(out)["erased_logprob"].dims
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["erased_logprob"].dims
         ('query', 'layer', 'option')
     """
     return intervene(study, options or EraseOptions(), out=out, **run)
