@@ -292,7 +292,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
     for entry in config.nav or []:
         if isinstance(entry, dict) and "Environments" in entry:
-            entry["Environments"] = ["environments/index.md"] + [
+            entry["Environments"] = [{"All environments": "environments/index.md"}] + [
                 f"environments/{name}.md" for name in envs.names()
             ]
     return config
