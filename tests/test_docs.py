@@ -13,8 +13,10 @@
    Every fenced block names its language (``text`` for output), so none escapes the rule.
 2. Every public name has a docstring with an example (an ``Example`` section or ``>>>``):
    every name in ``belieflens.__all__``, every ``ds.bl`` method and every environment class.
-3. The docstring examples of the environment classes and of ``ds.bl`` run as doctests;
-   a docstring example that is not run says so (``+SKIP`` and the words "not run").
+3. Those docstrings' examples run as doctests, and so do the examples of the module
+   docstrings that head API reference pages (``belieflens``, ``belieflens.analysis.accessor``):
+   the environment classes' without a model, the others next to the study of Getting started
+   on the embedded model. An example that is not run says so (``+SKIP`` and "not run").
 """
 
 from __future__ import annotations
@@ -151,6 +153,14 @@ def public_objects() -> Iterator[tuple[str, object]]:
         yield f"{cls.__module__}.{cls.__qualname__} ({name})", cls
 
 
+def rendered_modules() -> list[object]:
+    """Modules whose own docstring (with its examples) heads an API reference page."""
+    import belieflens
+    import belieflens.analysis.accessor
+
+    return [belieflens, belieflens.analysis.accessor]
+
+
 def has_example(doc: str) -> bool:
     return ">>>" in doc or re.search(r"^\s*Examples?:?\s*$", doc, re.M) is not None
 
@@ -163,7 +173,8 @@ def test_public_names_have_docstrings_with_an_example() -> None:
 
 
 def test_skipped_docstring_examples_say_why() -> None:
-    silent = [name for name, obj in public_objects()
+    objects = [*public_objects(), *((m.__name__, m) for m in rendered_modules())]
+    silent = [name for name, obj in objects
               if "+SKIP" in (doc := inspect.getdoc(obj) or "") and "not run" not in doc.lower()]
     assert not silent, "examples marked +SKIP without saying they are not run: " + \
         ", ".join(silent)
@@ -220,6 +231,7 @@ def test_api_examples_run(docs_study: Path, tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     _in_folder(docs_study, tmp_path)
     objects = [(n, o) for n, o in public_objects() if not n.startswith("belieflens.envs.")]
+    objects += [(m.__name__, m) for m in rendered_modules()]
     with belieflens.open_cache("study.h5") as ds:
         run_doctests(objects, {"belieflens": belieflens, "ds": ds})
 

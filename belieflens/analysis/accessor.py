@@ -1,13 +1,20 @@
 """``ds.bl``: the analysis of a cache file as methods of its Dataset.
 
-Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor::
+Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor (a study of
+two episodes below, so the probes take two folds).
 
-    ds = belieflens.open_cache("study.h5")
-    ds.bl.beliefs()                          # (delivery, probe, episode, turn, outcome)
-    ds.bl.beliefs(source="logit-lens")       # ... with a layer dim
-    ds.bl.divergence("kl", source=tuned)     # a TunedLens, or any Lens
-    ds.bl.summary()                          # TVD per (delivery, probe, turn, layer, source)
-    ds.bl.probe()                            # held-out softmax probe on the oracle, per layer
+Examples:
+    >>> ds = belieflens.open_cache("study.h5")
+    >>> ds.bl.beliefs().dims
+    ('delivery', 'probe', 'episode', 'turn', 'outcome')
+    >>> ds.bl.beliefs(source="logit-lens").dims        # any Lens object too, e.g. a TunedLens
+    ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
+    >>> ds.bl.divergence("kl").name                   # KL(oracle || belief) per instance
+    'kl'
+    >>> ds.bl.summary(probes=False)["tvd_mean"].dims  # TVD per layer and source
+    ('delivery', 'probe', 'turn', 'layer', 'source')
+    >>> ds.bl.probe(probe="next-flip", n_folds=2).sizes["layer"]   # held-out probe per layer
+    31
 
 Every method returns an xarray object with named dimensions and is a thin wrapper of a
 function in :mod:`belieflens.analysis`; nothing is cached between calls.
