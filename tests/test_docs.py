@@ -28,9 +28,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -150,10 +151,10 @@ def public_objects() -> Iterator[tuple[str, object]]:
             yield f"ds.bl.{name}", member
     for name in envs.names():
         cls = envs.environment_class(name)
-        yield f"{cls.__module__}.{cls.__qualname__} ({name})", cls
+        yield f"{cls.__module__}.{getattr(cls, '__qualname__', '')} ({name})", cls
 
 
-def rendered_modules() -> list[object]:
+def rendered_modules() -> list[ModuleType]:
     """Modules whose own docstring (with its examples) heads an API reference page."""
     import belieflens
     import belieflens.analysis.accessor
@@ -180,7 +181,7 @@ def test_skipped_docstring_examples_say_why() -> None:
         ", ".join(silent)
 
 
-def run_doctests(objects: list[tuple[str, object]], globs: dict[str, object]) -> None:
+def run_doctests(objects: Sequence[tuple[str, object]], globs: dict[str, object]) -> None:
     """Run the ``>>>`` examples of ``objects``' own docstrings; fail with the report."""
     finder = doctest.DocTestFinder(recurse=False)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
