@@ -1,15 +1,16 @@
 """belieflens: what a language model believes, turn by turn and layer by layer.
 
-One obvious way in::
+One obvious way in, a study of one episode of one coin flip (the example below).
 
-    import belieflens
-
-    model = belieflens.load("smollm2-135m")              # a TransformerLens bridge
-    path = belieflens.extract("coin-flip", params={"turns": 10}, model=model,
-                              out="study.h5", episodes=4, seed=0)
-    ds = belieflens.open_cache(path)                     # an xarray.Dataset
-    ds.bl.beliefs()                                      # analysis as methods of the Dataset
-    print(belieflens.analyze(path).text)                 # the tables `belieflens analyze` prints
+Examples:
+    >>> import belieflens
+    >>> model = belieflens.load("smollm2-135m")              # a TransformerLens bridge
+    >>> path = belieflens.extract("coin-flip", params={"turns": 1}, model=model,
+    ...                           out="first.h5", episodes=1, seed=0)
+    >>> ds = belieflens.open_cache(path)                     # an xarray.Dataset
+    >>> ds.bl.beliefs().dims                                 # analysis as methods of the Dataset
+    ('delivery', 'probe', 'episode', 'turn', 'outcome')
+    >>> tables = belieflens.analyze(path, probes=False).text  # what `belieflens analyze` prints
 
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`

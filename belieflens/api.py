@@ -170,6 +170,21 @@ def load(
     (``auto`` uses oneDNN where it passes a check at load). ``threads``: torch's CPU
     threads (0 keeps torch's setting). Raises :class:`ModelNotFoundError` (one line) for a
     model that cannot be found or read.
+
+    Args:
+        model: what to load.
+        device: ``cpu``, ``cuda`` or ``auto``.
+        dtype: ``float32`` (the default), ``bfloat16`` or ``float16``.
+        kernels: ``auto``, ``default`` or ``onednn``.
+        threads: torch's CPU threads.
+
+    Returns:
+        A :class:`LoadedModel`: the bridge, its tokenizer and what was loaded (``info``).
+
+    Examples:
+        >>> model = belieflens.load("smollm2-135m")
+        >>> model.info.official_id, model.info.n_layers
+        ('HuggingFaceTB/SmolLM2-135M-Instruct', 30)
     """
     _check_load(device, dtype, kernels)
     at_least("--threads", threads, 0)
@@ -286,6 +301,33 @@ def extract(
     resumed (:mod:`belieflens.run.resume`); a partial file of another study is refused
     unless ``overwrite``. ``on_event`` receives an :data:`ExtractEvent` for each model
     loaded, each text generation and each step of progress.
+
+    Args:
+        env: an environment or its registered name.
+        out: the cache file to write (a study directory with ``client``).
+        params: the environment's parameters, typed or as strings.
+        model: the model to run.
+        simulator: the model that plays the user where one is needed.
+        options: the run's options (or their keywords).
+        device: where a model loaded here runs.
+        dtype: its dtype.
+        kernels: its CPU linear kernels.
+        overwrite: replace ``out``, or a partial file of another study.
+        on_event: called with each :data:`ExtractEvent`.
+        client: a Dask client or a ``--cluster`` value.
+        shard_episodes: about this many episodes per shard (0: auto).
+        **keywords: the options as keywords.
+
+    Returns:
+        The path written. Its Dataset (:func:`open_cache`) has one row per read-out:
+        ``resid[query, layer, d_model]``, ``option_logprob[query, option]``,
+        ``oracle[query, outcome]``, ...
+
+    Examples:
+        >>> path = belieflens.extract("coin-flip", params={"turns": 1}, out="small.h5",
+        ...                           episodes=1, seed=0)
+        >>> belieflens.open_cache(path).sizes["query"]   # 2 turns x 2 deliveries x 7 rotations
+        28
     """
     if options is not None and keywords:
         raise ParameterError("pass the options as an ExtractOptions or as keywords, not both")
@@ -394,6 +436,32 @@ def train_lens(
     tokens (0: the full vocabulary). Inputs, environment names and the model are checked
     before anything heavy runs; an existing lens in ``out`` is replaced only with
     ``overwrite``. Returns the lens with its held-out KL per layer.
+
+    Args:
+        out: the folder to save the lens to.
+        model: the model whose lens it is.
+        envs: environments whose contexts train it.
+        contexts: contexts run.
+        per_context: token positions sampled from each.
+        epochs: passes over the positions.
+        lr: the learning rate.
+        vocab_top: tokens the training KL runs over (0: the whole vocabulary).
+        seed: seeds contexts, positions and initialisation.
+        device: where the model runs.
+        threads: torch's CPU threads.
+        overwrite: replace a lens in ``out``.
+        on_event: called with each :data:`LensEvent`.
+
+    Returns:
+        A ``TrainResult``: the lens and its held-out KL per layer (dims ``layer``).
+
+    Examples:
+        Not run by the tests here (it trains for minutes on the embedded model; the tests
+        of :mod:`belieflens.train` train one on a tiny model):
+
+        >>> result = belieflens.train_lens("lens/")  # doctest: +SKIP
+        >>> ds.bl.beliefs(source=result.lens).dims  # doctest: +SKIP
+        ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     """
     from belieflens.envs import describe
     from belieflens.train.lens import TrainOptions
@@ -449,6 +517,25 @@ def compare(
     and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
     studies are refused in one line (:class:`ParameterError`); :func:`compare_report` adds
     the report and figures.
+
+    Args:
+        files: cache files (or study directories), one per model.
+        debias: how rotations are pooled.
+        probes: fit the linear probes (their columns are NaN without).
+        seed: seeds the probes' folds.
+
+    Returns:
+        Variables such as ``output_tvd_mean`` (dims ``model, delivery, probe, turn``),
+        ``tvd_mean`` (``model, delivery, probe, turn, depth, source``), ``layer``
+        (``model, depth``), ``slope`` and ``slope_se`` (``model, delivery, probe``).
+
+    Examples:
+        Not run by the tests here (it needs one study extracted from two or more models;
+        ``tests/analysis/test_compare.py`` compares two tiny models):
+
+        >>> cmp = belieflens.compare(["smollm2.h5", "qwen.h5"])  # doctest: +SKIP
+        >>> cmp["slope"].dims  # doctest: +SKIP
+        ('model', 'delivery', 'probe')
     """
     from belieflens.analysis.compare import compare as run
 
@@ -489,6 +576,23 @@ def analyze(
     loaded lens, ``probes=False`` skips the linear probes, ``client`` runs the dask work on a
     cluster). An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`).
+
+    Args:
+        file: a cache file, study directory or intervention result file.
+        out: a folder for the figures and ``report.md`` (``None``: tables only).
+        debias: how rotations are pooled.
+        lens: a tuned lens for the ``tuned-lens`` column.
+        probes: fit the linear probes.
+        seed: seeds the probes' folds.
+        client: a Dask client or a ``--cluster`` value.
+
+    Returns:
+        An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
+
+    Examples:
+        >>> result = belieflens.analyze("study.h5", probes=False)
+        >>> "next-flip" in result.text
+        True
     """
     from belieflens.report.interventions import report
     from belieflens.report.study import analyze as run
@@ -515,7 +619,17 @@ class EnvironmentInfo:
 
 
 def environments() -> list[EnvironmentInfo]:
-    """Every registered environment, with its parameters."""
+    """Every registered environment, with its parameters (what ``belieflens envs`` lists).
+
+    Returns:
+        One :class:`EnvironmentInfo` per environment: name, summary, parameters, grid counts.
+
+    Examples:
+        >>> [e.name for e in belieflens.environments()][:3]
+        ['coin-flip', 'recommender', 'social-judgment']
+        >>> [p.name for p in belieflens.environments()[0].params][:3]
+        ['a0', 'b0', 'theta']
+    """
     from belieflens.envs.revealed.counts import counts_line
 
     out = []
@@ -532,7 +646,27 @@ def patch(
     """Interchange patching (:mod:`belieflens.interventions.patch`): each base read-out with its
     source's residual stream patched in, per layer and position set; writes ``out``. The
     pairs are ``options.pairs``, else the aligned pairs of probe instances among the read-outs
-    ``select`` names; the other keywords are :func:`intervene`'s."""
+    ``select`` names; the other keywords are :func:`intervene`'s.
+
+    Args:
+        study: the study's cache file.
+        out: the result file to write.
+        options: layers, position sets, pairs.
+        **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
+
+    Returns:
+        The path written: ``patched_logprob[pair, layer, positions, option]`` with the clean
+        ``base_logprob`` and ``source_logprob[pair, option]``.
+
+    Examples:
+        >>> out = belieflens.patch("study.h5", out="patch.h5",
+        ...                        options=belieflens.PatchOptions(layers=(30,),
+        ...                                                        positions=("answer",)),
+        ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["patched_logprob"].dims
+        ('pair', 'layer', 'positions', 'option')
+    """
     return intervene(study, options or PatchOptions(), out=out, **run)
 
 
@@ -542,7 +676,27 @@ def steer(
 ) -> Path:
     """Steering (:mod:`belieflens.interventions.steer`): alpha times the ridge probe's
     direction added per layer, against a random direction of equal norm; writes ``out``. The
-    keywords (``model``, ``select``, ...) are :func:`intervene`'s."""
+    keywords (``model``, ``select``, ...) are :func:`intervene`'s.
+
+    Args:
+        study: the study's cache file.
+        out: the result file to write.
+        options: layers, strengths (``alphas``), folds of the probe, positions.
+        **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
+
+    Returns:
+        The path written: ``steered_logprob`` and ``control_logprob[query, layer, alpha,
+        option]``.
+
+    Examples:
+        >>> out = belieflens.steer("study.h5", out="steer.h5",
+        ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
+        ...                                                        n_folds=2),
+        ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["steered_logprob"].dims
+        ('query', 'layer', 'alpha', 'option')
+    """
     return intervene(study, options or SteerOptions(), out=out, **run)
 
 
@@ -552,7 +706,25 @@ def erase(
 ) -> Path:
     """Erasure (:mod:`belieflens.interventions.erase`): LEACE of the oracle concept per layer,
     cross-fitted by episode, against a random subspace of equal rank; writes ``out``. The
-    keywords (``model``, ``select``, ...) are :func:`intervene`'s."""
+    keywords (``model``, ``select``, ...) are :func:`intervene`'s.
+
+    Args:
+        study: the study's cache file.
+        out: the result file to write.
+        options: layers, folds, positions.
+        **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
+
+    Returns:
+        The path written: ``erased_logprob`` and ``control_logprob[query, layer, option]``.
+
+    Examples:
+        >>> out = belieflens.erase("study.h5", out="erase.h5",
+        ...                        options=belieflens.EraseOptions(layers=(15,), n_folds=2),
+        ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["erased_logprob"].dims
+        ('query', 'layer', 'option')
+    """
     return intervene(study, options or EraseOptions(), out=out, **run)
 
 

@@ -13,6 +13,13 @@ class BeliefLensError(Exception):
     """A user-facing error: its message is one line that says what is wrong and what is allowed.
 
     The CLI prints it as ``error: <message>`` and exits with code 2; no traceback.
+
+    Examples:
+        >>> try:
+        ...     belieflens.envs.get("coin-flip", turns=0)
+        ... except belieflens.BeliefLensError as e:
+        ...     print(e)
+        parameter 'turns' = 0 is not allowed: an integer in 1..1000
     """
 
 

@@ -1,25 +1,32 @@
-"""The README's Python walk-through runs as written (so it cannot rot)."""
+"""The README's walk-throughs run as written (so they cannot rot).
+
+The blocks run here are the ones the README marks ``<!-- run by: tests/test_readme.py -->``:
+the five-minute command-line walk-through (``bash``) and the Python walk-through. The docs'
+Getting started page includes both from the README, so this is their test too.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+MARKER = "<!-- run by: tests/test_readme.py -->"
 
 pytestmark = pytest.mark.real_model  # extracts a small study on the embedded model
 
 
-def python_block() -> str:
-    """The first ``python`` code block under the README's "## Python" heading."""
+def marked_block(language: str) -> str:
+    """The one ``language`` code block that the README marks as run by this test."""
     text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
-    found = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert found is not None, "README's Python section has no python code block"
-    return found.group(1)
+    found = re.findall(re.escape(MARKER) + r"\n```" + language + r"\n(.*?)```", text, flags=re.S)
+    assert len(found) == 1, f"README marks {len(found)} {language} blocks for this test"
+    return str(found[0])
 
 
 def test_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,7 +36,7 @@ def test_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
     matplotlib.use("Agg")
     namespace: dict[str, object] = {}
-    exec(compile(python_block(), str(README), "exec"), namespace)
+    exec(compile(marked_block("python"), str(README), "exec"), namespace)
     assert (tmp_path / "study.h5").is_file()
     assert (tmp_path / "tvd_per_layer.png").stat().st_size > 1000
     beliefs = namespace["beliefs"]
@@ -42,3 +49,17 @@ def test_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert tvd.sizes["turn"] == 5 and tvd.sizes["layer"] == 31
     assert float(tvd.min()) >= 0.0 and float(tvd.max()) <= 1.0
     assert os.path.basename(str(namespace["path"])) == "study.h5"
+
+
+def test_cli_walkthrough_runs(tmp_path: Path) -> None:
+    """Every command of the CLI walk-through succeeds, in order, as a shell would run it."""
+    env = dict(os.environ, MPLBACKEND="Agg",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", marked_block("bash")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "study.h5").is_file()
+    assert (tmp_path / "report" / "report.md").is_file()
+    assert "coin-flip" in done.stdout  # `belieflens envs` and `info` name it
+    assert "ok: study.h5 passed every consistency check" in done.stdout
+    assert "belieflens extract coin-flip" in done.stdout.splitlines()[-1]

@@ -1,13 +1,20 @@
 """``ds.bl``: the analysis of a cache file as methods of its Dataset.
 
-Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor::
+Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor (a study of
+two episodes below, so the probes take two folds).
 
-    ds = belieflens.open_cache("study.h5")
-    ds.bl.beliefs()                          # (delivery, probe, episode, turn, outcome)
-    ds.bl.beliefs(source="logit-lens")       # ... with a layer dim
-    ds.bl.divergence("kl", source=tuned)     # a TunedLens, or any Lens
-    ds.bl.summary()                          # TVD per (delivery, probe, turn, layer, source)
-    ds.bl.probe()                            # held-out softmax probe on the oracle, per layer
+Examples:
+    >>> ds = belieflens.open_cache("study.h5")
+    >>> ds.bl.beliefs().dims
+    ('delivery', 'probe', 'episode', 'turn', 'outcome')
+    >>> ds.bl.beliefs(source="logit-lens").dims        # any Lens object too, e.g. a TunedLens
+    ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
+    >>> ds.bl.divergence("kl").name                   # KL(oracle || belief) per instance
+    'kl'
+    >>> ds.bl.summary(probes=False)["tvd_mean"].dims  # TVD per layer and source
+    ('delivery', 'probe', 'turn', 'layer', 'source')
+    >>> ds.bl.probe(probe="next-flip", n_folds=2).sizes["layer"]   # held-out probe per layer
+    31
 
 Every method returns an xarray object with named dimensions and is a thin wrapper of a
 function in :mod:`belieflens.analysis`; nothing is cached between calls.
@@ -52,7 +59,13 @@ _DISTANCES: dict[str, Callable[[xr.DataArray, xr.DataArray, str], xr.DataArray]]
 
 @xr.register_dataset_accessor("bl")  # type: ignore[no-untyped-call]
 class BeliefLensAccessor:
-    """Analysis methods on a cache Dataset (``ds.bl``); see the module docstring."""
+    """Analysis methods on a cache Dataset (``ds.bl``); see the module docstring.
+
+    Examples:
+        >>> ds = belieflens.open_cache("study.h5")
+        >>> ds.bl.beliefs().dims
+        ('delivery', 'probe', 'episode', 'turn', 'outcome')
+    """
 
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
@@ -72,6 +85,23 @@ class BeliefLensAccessor:
         against the file first): every layer, dims ``(delivery, probe, episode, turn, layer,
         outcome)``. ``method`` pools the Latin-square rotations; ``multi_token`` and
         ``chunk`` are passed to :func:`~belieflens.analysis.lens.lens_beliefs`.
+
+        Args:
+            source: ``"output"``, ``"logit-lens"`` or a lens object.
+            method: ``"geometric"`` (mean log-prob over rotations) or ``"arithmetic"``.
+            multi_token: ``"auto"`` scores whole continuations where the file has
+                ``cont_resid``; ``"first-token"`` never.
+            chunk: queries read at a time (lens sources).
+
+        Returns:
+            Probabilities over outcomes (NaN past a probe's outcomes), dims ``(delivery,
+            probe, episode, turn, outcome)``, with ``layer`` before ``outcome`` for a lens.
+
+        Examples:
+            >>> ds.bl.beliefs().dims
+            ('delivery', 'probe', 'episode', 'turn', 'outcome')
+            >>> ds.bl.beliefs(source="logit-lens").dims
+            ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
         """
         if isinstance(source, str):
             if source == "output":
@@ -90,11 +120,23 @@ class BeliefLensAccessor:
 
     def oracle(self) -> xr.DataArray:
         """The exact Bayesian distribution per instance, dims ``(delivery, probe, episode,
-        turn, outcome)`` (NaN where a probe has none or past its outcomes)."""
+        turn, outcome)`` (NaN where a probe has none or past its outcomes).
+
+        Examples:
+            >>> prior = ds.bl.oracle().sel(delivery="single-turn", probe="next-flip",
+            ...                            episode=0, turn=0)
+            >>> prior.values[:2].tolist()
+            [0.5, 0.5]
+        """
         return output_beliefs(self._ds)["oracle"]
 
     def labels(self) -> xr.DataArray:
-        """Each probe's outcome labels, dims ``(probe, outcome)`` (``""`` past its outcomes)."""
+        """Each probe's outcome labels, dims ``(probe, outcome)`` (``""`` past its outcomes).
+
+        Examples:
+            >>> ds.bl.labels().sel(probe="next-flip").values[:2].tolist()
+            ['heads', 'tails']
+        """
         return output_beliefs(self._ds)["outcome_label"]
 
     def divergence(
@@ -111,6 +153,24 @@ class BeliefLensAccessor:
         Distances take the oracle first (``kl`` = KL(oracle ‖ belief)) and ignore outcomes
         past each probe's ``K``; NaN where a probe has no oracle. Dims: those of
         :meth:`beliefs` without ``outcome``; the result is named after the metric.
+
+        Args:
+            metric: ``tvd``, ``kl``, ``sym_kl``, ``js``, ``l1``, ``chebyshev`` or ``mae``
+                (the absolute error of the point estimate).
+            source: as for :meth:`beliefs`.
+            method: as for :meth:`beliefs`.
+            multi_token: as for :meth:`beliefs`.
+            chunk: as for :meth:`beliefs`.
+
+        Returns:
+            Dims ``(delivery, probe, episode, turn)``, with ``layer`` for a lens.
+
+        Examples:
+            >>> kl = ds.bl.divergence("kl")
+            >>> kl.name, kl.dims
+            ('kl', ('delivery', 'probe', 'episode', 'turn'))
+            >>> ds.bl.divergence("tvd", source="logit-lens").dims[-1]
+            'layer'
         """
         if metric not in METRICS:
             raise ParameterError(f"metric = {metric!r} is not allowed: one of {', '.join(METRICS)}")
@@ -133,11 +193,42 @@ class BeliefLensAccessor:
 
     def summary(self, lens: Lens | None = None, **kwargs: Any) -> xr.Dataset:
         """:func:`belieflens.analysis.summary.summary` of this file (TVD to the oracle per
-        delivery, probe, turn, layer and source); keyword arguments are passed on."""
+        delivery, probe, turn, layer and source); keyword arguments are passed on.
+
+        Args:
+            lens: the tuned-lens column's lens (``None``: that column is NaN).
+            **kwargs: ``method``, ``probes`` (``False`` skips the probe fits), ``seed``, ...
+
+        Returns:
+            Variables ``tvd_mean``, ``tvd_sem`` and ``n`` (episodes with a value), dims
+            ``(delivery, probe, turn, layer, source)``; ``source`` is ``output``,
+            ``logit-lens``, ``tuned-lens`` or ``probe``.
+
+        Examples:
+            >>> table = ds.bl.summary(probes=False)
+            >>> table["tvd_mean"].dims
+            ('delivery', 'probe', 'turn', 'layer', 'source')
+            >>> table["source"].values.tolist()
+            ['output', 'logit-lens', 'tuned-lens', 'probe']
+        """
         return summary(self._ds, lens, **kwargs)
 
     def position_bias(self, *, method: DebiasMethod = "geometric") -> xr.Dataset:
-        """:func:`belieflens.analysis.position_bias.position_bias` of this file."""
+        """:func:`belieflens.analysis.position_bias.position_bias` of this file: how far each
+        rotation's belief is from the debiased one, and each answer position's excess.
+
+        Args:
+            method: how rotations are pooled into the debiased belief.
+
+        Returns:
+            ``rotation_tvd_mean``, ``rotation_tvd_sem``, ``rotation_n`` (dims ``delivery,
+            probe, rotation``) and ``position_excess_mean``, ``position_excess_sem`` (dims
+            ``delivery, probe, option``).
+
+        Examples:
+            >>> ds.bl.position_bias()["rotation_tvd_mean"].dims
+            ('delivery', 'probe', 'rotation')
+        """
         return position_bias(self._ds, method=method)
 
     def probe(
@@ -157,6 +248,21 @@ class BeliefLensAccessor:
         ``None``); a DataArray over ``query`` is used as is. Folds are grouped by episode and
         seeded by ``seed``; keyword arguments go to
         :func:`~belieflens.analysis.decoders.probe_layers`. Returns a Dataset over ``layer``.
+
+        Args:
+            target: ``"oracle"``, the name of a ``(query,)`` variable, or a DataArray over
+                ``query``.
+            probe: the probe question whose rows are used.
+            seed: seeds the folds.
+            **kwargs: ``n_folds`` (default 5: the file needs as many episodes), ``lam``, ...
+
+        Returns:
+            Held-out scores and their controls per layer, dims ``(layer,)``.
+
+        Examples:
+            >>> scores = ds.bl.probe(probe="next-flip", n_folds=2)
+            >>> scores.sizes["layer"]
+            31
         """
         ds = self._ds
         names = [str(p) for p in np.unique(np.asarray(ds[PROBE].values).astype(str))]

@@ -8,6 +8,13 @@ environment touches its folder and one line of :data:`_REGISTRY`.
 ``names()`` lists the registered environments, ``get(name, **params)`` builds one from typed
 values or CLI strings, ``describe(name)`` lists its parameters, ``sections_for(name)`` its
 report sections.
+
+Examples:
+    >>> belieflens.envs.names()[:2]
+    ['coin-flip', 'recommender']
+    >>> env = belieflens.envs.get("coin-flip", turns="3")   # strings parse as from --set
+    >>> env.params.turns
+    3
 """
 
 from __future__ import annotations

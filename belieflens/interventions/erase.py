@@ -56,7 +56,17 @@ ERASE_AT: tuple[EraseAt, ...] = get_args(EraseAt)
 
 @dataclass(frozen=True)
 class EraseOptions:
-    """How to erase: layers, folds (grouped by episode), batch size, seed, positions."""
+    """How to erase: layers, folds (grouped by episode), batch size, seed, positions.
+
+    Passed to :func:`belieflens.erase`; the result file holds ``erased_logprob`` and
+    ``control_logprob[query, layer, option]``. ``n_folds`` needs as many episodes in the
+    study.
+
+    Examples:
+        >>> options = belieflens.EraseOptions(layers=(15,), n_folds=2)
+        >>> options.layers, options.at
+        ((15,), 'answer')
+    """
 
     kind: ClassVar[Kind] = "intervention-erase"
     need: ClassVar[tuple[str, ...]] = ("resid",)

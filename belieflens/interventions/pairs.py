@@ -43,7 +43,14 @@ POSITION_SETS: tuple[PositionSet, ...] = get_args(PositionSet)
 
 @dataclass(frozen=True)
 class Pair:
-    """A base read-out run with a source read-out's residual patched in."""
+    """A base read-out run with a source read-out's residual patched in.
+
+    Examples:
+        >>> belieflens.Pair(base=3, source=17)
+        Pair(base=3, source=17)
+        >>> belieflens.PatchOptions(pairs=(belieflens.Pair(3, 17),)).pairs
+        (Pair(base=3, source=17),)
+    """
 
     base: int
     """Index of the base query in the study."""

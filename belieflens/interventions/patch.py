@@ -47,7 +47,16 @@ from belieflens.store.results import Kind
 
 @dataclass(frozen=True)
 class PatchOptions:
-    """How to patch: which pairs, layers and position sets, how many pairs per batch."""
+    """How to patch: which pairs, layers and position sets, how many pairs per batch.
+
+    Passed to :func:`belieflens.patch`; the result file holds
+    ``patched_logprob[pair, layer, positions, option]``.
+
+    Examples:
+        >>> options = belieflens.PatchOptions(layers=(0, 15, 30), positions=("answer",))
+        >>> options.layers, options.positions, options.reuse
+        ((0, 15, 30), ('answer',), True)
+    """
 
     kind: ClassVar[Kind] = "intervention-patch"
     need: ClassVar[tuple[str, ...]] = ()

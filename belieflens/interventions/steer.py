@@ -57,7 +57,17 @@ DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 
 @dataclass(frozen=True)
 class SteerOptions:
-    """How to steer: layers, strengths, folds of the probe, batch size, seed, positions."""
+    """How to steer: layers, strengths, folds of the probe, batch size, seed, positions.
+
+    Passed to :func:`belieflens.steer`; the result file holds
+    ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. The ridge
+    probe's folds are grouped by episode: ``n_folds`` needs as many episodes in the study.
+
+    Examples:
+        >>> options = belieflens.SteerOptions(layers=(15,), alphas=(-2.0, 0.0, 2.0), n_folds=2)
+        >>> options.alphas, options.at
+        ((-2.0, 0.0, 2.0), 'answer')
+    """
 
     kind: ClassVar[Kind] = "intervention-steer"
     need: ClassVar[tuple[str, ...]] = ("resid",)

@@ -70,7 +70,13 @@ class Study:
 @dataclass(frozen=True)
 class Selection:
     """Which read-outs of a study an intervention runs on: those at the given turns, probes,
-    deliveries and episodes (``None``: any)."""
+    deliveries and episodes (``None``: any).
+
+    Examples:
+        >>> select = belieflens.Selection(turns=(2,), probes=("next-flip",))
+        >>> select.turns, select.deliveries
+        ((2,), None)
+    """
 
     turns: tuple[int, ...] | None = None
     probes: tuple[str, ...] | None = None

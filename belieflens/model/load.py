@@ -196,7 +196,18 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A bridge-wrapped model with its tokenizer and provenance."""
+    """A bridge-wrapped model with its tokenizer and provenance (what :func:`load` returns).
+
+    Attributes:
+        bridge: the TransformerLens ``TransformerBridge`` wrapping the transformers model.
+        tokenizer: its tokenizer (with a chat template; a plain transcript for base models).
+        info: what was loaded: ids, weights hash, dtype, device, layers, width, kernels.
+
+    Examples:
+        >>> model = belieflens.load("smollm2-135m")
+        >>> model.info.n_layers, model.info.d_model
+        (30, 576)
+    """
 
     bridge: Any
     tokenizer: Any
@@ -381,7 +392,18 @@ class ModelStatus:
 
 def catalogue() -> list[ModelStatus]:
     """Every embedded model: name, size, whether its packages are installed and whether its
-    dequantised weights are cached. Nothing is hashed or loaded."""
+    dequantised weights are cached. Nothing is hashed or loaded. ``belieflens.models`` is
+    this function (``belieflens models``).
+
+    Returns:
+        One :class:`ModelStatus` record per embedded name.
+
+    Examples:
+        >>> [m.name for m in belieflens.models()]
+        ['smollm2-135m', 'qwen2.5-coder-0.5b', 'gemma3-270m', 'qwen2.5-coder-1.5b']
+        >>> belieflens.models()[0].layers
+        30
+    """
     out = []
     for name, em in EMBEDDED.items():
         installed = all(p is not None for p in _chunk_paths(em))

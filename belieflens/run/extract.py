@@ -121,6 +121,26 @@ class ExtractOptions:
 
     The record is written to the file as it is (``extract_options``); :meth:`of` makes it from
     the command line's names, which :func:`belieflens.extract` also takes as keywords.
+
+    Attributes:
+        episodes: episodes of the environment (``--episodes``).
+        seed: the study's seed; episode i is seeded from ``(seed, i)`` (``--seed``).
+        max_tokens: padded tokens per forward batch (``--max-tokens``).
+        save_logits: also store the full next-token log-probs (``logprobs[query, vocab]``).
+        padding_side: how rows of a batch are padded (``--padding``).
+        resid_dtype: how residuals are stored (``--resid-dtype``; float16 is lossy).
+        threads: torch's CPU threads (0: torch's default; not part of the study).
+        reuse_prefix: run the token radix tree (``False``: every query on its full prompt,
+            ``--no-prefix-reuse``).
+        cont_resid: also store residuals at every continuation token (``cont_resid``).
+
+    Examples:
+        >>> options = belieflens.ExtractOptions.of(episodes=2, seed=0, batch_size="auto")
+        >>> options.episodes, options.max_rows, options.window
+        (2, 0, 1024)
+        >>> belieflens.ExtractOptions(episodes=0)
+        Traceback (most recent call last):
+        belieflens.errors.ParameterError: option '--episodes' = 0 is not allowed: >= 1
     """
 
     episodes: int = 4
@@ -136,7 +156,7 @@ class ExtractOptions:
     resid_dtype: StoreDTypeName = "float32"
     window: int = 1024
     """Queries per written window: the resume unit, and the span whose shared tokens are
-    computed once (a 256-query window recomputed 36% more tokens on 16 x 12 coin-flip turns)."""
+    computed once (smaller windows recompute more of the tokens that queries share)."""
     threads: int = 0
     reuse_prefix: bool = True
     cont_resid: bool = False

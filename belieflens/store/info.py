@@ -16,7 +16,21 @@ def describe(path: str | Path) -> str:
 
     Says which variables carry per-chunk checksums (``checksums: none`` for files written
     before them); reads only the small variables, so a damaged chunk of ``resid`` is found
-    by ``info --verify``, not here.
+    by ``info --verify``, not here. ``belieflens.info`` is this function.
+
+    Args:
+        path: a cache file.
+
+    Returns:
+        Lines of text: the file and its size, its checksums, its provenance (environment,
+        parameters, model, versions), its dimensions and variables.
+
+    Examples:
+        >>> summary = belieflens.info("study.h5")
+        >>> summary.splitlines()[0]
+        'file: study.h5 (...)'
+        >>> "env_name: coin-flip" in summary
+        True
     """
     p = Path(path)
     ds = open_cache(p)

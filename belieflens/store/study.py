@@ -159,7 +159,26 @@ def open_cache(
     path: str | os.PathLike[str], *, chunks: Mapping[str, int] | None = None
 ) -> xr.Dataset:
     """Open a cache file (:func:`belieflens.store.file.open_cache`) or a study directory
-    (:func:`open_study`: one dask-backed dataset over its shards) as an ``xarray.Dataset``."""
+    (:func:`open_study`: one dask-backed dataset over its shards) as an ``xarray.Dataset``.
+
+    Large variables (``resid``) stay on disk until read, each chunk checked against its
+    checksum when it is; ``chunks`` sets dask chunks along ``query``. ``belieflens.open_cache``
+    is this function.
+
+    Args:
+        path: a cache file, or a study directory written on a cluster.
+        chunks: dask chunk sizes by dimension (default: whole HDF5 chunks of rows).
+
+    Returns:
+        One row per read-out along ``query``: ``resid[query, layer, d_model]``,
+        ``option_logprob[query, option]``, ``oracle[query, outcome]``, ... (the schema:
+        :data:`belieflens.store.file.SCHEMA`), with ``ds.bl`` for the analysis.
+
+    Examples:
+        >>> ds = belieflens.open_cache("study.h5")
+        >>> ds["resid"].dims, ds.sizes["layer"]
+        (('query', 'layer', 'd_model'), 31)
+    """
     p = Path(path)
     if p.is_dir():
         return open_study(p, chunks=chunks)
@@ -195,7 +214,23 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
     """Write the single cache file one process would have written from a study directory.
 
     Its variables equal the single-process file's bit for bit; its attributes are the first
-    shard's provenance with the whole study's ``study`` and ``study_fingerprint``.
+    shard's provenance with the whole study's ``study`` and ``study_fingerprint``. Every
+    shard's chunks are checked first. ``belieflens.merge`` is this function.
+
+    Args:
+        directory: the study directory (shard files and ``manifest.json``).
+        out: the cache file to write.
+        overwrite: replace an existing ``out``.
+
+    Returns:
+        The path written: one cache file of the usual schema (dims ``query, layer, ...``).
+
+    Examples:
+        Not run by the tests here (it needs a study directory, written on a cluster; the
+        tests of :mod:`belieflens.run.shards` merge one):
+
+        >>> belieflens.merge("study/", "merged.h5")  # doctest: +SKIP
+        PosixPath('merged.h5')
     """
     import h5netcdf
 

@@ -76,7 +76,18 @@ def verify(path: str | Path) -> list[str]:
     First every chunk of every variable is read and checked against its checksum
     (:func:`belieflens.store.integrity.check_file`): damaged data raises
     :class:`CacheFileError` with one line naming the file, each damaged variable and
-    its rows, and is not checked further.
+    its rows, and is not checked further. ``belieflens.verify`` is this function
+    (``belieflens info --verify``).
+
+    Args:
+        path: a cache file (or the partial file of an interrupted run).
+
+    Returns:
+        One line per problem found (no dims: plain text); ``[]`` for a consistent file.
+
+    Examples:
+        >>> belieflens.verify("study.h5")
+        []
     """
     p = Path(path)
     if not p.exists() and partial_path(p).exists():

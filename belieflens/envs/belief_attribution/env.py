@@ -237,6 +237,18 @@ class BeliefAttribution:
     ``answer-self`` or ``answer-user``. ``truth`` holds the item's id and domain,
     the condition, and the outcome indices of the correct, stated and
     contradicting answers.
+
+    Parameters are the fields of its ``Params`` record. Beliefs have dims ``(delivery, probe,
+    episode, turn, outcome)`` over the three answers. Under ``protocol=benchmark`` (the
+    default) the model's own replies are part of the episode, so a generator must be bound
+    (``belieflens extract`` binds the evaluated model).
+
+    Examples:
+        >>> env = belieflens.envs.get("belief-attribution")
+        >>> env.requires_generator
+        True
+        >>> env.params.protocol, env.params.questions
+        ('benchmark', 'facts')
     """
 
     name = "belief-attribution"

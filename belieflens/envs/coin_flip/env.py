@@ -96,6 +96,18 @@ class CoinFlip:
     Each episode draws a bias (or uses the fixed ``theta``), flips ``turns * per_turn``
     times and reveals ``per_turn`` flips per user message. Oracles are the exact
     Beta-Bernoulli posterior predictive and posterior bin masses.
+
+    Parameters are the fields of :class:`CoinFlipParams`. Each turn asks two probes per
+    delivery: ``next-flip`` (outcomes heads, tails) and ``bias`` (``bins`` equal-width bins);
+    in a cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("coin-flip", turns=3)
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> len(episode.turns), [p.name for p in episode.turns[1].probes]
+        (4, ['next-flip', 'bias', 'next-flip', 'bias'])
+        >>> episode.turns[0].probes[0].oracle   # the prior's predictive
+        (0.5, 0.5)
     """
 
     name = "coin-flip"

@@ -165,6 +165,16 @@ class DutchBook:
     Each episode asks one scenario's questions, one per turn, as Yes/No MCQs in a
     fresh chat (``single-turn``) or within one dialogue (``multi-turn``). There is
     no oracle: coherence is judged by the Dutch book on the read credences.
+
+    Parameters are the fields of its ``Params`` record. Its probe ``credence`` (Yes, No) has
+    no oracle; beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("dutch-book")
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> probe = episode.turns[1].probes[0]
+        >>> probe.name, probe.labels, probe.oracle
+        ('credence', ('Yes', 'No'), None)
     """
 
     name = "dutch-book"

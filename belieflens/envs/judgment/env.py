@@ -203,6 +203,17 @@ class SocialJudgment(JudgmentEnvironment):
     as rewritten by a simulator in the neutral, conceding or defending style. The
     verdict (YTA/NTA) is read after every turn; there is no closed-form oracle, so
     analysis measures invariance across styles and accuracy against the label.
+
+    Parameters are the fields of its ``Params`` record. Its probe ``verdict`` (outcomes YTA,
+    NTA) has no oracle; beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+    Active engagement needs a simulator (``belieflens extract`` binds one).
+
+    Examples:
+        >>> env = belieflens.envs.get("social-judgment")
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> probe = episode.turns[1].probes[0]
+        >>> probe.name, probe.labels, probe.oracle
+        ('verdict', ('YTA', 'NTA'), None)
     """
 
     name: ClassVar[str] = "social-judgment"
@@ -226,6 +237,18 @@ class MedicalTriage(JudgmentEnvironment):
     cyberchondriac style. After every turn: the urgency distribution, the style
     posterior p(z_f | x) and, for each style written into the prompt, the urgency
     given that style (analysis picks the model's most likely one).
+
+    Parameters are the fields of its ``Params`` record. Probes: ``urgency`` (Emergency,
+    Urgent, Observation, Routine), ``style`` and ``urgency|style=S``; beliefs have dims
+    ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("medical-triage")
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[1].probes][:2]
+        ['urgency', 'style']
+        >>> episode.turns[1].probes[0].labels
+        ('Emergency', 'Urgent', 'Observation', 'Routine')
     """
 
     name: ClassVar[str] = "medical-triage"

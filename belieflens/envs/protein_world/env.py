@@ -356,6 +356,17 @@ class ProteinWorld:
     bounds its standard error) and ``next-experiment`` (MCQ over the experiments,
     no oracle; ``truth["best_experiment_k"]`` is the max-EIG choice at turn k and
     ``truth["eig_k_j"]`` the expected information gain of experiment j there, in nats).
+
+    Parameters are the fields of its ``Params`` record. Beliefs have dims ``(delivery, probe,
+    episode, turn, outcome)``; the outcomes of ``class`` are the world's classes.
+
+    Examples:
+        >>> env = belieflens.envs.get("protein-world")
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> len(episode.turns), [p.name for p in episode.turns[1].probes][:2]
+        (7, ['class', 'next-experiment'])
+        >>> round(sum(episode.turns[1].probes[0].oracle), 6)
+        1.0
     """
 
     name = "protein-world"

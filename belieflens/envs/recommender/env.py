@@ -162,6 +162,18 @@ class Recommender:
     Under ``prompt=bayesbench`` (the default) the introduction states every type's
     share and rating distributions of the rated movies and the target, and the world
     is the one those percentages state (:func:`~belieflens.envs.recommender.shown.shown_world`).
+
+    Parameters are the fields of its ``Params`` record (``RecommenderParams``). Probes per
+    turn: ``type`` (the user types), ``rating`` and ``rating|type=k`` (the rating scale); in a
+    cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("recommender", turns=3)
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> len(episode.turns), episode.turns[1].probes[0].name
+        (4, 'type')
+        >>> episode.turns[1].probes[0].labels
+        ('Type 1', 'Type 2', 'Type 3', 'Type 4')
     """
 
     name = "recommender"

@@ -54,6 +54,18 @@ class Dice(GridEnvironment[DiceParams]):
     smaller/greater than the middle value, not 1, not the middle value) that some
     result satisfies (``observations=multiple``: two or more results). Grid
     order: variant, number of dice, faces, then previous result or observations.
+
+    Parameters are the fields of its ``Params`` record. A finite grid: one episode per grid
+    point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
+    (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("dice")
+        >>> env.count()
+        11200
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[0].probes], episode.turns[0].probes[0].labels
+        (['revealed', 'stated'], ('1', '2', '3', '4'))
     """
 
     name = "dice"
@@ -102,6 +114,18 @@ class Coins(GridEnvironment[CoinsParams]):
     one toss; a previous count is stated and a new independent toss is predicted
     (every previous count); the total over the previous and a new toss (every
     previous count). Grid order: variant, coins, focus, bias, previous count.
+
+    Parameters are the fields of its ``Params`` record. A finite grid: one episode per grid
+    point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
+    (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("coins")
+        >>> env.count()
+        672
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[0].probes], episode.turns[0].probes[0].labels
+        (['revealed', 'stated'], ('0', '1', '2'))
     """
 
     name = "coins"
@@ -153,6 +177,18 @@ class Preference(GridEnvironment[PreferenceParams]):
     one choice; a previous choice is stated and a new independent choice is
     predicted (every previous choice). Outcomes are listed in presentation order.
     Grid order: variant, pair, order, focus, bias, previous choice.
+
+    Parameters are the fields of its ``Params`` record. A finite grid: one episode per grid
+    point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
+    (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("preference")
+        >>> env.count()
+        72
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[0].probes], episode.turns[0].probes[0].labels
+        (['revealed', 'stated'], ('Left', 'Right'))
     """
 
     name = "preference"
@@ -196,6 +232,18 @@ class Choice(GridEnvironment[ChoiceParams]):
     Variants: one pick; a previous pick is stated and a new independent pick is
     predicted (every previous pick). Grid order: variant, number of options,
     previous pick.
+
+    Parameters are the fields of its ``Params`` record. A finite grid: one episode per grid
+    point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
+    (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("choice")
+        >>> env.count()
+        68
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[0].probes], episode.turns[0].probes[0].labels
+        (['revealed', 'stated'], ('A', 'B'))
     """
 
     name = "choice"
@@ -249,6 +297,18 @@ class CaseStudy(GridEnvironment[CaseStudyParams]):
     Variants: a random patient (oracle: the exact
     marginal of the mixture), or one known to be a child or an adult (oracle: that
     subgroup's prevalence; the share is then irrelevant). Grid order: variant, share.
+
+    Parameters are the fields of its ``Params`` record. A finite grid: one episode per grid
+    point (``count()`` of them), one turn, probes ``revealed`` (a completion) and ``stated``
+    (a question); beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+
+    Examples:
+        >>> env = belieflens.envs.get("case-study")
+        >>> env.count()
+        3
+        >>> episode = next(env.episodes(1, seed=0))
+        >>> [p.name for p in episode.turns[0].probes], episode.turns[0].probes[0].labels
+        (['revealed', 'stated'], ('burnout', 'depression', 'anxiety'))
     """
 
     name = "case-study"

@@ -149,6 +149,18 @@ class TwentyQuestions:
     (does hypothesis j fit the history), ``likelihood/i/j`` (p(y_i | θ_j, ξ_i)) and ``eig/c/s``
     (P(Yes) of candidate question c for sampled hypothesis s). No read-out has a closed-form
     oracle: the oracle posterior is built from the model's own likelihoods in analysis.
+
+    Parameters are the fields of its ``Params`` record. Every read-out is a Yes/No query
+    (beliefs with dims ``(delivery, probe, episode, turn, outcome)``, outcomes Yes and No).
+    The model's own output decides each step, so a generator and a simulated answerer must be
+    bound (``belieflens extract`` binds them).
+
+    Examples:
+        >>> env = belieflens.envs.get("twenty-questions")
+        >>> env.requires_generator, env.requires_simulator
+        (True, True)
+        >>> env.params.steps
+        20
     """
 
     name = "twenty-questions"
