@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float
@@ -39,6 +40,12 @@ class Row:
 def resid_hook_names(n_layers: int) -> list[str]:
     """Hook names whose outputs are layers 0..n_layers of the schema's ``resid``."""
     return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The id padding is written with: the tokenizer's pad token, else 0 (masked either way)."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return 0 if pad is None else int(pad)
 
 
 def forward_rows(tqs: Sequence[TokenizedQuery]) -> list[Row]:
