@@ -434,48 +434,19 @@ class ProteinWorld:
 
     def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
         p = self._params
-        if p.truth == "each-class":
-            world_index, truth = divmod(index, p.classes)
-            cached = self._last_world
-            if cached is not None and cached[0] == (seed, world_index):
-                world, grids = cached[1], cached[2]
-            else:  # K consecutive episodes share a world: draw it and its grids once
-                world = self.world(np.random.default_rng([seed, world_index, 1]))
-                grids = experiment_grids(world)
-                self._last_world = ((seed, world_index), world, grids)
-        else:
-            world_index = index
-            world = self.world(rng)
-            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
-            grids = experiment_grids(world)
+        world_index, world, truth, grids = self._world_of(index, rng, seed)
         active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
                             grids=grids)
         intro = describe_world(world)
-        classes = world.classes
         n_exp = len(world.experiments)
         experiments = tuple(experiment_label(world, j) for j in range(n_exp))
         info: dict[str, float | str] = {}
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
-            history = []
-            for k in range(p.steps):
-                fallback = int(rng.integers(n_exp))
-                if p.sequence == "cycle":
-                    j = k % n_exp
-                elif p.sequence == "model":
-                    so_far = "\n".join(result_text(world, i + 1, a, y)
-                                       for i, (a, y) in enumerate(history))
-                    context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
-                    choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
-                                               n_exp, derive_seed(seed, index, k))
-                    info[f"model_choice_valid_{k}"] = float(choice is not None)
-                    j = fallback if choice is None else choice
-                else:
-                    j = fallback
-                history.append((j, measure(world, truth, j, rng)))
+            history = self._history(world, truth, intro, experiments, rng, (seed, index), info)
         info |= {
-            "theta": classes[truth],
+            "theta": world.classes[truth],
             "theta_index": float(truth),
             "world": float(world_index),
             "difficulty": world.difficulty,
@@ -491,35 +462,96 @@ class ProteinWorld:
                 j, y = history[t - 1]
                 multi = (*multi, Message("user", result_text(world, t, j, y)),
                          Message("assistant", ACK))
-            results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
-            single = intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
-            messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", single),),
-                "multi-turn": multi,
-            }
             post = posterior(world, seen)
             se_max = max(se_max, *post.se)
             info[f"p_active_true_{t}"] = active.posteriors[t][truth]
-            probes: list[Probe] = []
-            for d in p.deliveries:
-                probes.append(mcq_probe("class", messages[d], CLASS_Q, classes, post.probs, d))
-                if t < p.steps:
-                    probes.append(mcq_probe("next-experiment", messages[d], NEXT_Q,
-                                            experiments, None, d))
+            messages: dict[Delivery, tuple[Message, ...]] = {
+                "single-turn": (Message("user", _single_text(world, intro, seen)),),
+                "multi-turn": multi,
+            }
+            turns.append(self._turn(t, world, history, messages, post.probs, experiments))
             if t < p.steps:
                 info[f"best_experiment_{t}"] = experiments[best_experiment(post.probs, grids)]
                 for e, g in enumerate(grids):
                     info[f"eig_{t}_{e}"] = eig(post.probs, g)
-            turns.append(
-                Turn(
-                    index=t,
-                    observation=result_text(world, t, *history[t - 1]) if t else "",
-                    messages={d: messages[d] for d in p.deliveries},
-                    probes=tuple(probes),
-                )
-            )
         info["oracle_se_max"] = se_max
         return Episode(index=index, turns=tuple(turns), truth=info)
+
+    def _world_of(
+        self, index: int, rng: np.random.Generator, seed: int
+    ) -> tuple[int, World, int, tuple[ExperimentGrid, ...]]:
+        """Episode ``index``'s world (its index, the world, the true class, its grids).
+
+        Under ``truth=each-class`` K consecutive episodes share a world, drawn (with its
+        grids) once; otherwise the world and the true class are drawn from ``rng``.
+        """
+        p = self._params
+        if p.truth != "each-class":
+            world = self.world(rng)
+            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
+            return index, world, truth, experiment_grids(world)
+        world_index, truth = divmod(index, p.classes)
+        cached = self._last_world
+        if cached is not None and cached[0] == (seed, world_index):
+            return world_index, cached[1], truth, cached[2]
+        world = self.world(np.random.default_rng([seed, world_index, 1]))
+        grids = experiment_grids(world)
+        self._last_world = ((seed, world_index), world, grids)
+        return world_index, world, truth, grids
+
+    def _history(
+        self, world: World, truth: int, intro: str, experiments: tuple[str, ...],
+        rng: np.random.Generator, at: tuple[int, int], info: dict[str, float | str],
+    ) -> list[tuple[int, float]]:
+        """The ``random``, ``cycle`` or ``model`` sequence of experiments and their results.
+
+        ``at`` is ``(seed, episode index)``; ``model`` records whether each of the model's
+        choices named an option in ``info``.
+        """
+        n_exp = len(experiments)
+        history: list[tuple[int, float]] = []
+        for k in range(self._params.steps):
+            fallback = int(rng.integers(n_exp))
+            if self._params.sequence == "cycle":
+                j = k % n_exp
+            elif self._params.sequence == "model":
+                so_far = "\n".join(result_text(world, i + 1, a, y)
+                                   for i, (a, y) in enumerate(history))
+                context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
+                choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
+                                           n_exp, derive_seed(*at, k))
+                info[f"model_choice_valid_{k}"] = float(choice is not None)
+                j = fallback if choice is None else choice
+            else:
+                j = fallback
+            history.append((j, measure(world, truth, j, rng)))
+        return history
+
+    def _turn(
+        self, t: int, world: World, history: list[tuple[int, float]],
+        messages: dict[Delivery, tuple[Message, ...]], probs: tuple[float, ...],
+        experiments: tuple[str, ...],
+    ) -> Turn:
+        """Turn ``t``: the class probe (oracle ``probs``) and, before the last, next-experiment."""
+        p = self._params
+        probes: list[Probe] = []
+        for d in p.deliveries:
+            probes.append(mcq_probe("class", messages[d], CLASS_Q, world.classes, probs, d))
+            if t < p.steps:
+                probes.append(mcq_probe("next-experiment", messages[d], NEXT_Q,
+                                        experiments, None, d))
+        return Turn(
+            index=t,
+            observation=result_text(world, t, *history[t - 1]) if t else "",
+            messages={d: messages[d] for d in p.deliveries},
+            probes=tuple(probes),
+        )
+
+
+def _single_text(world: World, intro: str, seen: list[tuple[int, float]]) -> str:
+    """The single-turn context after the results ``seen``."""
+    results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
+    return intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
 
 
 def _seed(rng: np.random.Generator) -> tuple[int, int]:
