@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ClassVar, Literal, Self
 
 import numpy as np
+from numpy.typing import NDArray
 
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
@@ -16,7 +17,7 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.episodes.base import Episode, Probe, Turn
+from belieflens.episodes.base import Episode, Message, Probe, Turn
 from belieflens.episodes.delivery import conversations, require_generator, resolve
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
 from belieflens.episodes.params import bad, param
@@ -233,72 +234,20 @@ class Recommender:
         movies = list(w.sequence[: p.turns])
         ratings = [int(rng.choice(len(STARS), p=w.phi[m, z])) + 1 for m in movies]
         target_rating = int(rng.choice(len(STARS), p=w.phi[target, z])) + 1
-
-        if p.prompt == "bayesbench":
-            intro = distributions_text(w, self._names, [*movies, target], p.decimals)
-        else:
-            intro = intro_text(w)
         observations = [
             f"They rated {self._names[m]}: {_stars(y)}."
             for m, y in zip(movies, ratings, strict=True)
         ]
-        single = []
-        for t in range(p.turns + 1):
-            if t:
-                seen = "\n".join(
-                    f"- {self._names[m]}: {_stars(y)}"
-                    for m, y in zip(movies[:t], ratings[:t], strict=True)
-                )
-                single.append(f"{intro}\n\nTheir ratings so far:\n{seen}")
-            else:
-                single.append(f"{intro}\n\nThey have not rated any movies yet.")
-        convs = conversations(
-            intro,
-            observations,
-            single,
-            p.deliveries,
-            generator=self._generator,
-            settings=GenerationSettings(p.temperature, p.reply_tokens),
-            seeds=[derive_seed(seed, index, 1, t) for t in range(p.turns + 1)],
-            env=self.name,
-        )
-
-        target_name = self._names[target]
-        rating_q = f"How many stars (1 to 5) will this user give {target_name}?"
+        convs = self._conversations(index, seed, movies, ratings, target, observations)
         turns = []
         for t in range(p.turns + 1):
             post = type_posterior(w, movies[:t], ratings[:t])
-            oracle_type = tuple(float(x) for x in post)
-            pred = tuple(float(x) for x in predictive(w, post, target))
-            probes: list[Probe] = []
-            for delivery in p.deliveries:
-                ctx = convs[t][delivery]
-                probes.append(
-                    mcq_probe("type", ctx, TYPE_Q, type_labels(w.n_types), oracle_type, delivery)
-                )
-                probes.append(mcq_probe("rating", ctx, rating_q, RATING_LABELS, pred, delivery))
-                if p.conditional:
-                    for k in range(w.n_types):
-                        q = (
-                            f"Suppose this user is of Type {k + 1}. How many stars (1 to 5) "
-                            f"would they give {target_name}?"
-                        )
-                        probes.append(
-                            mcq_probe(
-                                f"rating|type={k}",
-                                ctx,
-                                q,
-                                RATING_LABELS,
-                                tuple(float(x) for x in conditional(w, target, k)),
-                                delivery,
-                            )
-                        )
             turns.append(
                 Turn(
                     index=t,
                     observation=observations[t - 1] if t else "",
                     messages=dict(convs[t]),
-                    probes=tuple(probes),
+                    probes=tuple(self._probes(convs[t], post, target)),
                 )
             )
         truth: dict[str, float | str] = {
@@ -311,3 +260,70 @@ class Recommender:
             "world": w.source,
         }
         return Episode(index=index, turns=tuple(turns), truth=truth)
+
+    def _conversations(
+        self, index: int, seed: int, movies: list[int], ratings: list[int], target: int,
+        observations: list[str],
+    ) -> list[dict[Delivery, tuple[Message, ...]]]:
+        """Each turn's context per delivery: the introduction and the ratings so far."""
+        p, w = self._params, self._world
+        if p.prompt == "bayesbench":
+            intro = distributions_text(w, self._names, [*movies, target], p.decimals)
+        else:
+            intro = intro_text(w)
+        single = []
+        for t in range(p.turns + 1):
+            if t:
+                seen = "\n".join(
+                    f"- {self._names[m]}: {_stars(y)}"
+                    for m, y in zip(movies[:t], ratings[:t], strict=True)
+                )
+                single.append(f"{intro}\n\nTheir ratings so far:\n{seen}")
+            else:
+                single.append(f"{intro}\n\nThey have not rated any movies yet.")
+        return conversations(
+            intro,
+            observations,
+            single,
+            p.deliveries,
+            generator=self._generator,
+            settings=GenerationSettings(p.temperature, p.reply_tokens),
+            seeds=[derive_seed(seed, index, 1, t) for t in range(p.turns + 1)],
+            env=self.name,
+        )
+
+    def _probes(
+        self, contexts: dict[Delivery, tuple[Message, ...]], post: NDArray[np.float64],
+        target: int,
+    ) -> list[Probe]:
+        """One turn's probes per delivery: the type, the target's rating and, if asked, the
+        rating given each type (``post``: the posterior over types after the turn)."""
+        w = self._world
+        target_name = self._names[target]
+        rating_q = f"How many stars (1 to 5) will this user give {target_name}?"
+        oracle_type = tuple(float(x) for x in post)
+        pred = tuple(float(x) for x in predictive(w, post, target))
+        probes: list[Probe] = []
+        for delivery in self._params.deliveries:
+            ctx = contexts[delivery]
+            probes.append(
+                mcq_probe("type", ctx, TYPE_Q, type_labels(w.n_types), oracle_type, delivery)
+            )
+            probes.append(mcq_probe("rating", ctx, rating_q, RATING_LABELS, pred, delivery))
+            if self._params.conditional:
+                for k in range(w.n_types):
+                    q = (
+                        f"Suppose this user is of Type {k + 1}. How many stars (1 to 5) "
+                        f"would they give {target_name}?"
+                    )
+                    probes.append(
+                        mcq_probe(
+                            f"rating|type={k}",
+                            ctx,
+                            q,
+                            RATING_LABELS,
+                            tuple(float(x) for x in conditional(w, target, k)),
+                            delivery,
+                        )
+                    )
+        return probes
