@@ -17,8 +17,13 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.episodes.base import Episode, Message, Probe, Turn
-from belieflens.episodes.delivery import conversations, require_generator, resolve
+from belieflens.episodes.base import Episode, Message, Probe
+from belieflens.episodes.delivery import (
+    conversation_turns,
+    conversations,
+    require_generator,
+    resolve,
+)
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
 from belieflens.episodes.params import bad, param
 from belieflens.episodes.questions import mcq_probe
@@ -239,17 +244,10 @@ class Recommender:
             for m, y in zip(movies, ratings, strict=True)
         ]
         convs = self._conversations(index, seed, movies, ratings, target, observations)
-        turns = []
-        for t in range(p.turns + 1):
-            post = type_posterior(w, movies[:t], ratings[:t])
-            turns.append(
-                Turn(
-                    index=t,
-                    observation=observations[t - 1] if t else "",
-                    messages=dict(convs[t]),
-                    probes=tuple(self._probes(convs[t], post, target)),
-                )
-            )
+        turns = conversation_turns(
+            convs, observations,
+            lambda t, ctx: self._probes(ctx, type_posterior(w, movies[:t], ratings[:t]), target),
+        )
         truth: dict[str, float | str] = {
             "type": float(z),
             "type_label": type_labels(w.n_types)[z],
@@ -259,7 +257,7 @@ class Recommender:
             "ratings": ",".join(str(y) for y in ratings),
             "world": w.source,
         }
-        return Episode(index=index, turns=tuple(turns), truth=truth)
+        return Episode(index=index, turns=turns, truth=truth)
 
     def _conversations(
         self, index: int, seed: int, movies: list[int], ratings: list[int], target: int,
