@@ -48,6 +48,27 @@ def pad_token_id(tokenizer: Any) -> int:
     return 0 if pad is None else int(pad)
 
 
+def resid_capture_hooks(
+    names: list[str], at: tuple[Any, Any], extra: tuple[Any, Any] | None = None
+) -> tuple[list[tuple[str, Any]], dict[int, Any], dict[int, Any]]:
+    """Hooks copying each named layer's residual (float32, on the CPU) at ``at`` (batch rows,
+    positions) and, if given, at the ``extra`` positions; with the dicts they copy into, by
+    layer index."""
+    captured: dict[int, Any] = {}
+    captured_extra: dict[int, Any] = {}
+
+    def make_hook(layer: int) -> Any:
+        def hook(tensor: Any, hook: Any) -> Any:
+            captured[layer] = tensor[at].detach().float().cpu()
+            if extra is not None:
+                captured_extra[layer] = tensor[extra].detach().float().cpu()
+            return tensor
+
+        return hook
+
+    return [(name, make_hook(i)) for i, name in enumerate(names)], captured, captured_extra
+
+
 def forward_rows(tqs: Sequence[TokenizedQuery]) -> list[Row]:
     """The forward rows of ``tqs``: one per query with single-token options, else one per option."""
     rows: list[Row] = []

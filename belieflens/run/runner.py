@@ -13,7 +13,6 @@ option's tokens but the last), and log P(option) sums over all its tokens.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ from belieflens.run.rows import (
     Row,
     forward_rows,
     pad_token_id,
+    resid_capture_hooks,
     resid_hook_names,
     row_count,
 )
@@ -68,21 +68,22 @@ def run_batch(
     extra_at, extra_b, extra_p = (
         _cont_positions(rows, tqs, offset) if cont_resid else ([], [], [])
     )
-    at = _Reads(
-        rows=torch.tensor(q_rows, device=device),
-        pos=torch.tensor(q_pos, device=device),
-        extra_rows=torch.tensor(extra_b, dtype=torch.long, device=device),
-        extra_pos=torch.tensor(extra_p, dtype=torch.long, device=device),
-        extra=bool(extra_at),
+    extra = (
+        (torch.tensor(extra_b, dtype=torch.long, device=device),
+         torch.tensor(extra_p, dtype=torch.long, device=device))
+        if extra_at else None
     )
-    hooks = [(name, _hook(at, i)) for i, name in enumerate(resid_hook_names(n_layers))]
+    hooks, captured, captured_extra = resid_capture_hooks(
+        resid_hook_names(n_layers),
+        (torch.tensor(q_rows, device=device), torch.tensor(q_pos, device=device)), extra,
+    )
     logp, lse = _forward(model, ids, mask, hooks, _read_positions(rows, tqs, offset),
                          padding_side=padding_side, device=device)
     logp_np = logp.cpu().numpy() if save_logits else None
-    resid = torch.stack([at.captured[i] for i in range(n_layers + 1)], dim=1).numpy()
+    resid = torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
     conts: list[np.ndarray | None] = [None] * len(tqs)
     if extra_at:
-        ex = torch.stack([at.captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
+        ex = torch.stack([captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
         conts = _cont_arrays(tqs, extra_at, ex, n_layers, resid.shape[-1])
     out_lp, answer_lse, full = _option_logprobs(rows, tqs, logp, lse, logp_np)
     return [
@@ -132,31 +133,6 @@ def _answer_positions(
         first_row.setdefault(r.query, b)
     q_rows = [first_row[q] for q in range(n_queries)]
     return q_rows, [offset[b] + rows[b].answer_pos for b in q_rows]
-
-
-@dataclass
-class _Reads:
-    """Where the hooks of :func:`run_batch` read (batch rows, positions) and what they copied."""
-
-    rows: Any
-    pos: Any
-    extra_rows: Any
-    extra_pos: Any
-    extra: bool
-    captured: dict[int, Any] = field(default_factory=dict)
-    captured_extra: dict[int, Any] = field(default_factory=dict)
-
-
-def _hook(at: _Reads, layer: int) -> Any:
-    """A hook copying layer ``layer``'s residual at the read positions (and the extra ones)."""
-
-    def hook(tensor: Any, hook: Any) -> Any:
-        at.captured[layer] = tensor[at.rows, at.pos].detach().float().cpu()
-        if at.extra:
-            at.captured_extra[layer] = tensor[at.extra_rows, at.extra_pos].detach().float().cpu()
-        return tensor
-
-    return hook
 
 
 def _padded_ids(

@@ -136,7 +136,7 @@ def _resid_at(
     """Residuals ``[read, layer, d_model]`` of right-padded ``batch`` at ``(rows_b, rows_p)``."""
     import torch
 
-    from belieflens.run.rows import pad_token_id, resid_hook_names
+    from belieflens.run.rows import pad_token_id, resid_capture_hooks, resid_hook_names
 
     n_layers = model.info.n_layers
     bridge = model.bridge
@@ -147,16 +147,7 @@ def _resid_at(
         tokens[b, : len(x)] = torch.tensor(x)
     rb = torch.tensor(rows_b, device=device)
     rp = torch.tensor(rows_p, device=device)
-    captured: dict[int, Any] = {}
-
-    def make_hook(layer: int) -> Any:
-        def hook(tensor: Any, hook: Any) -> Any:
-            captured[layer] = tensor[rb, rp].detach().float().cpu()
-            return tensor
-
-        return hook
-
-    hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
+    hooks, captured, _ = resid_capture_hooks(resid_hook_names(n_layers), (rb, rp))
     with torch.inference_mode():  # right padding: real tokens never attend to pads
         bridge.run_with_hooks(tokens.to(device), fwd_hooks=hooks, logits_to_keep=1)
     return torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
