@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
 from typing import Literal
 
 from belieflens.envs.revealed.exact import categorical
@@ -22,6 +23,28 @@ def _listing(letters: Sequence[str]) -> str:
     return ", ".join(letters[:-1]) + f" and {letters[-1]}"
 
 
+def paper_choice_points(
+    setup: str, labels: tuple[str, ...], probs: tuple[Fraction, ...],
+    truth: Mapping[str, float | str], variant: Literal["regular", "independent"],
+    previous: str,
+) -> Iterator[GridPoint]:
+    """The paper's wording (App. C) of a person choosing at random among ``labels``: one
+    choice (``regular``), or a second, independent one after each stated first choice
+    (whose observation is ``previous`` and the label)."""
+    ask = "What is the probability that the person chooses option {outcome}"
+    if variant == "regular":
+        yield GridPoint(setup, "The person chooses at random option", f"{ask}?", labels,
+                        probs, "", truth, "paper")
+        return
+    for prev in labels:
+        yield GridPoint(
+            f"{setup} The person first chooses at random option {prev}.",
+            "Then the person performs another random choice and chooses option",
+            f"{ask} in the second choice?", labels, probs, f"{previous} {prev}",
+            {**truth, "previous": prev}, "paper",
+        )
+
+
 def choice_points(
     variant: ChoiceVariant, k: int, style: Style = "belieflens"
 ) -> Iterator[GridPoint]:
@@ -34,18 +57,7 @@ def choice_points(
         base: dict[str, float | str] = {
             "scenario": "choice", "variant": variant, "options": float(k), "previous": "",
         }
-        ask = "What is the probability that the person chooses option {outcome}"
-        if variant == "regular":
-            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", letters,
-                            dist.probs, "", base, style)
-            return
-        for prev in letters:
-            yield GridPoint(
-                f"{setup} The person first chooses at random option {prev}.",
-                "Then the person performs another random choice and chooses option",
-                f"{ask} in the second choice?", letters, dist.probs, f"previous pick {prev}",
-                {**base, "previous": prev}, style,
-            )
+        yield from paper_choice_points(setup, letters, dist.probs, base, variant, "previous pick")
         return
     setup = (
         f"I pick one of the options {_listing(letters)} at random; each option is equally "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal
 
+from belieflens.envs.revealed.choice import paper_choice_points
 from belieflens.envs.revealed.exact import categorical
 from belieflens.envs.revealed.grid import GridPoint, Style
 
@@ -60,18 +61,7 @@ def preference_points(
             "scenario": "preference", "variant": variant, "pair": pair, "order": order,
             "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
         }
-        ask = "What is the probability that the person chooses option {outcome}"
-        if variant == "regular":
-            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", shown,
-                            dist.probs, "", base, style)
-            return
-        for prev in shown:
-            yield GridPoint(
-                f"{setup} The person first chooses at random option {prev}.",
-                "Then the person performs another random choice and chooses option",
-                f"{ask} in the second choice?", shown, dist.probs, f"previous choice {prev}",
-                {**base, "previous": prev}, style,
-            )
+        yield from paper_choice_points(setup, shown, dist.probs, base, variant, "previous choice")
         return
     liking = (
         f"Sam is as likely to choose {favoured} as {other}." if bias == 1
