@@ -194,6 +194,8 @@ class RevealedParams:
         "every", "stated questions about every possible outcome, the mode(s) (each tied mode), "
         "or the first outcome"
     )
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {}
+    """A grid's integer fields limited to the values listed (``None`` stands for all)."""
 
     def __post_init__(self) -> None:
         if self.format not in get_args(PromptFormat):
@@ -202,6 +204,14 @@ class RevealedParams:
             raise bad("style", self.style, "paper or belieflens")
         if self.stated not in get_args(StatedSet):
             raise bad("stated", self.stated, "every, mode or first")
+        for name, allowed in self.one_of.items():
+            self._check_one_of(name, allowed)
+
+    def _check_one_of(self, name: str, allowed: Sequence[int]) -> None:
+        """Refuse field ``name`` set to a value outside ``allowed`` (``None`` stands for all)."""
+        value = getattr(self, name)
+        if value is not None and value not in allowed:
+            raise bad(name, value, ", ".join(str(a) for a in allowed) + " or none")
 
 
 P = TypeVar("P", bound=RevealedParams)
