@@ -88,12 +88,8 @@ def choice_points(
     if style == "paper":
         setup = (f"A person has to choose randomly between {k} options. The options are "
                  f"{_listing(letters)}. All possible options are equally likely.")
-        yield from random_choice_points(setup, letters, dist.probs, truth, variant,
-                                        "previous pick", PAPER)
-        return
-    setup = (
-        f"I pick one of the options {_listing(letters)} at random; each option is equally "
-        "likely to be picked."
-    )
+    else:
+        setup = (f"I pick one of the options {_listing(letters)} at random; each option is "
+                 "equally likely to be picked.")
     yield from random_choice_points(setup, letters, dist.probs, truth, variant, "previous pick",
-                                    BELIEFLENS)
+                                    PAPER if style == "paper" else BELIEFLENS)

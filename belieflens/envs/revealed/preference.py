@@ -71,13 +71,11 @@ def preference_points(
         )
         setup = (f"A person has to choose randomly between two options: {shown[0]} and "
                  f"{shown[1]}. {choice}")
-        yield from random_choice_points(setup, shown, dist.probs, truth, variant,
-                                        "previous choice", PAPER)
-        return
-    liking = (
-        f"Sam is as likely to choose {favoured} as {other}." if bias == 1
-        else f"Sam is {bias} times more likely to choose {favoured} than {other}."
-    )
-    setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
+    else:
+        liking = (
+            f"Sam is as likely to choose {favoured} as {other}." if bias == 1
+            else f"Sam is {bias} times more likely to choose {favoured} than {other}."
+        )
+        setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
     yield from random_choice_points(setup, shown, dist.probs, truth, variant, "previous choice",
-                                    SAM)
+                                    PAPER if style == "paper" else SAM)
