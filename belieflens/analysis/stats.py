@@ -316,11 +316,17 @@ def accuracy_difference(
 
 
 def _p_from_z(z: float, alternative: Alternative) -> float:
+    return float(_tail_p(_scipy_stats().norm, z, alternative))
+
+
+def _tail_p(dist: Any, stat: Any, alternative: Alternative, *args: Any) -> Any:
+    """p-value of ``stat`` under the scipy distribution ``dist`` (shape ``args``): upper tail
+    (``greater``), lower tail (``less``) or both."""
     if alternative == "greater":
-        return float(_scipy_stats().norm.sf(z))
+        return dist.sf(stat, *args)
     if alternative == "less":
-        return float(_scipy_stats().norm.cdf(z))
-    return float(2 * _scipy_stats().norm.sf(abs(z)))
+        return dist.cdf(stat, *args)
+    return 2 * dist.sf(abs(stat), *args)
 
 
 @dataclass(frozen=True)
@@ -447,12 +453,7 @@ def paired_comparison(
         with np.errstate(all="ignore"):
             tv = np.asarray(t.values, dtype=np.float64)
             dfv = np.asarray(df.values, dtype=np.float64)
-            if alternative == "greater":
-                pv = _scipy_stats().t.sf(tv, dfv)
-            elif alternative == "less":
-                pv = _scipy_stats().t.cdf(tv, dfv)
-            else:
-                pv = 2 * _scipy_stats().t.sf(np.abs(tv), dfv)
+            pv = _tail_p(_scipy_stats().t, tv, alternative, dfv)
         statistic = t.where(np.isfinite(t))
         p_value = t.copy(data=np.where(np.isfinite(tv), pv, np.nan))
     elif test == "wilcoxon":
