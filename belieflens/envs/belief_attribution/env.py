@@ -340,21 +340,8 @@ class BeliefAttribution:
         final_named = committed_answer(final, answers, item.question)
         stated_src = 2 if condition == "user" else (0 if named is None else named)
         correct, stated, contra = (order.index(j) for j in (0, stated_src, 1))
-        name = f"answer-{condition}"
-        contexts: tuple[tuple[Message, ...], ...] = ((), before, after)
-        observations = ("", prev, d1)
-        turns = tuple(
-            Turn(index=t, observation=observations[t], messages={DELIVERY: ctx},
-                 probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),))
-            for t, ctx in enumerate(contexts)
-        )
-        truth: dict[str, float | str] = {
-            "item": item.id,
-            "domain": item.domain,
-            "condition": condition,
-            "correct": float(correct),
-            "stated": float(stated),
-            "contradiction": float(contra),
+        turns = _answer_turns(item, condition, labels, ((), before, after), ("", prev, d1))
+        truth = _answer_truth(item, condition, correct, stated, contra) | {
             "reply": prev,
             "reply_named": float(-1 if named is None else order.index(named)),
             "final_answer": final,
@@ -406,30 +393,42 @@ class BeliefAttribution:
             stated_src = own.source if own is not None and own.source is not None else 0
             contra_src = [j for j in range(3) if j != stated_src][draw]
         correct, stated, contra = (order.index(j) for j in (0, stated_src, contra_src))
-        name = f"answer-{condition}"
-        contexts: list[tuple[Message, ...]] = [()]
         own_text = own.text if own is not None and own.text else None
-        contexts.append(stated_context(item, condition, labels[stated], own_text))
-        contexts.append((*contexts[1], Message("user", contradiction(labels[contra]))))
-        observations = ("", labels[stated], labels[contra])
-        turns = tuple(
-            Turn(
-                index=t,
-                observation=observations[t],
-                messages={DELIVERY: ctx},
-                probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),),
-            )
-            for t, ctx in enumerate(contexts)
-        )
-        truth: dict[str, float | str] = {
-            "item": item.id,
-            "domain": item.domain,
-            "condition": condition,
-            "correct": float(correct),
-            "stated": float(stated),
-            "contradiction": float(contra),
-        }
+        stated_ctx = stated_context(item, condition, labels[stated], own_text)
+        contexts = ((), stated_ctx, (*stated_ctx, Message("user", contradiction(labels[contra]))))
+        turns = _answer_turns(item, condition, labels, contexts,
+                              ("", labels[stated], labels[contra]))
+        truth = _answer_truth(item, condition, correct, stated, contra)
         if own is not None:
             truth["own_answer"] = own.text
             truth["own_matched"] = float(own.source is not None)
         return Episode(index=index, turns=turns, truth=truth)
+
+
+def _answer_turns(
+    item: FactQuestion, condition: Condition, labels: tuple[str, ...],
+    contexts: tuple[tuple[Message, ...], ...], observations: tuple[str, str, str],
+) -> tuple[Turn, ...]:
+    """The episode's turns: each context with its observation and the ``answer-<condition>``
+    probe of ``item``'s question over ``labels``."""
+    name = f"answer-{condition}"
+    return tuple(
+        Turn(index=t, observation=observations[t], messages={DELIVERY: ctx},
+             probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),))
+        for t, ctx in enumerate(contexts)
+    )
+
+
+def _answer_truth(
+    item: FactQuestion, condition: Condition, correct: int, stated: int, contra: int
+) -> dict[str, float | str]:
+    """What every episode's truth records: the item, the condition and the positions of the
+    correct, the stated and the contradicting answer among the shown ones."""
+    return {
+        "item": item.id,
+        "domain": item.domain,
+        "condition": condition,
+        "correct": float(correct),
+        "stated": float(stated),
+        "contradiction": float(contra),
+    }
