@@ -30,6 +30,12 @@ def bad(name: str, value: object, allowed: str) -> ParameterError:
     return ParameterError(f"parameter '{name}' = {value!r} is not allowed: {allowed}")
 
 
+def int_in(name: str, value: int, lo: int, hi: int) -> None:
+    """Refuse the integer parameter ``name`` outside ``lo..hi`` (:func:`bad`)."""
+    if not lo <= value <= hi:
+        raise bad(name, value, f"an integer in {lo}..{hi}")
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One parameter as ``belieflens envs`` lists it."""

@@ -77,7 +77,7 @@ from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.episodes.base import Episode, Message, Turn
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -196,8 +196,7 @@ class BeliefAttributionParams:
             raise bad("stated", self.stated, "only with protocol=belieflens")
         if not self.domain.strip():
             raise bad("domain", self.domain, "a domain name or all")
-        if not 1 <= self.answer_tokens <= 512:
-            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..512")
+        int_in("answer_tokens", self.answer_tokens, 1, 512)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from belieflens.episodes.base import Episode, Message, Probe, Turn
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -44,12 +44,9 @@ class CoinFlipParams:
             raise bad("b0", self.b0, "a number > 0")
         if self.theta is not None and not 0.0 <= self.theta <= 1.0:
             raise bad("theta", self.theta, "a number in [0, 1] or none")
-        if not 1 <= self.turns <= 1000:
-            raise bad("turns", self.turns, "an integer in 1..1000")
-        if not 1 <= self.per_turn <= 100:
-            raise bad("per_turn", self.per_turn, "an integer in 1..100")
-        if not 2 <= self.bins <= 10:
-            raise bad("bins", self.bins, "an integer in 2..10")
+        int_in("turns", self.turns, 1, 1000)
+        int_in("per_turn", self.per_turn, 1, 100)
+        int_in("bins", self.bins, 2, 10)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:

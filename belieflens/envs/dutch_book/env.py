@@ -43,7 +43,7 @@ from belieflens.envs.dutch_book.scenarios import (
 from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -95,8 +95,7 @@ class DutchBookParams:
     def __post_init__(self) -> None:
         if self.questions is not None and not self.questions.strip():
             raise bad("questions", self.questions, "a path to a JSON file or none")
-        if not 1 <= self.answer_tokens <= 256:
-            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..256")
+        int_in("answer_tokens", self.answer_tokens, 1, 256)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:

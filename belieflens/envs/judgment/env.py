@@ -19,7 +19,7 @@ from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
 from belieflens.episodes.base import Episode
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import GenerationSettings, TextGenerator
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
@@ -58,18 +58,14 @@ class JudgmentParams:
                 "'builtin', a directory of BayesBench storyboards or a JSON case file",
             )
         _ = self.style_names  # raises on invalid names
-        if not 0 <= self.max_segments <= 1000:
-            raise bad("max_segments", self.max_segments, "an integer in 0..1000")
+        int_in("max_segments", self.max_segments, 0, 1000)
         for name in ("temperature", "sim_temperature"):
             value = getattr(self, name)
             if not 0.0 <= value <= 5.0:
                 raise bad(name, value, "a number in [0, 5]")
-        for name in ("reply_tokens", "sim_tokens"):
-            value = getattr(self, name)
-            if not 1 <= value <= 4096:
-                raise bad(name, value, "an integer in 1..4096")
-        if not 0 <= self.sim_retries <= 20:
-            raise bad("sim_retries", self.sim_retries, "an integer in 0..20")
+        int_in("reply_tokens", self.reply_tokens, 1, 4096)
+        int_in("sim_tokens", self.sim_tokens, 1, 4096)
+        int_in("sim_retries", self.sim_retries, 0, 20)
 
     @property
     def style_names(self) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ from belieflens.envs.protein_world.world import World, exact_text, generate_worl
 from belieflens.episodes.base import Episode, Message, Probe, Turn
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -158,19 +158,15 @@ class ProteinWorldParams:
             by_difficulty = preset["observation"]
             assert isinstance(by_difficulty, dict)
             fill(self, "observation", by_difficulty[self.difficulty])
-        if not 2 <= self.classes <= 10:
-            raise bad("classes", self.classes, "an integer in 2..10")
-        if not 2 <= self.attributes <= 8:
-            raise bad("attributes", self.attributes, "an integer in 2..8")
+        int_in("classes", self.classes, 2, 10)
+        int_in("attributes", self.attributes, 2, 8)
         if self.experiments == 0:
             default = preset["experiments"]
             assert isinstance(default, int)
             fill(self, "experiments", min(default, self.attributes) if default else
                  self.attributes)
-        if not 1 <= self.experiments <= self.attributes:
-            raise bad("experiments", self.experiments, f"an integer in 1..{self.attributes}")
-        if not 1 <= self.steps <= 50:
-            raise bad("steps", self.steps, "an integer in 1..50")
+        int_in("experiments", self.experiments, 1, self.attributes)
+        int_in("steps", self.steps, 1, 50)
         if not self.spread > 0:
             raise bad("spread", self.spread, "a number > 0")
         if not self.tau > 0:
@@ -179,10 +175,8 @@ class ProteinWorldParams:
             raise bad("sigma", self.sigma, "a number in 0.1..10")
         if not -5 <= self.rho <= 5:
             raise bad("rho", self.rho, "a number in -5..5")
-        if not 100 <= self.mc_samples <= 100_000:
-            raise bad("mc_samples", self.mc_samples, "an integer in 100..100000")
-        if not 1 <= self.decimals <= 8:
-            raise bad("decimals", self.decimals, "an integer in 1..8")
+        int_in("mc_samples", self.mc_samples, 100, 100_000)
+        int_in("decimals", self.decimals, 1, 8)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:

@@ -25,7 +25,7 @@ from belieflens.episodes.delivery import (
     resolve,
 )
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -81,24 +81,18 @@ class RecommenderParams:
             raise bad(
                 "world", self.world, f"'default' or a directory holding {FITTED} and {SELECTION}"
             )
-        if not 2 <= self.types <= 8:
-            raise bad("types", self.types, "an integer in 2..8")
-        if not 1 <= self.movies <= 30:
-            raise bad("movies", self.movies, "an integer in 1..30")
-        if not 1 <= self.targets <= 10:
-            raise bad("targets", self.targets, "an integer in 1..10")
+        int_in("types", self.types, 2, 8)
+        int_in("movies", self.movies, 1, 30)
+        int_in("targets", self.targets, 1, 10)
         if self.world == "default" and self.movies + self.targets > len(load_titles().titles):
             raise bad("targets", self.targets, "movies + targets within the shipped title list")
-        if not 1 <= self.turns <= 1000:
-            raise bad("turns", self.turns, "an integer in 1..1000")
+        int_in("turns", self.turns, 1, 1000)
         if self.world == "default" and self.turns > self.movies:
             raise bad("turns", self.turns, f"at most movies = {self.movies}")
         if not 0.0 <= self.temperature <= 5.0:
             raise bad("temperature", self.temperature, "a number in [0, 5]")
-        if not 0 <= self.decimals <= 6:
-            raise bad("decimals", self.decimals, "an integer in 0..6")
-        if not 1 <= self.reply_tokens <= 4096:
-            raise bad("reply_tokens", self.reply_tokens, "an integer in 1..4096")
+        int_in("decimals", self.decimals, 0, 6)
+        int_in("reply_tokens", self.reply_tokens, 1, 4096)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
