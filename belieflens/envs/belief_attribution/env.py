@@ -56,12 +56,11 @@ distractor equal to its answer, is refused).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -75,8 +74,9 @@ from belieflens.envs.belief_attribution.questions import (
 from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.episodes.base import Episode, Message, Turn
+from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
@@ -229,7 +229,7 @@ def named_answer(text: str, answers: Sequence[str]) -> int | None:
     return None if best is None else best[2]
 
 
-class BeliefAttribution:
+class BeliefAttribution(GeneratorBinding):
     """Self-generated vs user-provided answers under a user contradiction.
 
     Probes (one per turn, MCQ over the three answers in a seeded order, no oracle):
@@ -245,7 +245,6 @@ class BeliefAttribution:
 
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         pool = (facts_questions() if params.questions == "facts"
                 else generated_questions() if params.questions == "computed"
                 else shipped_questions() if params.questions == "shipped"
@@ -266,20 +265,9 @@ class BeliefAttribution:
         return self._items
 
     @property
-    def generator(self) -> TextGenerator | None:
-        """The bound text generator, if any."""
-        return self._generator
-
-    @property
     def requires_generator(self) -> bool:
         """Whether these parameters need generated text (the benchmark, or ``stated=model``)."""
         return self._params.protocol == "benchmark" or self._params.stated == "model"
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy of this environment whose ``stated=model`` answers come from ``generator``."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def own_answer(self, item: FactQuestion, seed: int) -> OwnAnswer:
         """The bound generator's greedy answer to ``item``'s bare question."""

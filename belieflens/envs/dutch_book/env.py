@@ -27,10 +27,9 @@ Deliveries:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -41,8 +40,9 @@ from belieflens.envs.dutch_book.scenarios import (
     shipped_scenarios,
 )
 from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
+from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
@@ -158,7 +158,7 @@ def dialogue(
     return tuple(out)
 
 
-class DutchBook:
+class DutchBook(GeneratorBinding):
     """Coherence of credences: normalisation, monotonicity and extensionality scenarios.
 
     Each episode asks one scenario's questions, one per turn, as Yes/No MCQs in a
@@ -179,18 +179,11 @@ class DutchBook:
         self._scenarios = tuple(s for s in pool if params.kind in ("all", s.kind))
         if not self._scenarios:
             raise bad("kind", params.kind, "a kind present in the scenario set")
-        self._generator: TextGenerator | None = None
 
     @property
     def requires_generator(self) -> bool:
         """Whether the dialogue needs the model's own answers (``answers=model``, multi-turn)."""
         return self._params.answers == "model" and "multi-turn" in self._params.deliveries
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy whose within-dialogue answers come from ``generator`` (greedy)."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def own_answers(self, questions: Sequence[str], seed: int) -> list[str]:
         """The bound generator's greedy replies, each asked after the earlier ones."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -17,8 +16,9 @@ from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
 from belieflens.episodes.base import Episode
+from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator, resolve
-from belieflens.episodes.generation import GenerationSettings, TextGenerator
+from belieflens.episodes.generation import GenerationSettings
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -84,7 +84,7 @@ class JudgmentParams:
         return resolve(self.delivery)
 
 
-class JudgmentEnvironment:
+class JudgmentEnvironment(SimulatorBinding):
     """Base of the judgment environments; subclasses set ``name``, ``Params`` and ``TASK``.
 
     Episodes run over units (case, engagement, style): the cases in an order
@@ -102,8 +102,6 @@ class JudgmentEnvironment:
     def __init__(self, params: JudgmentParams) -> None:
         self._params = params
         self._cases = load(params.cases, self.TASK.kind)
-        self._generator: TextGenerator | None = None
-        self._simulator: TextGenerator | None = None
 
     @property
     def params(self) -> JudgmentParams:
@@ -125,16 +123,6 @@ class JudgmentEnvironment:
     def requires_simulator(self) -> bool:
         """Whether these parameters need a user simulator (active engagement)."""
         return self._params.engagement != "passive"
-
-    def bind_generator(
-        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
-    ) -> Self:
-        """A copy whose generated replies come from ``generator`` and simulated users from
-        ``simulator`` (default: ``generator``)."""
-        new = copy.copy(self)
-        new._generator = generator
-        new._simulator = simulator if simulator is not None else generator
-        return new
 
     def units(self, seed: int) -> list[tuple[Case, Style | None]]:
         """The (case, style) units in episode order; style ``None`` is a passive episode."""

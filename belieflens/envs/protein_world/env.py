@@ -32,11 +32,10 @@ the true class (``p_active_true_k``), for the downstream gap
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -51,8 +50,9 @@ from belieflens.envs.protein_world.oracle import (
 from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
+from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
@@ -342,7 +342,7 @@ def result_text(world: World, step: int, j: int, y: float) -> str:
     return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
 
 
-class ProteinWorld:
+class ProteinWorld(GeneratorBinding):
     """Sequential Bayesian experiments on procedurally generated protein worlds.
 
     Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
@@ -359,19 +359,12 @@ class ProteinWorld:
 
     def __init__(self, params: ProteinWorldParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         self._last_world: tuple[tuple[int, int], World, tuple[ExperimentGrid, ...]] | None = None
 
     @property
     def requires_generator(self) -> bool:
         """Whether the experiment sequence is the model's own (``sequence=model``)."""
         return self._params.sequence == "model"
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy whose ``sequence=model`` choices come from ``generator`` (greedy)."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
         """The experiment the bound generator picks by letter after ``context``, or ``None``.

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,13 +17,14 @@ from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
 from belieflens.episodes.base import Episode, Message, Probe
+from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import (
     conversation_turns,
     conversations,
     require_generator,
     resolve,
 )
-from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
+from belieflens.episodes.generation import GenerationSettings, derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
@@ -151,7 +151,7 @@ def _stars(y: int) -> str:
     return RATING_LABELS[y - 1]
 
 
-class Recommender:
+class Recommender(GeneratorBinding):
     """Recommender: a user of unknown type rates movies; the model infers the type and predicts.
 
     Each episode draws a user type z from the prior, reveals the user's ratings of
@@ -171,7 +171,6 @@ class Recommender:
 
     def __init__(self, params: RecommenderParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         if params.world == "default":
             self._world = default_world(
                 params.world_seed, types=params.types, movies=params.movies, targets=params.targets
@@ -201,20 +200,9 @@ class Recommender:
         return self._world
 
     @property
-    def generator(self) -> TextGenerator | None:
-        """The bound text generator, if any."""
-        return self._generator
-
-    @property
     def requires_generator(self) -> bool:
         """Whether these parameters need generated text (delivery multi-turn-self)."""
         return "multi-turn-self" in self._params.deliveries
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy of this environment whose ``multi-turn-self`` replies come from ``generator``."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""

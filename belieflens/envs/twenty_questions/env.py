@@ -43,11 +43,10 @@ by the ``compat/j`` and ``likelihood/i/j`` read-outs), ``question`` / ``answer``
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -75,6 +74,7 @@ from belieflens.envs.twenty_questions.prompts import (
 )
 from belieflens.envs.twenty_questions.report import twenty_questions_section
 from belieflens.episodes.base import Episode, Probe, Query, Turn
+from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import OptionScorer, TextGenerator, derive_seed
 from belieflens.episodes.params import bad, int_in, param
@@ -134,7 +134,7 @@ def _probe(name: str, query: Query) -> Probe:
                  kind="yes-no")
 
 
-class TwentyQuestions:
+class TwentyQuestions(SimulatorBinding):
     """20 Questions about a secret animal, played by the model against a simulated answerer.
 
     Read-outs (single turn, one Yes/No query each, P(Yes) normalised over Yes/No): ``compat/j``
@@ -151,8 +151,6 @@ class TwentyQuestions:
     def __init__(self, params: TwentyQuestionsParams) -> None:
         self._params = params
         self._animals = select_animals(params.animals)
-        self._generator: TextGenerator | None = None
-        self._simulator: TextGenerator | None = None
 
     @property
     def params(self) -> TwentyQuestionsParams:
@@ -166,23 +164,14 @@ class TwentyQuestions:
 
     @property
     def requires_generator(self) -> bool:
-        """Always: hypotheses, questions and every decision come from the model."""
+        """Always: hypotheses, questions and every decision come from the model (a bound
+        generator that also scores read-outs)."""
         return True
 
     @property
     def requires_simulator(self) -> bool:
         """Always: the answerer is simulated (``--simulator``, default the model itself)."""
         return True
-
-    def bind_generator(
-        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
-    ) -> Self:
-        """A copy whose hypotheses, questions and scores come from ``generator`` (which must
-        also score read-outs) and whose answerer is ``simulator`` (default ``generator``)."""
-        new = copy.copy(self)
-        new._generator = generator
-        new._simulator = simulator if simulator is not None else generator
-        return new
 
     def _bound(self) -> tuple[TextGenerator, OptionScorer, TextGenerator]:
         gen = require_generator("twenty-questions", self._generator, self.name)
