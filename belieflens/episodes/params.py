@@ -36,6 +36,12 @@ def int_in(name: str, value: int, lo: int, hi: int) -> None:
         raise bad(name, value, f"an integer in {lo}..{hi}")
 
 
+def positive(name: str, value: float) -> None:
+    """Refuse the number parameter ``name`` unless it is above 0 (:func:`bad`)."""
+    if not value > 0:
+        raise bad(name, value, "a number > 0")
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One parameter as ``belieflens envs`` lists it."""

@@ -9,7 +9,8 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from belieflens.episodes.base import Episode, Message, Probe, Turn
-from belieflens.episodes.params import bad, int_in, param
+from belieflens.episodes.delivery import resolve
+from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -38,10 +39,8 @@ class CoinFlipParams:
     )
 
     def __post_init__(self) -> None:
-        if not self.a0 > 0:
-            raise bad("a0", self.a0, "a number > 0")
-        if not self.b0 > 0:
-            raise bad("b0", self.b0, "a number > 0")
+        positive("a0", self.a0)
+        positive("b0", self.b0)
         if self.theta is not None and not 0.0 <= self.theta <= 1.0:
             raise bad("theta", self.theta, "a number in [0, 1] or none")
         int_in("turns", self.turns, 1, 1000)
@@ -51,9 +50,7 @@ class CoinFlipParams:
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:

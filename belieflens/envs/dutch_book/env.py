@@ -41,7 +41,7 @@ from belieflens.envs.dutch_book.scenarios import (
 )
 from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
 from belieflens.episodes.capabilities import GeneratorBinding
-from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
@@ -100,9 +100,7 @@ class DutchBookParams:
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def question_text(question: str) -> str:

@@ -51,9 +51,9 @@ from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.episodes.base import Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
-from belieflens.episodes.delivery import require_generator
+from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import derive_seed
-from belieflens.episodes.params import bad, int_in, param
+from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -167,10 +167,8 @@ class ProteinWorldParams:
                  self.attributes)
         int_in("experiments", self.experiments, 1, self.attributes)
         int_in("steps", self.steps, 1, 50)
-        if not self.spread > 0:
-            raise bad("spread", self.spread, "a number > 0")
-        if not self.tau > 0:
-            raise bad("tau", self.tau, "a number > 0")
+        positive("spread", self.spread)
+        positive("tau", self.tau)
         if not 0.1 <= self.sigma <= 10:
             raise bad("sigma", self.sigma, "a number in 0.1..10")
         if not -5 <= self.rho <= 5:
@@ -181,9 +179,7 @@ class ProteinWorldParams:
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def _paper_style(world: World) -> bool:
