@@ -73,7 +73,7 @@ from belieflens.envs.belief_attribution.questions import (
 )
 from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.belief_attribution.report import belief_attribution_section
-from belieflens.episodes.base import Episode, Message, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import derive_seed
@@ -229,7 +229,7 @@ def named_answer(text: str, answers: Sequence[str]) -> int | None:
     return None if best is None else best[2]
 
 
-class BeliefAttribution(GeneratorBinding):
+class BeliefAttribution(Configured[BeliefAttributionParams], GeneratorBinding):
     """Self-generated vs user-provided answers under a user contradiction.
 
     Probes (one per turn, MCQ over the three answers in a seeded order, no oracle):
@@ -253,11 +253,6 @@ class BeliefAttribution(GeneratorBinding):
         if not self._items:
             domains = sorted({q.domain for q in pool})
             raise bad("domain", params.domain, "all or one of " + ", ".join(domains))
-
-    @property
-    def params(self) -> BeliefAttributionParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def items(self) -> tuple[FactQuestion, ...]:

@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.delivery import resolve
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
@@ -84,7 +84,7 @@ def _summary(flips: Sequence[int]) -> str:
     return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
 
 
-class CoinFlip:
+class CoinFlip(Configured[CoinFlipParams]):
     """Coin flip with a Beta(a0, b0) prior on the bias; probes: next flip and binned bias.
 
     Each episode draws a bias (or uses the fixed ``theta``), flips ``turns * per_turn``
@@ -99,11 +99,6 @@ class CoinFlip:
 
     def __init__(self, params: CoinFlipParams) -> None:
         self._params = params
-
-    @property
-    def params(self) -> CoinFlipParams:
-        """The validated parameters."""
-        return self._params
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""

@@ -39,7 +39,7 @@ from belieflens.envs.dutch_book.scenarios import (
     load_scenarios,
     shipped_scenarios,
 )
-from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Query, Turn, append_user
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import derive_seed
@@ -156,7 +156,7 @@ def dialogue(
     return tuple(out)
 
 
-class DutchBook(GeneratorBinding):
+class DutchBook(Configured[DutchBookParams], GeneratorBinding):
     """Coherence of credences: normalisation, monotonicity and extensionality scenarios.
 
     Each episode asks one scenario's questions, one per turn, as Yes/No MCQs in a
@@ -194,11 +194,6 @@ class DutchBook(GeneratorBinding):
             answers.append(gen(append_user(context, asked), seed=derive_seed(seed, t),
                                max_new_tokens=self._params.answer_tokens, temperature=0.0))
         return answers
-
-    @property
-    def params(self) -> DutchBookParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def scenarios(self) -> tuple[Scenario, ...]:

@@ -15,7 +15,7 @@ from belieflens.envs.judgment.episode import Generation, build_episode
 from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
-from belieflens.episodes.base import Episode
+from belieflens.episodes.base import Configured, Episode
 from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import GenerationSettings
@@ -84,7 +84,7 @@ class JudgmentParams:
         return resolve(self.delivery)
 
 
-class JudgmentEnvironment(SimulatorBinding):
+class JudgmentEnvironment(Configured[JudgmentParams], SimulatorBinding):
     """Base of the judgment environments; subclasses set ``name``, ``Params`` and ``TASK``.
 
     Episodes run over units (case, engagement, style): the cases in an order
@@ -102,11 +102,6 @@ class JudgmentEnvironment(SimulatorBinding):
     def __init__(self, params: JudgmentParams) -> None:
         self._params = params
         self._cases = load(params.cases, self.TASK.kind)
-
-    @property
-    def params(self) -> JudgmentParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def cases(self) -> tuple[Case, ...]:

@@ -49,7 +49,7 @@ from belieflens.envs.protein_world.oracle import (
 )
 from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
-from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import derive_seed
@@ -338,7 +338,7 @@ def result_text(world: World, step: int, j: int, y: float) -> str:
     return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
 
 
-class ProteinWorld(GeneratorBinding):
+class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     """Sequential Bayesian experiments on procedurally generated protein worlds.
 
     Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
@@ -373,11 +373,6 @@ class ProteinWorld(GeneratorBinding):
         letters = LETTERS[:n_experiments]
         found = re.search(rf"\b([{letters}])\b", reply)
         return None if found is None else letters.index(found.group(1))
-
-    @property
-    def params(self) -> ProteinWorldParams:
-        """The validated parameters."""
-        return self._params
 
     def world(self, rng: np.random.Generator) -> World:
         """Draw a world with this environment's parameters."""

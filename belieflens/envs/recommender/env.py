@@ -16,7 +16,7 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.episodes.base import Episode, Message, Probe
+from belieflens.episodes.base import Configured, Episode, Message, Probe
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import (
     conversation_turns,
@@ -151,7 +151,7 @@ def _stars(y: int) -> str:
     return RATING_LABELS[y - 1]
 
 
-class Recommender(GeneratorBinding):
+class Recommender(Configured[RecommenderParams], GeneratorBinding):
     """Recommender: a user of unknown type rates movies; the model infers the type and predicts.
 
     Each episode draws a user type z from the prior, reveals the user's ratings of
@@ -188,11 +188,6 @@ class Recommender(GeneratorBinding):
         if params.prompt == "bayesbench":
             self._world = shown_world(self._world, params.decimals)
         self._names = movie_names(self._world, params.titles)
-
-    @property
-    def params(self) -> RecommenderParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def world(self) -> World:

@@ -50,7 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import ClassVar, Generic, Literal, TypeVar, get_args
+from typing import ClassVar, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from belieflens.envs.revealed.stated import (
     paper_stated_probe,
     stated_probe,
 )
-from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.params import bad, param
 from belieflens.episodes.questions import completion_probe
 from belieflens.report.section import SectionFn
@@ -282,7 +282,7 @@ def item_episode(point: GridPoint, index: int, grid_index: int, asked: Sequence[
     return Episode(index=index, turns=(turn,), truth=truth)
 
 
-class GridEnvironment(Generic[P]):
+class GridEnvironment(Configured[P]):
     """Base of the grid environments: subclasses set ``name``, ``Params`` and :meth:`grid`."""
 
     name: str
@@ -291,11 +291,6 @@ class GridEnvironment(Generic[P]):
 
     def __init__(self, params: P) -> None:
         self._params = params
-
-    @property
-    def params(self) -> P:
-        """The validated parameters."""
-        return self._params
 
     def grid(self) -> Sequence[GridPoint]:
         """Every grid point, in the environment's documented order."""

@@ -73,7 +73,7 @@ from belieflens.envs.twenty_questions.prompts import (
     questions_prompt,
 )
 from belieflens.envs.twenty_questions.report import twenty_questions_section
-from belieflens.episodes.base import Episode, Probe, Query, Turn
+from belieflens.episodes.base import Configured, Episode, Probe, Query, Turn
 from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import OptionScorer, TextGenerator, derive_seed
@@ -134,7 +134,7 @@ def _probe(name: str, query: Query) -> Probe:
                  kind="yes-no")
 
 
-class TwentyQuestions(SimulatorBinding):
+class TwentyQuestions(Configured[TwentyQuestionsParams], SimulatorBinding):
     """20 Questions about a secret animal, played by the model against a simulated answerer.
 
     Read-outs (single turn, one Yes/No query each, P(Yes) normalised over Yes/No): ``compat/j``
@@ -151,11 +151,6 @@ class TwentyQuestions(SimulatorBinding):
     def __init__(self, params: TwentyQuestionsParams) -> None:
         self._params = params
         self._animals = select_animals(params.animals)
-
-    @property
-    def params(self) -> TwentyQuestionsParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def animals(self) -> tuple[str, ...]:
