@@ -42,6 +42,12 @@ def positive(name: str, value: float) -> None:
         raise bad(name, value, "a number > 0")
 
 
+def check_temperature(name: str, value: float) -> None:
+    """Refuse the sampling temperature ``name`` outside [0, 5] (:func:`bad`)."""
+    if not 0.0 <= value <= 5.0:
+        raise bad(name, value, "a number in [0, 5]")
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One parameter as ``belieflens envs`` lists it."""

@@ -104,8 +104,7 @@ def parse_questions(data: object, source: str) -> tuple[FactQuestion, ...]:
 def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
     """Load a user question set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    data = read_json(p)
-    return parse_questions(data, str(p))
+    return parse_questions(read_json(p), str(p))
 
 
 def _packaged(name: str) -> tuple[FactQuestion, ...]:

@@ -99,8 +99,7 @@ def parse_scenarios(data: object, source: str) -> tuple[Scenario, ...]:
 def load_scenarios(path: str | Path) -> tuple[Scenario, ...]:
     """Load a user scenario set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    data = read_json(p)
-    return parse_scenarios(data, str(p))
+    return parse_scenarios(read_json(p), str(p))
 
 
 def shipped_scenarios() -> tuple[Scenario, ...]:

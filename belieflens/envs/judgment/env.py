@@ -19,7 +19,7 @@ from belieflens.episodes.base import Configured, Episode
 from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator, resolve
 from belieflens.episodes.generation import GenerationSettings
-from belieflens.episodes.params import bad, int_in, param
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
@@ -59,10 +59,8 @@ class JudgmentParams:
             )
         _ = self.style_names  # raises on invalid names
         int_in("max_segments", self.max_segments, 0, 1000)
-        for name in ("temperature", "sim_temperature"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 5.0:
-                raise bad(name, value, "a number in [0, 5]")
+        check_temperature("temperature", self.temperature)
+        check_temperature("sim_temperature", self.sim_temperature)
         int_in("reply_tokens", self.reply_tokens, 1, 4096)
         int_in("sim_tokens", self.sim_tokens, 1, 4096)
         int_in("sim_retries", self.sim_retries, 0, 20)

@@ -25,7 +25,7 @@ from belieflens.episodes.delivery import (
     resolve,
 )
 from belieflens.episodes.generation import GenerationSettings, derive_seed
-from belieflens.episodes.params import bad, int_in, param
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -89,8 +89,7 @@ class RecommenderParams:
         int_in("turns", self.turns, 1, 1000)
         if self.world == "default" and self.turns > self.movies:
             raise bad("turns", self.turns, f"at most movies = {self.movies}")
-        if not 0.0 <= self.temperature <= 5.0:
-            raise bad("temperature", self.temperature, "a number in [0, 5]")
+        check_temperature("temperature", self.temperature)
         int_in("decimals", self.decimals, 0, 6)
         int_in("reply_tokens", self.reply_tokens, 1, 4096)
 

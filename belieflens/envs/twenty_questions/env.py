@@ -77,7 +77,7 @@ from belieflens.episodes.base import Configured, Episode, Probe, Query, Turn
 from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import OptionScorer, TextGenerator, derive_seed
-from belieflens.episodes.params import bad, int_in, param
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.errors import BeliefLensError
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -121,10 +121,8 @@ class TwentyQuestionsParams:
         int_in("hypotheses", self.hypotheses, 1, 1000)
         int_in("propose", self.propose, 1, 100)
         int_in("max_chars", self.max_chars, 1, 200)
-        for name in ("temperature", "answer_temperature"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 5.0:
-                raise bad(name, value, "a number in [0, 5]")
+        check_temperature("temperature", self.temperature)
+        check_temperature("answer_temperature", self.answer_temperature)
         int_in("list_tokens", self.list_tokens, 8, 2048)
         int_in("answer_tokens", self.answer_tokens, 1, 64)
 
