@@ -471,7 +471,7 @@ def run_trie(
     names = resid_hook_names(model.info.n_layers)
     reads = plan.reads_by_edge()
     book = _Book(plan, tqs)
-    kv = _Caches(trie)
+    caches = _Caches(trie)
     fwd = _Forward(
         model, names, attention=attention, hooks_once=hooks_once,
         fast=fast_modules(bridge) if attention == "sdpa" else [],
@@ -486,7 +486,7 @@ def run_trie(
             stack.enter_context(bridge.hooks(fwd_hooks=fwd.hooks()))
         for call in schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens):
             crows = [rows[r] for r in call]
-            ids, kwargs = _call_inputs(trie, crows, kv.kv, pad, device,
+            ids, kwargs = _call_inputs(trie, crows, caches.by_edge, pad, device,
                                        n_layers=len(names) - 1, dtype=dtype, prealloc=prealloc)
             # (row, (edge, offset), column) of every read position of the call
             keys = [(b, (e, off), c + off) for b, r in enumerate(crows)
@@ -496,8 +496,9 @@ def run_trie(
             logits = fwd(ids, kwargs, unembed=bool(keys))
             book.record(keys, r_keys, logits, fwd.resid() if r_keys else None)
             if kwargs["use_cache"]:
-                kv.kv.update(_child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
-            kv.ran(crows)
+                caches.by_edge.update(
+                    _child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
+            caches.ran(crows)
             done, outs = book.finished(keys)
             yield done, outs, sum(r.length for r in crows)
 
@@ -566,7 +567,7 @@ class _Caches:
 
     def __init__(self, trie: Trie) -> None:
         self.trie = trie
-        self.kv: dict[int, list[tuple[Any, Any]]] = {}  # edge -> per layer (keys, values)
+        self.by_edge: dict[int, list[tuple[Any, Any]]] = {}  # per layer (keys, values)
         self.open_children = {e.index: len(e.children) for e in trie.edges}
 
     def ran(self, rows: list[Row]) -> None:
@@ -577,7 +578,7 @@ class _Caches:
                 if parent >= 0:
                     self.open_children[parent] -= 1
                     if self.open_children[parent] == 0:
-                        self.kv.pop(parent, None)
+                        self.by_edge.pop(parent, None)
 
 
 class _Book:
