@@ -175,8 +175,24 @@ def bootstrap_ci(
 # ----------------------------------------------------------------------------- accuracies
 
 
+class _Significance:
+    """A test result's ``mark``: the significance mark of its ``p_value``."""
+
+    p_value: float
+
+    @property
+    def mark(self) -> str:
+        """Significance mark of ``p_value`` (see :func:`significance_mark`)."""
+        return significance_mark(self.p_value)
+
+
+def _check_counts(successes: int, n: int) -> None:
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+
+
 @dataclass(frozen=True)
-class BinomialResult:
+class BinomialResult(_Significance):
     """Exact binomial test of an accuracy against a chance rate, with a Clopper-Pearson CI."""
 
     successes: int
@@ -198,11 +214,6 @@ class BinomialResult:
     alternative: Alternative
     """Alternative hypothesis."""
 
-    @property
-    def mark(self) -> str:
-        """Significance mark of ``p_value`` (see :func:`significance_mark`)."""
-        return significance_mark(self.p_value)
-
 
 def binomial_test(
     successes: int,
@@ -213,8 +224,7 @@ def binomial_test(
     confidence: float = 0.95,
 ) -> BinomialResult:
     """Exact binomial test (``scipy.stats.binomtest``) of ``successes`` of ``n`` against ``p0``."""
-    if n < 1 or not 0 <= successes <= n:
-        raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    _check_counts(successes, n)
     res = _scipy_stats().binomtest(int(successes), int(n), p=p0, alternative=alternative)
     ci = res.proportion_ci(confidence_level=confidence, method="exact")
     return BinomialResult(
@@ -231,7 +241,7 @@ def binomial_test(
 
 
 @dataclass(frozen=True)
-class AccuracyDifference:
+class AccuracyDifference(_Significance):
     """Difference of two independent accuracies, acc_a − acc_b."""
 
     acc_a: float
@@ -250,11 +260,6 @@ class AccuracyDifference:
     """Test behind ``p_value``."""
     confidence: float
     """Coverage of the CI."""
-
-    @property
-    def mark(self) -> str:
-        """Significance mark of ``p_value``."""
-        return significance_mark(self.p_value)
 
 
 def _wilson(k: int, n: int, z: float) -> tuple[float, float]:
@@ -281,9 +286,8 @@ def accuracy_difference(
     two-proportion z test. The CI is Newcombe's hybrid score interval (method 10).
     For the same items answered twice use :func:`mcnemar_test` instead.
     """
-    for k, n in ((k_a, n_a), (k_b, n_b)):
-        if n < 1 or not 0 <= k <= n:
-            raise ValueError(f"need 0 <= successes <= n and n >= 1, got {k} of {n}")
+    _check_counts(k_a, n_a)
+    _check_counts(k_b, n_b)
     pa, pb = k_a / n_a, k_b / n_b
     if method == "fisher":
         table = [[k_a, n_a - k_a], [k_b, n_b - k_b]]
@@ -312,15 +316,21 @@ def accuracy_difference(
 
 
 def _p_from_z(z: float, alternative: Alternative) -> float:
+    return float(_tail_p(_scipy_stats().norm, z, alternative))
+
+
+def _tail_p(dist: Any, stat: Any, alternative: Alternative, *args: Any) -> Any:
+    """p-value of ``stat`` under the scipy distribution ``dist`` (shape ``args``): upper tail
+    (``greater``), lower tail (``less``) or both."""
     if alternative == "greater":
-        return float(_scipy_stats().norm.sf(z))
+        return dist.sf(stat, *args)
     if alternative == "less":
-        return float(_scipy_stats().norm.cdf(z))
-    return float(2 * _scipy_stats().norm.sf(abs(z)))
+        return dist.cdf(stat, *args)
+    return 2 * dist.sf(abs(stat), *args)
 
 
 @dataclass(frozen=True)
-class McNemarResult:
+class McNemarResult(_Significance):
     """Exact McNemar test: two read-outs of the same items, correct or not."""
 
     n: int
@@ -335,11 +345,6 @@ class McNemarResult:
     """Items right under b, wrong under a."""
     p_value: float
     """Exact two-sided binomial p-value on the discordant pairs."""
-
-    @property
-    def mark(self) -> str:
-        """Significance mark of ``p_value``."""
-        return significance_mark(self.p_value)
 
 
 def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
@@ -448,12 +453,7 @@ def paired_comparison(
         with np.errstate(all="ignore"):
             tv = np.asarray(t.values, dtype=np.float64)
             dfv = np.asarray(df.values, dtype=np.float64)
-            if alternative == "greater":
-                pv = _scipy_stats().t.sf(tv, dfv)
-            elif alternative == "less":
-                pv = _scipy_stats().t.cdf(tv, dfv)
-            else:
-                pv = 2 * _scipy_stats().t.sf(np.abs(tv), dfv)
+            pv = _tail_p(_scipy_stats().t, tv, alternative, dfv)
         statistic = t.where(np.isfinite(t))
         p_value = t.copy(data=np.where(np.isfinite(tv), pv, np.nan))
     elif test == "wilcoxon":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import Field, dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from belieflens.types import Delivery, PromptFormat, Role
 
@@ -132,6 +132,21 @@ class Environment(Protocol):
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; the same ``seed`` yields the same episodes."""
         ...
+
+
+ParamsT = TypeVar("ParamsT")
+
+
+class Configured(Generic[ParamsT]):
+    """An environment built from a validated, frozen parameter record, kept as ``params``
+    (its ``__init__`` sets ``self._params``)."""
+
+    _params: ParamsT
+
+    @property
+    def params(self) -> ParamsT:
+        """The validated parameters."""
+        return self._params
 
 
 def append_user(context: tuple[Message, ...], text: str) -> tuple[Message, ...]:

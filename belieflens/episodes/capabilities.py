@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import copy
+from typing import Protocol, Self, runtime_checkable
 
 from belieflens.episodes.base import Environment
 from belieflens.episodes.generation import TextGenerator
@@ -55,3 +56,47 @@ class FiniteGrid(Environment, Protocol):
     def count(self) -> int:
         """How many prompts (grid points, one episode each) the grid yields."""
         ...
+
+
+class GeneratorBinding:
+    """What an environment whose text may be generated holds: the bound generator.
+
+    :meth:`bind_generator` returns a copy holding ``generator`` (the environment itself is
+    never changed); ``generator`` is ``None`` until one is bound. The environment says which
+    parameters need one (``requires_generator``).
+    """
+
+    _generator: TextGenerator | None = None
+
+    @property
+    def generator(self) -> TextGenerator | None:
+        """The bound text generator, if any."""
+        return self._generator
+
+    def bind_generator(self, generator: TextGenerator) -> Self:
+        """A copy of this environment whose generated text comes from ``generator``."""
+        new = copy.copy(self)
+        new._generator = generator
+        return new
+
+
+class SimulatorBinding(GeneratorBinding):
+    """:class:`GeneratorBinding` for an environment that may also simulate a user: the copy also
+    holds ``simulator`` (default: ``generator`` plays the user too)."""
+
+    _simulator: TextGenerator | None = None
+
+    @property
+    def simulator(self) -> TextGenerator | None:
+        """The bound user simulator, if any."""
+        return self._simulator
+
+    def bind_generator(
+        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
+    ) -> Self:
+        """A copy whose replies come from ``generator`` and simulated users from ``simulator``
+        (default ``generator``)."""
+        new = copy.copy(self)
+        new._generator = generator
+        new._simulator = simulator if simulator is not None else generator
+        return new

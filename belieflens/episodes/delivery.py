@@ -10,10 +10,10 @@ these conversations: they are appended to copies when a query is built.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-from belieflens.episodes.base import Message
+from belieflens.episodes.base import Message, Probe, Turn
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, generate_reply
 from belieflens.errors import ParameterError
 from belieflens.types import Delivery
@@ -97,3 +97,22 @@ def conversations(
             ctx = (*ctx, generate_reply(gen, ctx, seed=seeds[t], settings=cfg))
             out[t]["multi-turn-self"] = ctx
     return out
+
+
+def conversation_turns(
+    convs: Sequence[dict[Delivery, tuple[Message, ...]]],
+    observations: Sequence[str],
+    probes: Callable[[int, dict[Delivery, tuple[Message, ...]]], Sequence[Probe]],
+) -> tuple[Turn, ...]:
+    """The turns of :func:`conversations`' output ``convs``: turn ``t`` observes
+    ``observations[t-1]`` (nothing at ``t = 0``), holds the messages ``convs[t]`` and asks
+    ``probes(t, convs[t])``."""
+    return tuple(
+        Turn(
+            index=t,
+            observation=observations[t - 1] if t else "",
+            messages=dict(ctx),
+            probes=tuple(probes(t, ctx)),
+        )
+        for t, ctx in enumerate(convs)
+    )

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from belieflens.episodes.base import Message, Query
-from belieflens.episodes.params import bad
+from belieflens.episodes.params import bad, check_temperature, int_in
 
 MESSAGE_RE = re.compile(r"<message>(.*?)</message>", re.DOTALL | re.IGNORECASE)
 """The tag that delimits the simulator's message; only its content enters the context."""
@@ -64,10 +64,8 @@ class GenerationSettings:
     max_new_tokens: int = 96
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.temperature <= 5.0:
-            raise bad("temperature", self.temperature, "a number in [0, 5]")
-        if not 1 <= self.max_new_tokens <= 4096:
-            raise bad("max_new_tokens", self.max_new_tokens, "an integer in 1..4096")
+        check_temperature("temperature", self.temperature)
+        int_in("max_new_tokens", self.max_new_tokens, 1, 4096)
 
 
 def derive_seed(*keys: int) -> int:

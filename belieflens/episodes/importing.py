@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from belieflens.errors import ImportFormatError
 
@@ -23,6 +24,42 @@ def fail(path: Path | str, field: str, problem: str) -> ImportFormatError:
     """The uniform one-line import error: file, field, what is wrong."""
     where = f"field '{field}'" if field else "top level"
     return ImportFormatError(one_line(f"{path}: {where}: {problem}"))
+
+
+def field_error(source: str, field: str, why: str) -> ImportFormatError:
+    """The one-line error of an item set (questions, scenarios): source, field, what is wrong."""
+    return ImportFormatError(one_line(f"{source}: field '{field}' {why}"))
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> str:
+        """The item's unique name within its set."""
+        ...
+
+
+ItemT = TypeVar("ItemT", bound=_Identified)
+
+
+def parse_items(
+    data: object, source: str, key: str, item: Callable[[str, int, object], ItemT]
+) -> tuple[ItemT, ...]:
+    """Decoded JSON ``{key: [...]}`` validated as a non-empty list of items with unique ids.
+
+    ``item(source, i, raw)`` validates the ``i``-th item; ``source`` names the set in errors.
+    """
+    if not isinstance(data, dict) or key not in data:
+        raise field_error(source, key, f"is missing (expected an object with a '{key}' list)")
+    items = data[key]
+    if not isinstance(items, list) or not items:
+        raise field_error(source, key, "must be a non-empty list")
+    out = tuple(item(source, i, raw) for i, raw in enumerate(items))
+    seen: set[str] = set()
+    for i, x in enumerate(out):
+        if x.id in seen:
+            raise field_error(source, f"{key}[{i}].id", f"repeats id {x.id!r}")
+        seen.add(x.id)
+    return out
 
 
 def read_json(path: Path) -> Any:

@@ -30,6 +30,24 @@ def bad(name: str, value: object, allowed: str) -> ParameterError:
     return ParameterError(f"parameter '{name}' = {value!r} is not allowed: {allowed}")
 
 
+def int_in(name: str, value: int, lo: int, hi: int) -> None:
+    """Refuse the integer parameter ``name`` outside ``lo..hi`` (:func:`bad`)."""
+    if not lo <= value <= hi:
+        raise bad(name, value, f"an integer in {lo}..{hi}")
+
+
+def positive(name: str, value: float) -> None:
+    """Refuse the number parameter ``name`` unless it is above 0 (:func:`bad`)."""
+    if not value > 0:
+        raise bad(name, value, "a number > 0")
+
+
+def check_temperature(name: str, value: float) -> None:
+    """Refuse the sampling temperature ``name`` outside [0, 5] (:func:`bad`)."""
+    if not 0.0 <= value <= 5.0:
+        raise bad(name, value, "a number in [0, 5]")
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One parameter as ``belieflens envs`` lists it."""

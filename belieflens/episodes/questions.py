@@ -7,7 +7,7 @@ Building a question from text is environment-level work (no tokenizer is involve
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from belieflens.episodes.base import Message, Probe, Query, append_user
 from belieflens.episodes.latin import latin_square
@@ -47,19 +47,38 @@ def mcq_probe(
     k = len(labels)
     if not 2 <= k <= len(LETTERS):
         raise ValueError(f"an MCQ needs 2..{len(LETTERS)} options, got {k}")
-    square = latin_square(k)
+    options = tuple(f" {LETTERS[j]}" for j in range(k))
+    return rotated_mcq(
+        name, labels, oracle, delivery, options,
+        lambda row: (append_user(context, mcq_text(question, [labels[o] for o in row])), prefill),
+    )
+
+
+def rotated_mcq(
+    name: str,
+    labels: Sequence[str],
+    oracle: Sequence[float] | None,
+    delivery: Delivery,
+    options: tuple[str, ...],
+    ask: Callable[[tuple[int, ...]], tuple[tuple[Message, ...], str]],
+    *,
+    format: PromptFormat = "chat",
+    order: Callable[[int], int] = int,
+) -> Probe:
+    """An MCQ probe with one query per rotation of the cyclic Latin square.
+
+    Under rotation ``r`` the option at position ``j`` stands for outcome
+    ``order(square[r, j])`` (``row``); ``ask(row)`` gives that query's messages and
+    prefill.
+    """
+    square = latin_square(len(labels))
     queries = []
-    for r in range(k):
-        row = tuple(int(o) for o in square[r])
-        text = mcq_text(question, [labels[o] for o in row])
+    for r in range(len(labels)):
+        row = tuple(order(int(o)) for o in square[r])
+        messages, prefill = ask(row)
         queries.append(
-            Query(
-                messages=append_user(context, text),
-                prefill=prefill,
-                options=tuple(f" {LETTERS[j]}" for j in range(k)),
-                outcome=row,
-                rotation=r,
-            )
+            Query(messages=messages, prefill=prefill, options=options, outcome=row, rotation=r,
+                  format=format)
         )
     return Probe(
         name=name,

@@ -142,8 +142,7 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
         ax.axis("off")
     fig.suptitle("Where each model's belief forms: lens (solid) and probe (dashed) against "
                  "depth; output (dotted)")
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def turns_plot(cmp: xr.Dataset, out: Path) -> Path:
@@ -168,8 +167,7 @@ def turns_plot(cmp: xr.Dataset, out: Path) -> Path:
         ax.set_ylim(0, 1)
         ax.legend(fontsize=7)
     fig.suptitle("Output belief vs the Bayesian oracle, per turn (mean ± 1 SEM over episodes)")
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def updating_plot(cmp: xr.Dataset, out: Path) -> Path:
@@ -199,8 +197,7 @@ def updating_plot(cmp: xr.Dataset, out: Path) -> Path:
     a1.set_title("Updating slope (1 = Bayesian, 0 = ignores evidence)")
     a2.set_ylabel("mean TVD(rotation's belief, debiased)")
     a2.set_title("Position bias")
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def _markdown(cmp: xr.Dataset, table: str, turns: str, head: str) -> str:

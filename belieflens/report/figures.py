@@ -22,8 +22,13 @@ def pyplot() -> Any:
     return plt
 
 
-def save(fig: Any, out: Path, *, dpi: int = 110) -> Path:
-    """Write ``fig`` to ``out`` as a PNG at ``dpi`` and close it; returns ``out``."""
+def save(fig: Any, out: Path, *, dpi: int = 110, tight: bool = False) -> Path:
+    """Write ``fig`` to ``out`` as a PNG at ``dpi`` and close it; returns ``out``.
+
+    ``tight``: first fit the subplots to the figure (``fig.tight_layout()``).
+    """
+    if tight:
+        fig.tight_layout()
     fig.savefig(out, dpi=dpi)
     pyplot().close(fig)
     return out
@@ -57,8 +62,7 @@ def trajectory_plot(table: xr.Dataset, out: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:  # a probe with no finite values draws no line
             ax.legend(fontsize=7)
     fig.suptitle("Belief trajectory: model (mean ± 1 SEM over episodes) vs Bayesian oracle")
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def lens_heatmap(table: xr.Dataset, out: Path) -> Path:
@@ -160,8 +164,7 @@ def layer_profile_plot(summary: xr.Dataset, out: Path) -> Path:
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle("Where the belief forms: TVD to the oracle per layer (mean over turns)")
-    fig.tight_layout()
-    return save(fig, out, dpi=100)
+    return save(fig, out, dpi=100, tight=True)
 
 
 def position_bias_plot(table: xr.Dataset, out: Path) -> Path:
@@ -198,8 +201,7 @@ def position_bias_plot(table: xr.Dataset, out: Path) -> Path:
     a2.set_ylabel("P(position) − P_debiased(outcome shown)")
     a2.set_title("Excess probability per position (> 0: favoured slot)")
     a1.legend(fontsize=7)
-    fig.tight_layout()
-    return save(fig, out, dpi=100)
+    return save(fig, out, dpi=100, tight=True)
 
 
 def calibration_plot(rel: xr.Dataset, out: Path) -> Path:
@@ -223,5 +225,4 @@ def calibration_plot(rel: xr.Dataset, out: Path) -> Path:
     ax.set_ylabel("mean oracle probability in bin")
     ax.set_title("Calibration against the Bayesian oracle")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save(fig, out, dpi=100)
+    return save(fig, out, dpi=100, tight=True)

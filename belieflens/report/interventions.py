@@ -128,8 +128,7 @@ def _layer_lines(summ: xr.Dataset, out: Path, series: tuple[tuple[str, str], ...
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
     fig.suptitle(title)
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def _steer_plot(summ: xr.Dataset, out: Path) -> Path:

@@ -204,14 +204,8 @@ class ModelGenerator:
         self.role: Role = role
         self.log = log
 
-    def __call__(
-        self,
-        messages: tuple[Message, ...],
-        *,
-        seed: int,
-        max_new_tokens: int,
-        temperature: float,
-    ) -> str:
+    def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+                 temperature: float) -> str:
         """The generated reply text (stop token excluded)."""
         out = generate(
             self.model, messages, seed=seed, max_new_tokens=max_new_tokens,

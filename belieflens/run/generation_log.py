@@ -315,14 +315,8 @@ class ReplayGenerator:
             out.append(values)
         return tuple(out)
 
-    def __call__(
-        self,
-        messages: tuple[Message, ...],
-        *,
-        seed: int,
-        max_new_tokens: int,
-        temperature: float,
-    ) -> str:
+    def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+                 temperature: float) -> str:
         """The recorded text for this exact call."""
         key = (messages_key(messages), int(seed), float(temperature), int(max_new_tokens))
         if key not in self._texts:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float
@@ -39,6 +40,33 @@ class Row:
 def resid_hook_names(n_layers: int) -> list[str]:
     """Hook names whose outputs are layers 0..n_layers of the schema's ``resid``."""
     return ["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in range(n_layers)]
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The id padding is written with: the tokenizer's pad token, else 0 (masked either way)."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return 0 if pad is None else int(pad)
+
+
+def resid_capture_hooks(
+    names: list[str], at: tuple[Any, Any], extra: tuple[Any, Any] | None = None
+) -> tuple[list[tuple[str, Any]], dict[int, Any], dict[int, Any]]:
+    """Hooks copying each named layer's residual (float32, on the CPU) at ``at`` (batch rows,
+    positions) and, if given, at the ``extra`` positions; with the dicts they copy into, by
+    layer index."""
+    captured: dict[int, Any] = {}
+    captured_extra: dict[int, Any] = {}
+
+    def make_hook(layer: int) -> Any:
+        def hook(tensor: Any, hook: Any) -> Any:
+            captured[layer] = tensor[at].detach().float().cpu()
+            if extra is not None:
+                captured_extra[layer] = tensor[extra].detach().float().cpu()
+            return tensor
+
+        return hook
+
+    return [(name, make_hook(i)) for i, name in enumerate(names)], captured, captured_extra
 
 
 def forward_rows(tqs: Sequence[TokenizedQuery]) -> list[Row]:

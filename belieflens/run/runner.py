@@ -19,7 +19,15 @@ import numpy as np
 
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery
-from belieflens.run.rows import ReadOut, forward_rows, resid_hook_names, row_count
+from belieflens.run.rows import (
+    ReadOut,
+    Row,
+    forward_rows,
+    pad_token_id,
+    resid_capture_hooks,
+    resid_hook_names,
+    row_count,
+)
 from belieflens.run.trie_runner import ROW_TOKENS as ROW_TOKENS
 from belieflens.run.trie_runner import run_trie
 from belieflens.types import PaddingSide
@@ -51,64 +59,52 @@ def run_batch(
     """
     import torch
 
-    bridge = model.bridge
     rows = forward_rows(tqs)
     n_layers = model.info.n_layers
-    device = next(bridge.original_model.parameters()).device
-    width = max(len(r.ids) for r in rows)
-    pad = getattr(model.tokenizer, "pad_token_id", None)
-    pad = 0 if pad is None else int(pad)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    offset = []
-    for b, r in enumerate(rows):
-        off = width - len(r.ids) if padding_side == "left" else 0
-        ids[b, off : off + len(r.ids)] = torch.tensor(r.ids)
-        mask[b, off : off + len(r.ids)] = 1
-        offset.append(off)
-    # resid is read once per query, from its first row
-    first_row: dict[int, int] = {}
-    for b, r in enumerate(rows):
-        first_row.setdefault(r.query, b)
-    q_rows = torch.tensor([first_row[q] for q in range(len(tqs))], device=device)
-    q_pos = torch.tensor(
-        [offset[first_row[q]] + rows[first_row[q]].answer_pos for q in range(len(tqs))],
-        device=device,
+    device = next(model.bridge.original_model.parameters()).device
+    ids, mask, offset = _padded_ids(rows, pad_token_id(model.tokenizer), padding_side)
+    q_rows, q_pos = _answer_positions(rows, len(tqs), offset)
+    # (query, option, i) of each extra capture
+    extra_at, extra_b, extra_p = (
+        _cont_positions(rows, tqs, offset) if cont_resid else ([], [], [])
     )
-    captured: dict[int, Any] = {}
-    extra_at: list[tuple[int, int, int]] = []  # (query, option, i) of each extra capture
-    extra_b: list[int] = []
-    extra_p: list[int] = []
-    if cont_resid:
-        for b, r in enumerate(rows):
-            if r.option is None:
-                continue
-            for i in range(len(tqs[r.query].option_ids[r.option]) - 1):
-                extra_at.append((r.query, r.option, i))
-                extra_b.append(b)
-                extra_p.append(offset[b] + r.answer_pos + 1 + i)
-    e_rows = torch.tensor(extra_b, dtype=torch.long, device=device)
-    e_pos = torch.tensor(extra_p, dtype=torch.long, device=device)
-    captured_extra: dict[int, Any] = {}
+    extra = (
+        (torch.tensor(extra_b, dtype=torch.long, device=device),
+         torch.tensor(extra_p, dtype=torch.long, device=device))
+        if extra_at else None
+    )
+    hooks, captured, captured_extra = resid_capture_hooks(
+        resid_hook_names(n_layers),
+        (torch.tensor(q_rows, device=device), torch.tensor(q_pos, device=device)), extra,
+    )
+    logp, lse = _forward(model, ids, mask, hooks, _read_positions(rows, tqs, offset),
+                         padding_side=padding_side, device=device)
+    logp_np = logp.cpu().numpy() if save_logits else None
+    resid = torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
+    conts: list[np.ndarray | None] = [None] * len(tqs)
+    if extra_at:
+        ex = torch.stack([captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
+        conts = _cont_arrays(tqs, extra_at, ex, n_layers, resid.shape[-1])
+    out_lp, answer_lse, full = _option_logprobs(rows, tqs, logp, lse, logp_np)
+    return [
+        ReadOut(resid=resid[q], option_logprob=out_lp[q], answer_lse=answer_lse[q],
+                logprobs=full[q], cont_resid=conts[q])
+        for q in range(len(tqs))
+    ]
 
-    def make_hook(layer: int) -> Any:
-        def hook(tensor: Any, hook: Any) -> Any:
-            captured[layer] = tensor[q_rows, q_pos].detach().float().cpu()
-            if extra_at:
-                captured_extra[layer] = tensor[e_rows, e_pos].detach().float().cpu()
-            return tensor
 
-        return hook
+def _forward(
+    model: LoadedModel, ids: Any, mask: Any, hooks: list[tuple[str, Any]],
+    reads: tuple[list[int], list[int]], *, padding_side: PaddingSide, device: Any,
+) -> tuple[Any, np.ndarray]:
+    """Run the batch with ``hooks``; log-probs and log-sum-exp at the read positions, in order.
 
-    hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
-    # read positions (padded coordinates): the unembedding runs only there
-    read_b: list[int] = []
-    read_p: list[int] = []
-    for b, r in enumerate(rows):
-        n_read = 1 if r.option is None else len(tqs[r.query].option_ids[r.option])
-        for i in range(n_read):
-            read_b.append(b)
-            read_p.append(offset[b] + r.answer_pos + i)
+    The unembedding runs only at the read positions (``reads``: batch rows and padded
+    positions).
+    """
+    import torch
+
+    read_b, read_p = reads
     keep = sorted(set(read_p))
     col = {p: i for i, p in enumerate(keep)}
     kwargs: dict[str, Any] = {"logits_to_keep": torch.tensor(keep, device=device)}
@@ -117,7 +113,7 @@ def run_batch(
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         kwargs["position_ids"] = pos.to(device)
     with torch.inference_mode():
-        logits = bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
+        logits = model.bridge.run_with_hooks(ids.to(device), fwd_hooks=hooks, **kwargs)
     with torch.inference_mode():
         sel = logits[
             torch.tensor(read_b, device=device),
@@ -125,20 +121,94 @@ def run_batch(
         ]
         logp = torch.log_softmax(sel.float(), dim=-1)
         lse = torch.logsumexp(sel.float(), dim=-1).cpu().numpy()
-    logp_np = logp.cpu().numpy() if save_logits else None
-    resid = torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()
+    return logp, lse
+
+
+def _answer_positions(
+    rows: Sequence[Row], n_queries: int, offset: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Batch row and padded answer position of each query: its first row (resid is read once)."""
+    first_row: dict[int, int] = {}
+    for b, r in enumerate(rows):
+        first_row.setdefault(r.query, b)
+    q_rows = [first_row[q] for q in range(n_queries)]
+    return q_rows, [offset[b] + rows[b].answer_pos for b in q_rows]
+
+
+def _padded_ids(
+    rows: Sequence[Row], pad: int, padding_side: PaddingSide
+) -> tuple[Any, Any, list[int]]:
+    """The rows' token ids padded to one width, their attention mask and each row's offset."""
+    import torch
+
+    width = max(len(r.ids) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    offset = []
+    for b, r in enumerate(rows):
+        off = width - len(r.ids) if padding_side == "left" else 0
+        ids[b, off : off + len(r.ids)] = torch.tensor(r.ids)
+        mask[b, off : off + len(r.ids)] = 1
+        offset.append(off)
+    return ids, mask, offset
+
+
+def _cont_positions(
+    rows: Sequence[Row], tqs: Sequence[TokenizedQuery], offset: Sequence[int]
+) -> tuple[list[tuple[int, int, int]], list[int], list[int]]:
+    """``(query, option, i)``, batch row and padded position of every continuation residual."""
+    extra_at: list[tuple[int, int, int]] = []
+    extra_b: list[int] = []
+    extra_p: list[int] = []
+    for b, r in enumerate(rows):
+        if r.option is None:
+            continue
+        for i in range(len(tqs[r.query].option_ids[r.option]) - 1):
+            extra_at.append((r.query, r.option, i))
+            extra_b.append(b)
+            extra_p.append(offset[b] + r.answer_pos + 1 + i)
+    return extra_at, extra_b, extra_p
+
+
+def _read_positions(
+    rows: Sequence[Row], tqs: Sequence[TokenizedQuery], offset: Sequence[int]
+) -> tuple[list[int], list[int]]:
+    """Batch row and padded position of every position whose logits are read, in row order."""
+    read_b: list[int] = []
+    read_p: list[int] = []
+    for b, r in enumerate(rows):
+        n_read = 1 if r.option is None else len(tqs[r.query].option_ids[r.option])
+        for i in range(n_read):
+            read_b.append(b)
+            read_p.append(offset[b] + r.answer_pos + i)
+    return read_b, read_p
+
+
+def _cont_arrays(
+    tqs: Sequence[TokenizedQuery], extra_at: Sequence[tuple[int, int, int]], ex: np.ndarray,
+    n_layers: int, d_model: int,
+) -> list[np.ndarray | None]:
+    """Per query: its continuation residuals ``[option, cont_extra, layer, d_model]``."""
     conts: list[np.ndarray | None] = [None] * len(tqs)
-    if extra_at:
-        ex = torch.stack([captured_extra[i] for i in range(n_layers + 1)], dim=1).numpy()
-        for (q, j, i), vec in zip(extra_at, ex, strict=True):
-            arr = conts[q]
-            if arr is None:
-                n_extra = max(len(c) for c in tqs[q].option_ids) - 1
-                arr = conts[q] = np.full(
-                    (len(tqs[q].option_ids), n_extra, n_layers + 1, resid.shape[-1]), np.nan,
-                    dtype=np.float32,
-                )
-            arr[j, i] = vec
+    for (q, j, i), vec in zip(extra_at, ex, strict=True):
+        arr = conts[q]
+        if arr is None:
+            n_extra = max(len(c) for c in tqs[q].option_ids) - 1
+            arr = conts[q] = np.full(
+                (len(tqs[q].option_ids), n_extra, n_layers + 1, d_model), np.nan,
+                dtype=np.float32,
+            )
+        arr[j, i] = vec
+    return conts
+
+
+def _option_logprobs(
+    rows: Sequence[Row], tqs: Sequence[TokenizedQuery], logp: Any, lse: np.ndarray,
+    logp_np: np.ndarray | None,
+) -> tuple[list[np.ndarray], list[float], list[np.ndarray | None]]:
+    """Per query: log P of each option, the answer position's log-sum-exp and full log-probs."""
+    import torch
+
     out_lp = [np.zeros(len(tq.option_ids), dtype=np.float64) for tq in tqs]
     answer_lse = [0.0] * len(tqs)
     full: list[np.ndarray | None] = [None] * len(tqs)
@@ -161,11 +231,7 @@ def run_batch(
                 if logp_np is not None:
                     full[r.query] = logp_np[k]
             k += len(cont)
-    return [
-        ReadOut(resid=resid[q], option_logprob=out_lp[q], answer_lse=answer_lse[q],
-                logprobs=full[q], cont_resid=conts[q])
-        for q in range(len(tqs))
-    ]
+    return out_lp, answer_lse, full
 
 
 def plan_batches(

@@ -38,7 +38,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -338,10 +338,6 @@ def run_study(
     is refused (:class:`CacheFileError`, one line) unless ``overwrite``, which discards its
     shards. The directory must be visible to every worker at the same path.
     """
-    import distributed
-
-    dd: Any = distributed  # untyped
-
     if shard_episodes < 0:
         raise ParameterError(
             f"option '--shard-episodes' = {shard_episodes} is not allowed: >= 1, or 0 for auto"
@@ -361,20 +357,7 @@ def run_study(
             )
         _clear(directory)
         old = None
-    if old is not None:
-        manifest = old
-    else:
-        n_windows = -(-plan.queries // plan.window)
-        workers = len(client.scheduler_info().get("workers", {}))
-        k = default_shard_windows(n_windows, workers)
-        if shard_episodes:
-            per_episode = plan.queries / max(1, job.options.episodes)
-            k = max(1, round(shard_episodes * per_episode / plan.window))
-        manifest = mf.Manifest(
-            study_fingerprint=plan.fingerprint, study=plan.study, queries=plan.queries,
-            window=plan.window, shards=mf.layout(plan.queries, plan.window, k,
-                                                plan.episode_of_row.tolist()),
-        )
+    manifest = old if old is not None else _new_manifest(client, job, plan, shard_episodes)
     for i, s in enumerate(manifest.shards):
         check_rows(s.rows, plan.queries, plan.window)
         done = _finished_shard(directory / s.file, plan.fingerprint, s.rows)
@@ -383,6 +366,43 @@ def run_study(
     if plan.generations:  # written before any shard task can read it
         mf.write_generations(directory, plan.fingerprint, plan.generations)
     mf.write_manifest(directory, manifest)
+    manifest, results = _run_shards(client, job, directory, plan, manifest, pending,
+                                    on_progress=on_progress, t0=t0)
+    mf.write_manifest(directory, replace(manifest, state="complete"))
+    return StudyRun(directory, plan_s, tuple(sorted(results, key=lambda r: r.index)),
+                    skipped=len(manifest.shards) - len(pending))
+
+
+def _new_manifest(
+    client: DaskClient, job: ShardJob, plan: StudyPlan, shard_episodes: int
+) -> mf.Manifest:
+    """The manifest of a study not started yet: its shards of whole windows."""
+    n_windows = -(-plan.queries // plan.window)
+    workers = len(client.scheduler_info().get("workers", {}))
+    k = default_shard_windows(n_windows, workers)
+    if shard_episodes:
+        per_episode = plan.queries / max(1, job.options.episodes)
+        k = max(1, round(shard_episodes * per_episode / plan.window))
+    return mf.Manifest(
+        study_fingerprint=plan.fingerprint, study=plan.study, queries=plan.queries,
+        window=plan.window, shards=mf.layout(plan.queries, plan.window, k,
+                                            plan.episode_of_row.tolist()),
+    )
+
+
+def _run_shards(
+    client: DaskClient, job: ShardJob, directory: Path, plan: StudyPlan,
+    manifest: mf.Manifest, pending: list[int], *,
+    on_progress: Callable[[Progress], None] | None, t0: float,
+) -> tuple[mf.Manifest, list[ShardResult]]:
+    """Run the ``pending`` shards, marking each done in the manifest as it finishes.
+
+    Returns the final manifest and the shards' results in order of completion; on any
+    error (or interrupt) the shards not yet finished are cancelled.
+    """
+    import distributed
+
+    dd: Any = distributed  # untyped
     total = plan.queries
     finished = sum(s.rows[1] - s.rows[0] for s in manifest.shards if s.state == "done")
     if on_progress is not None:
@@ -408,11 +428,7 @@ def run_study(
     except BaseException:
         client.cancel(futures)
         raise
-    from dataclasses import replace
-
-    mf.write_manifest(directory, replace(manifest, state="complete"))
-    return StudyRun(directory, plan_s, tuple(sorted(results, key=lambda r: r.index)),
-                    skipped=len(manifest.shards) - len(pending))
+    return manifest, results
 
 
 # --- reading -----------------------------------------------------------------------------

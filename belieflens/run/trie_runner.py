@@ -40,7 +40,7 @@ from belieflens.model.attention import AttentionName, fast_modules, sdpa_attenti
 from belieflens.model.load import LoadedModel
 from belieflens.model.norms import native_modules, native_norms
 from belieflens.readouts.render import TokenizedQuery
-from belieflens.run.rows import ReadOut, forward_rows, resid_hook_names
+from belieflens.run.rows import ReadOut, forward_rows, pad_token_id, resid_hook_names
 from belieflens.run.trie import Row, Trie, build, pack, schedule_rows
 
 Key = tuple[int, int]  # (edge, offset in the edge)
@@ -76,6 +76,13 @@ class _Plan:
         """Every position query ``q`` reads."""
         return {self.answer[q], *(k for ks in self.option_keys[q] for k in ks),
                 *(k for ks in self.cont_keys[q] for k in ks)}
+
+    def reads_by_edge(self) -> dict[int, list[int]]:
+        """The offsets read in each edge that has any."""
+        reads: dict[int, list[int]] = {}
+        for edge_at, off in self.needs:
+            reads.setdefault(edge_at, []).append(off)
+        return reads
 
 
 def _plan(tqs: Sequence[TokenizedQuery], *, save_logits: bool, cont_resid: bool) -> _Plan:
@@ -454,100 +461,167 @@ def run_trie(
     The last five exist so that ``bench/floor_steps.py`` can measure each step; the
     results agree within 1e-4 either way (tested).
     """
-    import torch
-
     if not tqs:
         return
     plan = _plan(tqs, save_logits=save_logits, cont_resid=cont_resid)
     trie = plan.trie
     bridge = model.bridge
     device = next(bridge.original_model.parameters()).device
-    pad = getattr(model.tokenizer, "pad_token_id", None)
-    pad = 0 if pad is None else int(pad)
+    pad = pad_token_id(model.tokenizer)
     names = resid_hook_names(model.info.n_layers)
-    reads: dict[int, list[int]] = {}
-    for edge_at, off in plan.needs:
-        reads.setdefault(edge_at, []).append(off)
-    waiting = {q: len(plan.keys_of(q)) for q in range(len(tqs))}  # positions still to run
-    readers = {k: len(n.queries) for k, n in plan.needs.items()}  # queries still to read k
-    kv: dict[int, list[tuple[Any, Any]]] = {}  # edge -> per layer (keys, values), no batch dim
-    open_children = {e.index: len(e.children) for e in trie.edges}
-    got: dict[Key, _Got] = {}
-    fast = fast_modules(bridge) if attention == "sdpa" else []
-    plain_norms = native_modules(bridge) if norms else []
+    reads = plan.reads_by_edge()
+    book = _Book(plan, tqs)
+    caches = _Caches(trie)
+    fwd = _Forward(
+        model, names, attention=attention, hooks_once=hooks_once,
+        fast=fast_modules(bridge) if attention == "sdpa" else [],
+        plain_norms=native_modules(bridge) if norms else [],
+    )
     if not _packable(bridge):
         row_tokens = 0
     rows = pack(trie, row_tokens)
     dtype = next(bridge.original_model.parameters()).dtype
-    at = _At()
-    captured: dict[int, Any] = {}
     with contextlib.ExitStack() as stack:
         if hooks_once:  # one registration for every forward call below
-            stack.enter_context(bridge.hooks(fwd_hooks=_capture_hooks(names, at, captured)))
+            stack.enter_context(bridge.hooks(fwd_hooks=fwd.hooks()))
         for call in schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens):
             crows = [rows[r] for r in call]
-            ids, kwargs = _call_inputs(trie, crows, kv, pad, device, n_layers=len(names) - 1,
-                                       dtype=dtype, prealloc=prealloc)
+            ids, kwargs = _call_inputs(trie, crows, caches.by_edge, pad, device,
+                                       n_layers=len(names) - 1, dtype=dtype, prealloc=prealloc)
             # (row, (edge, offset), column) of every read position of the call
             keys = [(b, (e, off), c + off) for b, r in enumerate(crows)
                     for e, c in zip(r.edges, r.cols, strict=True) for off in reads.get(e, [])]
             r_keys = [(b, k, p) for b, k, p in keys if plan.needs[k].resid]
-            at.rows = torch.tensor([b for b, _, _ in r_keys], dtype=torch.long, device=device)
-            at.pos = torch.tensor([p for _, _, p in r_keys], dtype=torch.long, device=device)
-            at.lrows = torch.tensor([b for b, _, _ in keys], dtype=torch.long, device=device)
-            at.lpos = torch.tensor([p for _, _, p in keys], dtype=torch.long, device=device)
-            captured.clear()
-            kwargs["logits_to_keep"] = 1
-            with (torch.inference_mode(), sdpa_attention(bridge, attention, modules=fast),
-                  native_norms(bridge, modules=plain_norms)):
-                at.active = True
-                try:
-                    if hooks_once:
-                        bridge(ids, **kwargs)
-                    else:
-                        bridge.run_with_hooks(
-                            ids, fwd_hooks=_capture_hooks(names, at, captured), **kwargs)
-                finally:
-                    at.active = False
-                if keys:
-                    sel = _unembed(model, captured[FINAL])
-                    logp = torch.log_softmax(sel, dim=-1).cpu()
-                    lse = torch.logsumexp(sel, dim=-1).cpu()
-            resid = (
-                torch.stack([captured[i] for i in range(len(names))], dim=1).numpy()
-                if r_keys else None
-            )
-            r_at = {k: i for i, (_, k, _) in enumerate(r_keys)}
-            for i, (_, key, _) in enumerate(keys):
-                n = plan.needs[key]
-                t = sorted(n.targets)
-                vals = logp[i, t].double().numpy() if t else np.zeros(0)
-                got[key] = _Got(
-                    lse=float(lse[i]),
-                    lp=dict(zip(t, (float(x) for x in vals), strict=True)),
-                    resid=resid[r_at[key]] if resid is not None and n.resid else None,
-                    full=logp[i].numpy().copy() if n.full else None,
-                )
+            fwd.point(r_keys, keys, device)
+            logits = fwd(ids, kwargs, unembed=bool(keys))
+            book.record(keys, r_keys, logits, fwd.resid() if r_keys else None)
             if kwargs["use_cache"]:
-                kv.update(_child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
-            for r in crows:
-                for e in r.edges:
-                    parent = trie.edges[e].parent
-                    if parent >= 0:
-                        open_children[parent] -= 1
-                        if open_children[parent] == 0:
-                            kv.pop(parent, None)
-            done: list[int] = []
-            for _, key, _ in keys:
-                for q in plan.needs[key].queries:
-                    waiting[q] -= 1
-                    if waiting[q] == 0:
-                        done.append(q)
-            done.sort()
-            outs = [_readout(plan, tqs, q, got) for q in done]
-            for q in done:  # free what no other query reads
-                for k in plan.keys_of(q):
-                    readers[k] -= 1
-                    if readers[k] == 0:
-                        del got[k]
+                caches.by_edge.update(
+                    _child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
+            caches.ran(crows)
+            done, outs = book.finished(keys)
             yield done, outs, sum(r.length for r in crows)
+
+
+class _Forward:
+    """One forward call of :func:`run_trie`: hooks, attention and norm paths, unembedding."""
+
+    def __init__(
+        self, model: LoadedModel, names: list[str], *, attention: AttentionName,
+        hooks_once: bool, fast: list[Any], plain_norms: list[Any],
+    ) -> None:
+        self.model, self.names = model, names
+        self.attention, self.hooks_once = attention, hooks_once
+        self.fast, self.plain_norms = fast, plain_norms
+        self.at = _At()
+        self.captured: dict[int, Any] = {}
+
+    def hooks(self) -> list[Any]:
+        """The capture hooks (:func:`_capture_hooks`) writing into this call's ``captured``."""
+        return _capture_hooks(self.names, self.at, self.captured)
+
+    def point(self, r_keys: list[tuple[int, Key, int]], keys: list[tuple[int, Key, int]],
+              device: Any) -> None:
+        """Set where the hooks read: residuals at ``r_keys``, final-norm outputs at ``keys``."""
+        import torch
+
+        at = self.at
+        at.rows = torch.tensor([b for b, _, _ in r_keys], dtype=torch.long, device=device)
+        at.pos = torch.tensor([p for _, _, p in r_keys], dtype=torch.long, device=device)
+        at.lrows = torch.tensor([b for b, _, _ in keys], dtype=torch.long, device=device)
+        at.lpos = torch.tensor([p for _, _, p in keys], dtype=torch.long, device=device)
+
+    def __call__(self, ids: Any, kwargs: dict[str, Any], *, unembed: bool) -> tuple[Any, Any]:
+        """Run the call; with ``unembed``, log-probs and log-sum-exp at the read positions."""
+        import torch
+
+        bridge, at = self.model.bridge, self.at
+        self.captured.clear()
+        kwargs["logits_to_keep"] = 1
+        logp = lse = None
+        with (torch.inference_mode(), sdpa_attention(bridge, self.attention, modules=self.fast),
+              native_norms(bridge, modules=self.plain_norms)):
+            at.active = True
+            try:
+                if self.hooks_once:
+                    bridge(ids, **kwargs)
+                else:
+                    bridge.run_with_hooks(ids, fwd_hooks=self.hooks(), **kwargs)
+            finally:
+                at.active = False
+            if unembed:
+                sel = _unembed(self.model, self.captured[FINAL])
+                logp = torch.log_softmax(sel, dim=-1).cpu()
+                lse = torch.logsumexp(sel, dim=-1).cpu()
+        return logp, lse
+
+    def resid(self) -> np.ndarray:
+        """The residuals read by the last call, ``[read position, layer, d_model]``."""
+        import torch
+
+        return torch.stack([self.captured[i] for i in range(len(self.names))], dim=1).numpy()
+
+
+class _Caches:
+    """The KV cache of each edge whose children have not all run yet."""
+
+    def __init__(self, trie: Trie) -> None:
+        self.trie = trie
+        self.by_edge: dict[int, list[tuple[Any, Any]]] = {}  # per layer (keys, values)
+        self.open_children = {e.index: len(e.children) for e in trie.edges}
+
+    def ran(self, rows: list[Row]) -> None:
+        """The edges of ``rows`` ran: drop each parent cache whose last child that was."""
+        for r in rows:
+            for e in r.edges:
+                parent = self.trie.edges[e].parent
+                if parent >= 0:
+                    self.open_children[parent] -= 1
+                    if self.open_children[parent] == 0:
+                        self.by_edge.pop(parent, None)
+
+
+class _Book:
+    """What each read position gave, and which queries still wait for positions."""
+
+    def __init__(self, plan: _Plan, tqs: Sequence[TokenizedQuery]) -> None:
+        self.plan, self.tqs = plan, tqs
+        self.waiting = {q: len(plan.keys_of(q)) for q in range(len(tqs))}  # positions to run
+        self.readers = {k: len(n.queries) for k, n in plan.needs.items()}  # queries to read k
+        self.got: dict[Key, _Got] = {}
+
+    def record(self, keys: list[tuple[int, Key, int]], r_keys: list[tuple[int, Key, int]],
+               logits: tuple[Any, Any], resid: np.ndarray | None) -> None:
+        """Keep what each read position of a call gave (``logits``: log-probs and lse)."""
+        logp, lse = logits
+        r_at = {k: i for i, (_, k, _) in enumerate(r_keys)}
+        for i, (_, key, _) in enumerate(keys):
+            n = self.plan.needs[key]
+            t = sorted(n.targets)
+            vals = logp[i, t].double().numpy() if t else np.zeros(0)
+            self.got[key] = _Got(
+                lse=float(lse[i]),
+                lp=dict(zip(t, (float(x) for x in vals), strict=True)),
+                resid=resid[r_at[key]] if resid is not None and n.resid else None,
+                full=logp[i].numpy().copy() if n.full else None,
+            )
+
+    def finished(self, keys: list[tuple[int, Key, int]]) -> tuple[list[int], list[ReadOut]]:
+        """The queries whose last position was among ``keys``, with their read-outs.
+
+        What no other query reads is then freed.
+        """
+        done: list[int] = []
+        for _, key, _ in keys:
+            for q in self.plan.needs[key].queries:
+                self.waiting[q] -= 1
+                if self.waiting[q] == 0:
+                    done.append(q)
+        done.sort()
+        outs = [_readout(self.plan, self.tqs, q, self.got) for q in done]
+        for q in done:
+            for k in self.plan.keys_of(q):
+                self.readers[k] -= 1
+                if self.readers[k] == 0:
+                    del self.got[k]
+        return done, outs

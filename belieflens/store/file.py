@@ -279,30 +279,8 @@ def create_partial(
                 continue
             if spec.dtype == STR and spec.dims:
                 text.append(spec.name)
-            if spec.dtype == STR:
-                h5dtype: Any = h5py.string_dtype()
-                fill: Any = None
-            elif spec.dtype == "resid":
-                h5dtype = np.dtype(resid_dtype)
-                fill = np.nan
-            else:
-                h5dtype = np.dtype(spec.dtype)
-                # integers keep HDF5's default fill (0) and no _FillValue, so xarray keeps
-                # them integer; padding is written explicitly as -1
-                fill = np.nan if h5dtype.kind == "f" else None
-            shape = [sizes.of(d) for d in spec.dims]
-            if spec.per_query:
-                shape[0] = min(rows_per_chunk, shape[0])
-            chunks = tuple(shape) if shape and (checksums or spec.per_query) else None
-            kwargs: dict[str, Any] = {"chunks": chunks, "dcpl": _early_alloc()}
-            if checksums and chunks is not None and spec.dtype != STR:
-                kwargs[FILTER] = True
-            if fill is not None:
-                kwargs["fillvalue"] = fill
-            var = f.create_variable(spec.name, spec.dims, dtype=h5dtype, **kwargs)
-            var.attrs["description"] = spec.meaning
-            if spec.per_query and spec.name not in COORDS:
-                var.attrs["coordinates"] = " ".join(COORDS)
+            _create_variable(f, spec, sizes, resid_dtype=resid_dtype,
+                             rows_per_chunk=rows_per_chunk, checksums=checksums)
         for name, arr in static.items():
             f.variables[name][...] = arr
         for start, values in row_slabs:
@@ -310,12 +288,7 @@ def create_partial(
                 _write_slab(f.variables[name], start, arr)
         if checksums:  # text cannot pass a filter: a CRC-32 per chunk of rows instead
             for name in text:
-                var = f.variables[name]
-                step = var.chunks[0] if var.chunks else var.shape[0]
-                n = var.shape[0]
-                var.attrs[TEXT_CRC_ATTR] = np.array(
-                    [text_crc(var[a : min(a + step, n)]) for a in range(0, n, step)],
-                    dtype=np.uint32)
+                _write_text_crcs(f.variables[name])
         for k, v in attrs.items():
             f.attrs[k] = _attr(v)
         f.attrs["schema_version"] = SCHEMA_VERSION
@@ -324,6 +297,46 @@ def create_partial(
     os.replace(tmp, target)
     _fsync(target.parent)
     return target
+
+
+def _create_variable(
+    f: Any, spec: VarSpec, sizes: Sizes, *, resid_dtype: str, rows_per_chunk: int,
+    checksums: bool,
+) -> None:
+    """Create ``spec``'s variable in ``f``: dtype, fill value, chunks, filter, attributes."""
+    if spec.dtype == STR:
+        h5dtype: Any = h5py.string_dtype()
+        fill: Any = None
+    elif spec.dtype == "resid":
+        h5dtype = np.dtype(resid_dtype)
+        fill = np.nan
+    else:
+        h5dtype = np.dtype(spec.dtype)
+        # integers keep HDF5's default fill (0) and no _FillValue, so xarray keeps
+        # them integer; padding is written explicitly as -1
+        fill = np.nan if h5dtype.kind == "f" else None
+    shape = [sizes.of(d) for d in spec.dims]
+    if spec.per_query:
+        shape[0] = min(rows_per_chunk, shape[0])
+    chunks = tuple(shape) if shape and (checksums or spec.per_query) else None
+    kwargs: dict[str, Any] = {"chunks": chunks, "dcpl": _early_alloc()}
+    if checksums and chunks is not None and spec.dtype != STR:
+        kwargs[FILTER] = True
+    if fill is not None:
+        kwargs["fillvalue"] = fill
+    var = f.create_variable(spec.name, spec.dims, dtype=h5dtype, **kwargs)
+    var.attrs["description"] = spec.meaning
+    if spec.per_query and spec.name not in COORDS:
+        var.attrs["coordinates"] = " ".join(COORDS)
+
+
+def _write_text_crcs(var: Any) -> None:
+    """Store the CRC-32 of each chunk of rows of the text variable ``var`` as an attribute."""
+    step = var.chunks[0] if var.chunks else var.shape[0]
+    n = var.shape[0]
+    var.attrs[TEXT_CRC_ATTR] = np.array(
+        [text_crc(var[a : min(a + step, n)]) for a in range(0, n, step)],
+        dtype=np.uint32)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -126,70 +127,93 @@ def _verify(h: h5py.File) -> list[str]:
         out.append("complete holds values other than 0 and 1")
     out.extend(_check_study(h))
     checks = _Checks()
-    n_out = h["outcome_label"].shape[1]
-    n_tok = h["input_ids"].shape[1]
-    n_lens = h["lens_token_id"].shape[0] if "lens_token_id" in h else None
-    has_logprobs = "logprobs" in h
     row_bytes = int(np.prod(h["resid"].shape[1:])) * h["resid"].dtype.itemsize
-    if has_logprobs:
+    if "logprobs" in h:
         row_bytes += int(h["logprobs"].shape[1]) * 4
     for a, b in _slabs(n, row_bytes):
-        done = complete[a:b] == 1
-        k = np.asarray(h["n_outcome"][a:b])
-        checks.tally("k", f"n_outcome outside [1, {n_out}]").add((k < 1) | (k > n_out), a)
-        kk = np.clip(k, 1, n_out)[:, None]
-        outcome = np.asarray(_var(h, "outcome")[a:b])
-        checks.tally("outcome", "outcome outside [-1, n_outcome)").add(
-            ((outcome < -1) | (outcome >= kk)).any(1), a)
-        pos = np.asarray(h["answer_pos"][a:b])
-        checks.tally("pos", f"answer_pos outside [0, {n_tok})").add((pos < 0) | (pos >= n_tok), a)
-        ids = np.asarray(h["input_ids"][a:b])
-        rows = np.arange(b - a)
-        at = ids[rows, np.clip(pos, 0, n_tok - 1)]
-        checks.tally("ids", "input_ids padding (-1) at or before answer_pos").add(at < 0, a)
-        option_ids = np.asarray(h["option_ids"][a:b])
-        present = option_ids[:, :, 0] >= 0
-        if "option_lens_index" in h and n_lens is not None:
-            li = np.asarray(h["option_lens_index"][a:b])
-            checks.tally("lens", f"option_lens_index outside [-1, {n_lens})").add(
-                ((li < -1) | (li >= n_lens)).reshape(b - a, -1).any(1), a)
-        oracle = np.asarray(h["oracle"][a:b], dtype=np.float64)
-        has = ~np.isnan(oracle).all(1)
-        cols = np.arange(n_out)[None, :] < kk
-        inside = np.where(cols, oracle, 0.0)
-        bad_vals = has & (cols & ~(np.isfinite(oracle) & (oracle >= 0))).any(1)
-        checks.tally("oracle_val", "oracle holds negative or non-finite probabilities").add(
-            bad_vals, a)
-        with np.errstate(invalid="ignore"):
-            bad_sum = has & ~bad_vals & (np.abs(inside.sum(1) - 1.0) > SUM_TOL)
-        checks.tally("oracle_sum", f"oracle rows not summing to 1 (±{SUM_TOL:g})").add(bad_sum, a)
-        checks.tally("oracle_pad", "oracle values past n_outcome").add(
-            has & (~cols & ~np.isnan(oracle)).any(1), a)
-        resid = np.asarray(h["resid"][a:b], dtype=np.float32)
-        finite = np.isfinite(resid).reshape(b - a, -1).all(1)
-        checks.tally("resid", "resid non-finite in complete rows").add(done & ~finite, a)
-        lp = np.asarray(h["option_logprob"][a:b], dtype=np.float64)
-        with np.errstate(invalid="ignore"):
-            checks.tally("lp_nan", "option_logprob non-finite for a present option").add(
-                done & (present & ~np.isfinite(lp)).any(1), a)
-            checks.tally("lp_pos", f"option_logprob above 0 (+{LOGPROB_TOL:g})").add(
-                done & (present & (lp > LOGPROB_TOL)).any(1), a)
-        if "answer_lse" in h:
-            lse = np.asarray(h["answer_lse"][a:b])
-            checks.tally("lse", "answer_lse non-finite").add(done & ~np.isfinite(lse), a)
-        if has_logprobs:
-            full = np.asarray(h["logprobs"][a:b], dtype=np.float64)
-            with np.errstate(invalid="ignore", over="ignore"):
-                norm = np.log(np.exp(full).sum(1))
-                checks.tally("full_norm", "logprobs not normalised").add(
-                    done & ~(np.abs(norm) < 1e-3), a)
-                single = present & (option_ids[:, :, 1:] < 0).all(2) if option_ids.shape[2] > 1 \
-                    else present
-                tok = np.clip(option_ids[:, :, 0], 0, full.shape[1] - 1)
-                direct = np.take_along_axis(full, tok, 1)
-                checks.tally("full_opt", "option_logprob disagrees with logprobs").add(
-                    done & (single & ~(np.abs(direct - lp) < 1e-3)).any(1), a)
+        _check_slab(h, checks, a, b, complete[a:b] == 1)
     return out + checks.lines()
+
+
+def _check_slab(h: h5py.File, checks: _Checks, a: int, b: int, done: np.ndarray) -> None:
+    """Tally the problems of rows ``[a, b)`` (``done``: which of them are complete)."""
+    n_out = h["outcome_label"].shape[1]
+    k = np.asarray(h["n_outcome"][a:b])
+    checks.tally("k", f"n_outcome outside [1, {n_out}]").add((k < 1) | (k > n_out), a)
+    kk = np.clip(k, 1, n_out)[:, None]
+    outcome = np.asarray(_var(h, "outcome")[a:b])
+    checks.tally("outcome", "outcome outside [-1, n_outcome)").add(
+        ((outcome < -1) | (outcome >= kk)).any(1), a)
+    _check_positions(h, checks, a, b)
+    option_ids = np.asarray(h["option_ids"][a:b])
+    present = option_ids[:, :, 0] >= 0
+    _check_oracle(h, checks, a, b, kk)
+    resid = np.asarray(h["resid"][a:b], dtype=np.float32)
+    finite = np.isfinite(resid).reshape(b - a, -1).all(1)
+    checks.tally("resid", "resid non-finite in complete rows").add(done & ~finite, a)
+    lp = np.asarray(h["option_logprob"][a:b], dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        checks.tally("lp_nan", "option_logprob non-finite for a present option").add(
+            done & (present & ~np.isfinite(lp)).any(1), a)
+        checks.tally("lp_pos", f"option_logprob above 0 (+{LOGPROB_TOL:g})").add(
+            done & (present & (lp > LOGPROB_TOL)).any(1), a)
+    if "answer_lse" in h:
+        lse = np.asarray(h["answer_lse"][a:b])
+        checks.tally("lse", "answer_lse non-finite").add(done & ~np.isfinite(lse), a)
+    if "logprobs" in h:
+        _check_logprobs(h, checks, a, b, done, option_ids, lp)
+
+
+def _check_positions(h: h5py.File, checks: _Checks, a: int, b: int) -> None:
+    """Answer positions, the token there, and lens indices of rows ``[a, b)``."""
+    n_tok = h["input_ids"].shape[1]
+    pos = np.asarray(h["answer_pos"][a:b])
+    checks.tally("pos", f"answer_pos outside [0, {n_tok})").add((pos < 0) | (pos >= n_tok), a)
+    ids = np.asarray(h["input_ids"][a:b])
+    rows = np.arange(b - a)
+    at = ids[rows, np.clip(pos, 0, n_tok - 1)]
+    checks.tally("ids", "input_ids padding (-1) at or before answer_pos").add(at < 0, a)
+    if "option_lens_index" in h and "lens_token_id" in h:
+        n_lens = h["lens_token_id"].shape[0]
+        li = np.asarray(h["option_lens_index"][a:b])
+        checks.tally("lens", f"option_lens_index outside [-1, {n_lens})").add(
+            ((li < -1) | (li >= n_lens)).reshape(b - a, -1).any(1), a)
+
+
+def _check_oracle(h: h5py.File, checks: _Checks, a: int, b: int, kk: Any) -> None:
+    """Oracle rows of ``[a, b)``: finite non-negative, summing to 1, NaN past ``n_outcome``."""
+    n_out = h["outcome_label"].shape[1]
+    oracle = np.asarray(h["oracle"][a:b], dtype=np.float64)
+    has = ~np.isnan(oracle).all(1)
+    cols = np.arange(n_out)[None, :] < kk
+    inside = np.where(cols, oracle, 0.0)
+    bad_vals = has & (cols & ~(np.isfinite(oracle) & (oracle >= 0))).any(1)
+    checks.tally("oracle_val", "oracle holds negative or non-finite probabilities").add(
+        bad_vals, a)
+    with np.errstate(invalid="ignore"):
+        bad_sum = has & ~bad_vals & (np.abs(inside.sum(1) - 1.0) > SUM_TOL)
+    checks.tally("oracle_sum", f"oracle rows not summing to 1 (±{SUM_TOL:g})").add(bad_sum, a)
+    checks.tally("oracle_pad", "oracle values past n_outcome").add(
+        has & (~cols & ~np.isnan(oracle)).any(1), a)
+
+
+def _check_logprobs(
+    h: h5py.File, checks: _Checks, a: int, b: int, done: np.ndarray, option_ids: np.ndarray,
+    lp: np.ndarray,
+) -> None:
+    """Full log-probs of rows ``[a, b)``: normalised, and agreeing with single-token options."""
+    present = option_ids[:, :, 0] >= 0
+    full = np.asarray(h["logprobs"][a:b], dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        norm = np.log(np.exp(full).sum(1))
+        checks.tally("full_norm", "logprobs not normalised").add(
+            done & ~(np.abs(norm) < 1e-3), a)
+        single = present & (option_ids[:, :, 1:] < 0).all(2) if option_ids.shape[2] > 1 \
+            else present
+        tok = np.clip(option_ids[:, :, 0], 0, full.shape[1] - 1)
+        direct = np.take_along_axis(full, tok, 1)
+        checks.tally("full_opt", "option_logprob disagrees with logprobs").add(
+            done & (single & ~(np.abs(direct - lp) < 1e-3)).any(1), a)
 
 
 def _var(h: h5py.File, name: str) -> h5py.Dataset:

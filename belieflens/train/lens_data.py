@@ -86,10 +86,6 @@ def collect_positions(
     the chat template's system prompt is shared by every context); the last position is
     always kept. Hooks copy only those rows, so memory is ``positions x layers x d_model``.
     """
-    import torch
-
-    from belieflens.run.runner import resid_hook_names
-
     if max_contexts < 1 or per_context < 1:
         raise ParameterError(
             f"max_contexts = {max_contexts}, per_context = {per_context} are not allowed: >= 1"
@@ -97,6 +93,26 @@ def collect_positions(
     chosen = _contexts(model, envs, episodes, seed, max_contexts, rng)
     if not chosen:
         raise ParameterError(f"environments {', '.join(envs)} produced no contexts")
+    picks = _novel_positions(chosen, per_context, rng)
+    parts: list[np.ndarray] = []
+    owner: list[int] = []
+    for s in range(0, len(chosen), batch_size):
+        batch = chosen[s : s + batch_size]
+        rows_b = [b for b in range(len(batch)) for _ in picks[s + b]]
+        rows_p = [p for b in range(len(batch)) for p in picks[s + b]]
+        if not rows_b:
+            continue
+        parts.append(_resid_at(model, batch, rows_b, rows_p))
+        owner.extend(s + b for b in rows_b)
+    resid = np.concatenate(parts).astype(np.float32)
+    return Positions(resid, np.asarray(owner, dtype=np.int64), len(chosen), tuple(envs))
+
+
+def _novel_positions(
+    chosen: list[list[int]], per_context: int, rng: np.random.Generator
+) -> list[list[int]]:
+    """Per context, up to ``per_context`` positions whose token prefix no earlier one had
+    (drawn by ``rng``; the last position always, if novel), sorted."""
     seen: set[int] = set()
     picks: list[list[int]] = []
     for ids in chosen:
@@ -111,39 +127,27 @@ def collect_positions(
         others = [p for p in novel if p != last]
         take = rng.choice(len(others), size=min(per_context - 1, len(others)), replace=False)
         picks.append(sorted([others[i] for i in take] + ([last] if last in novel else [])))
+    return picks
+
+
+def _resid_at(
+    model: Any, batch: list[list[int]], rows_b: list[int], rows_p: list[int]
+) -> np.ndarray:
+    """Residuals ``[read, layer, d_model]`` of right-padded ``batch`` at ``(rows_b, rows_p)``."""
+    import torch
+
+    from belieflens.run.rows import pad_token_id, resid_capture_hooks, resid_hook_names
+
     n_layers = model.info.n_layers
-    names = resid_hook_names(n_layers)
     bridge = model.bridge
     device = next(bridge.original_model.parameters()).device
-    pad = getattr(model.tokenizer, "pad_token_id", None)
-    pad = 0 if pad is None else int(pad)
-    parts: list[np.ndarray] = []
-    owner: list[int] = []
-    for s in range(0, len(chosen), batch_size):
-        batch = chosen[s : s + batch_size]
-        width = max(len(x) for x in batch)
-        tokens = torch.full((len(batch), width), pad, dtype=torch.long)
-        for b, x in enumerate(batch):
-            tokens[b, : len(x)] = torch.tensor(x)
-        rows_b = [b for b in range(len(batch)) for _ in picks[s + b]]
-        rows_p = [p for b in range(len(batch)) for p in picks[s + b]]
-        if not rows_b:
-            continue
-        rb = torch.tensor(rows_b, device=device)
-        rp = torch.tensor(rows_p, device=device)
-        captured: dict[int, Any] = {}
-
-        def make_hook(layer: int, rb: Any = rb, rp: Any = rp, cap: Any = captured) -> Any:
-            def hook(tensor: Any, hook: Any) -> Any:
-                cap[layer] = tensor[rb, rp].detach().float().cpu()
-                return tensor
-
-            return hook
-
-        hooks = [(name, make_hook(i)) for i, name in enumerate(names)]
-        with torch.inference_mode():  # right padding: real tokens never attend to pads
-            bridge.run_with_hooks(tokens.to(device), fwd_hooks=hooks, logits_to_keep=1)
-        parts.append(torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy())
-        owner.extend(s + b for b in rows_b)
-    resid = np.concatenate(parts).astype(np.float32)
-    return Positions(resid, np.asarray(owner, dtype=np.int64), len(chosen), tuple(envs))
+    width = max(len(x) for x in batch)
+    tokens = torch.full((len(batch), width), pad_token_id(model.tokenizer), dtype=torch.long)
+    for b, x in enumerate(batch):
+        tokens[b, : len(x)] = torch.tensor(x)
+    rb = torch.tensor(rows_b, device=device)
+    rp = torch.tensor(rows_p, device=device)
+    hooks, captured, _ = resid_capture_hooks(resid_hook_names(n_layers), (rb, rp))
+    with torch.inference_mode():  # right padding: real tokens never attend to pads
+        bridge.run_with_hooks(tokens.to(device), fwd_hooks=hooks, logits_to_keep=1)
+    return torch.stack([captured[i] for i in range(n_layers + 1)], dim=1).numpy()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,10 @@ from belieflens.dims import D_MODEL, EPISODE, LAYER, OUTCOME, QUERY
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
+
+
+Reader = Callable[[int, int, list[int]], tuple[F64, NDArray[np.bool_]]]
+"""Reads queries ``[a, b)`` of the given layers: ``(block [query, layer, d_model], valid)``."""
 
 
 def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
@@ -59,64 +64,32 @@ def probe_layers(
     outputs); softmax scores are mean held-out KL(target ‖ probe) in nats, and
     selectivity is then control − score.
     """
-    da = resid["resid"] if isinstance(resid, xr.Dataset) else resid
-    for dim in (QUERY, LAYER, D_MODEL):
-        if dim not in da.dims:
-            raise ValueError(f"resid needs dims ({QUERY}, {LAYER}, {D_MODEL}); got {da.dims}")
-    da = da.transpose(QUERY, LAYER, D_MODEL)
-    if QUERY not in target.dims:
-        raise ValueError(f"target needs a {QUERY!r} dimension; got {target.dims}")
+    da = _resid_array(resid)
     n_query = da.sizes[QUERY]
-    if target.sizes[QUERY] != n_query:
-        raise ValueError(f"target has {target.sizes[QUERY]} queries, resid has {n_query}")
-    if group in da.coords:
-        groups_all = np.asarray(da.coords[group].values)
-    elif group in target.coords:
-        groups_all = np.asarray(target.coords[group].values)
-    else:
-        raise ValueError(f"need a {group!r} coordinate on {QUERY!r} to group the folds")
+    _check_target(target, n_query)
+    groups_all = _groups(da, target, group)
     tv = target.transpose(QUERY, ...).values.astype(np.float64).reshape(n_query, -1)
     kind = kind or ("ridge" if target.ndim == 1 else "softmax")
     valid = np.all(np.isfinite(tv), axis=1)
     if not valid.any():
         raise ValueError("every target row has a NaN")
-    fold_all = (
-        np.asarray(folds, dtype=np.int64).ravel()
-        if folds is not None
-        else np.full(n_query, -1, dtype=np.int64)
-    )
-    if folds is None:
-        fold_all[valid] = group_folds(groups_all[valid], n_folds, rng)
-    else:
-        n_folds = int(fold_all[valid].max()) + 1
+    fold_all, n_folds = _fold_ids(folds, valid, groups_all, n_folds, rng)
     y_ctrl = np.full_like(tv, np.nan)
     y_ctrl[valid] = shuffle_by_group(tv[valid], groups_all[valid], rng)
 
     layer_idx = list(range(da.sizes[LAYER])) if layers is None else [int(i) for i in layers]
-    layer_coord = np.array(layer_idx)
-    if LAYER in da.coords:
-        layer_coord = np.asarray(da.coords[LAYER].values)[layer_idx]
     d = da.sizes[D_MODEL]
     if chunk_size is None:
         chunk_size = max(1, min(n_query, (64 * 2**20) // max(1, len(layer_idx) * d * 8)))
-
-    def read(a: int, b: int, idx: list[int]) -> tuple[F64, NDArray[np.bool_]]:
-        block = da.isel({QUERY: slice(a, b), LAYER: idx}).values
-        return np.asarray(block, dtype=np.float64), valid[a:b]
-
+    data = _Data(_reader(da, valid), n_query, chunk_size, layer_idx, tv, y_ctrl, fold_all,
+                 n_folds, memory_budget, d)
     if kind == "ridge":
-        per_layer = _ridge_layers(
-            read, n_query, chunk_size, layer_idx, tv, y_ctrl, fold_all, n_folds,
-            lam, lambdas, nested, memory_budget, d,
-        )  # fmt: skip
+        per_layer = _ridge_layers(data, lam, lambdas, nested)
     else:
-        per_layer = _softmax_layers(
-            read, n_query, chunk_size, layer_idx, tv, y_ctrl, fold_all, n_folds,
-            softmax_lam, max_iter, memory_budget, d,
-        )  # fmt: skip
+        per_layer = _softmax_layers(data, softmax_lam, max_iter)
     out = xr.Dataset(
         {name: ((LAYER,), np.asarray(vals)) for name, vals in per_layer.items()},
-        coords={LAYER: layer_coord},
+        coords={LAYER: _layer_coord(da, layer_idx)},
     )
     out.attrs.update(
         {
@@ -132,32 +105,89 @@ def probe_layers(
     return out
 
 
-Reader = Callable[[int, int, list[int]], tuple[F64, NDArray[np.bool_]]]
+def _reader(da: xr.DataArray, valid: NDArray[np.bool_]) -> Reader:
+    """Reads queries ``[a, b)`` of the given layers (float64) with their valid-row mask."""
+
+    def read(a: int, b: int, idx: list[int]) -> tuple[F64, NDArray[np.bool_]]:
+        block = da.isel({QUERY: slice(a, b), LAYER: idx}).values
+        return np.asarray(block, dtype=np.float64), valid[a:b]
+
+    return read
+
+
+def _layer_coord(da: xr.DataArray, layer_idx: list[int]) -> np.ndarray:
+    """The ``layer`` coordinate of the probed layers (their indices when ``da`` has none)."""
+    if LAYER in da.coords:
+        return np.asarray(da.coords[LAYER].values)[layer_idx]
+    return np.array(layer_idx)
+
+
+def _resid_array(resid: xr.Dataset | xr.DataArray) -> xr.DataArray:
+    """The residuals as a DataArray ``(query, layer, d_model)``, or raise naming the dims."""
+    da = resid["resid"] if isinstance(resid, xr.Dataset) else resid
+    for dim in (QUERY, LAYER, D_MODEL):
+        if dim not in da.dims:
+            raise ValueError(f"resid needs dims ({QUERY}, {LAYER}, {D_MODEL}); got {da.dims}")
+    return da.transpose(QUERY, LAYER, D_MODEL)
+
+
+def _check_target(target: xr.DataArray, n_query: int) -> None:
+    if QUERY not in target.dims:
+        raise ValueError(f"target needs a {QUERY!r} dimension; got {target.dims}")
+    if target.sizes[QUERY] != n_query:
+        raise ValueError(f"target has {target.sizes[QUERY]} queries, resid has {n_query}")
+
+
+def _groups(da: xr.DataArray, target: xr.DataArray, group: str) -> np.ndarray:
+    """The ``group`` coordinate on ``query``, of the residuals or else of the target."""
+    if group in da.coords:
+        return np.asarray(da.coords[group].values)
+    if group in target.coords:
+        return np.asarray(target.coords[group].values)
+    raise ValueError(f"need a {group!r} coordinate on {QUERY!r} to group the folds")
+
+
+def _fold_ids(
+    folds: ArrayLike | None, valid: NDArray[np.bool_], groups: np.ndarray, n_folds: int,
+    rng: np.random.Generator,
+) -> tuple[I64, int]:
+    """Each row's fold (-1: dropped) and the fold count: ``folds`` as given, else seeded."""
+    if folds is not None:
+        fold_all = np.asarray(folds, dtype=np.int64).ravel()
+        return fold_all, int(fold_all[valid].max()) + 1
+    fold_all = np.full(len(valid), -1, dtype=np.int64)
+    fold_all[valid] = group_folds(groups[valid], n_folds, rng)
+    return fold_all, n_folds
+
+
+@dataclass(frozen=True)
+class _Data:
+    """What both probes read: the residual reader, its layout, targets, controls and folds."""
+
+    read: Reader
+    n_query: int
+    chunk_size: int
+    layer_idx: list[int]
+    y: F64
+    y_ctrl: F64
+    folds: I64
+    n_folds: int
+    memory_budget: int
+    d: int
 
 
 def _ridge_layers(
-    read: Reader,
-    n_query: int,
-    chunk_size: int,
-    layer_idx: list[int],
-    y: F64,
-    y_ctrl: F64,
-    folds: I64,
-    n_folds: int,
-    lam: float | None,
-    lambdas: Sequence[float],
-    nested: bool,
-    memory_budget: int,
-    d: int,
+    data: _Data, lam: float | None, lambdas: Sequence[float], nested: bool
 ) -> dict[str, list[float]]:
-    t = y.shape[1]
-    y_both = np.concatenate([y, y_ctrl], axis=1)
-    per_pass = max(1, memory_budget // max(1, n_folds * d * d * 8))
+    read, folds, n_folds, d = data.read, data.folds, data.n_folds, data.d
+    t = data.y.shape[1]
+    y_both = np.concatenate([data.y, data.y_ctrl], axis=1)
+    per_pass = max(1, data.memory_budget // max(1, n_folds * d * d * 8))
     res: dict[str, list[float]] = {"score": [], "control_score": [], "selectivity": [], "lam": []}
-    for start in range(0, len(layer_idx), per_pass):
-        group = layer_idx[start : start + per_pass]
+    for start in range(0, len(data.layer_idx), per_pass):
+        group = data.layer_idx[start : start + per_pass]
         fitters = [RidgeFitter(n_folds) for _ in group]
-        for a, b in _chunks(n_query, chunk_size):
+        for a, b in _chunks(data.n_query, data.chunk_size):
             block, ok = read(a, b, group)
             if not ok.any():
                 continue
@@ -175,22 +205,11 @@ def _ridge_layers(
     return res
 
 
-def _softmax_layers(
-    read: Reader,
-    n_query: int,
-    chunk_size: int,
-    layer_idx: list[int],
-    y: F64,
-    y_ctrl: F64,
-    folds: I64,
-    n_folds: int,
-    lam: float,
-    max_iter: int,
-    memory_budget: int,
-    d: int,
-) -> dict[str, list[float]]:
+def _softmax_layers(data: _Data, lam: float, max_iter: int) -> dict[str, list[float]]:
+    read, folds, n_folds, n_query, chunk_size = (
+        data.read, data.folds, data.n_folds, data.n_query, data.chunk_size)
     n_valid = int(np.sum(folds >= 0))
-    per_pass = memory_budget // max(1, n_valid * d * 8)
+    per_pass = data.memory_budget // max(1, n_valid * data.d * 8)
     res: dict[str, list[float]] = {
         "score": [],
         "control_score": [],
@@ -198,7 +217,7 @@ def _softmax_layers(
         "tvd": [],
         "control_tvd": [],
     }
-    y_both = np.stack([y, y_ctrl])  # [2, n, k]
+    y_both = np.stack([data.y, data.y_ctrl])  # [2, n, k]
 
     def record(cv: SoftmaxCV) -> None:
         res["score"].append(float(cv.kl[0]))
@@ -208,8 +227,8 @@ def _softmax_layers(
         res["control_tvd"].append(float(cv.tvd[1]))
 
     if per_pass >= 1:  # load a group of layers into memory, one read of the file per group
-        for start in range(0, len(layer_idx), per_pass):
-            group = layer_idx[start : start + per_pass]
+        for start in range(0, len(data.layer_idx), per_pass):
+            group = data.layer_idx[start : start + per_pass]
             parts, rows = [], []
             for a, b in _chunks(n_query, chunk_size):
                 block, ok = read(a, b, group)
@@ -226,7 +245,7 @@ def _softmax_layers(
 
                 record(cross_validate_softmax(mem_batches, n_folds, lam, max_iter=max_iter))
         return res
-    for li in layer_idx:  # one layer does not fit: stream it on every pass
+    for li in data.layer_idx:  # one layer does not fit: stream it on every pass
 
         def stream(li: int = li) -> Iterator[tuple[F64, F64, I64]]:
             for a, b in _chunks(n_query, chunk_size):

@@ -56,12 +56,11 @@ distractor equal to its answer, is refused).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -74,10 +73,11 @@ from belieflens.envs.belief_attribution.questions import (
 )
 from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.belief_attribution.report import belief_attribution_section
-from belieflens.episodes.base import Episode, Message, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Turn
+from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.generation import derive_seed
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -196,8 +196,7 @@ class BeliefAttributionParams:
             raise bad("stated", self.stated, "only with protocol=belieflens")
         if not self.domain.strip():
             raise bad("domain", self.domain, "a domain name or all")
-        if not 1 <= self.answer_tokens <= 512:
-            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..512")
+        int_in("answer_tokens", self.answer_tokens, 1, 512)
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,7 @@ def named_answer(text: str, answers: Sequence[str]) -> int | None:
     return None if best is None else best[2]
 
 
-class BeliefAttribution:
+class BeliefAttribution(Configured[BeliefAttributionParams], GeneratorBinding):
     """Self-generated vs user-provided answers under a user contradiction.
 
     Probes (one per turn, MCQ over the three answers in a seeded order, no oracle):
@@ -258,7 +257,6 @@ class BeliefAttribution:
 
     def __init__(self, params: BeliefAttributionParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         pool = (facts_questions() if params.questions == "facts"
                 else generated_questions() if params.questions == "computed"
                 else shipped_questions() if params.questions == "shipped"
@@ -269,30 +267,14 @@ class BeliefAttribution:
             raise bad("domain", params.domain, "all or one of " + ", ".join(domains))
 
     @property
-    def params(self) -> BeliefAttributionParams:
-        """The validated parameters."""
-        return self._params
-
-    @property
     def items(self) -> tuple[FactQuestion, ...]:
         """The questions episodes draw from (after the ``domain`` filter)."""
         return self._items
 
     @property
-    def generator(self) -> TextGenerator | None:
-        """The bound text generator, if any."""
-        return self._generator
-
-    @property
     def requires_generator(self) -> bool:
         """Whether these parameters need generated text (the benchmark, or ``stated=model``)."""
         return self._params.protocol == "benchmark" or self._params.stated == "model"
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy of this environment whose ``stated=model`` answers come from ``generator``."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def own_answer(self, item: FactQuestion, seed: int) -> OwnAnswer:
         """The bound generator's greedy answer to ``item``'s bare question."""
@@ -352,21 +334,8 @@ class BeliefAttribution:
         final_named = committed_answer(final, answers, item.question)
         stated_src = 2 if condition == "user" else (0 if named is None else named)
         correct, stated, contra = (order.index(j) for j in (0, stated_src, 1))
-        name = f"answer-{condition}"
-        contexts: tuple[tuple[Message, ...], ...] = ((), before, after)
-        observations = ("", prev, d1)
-        turns = tuple(
-            Turn(index=t, observation=observations[t], messages={DELIVERY: ctx},
-                 probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),))
-            for t, ctx in enumerate(contexts)
-        )
-        truth: dict[str, float | str] = {
-            "item": item.id,
-            "domain": item.domain,
-            "condition": condition,
-            "correct": float(correct),
-            "stated": float(stated),
-            "contradiction": float(contra),
+        turns = _answer_turns(item, condition, labels, ((), before, after), ("", prev, d1))
+        truth = _answer_truth(item, condition, correct, stated, contra) | {
             "reply": prev,
             "reply_named": float(-1 if named is None else order.index(named)),
             "final_answer": final,
@@ -418,30 +387,42 @@ class BeliefAttribution:
             stated_src = own.source if own is not None and own.source is not None else 0
             contra_src = [j for j in range(3) if j != stated_src][draw]
         correct, stated, contra = (order.index(j) for j in (0, stated_src, contra_src))
-        name = f"answer-{condition}"
-        contexts: list[tuple[Message, ...]] = [()]
         own_text = own.text if own is not None and own.text else None
-        contexts.append(stated_context(item, condition, labels[stated], own_text))
-        contexts.append((*contexts[1], Message("user", contradiction(labels[contra]))))
-        observations = ("", labels[stated], labels[contra])
-        turns = tuple(
-            Turn(
-                index=t,
-                observation=observations[t],
-                messages={DELIVERY: ctx},
-                probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),),
-            )
-            for t, ctx in enumerate(contexts)
-        )
-        truth: dict[str, float | str] = {
-            "item": item.id,
-            "domain": item.domain,
-            "condition": condition,
-            "correct": float(correct),
-            "stated": float(stated),
-            "contradiction": float(contra),
-        }
+        stated_ctx = stated_context(item, condition, labels[stated], own_text)
+        contexts = ((), stated_ctx, (*stated_ctx, Message("user", contradiction(labels[contra]))))
+        turns = _answer_turns(item, condition, labels, contexts,
+                              ("", labels[stated], labels[contra]))
+        truth = _answer_truth(item, condition, correct, stated, contra)
         if own is not None:
             truth["own_answer"] = own.text
             truth["own_matched"] = float(own.source is not None)
         return Episode(index=index, turns=turns, truth=truth)
+
+
+def _answer_turns(
+    item: FactQuestion, condition: Condition, labels: tuple[str, ...],
+    contexts: tuple[tuple[Message, ...], ...], observations: tuple[str, str, str],
+) -> tuple[Turn, ...]:
+    """The episode's turns: each context with its observation and the ``answer-<condition>``
+    probe of ``item``'s question over ``labels``."""
+    name = f"answer-{condition}"
+    return tuple(
+        Turn(index=t, observation=observations[t], messages={DELIVERY: ctx},
+             probes=(mcq_probe(name, ctx, item.question, labels, None, DELIVERY),))
+        for t, ctx in enumerate(contexts)
+    )
+
+
+def _answer_truth(
+    item: FactQuestion, condition: Condition, correct: int, stated: int, contra: int
+) -> dict[str, float | str]:
+    """What every episode's truth records: the item, the condition and the positions of the
+    correct, the stated and the contradicting answer among the shown ones."""
+    return {
+        "item": item.id,
+        "domain": item.domain,
+        "condition": condition,
+        "correct": float(correct),
+        "stated": float(stated),
+        "contradiction": float(contra),
+    }

@@ -28,8 +28,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from belieflens.episodes.importing import one_line, read_json
-from belieflens.errors import ImportFormatError
+from belieflens.episodes.importing import field_error, parse_items, read_json
 
 SHIPPED = "questions.json"
 """File name of the set written for belieflens under ``belieflens/data/belief_attribution``."""
@@ -63,65 +62,49 @@ def same_answer(a: str, b: str) -> bool:
     return key(a) == key(b)
 
 
-def _fail(source: str, field: str, why: str) -> ImportFormatError:
-    return ImportFormatError(one_line(f"{source}: field '{field}' {why}"))
-
-
 def _text(source: str, where: str, raw: object) -> str:
     if not isinstance(raw, str) or not raw.strip():
-        raise _fail(source, where, "must be a non-empty string")
+        raise field_error(source, where, "must be a non-empty string")
     return raw.strip()
 
 
 def _item(source: str, i: int, raw: object) -> FactQuestion:
     where = f"questions[{i}]"
     if not isinstance(raw, dict):
-        raise _fail(source, where, "must be an object")
+        raise field_error(source, where, "must be an object")
     unknown = set(raw) - {"id", "domain", "question", "answer", "distractors", "source"}
     if unknown:
-        raise _fail(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
+        raise field_error(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
     qid = _text(source, f"{where}.id", raw.get("id"))
     domain = _text(source, f"{where}.domain", raw.get("domain"))
     question = _text(source, f"{where}.question", raw.get("question"))
     answer = _text(source, f"{where}.answer", raw.get("answer"))
     ds = raw.get("distractors")
     if not isinstance(ds, list) or len(ds) != 2:
-        raise _fail(source, f"{where}.distractors", "must be a list of exactly 2 strings")
+        raise field_error(source, f"{where}.distractors", "must be a list of exactly 2 strings")
     d1 = _text(source, f"{where}.distractors[0]", ds[0])
     d2 = _text(source, f"{where}.distractors[1]", ds[1])
     for k, d in enumerate((d1, d2)):
         if same_answer(d, answer):
-            raise _fail(source, f"{where}.distractors[{k}]",
+            raise field_error(source, f"{where}.distractors[{k}]",
                         f"equals the answer {answer!r} (a distractor must differ from it)")
     if same_answer(d1, d2):
-        raise _fail(source, f"{where}.distractors", f"repeats {d1!r} (the two must differ)")
+        raise field_error(source, f"{where}.distractors", f"repeats {d1!r} (the two must differ)")
     origin = raw.get("source", "")
     if not isinstance(origin, str):
-        raise _fail(source, f"{where}.source", "must be a string")
+        raise field_error(source, f"{where}.source", "must be a string")
     return FactQuestion(qid, domain, question, answer, (d1, d2), origin.strip())
 
 
 def parse_questions(data: object, source: str) -> tuple[FactQuestion, ...]:
     """Validate decoded JSON as a question set; ``source`` names it in errors."""
-    if not isinstance(data, dict) or "questions" not in data:
-        raise _fail(source, "questions", "is missing (expected an object with a 'questions' list)")
-    items = data["questions"]
-    if not isinstance(items, list) or not items:
-        raise _fail(source, "questions", "must be a non-empty list")
-    out = tuple(_item(source, i, raw) for i, raw in enumerate(items))
-    seen: set[str] = set()
-    for i, q in enumerate(out):
-        if q.id in seen:
-            raise _fail(source, f"questions[{i}].id", f"repeats id {q.id!r}")
-        seen.add(q.id)
-    return out
+    return parse_items(data, source, "questions", _item)
 
 
 def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
     """Load a user question set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    data = read_json(p)
-    return parse_questions(data, str(p))
+    return parse_questions(read_json(p), str(p))
 
 
 def _packaged(name: str) -> tuple[FactQuestion, ...]:

@@ -253,9 +253,7 @@ def _plot(rev: EpisodeRevision, table: dict[str, BASResult | None], out: Path) -
     a2.set_xticks(x, names, rotation=30, fontsize=8)
     a2.set_ylim(-1.05, 1.05)
     a2.set_title("Belief Attribution Score (95% bootstrap CI)")
-    fig.tight_layout()
-    path = out / "belief_attribution.png"
-    return save(fig, path)
+    return save(fig, out / "belief_attribution.png", tight=True)
 
 
 def belief_attribution_section(

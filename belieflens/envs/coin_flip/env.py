@@ -8,8 +8,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.episodes.base import Episode, Message, Probe, Turn
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
+from belieflens.episodes.delivery import resolve
+from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -38,25 +39,18 @@ class CoinFlipParams:
     )
 
     def __post_init__(self) -> None:
-        if not self.a0 > 0:
-            raise bad("a0", self.a0, "a number > 0")
-        if not self.b0 > 0:
-            raise bad("b0", self.b0, "a number > 0")
+        positive("a0", self.a0)
+        positive("b0", self.b0)
         if self.theta is not None and not 0.0 <= self.theta <= 1.0:
             raise bad("theta", self.theta, "a number in [0, 1] or none")
-        if not 1 <= self.turns <= 1000:
-            raise bad("turns", self.turns, "an integer in 1..1000")
-        if not 1 <= self.per_turn <= 100:
-            raise bad("per_turn", self.per_turn, "an integer in 1..100")
-        if not 2 <= self.bins <= 10:
-            raise bad("bins", self.bins, "an integer in 2..10")
+        int_in("turns", self.turns, 1, 1000)
+        int_in("per_turn", self.per_turn, 1, 100)
+        int_in("bins", self.bins, 2, 10)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:
@@ -90,7 +84,7 @@ def _summary(flips: Sequence[int]) -> str:
     return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
 
 
-class CoinFlip:
+class CoinFlip(Configured[CoinFlipParams]):
     """Coin flip with a Beta(a0, b0) prior on the bias; probes: next flip and binned bias.
 
     Each episode draws a bias (or uses the fixed ``theta``), flips ``turns * per_turn``
@@ -117,11 +111,6 @@ class CoinFlip:
 
     def __init__(self, params: CoinFlipParams) -> None:
         self._params = params
-
-    @property
-    def params(self) -> CoinFlipParams:
-        """The validated parameters."""
-        return self._params
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""

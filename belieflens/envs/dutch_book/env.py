@@ -27,10 +27,9 @@ Deliveries:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -40,10 +39,11 @@ from belieflens.envs.dutch_book.scenarios import (
     load_scenarios,
     shipped_scenarios,
 )
-from belieflens.episodes.base import Episode, Message, Probe, Query, Turn, append_user
-from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Query, Turn, append_user
+from belieflens.episodes.capabilities import GeneratorBinding
+from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.generation import derive_seed
+from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -95,15 +95,12 @@ class DutchBookParams:
     def __post_init__(self) -> None:
         if self.questions is not None and not self.questions.strip():
             raise bad("questions", self.questions, "a path to a JSON file or none")
-        if not 1 <= self.answer_tokens <= 256:
-            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..256")
+        int_in("answer_tokens", self.answer_tokens, 1, 256)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def question_text(question: str) -> str:
@@ -159,7 +156,7 @@ def dialogue(
     return tuple(out)
 
 
-class DutchBook:
+class DutchBook(Configured[DutchBookParams], GeneratorBinding):
     """Coherence of credences: normalisation, monotonicity and extensionality scenarios.
 
     Each episode asks one scenario's questions, one per turn, as Yes/No MCQs in a
@@ -190,18 +187,11 @@ class DutchBook:
         self._scenarios = tuple(s for s in pool if params.kind in ("all", s.kind))
         if not self._scenarios:
             raise bad("kind", params.kind, "a kind present in the scenario set")
-        self._generator: TextGenerator | None = None
 
     @property
     def requires_generator(self) -> bool:
         """Whether the dialogue needs the model's own answers (``answers=model``, multi-turn)."""
         return self._params.answers == "model" and "multi-turn" in self._params.deliveries
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy whose within-dialogue answers come from ``generator`` (greedy)."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def own_answers(self, questions: Sequence[str], seed: int) -> list[str]:
         """The bound generator's greedy replies, each asked after the earlier ones."""
@@ -214,11 +204,6 @@ class DutchBook:
             answers.append(gen(append_user(context, asked), seed=derive_seed(seed, t),
                                max_new_tokens=self._params.answer_tokens, temperature=0.0))
         return answers
-
-    @property
-    def params(self) -> DutchBookParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def scenarios(self) -> tuple[Scenario, ...]:

@@ -251,8 +251,7 @@ def _plots(summary: xr.Dataset, lens: xr.DataArray, out: Path) -> tuple[Path, ..
     ax.set_ylabel("sure loss per ticket (mean ± 1 SEM)")
     ax.set_title("Dutch books against the model's credences")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save(fig, bar)
+    save(fig, bar, tight=True)
     curve = out / "dutch_book_lens.png"
     fig, ax = plt.subplots(figsize=(7, 3.8))
     mean = lens.mean("episode", skipna=True)
@@ -262,8 +261,7 @@ def _plots(summary: xr.Dataset, lens: xr.DataArray, out: Path) -> tuple[Path, ..
     ax.set_ylabel("mean sure loss (hand book)")
     ax.set_title("Logit lens: coherence of each layer's credences")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save(fig, curve)
+    save(fig, curve, tight=True)
     return bar, curve
 
 

@@ -27,8 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, get_args
 
-from belieflens.episodes.importing import one_line, read_json
-from belieflens.errors import ImportFormatError
+from belieflens.episodes.importing import field_error, parse_items, read_json
 
 ScenarioKind = Literal["normalisation", "monotonicity", "extensionality"]
 """The three kinds of Dutch-book scenario: complement pair, nested chain, two wordings."""
@@ -57,64 +56,50 @@ class Scenario:
     domain: str = ""
 
 
-def _fail(source: str, field: str, why: str) -> ImportFormatError:
-    return ImportFormatError(one_line(f"{source}: field '{field}' {why}"))
-
-
 def _kind(source: str, where: str, raw: object) -> ScenarioKind:
     for k in SCENARIO_KINDS:
         if raw == k:
             return k
-    raise _fail(source, where, f"must be one of {', '.join(SCENARIO_KINDS)}, got {raw!r}")
+    raise field_error(source, where, f"must be one of {', '.join(SCENARIO_KINDS)}, got {raw!r}")
 
 
 def _scenario(source: str, i: int, raw: object) -> Scenario:
     where = f"scenarios[{i}]"
     if not isinstance(raw, dict):
-        raise _fail(source, where, "must be an object")
+        raise field_error(source, where, "must be an object")
     unknown = set(raw) - {"id", "kind", "questions", "domain"}
     if unknown:
-        raise _fail(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
+        raise field_error(source, f"{where}.{sorted(unknown)[0]}", "is not a known field")
     sid = raw.get("id")
     if not isinstance(sid, str) or not sid.strip():
-        raise _fail(source, f"{where}.id", "must be a non-empty string")
+        raise field_error(source, f"{where}.id", "must be a non-empty string")
     kind = _kind(source, f"{where}.kind", raw.get("kind"))
     qs = raw.get("questions")
     if not isinstance(qs, list) or not all(isinstance(q, str) and q.strip() for q in qs):
-        raise _fail(source, f"{where}.questions", "must be a list of non-empty strings")
+        raise field_error(source, f"{where}.questions", "must be a list of non-empty strings")
     if kind == "normalisation" and len(qs) != 2:
-        raise _fail(source, f"{where}.questions", f"must hold exactly 2 questions, got {len(qs)}")
+        raise field_error(source, f"{where}.questions",
+                          f"must hold exactly 2 questions, got {len(qs)}")
     if len(qs) < 2:
-        raise _fail(source, f"{where}.questions", f"must hold at least 2 questions, got {len(qs)}")
+        raise field_error(source, f"{where}.questions",
+                          f"must hold at least 2 questions, got {len(qs)}")
     if len(set(qs)) != len(qs):
-        raise _fail(source, f"{where}.questions", "must not repeat a question")
+        raise field_error(source, f"{where}.questions", "must not repeat a question")
     domain = raw.get("domain", "")
     if not isinstance(domain, str):
-        raise _fail(source, f"{where}.domain", "must be a string")
+        raise field_error(source, f"{where}.domain", "must be a string")
     return Scenario(sid, kind, tuple(q.strip() for q in qs), domain)
 
 
 def parse_scenarios(data: object, source: str) -> tuple[Scenario, ...]:
     """Validate decoded JSON as a scenario set; ``source`` names it in errors."""
-    if not isinstance(data, dict) or "scenarios" not in data:
-        raise _fail(source, "scenarios", "is missing (expected an object with a 'scenarios' list)")
-    items = data["scenarios"]
-    if not isinstance(items, list) or not items:
-        raise _fail(source, "scenarios", "must be a non-empty list")
-    out = tuple(_scenario(source, i, raw) for i, raw in enumerate(items))
-    seen: set[str] = set()
-    for i, s in enumerate(out):
-        if s.id in seen:
-            raise _fail(source, f"scenarios[{i}].id", f"repeats id {s.id!r}")
-        seen.add(s.id)
-    return out
+    return parse_items(data, source, "scenarios", _scenario)
 
 
 def load_scenarios(path: str | Path) -> tuple[Scenario, ...]:
     """Load a user scenario set; malformed content raises :class:`ImportFormatError`."""
     p = Path(path)
-    data = read_json(p)
-    return parse_scenarios(data, str(p))
+    return parse_scenarios(read_json(p), str(p))
 
 
 def shipped_scenarios() -> tuple[Scenario, ...]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -16,10 +15,11 @@ from belieflens.envs.judgment.episode import Generation, build_episode
 from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
-from belieflens.episodes.base import Episode
+from belieflens.episodes.base import Configured, Episode
+from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator, resolve
-from belieflens.episodes.generation import GenerationSettings, TextGenerator
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.generation import GenerationSettings
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
@@ -58,18 +58,12 @@ class JudgmentParams:
                 "'builtin', a directory of BayesBench storyboards or a JSON case file",
             )
         _ = self.style_names  # raises on invalid names
-        if not 0 <= self.max_segments <= 1000:
-            raise bad("max_segments", self.max_segments, "an integer in 0..1000")
-        for name in ("temperature", "sim_temperature"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 5.0:
-                raise bad(name, value, "a number in [0, 5]")
-        for name in ("reply_tokens", "sim_tokens"):
-            value = getattr(self, name)
-            if not 1 <= value <= 4096:
-                raise bad(name, value, "an integer in 1..4096")
-        if not 0 <= self.sim_retries <= 20:
-            raise bad("sim_retries", self.sim_retries, "an integer in 0..20")
+        int_in("max_segments", self.max_segments, 0, 1000)
+        check_temperature("temperature", self.temperature)
+        check_temperature("sim_temperature", self.sim_temperature)
+        int_in("reply_tokens", self.reply_tokens, 1, 4096)
+        int_in("sim_tokens", self.sim_tokens, 1, 4096)
+        int_in("sim_retries", self.sim_retries, 0, 20)
 
     @property
     def style_names(self) -> tuple[str, ...]:
@@ -88,7 +82,7 @@ class JudgmentParams:
         return resolve(self.delivery)
 
 
-class JudgmentEnvironment:
+class JudgmentEnvironment(Configured[JudgmentParams], SimulatorBinding):
     """Base of the judgment environments; subclasses set ``name``, ``Params`` and ``TASK``.
 
     Episodes run over units (case, engagement, style): the cases in an order
@@ -106,13 +100,6 @@ class JudgmentEnvironment:
     def __init__(self, params: JudgmentParams) -> None:
         self._params = params
         self._cases = load(params.cases, self.TASK.kind)
-        self._generator: TextGenerator | None = None
-        self._simulator: TextGenerator | None = None
-
-    @property
-    def params(self) -> JudgmentParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def cases(self) -> tuple[Case, ...]:
@@ -129,16 +116,6 @@ class JudgmentEnvironment:
     def requires_simulator(self) -> bool:
         """Whether these parameters need a user simulator (active engagement)."""
         return self._params.engagement != "passive"
-
-    def bind_generator(
-        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
-    ) -> Self:
-        """A copy whose generated replies come from ``generator`` and simulated users from
-        ``simulator`` (default: ``generator``)."""
-        new = copy.copy(self)
-        new._generator = generator
-        new._simulator = simulator if simulator is not None else generator
-        return new
 
     def units(self, seed: int) -> list[tuple[Case, Style | None]]:
         """The (case, style) units in episode order; style ``None`` is a passive episode."""

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from belieflens.envs.judgment.case import Case
 from belieflens.envs.judgment.styles import Style, steering
 from belieflens.envs.judgment.task import Task, task_probes
-from belieflens.episodes.base import Episode, Turn
-from belieflens.episodes.delivery import conversations, require_generator
+from belieflens.episodes.base import Episode
+from belieflens.episodes.delivery import conversation_turns, conversations, require_generator
 from belieflens.episodes.generation import (
     GenerationSettings,
     SimulatedMessage,
@@ -90,34 +90,9 @@ def build_episode(
     }
     texts = clean
     if style is not None:
-        sim = require_generator("engagement=active", generation.simulator, env)
-        results = simulate_case(
-            task,
-            case,
-            style,
-            clean,
-            simulator=sim,
-            seeds=[derive_seed(seed, index, 2, t) for t in range(len(clean))],
-            settings=generation.simulation,
-            retries=generation.retries,
-        )
-        texts = [r.text if r.text is not None else c for r, c in zip(results, clean, strict=True)]
-        failed = [seg.id for seg, r in zip(segments, results, strict=True) if not r.ok]
-        truth["sim_failures"] = float(len(failed))
-        truth["sim_failed"] = ",".join(failed)
-        truth["sim_attempts"] = float(sum(len(r.attempts) for r in results))
-        truth["sim_log"] = json.dumps(
-            [
-                {
-                    "segment": seg.id,
-                    "ok": r.ok,
-                    "attempts": [{"seed": a.seed, "raw": a.raw} for a in r.attempts]
-                    if not r.ok
-                    else [{"seed": a.seed} for a in r.attempts],
-                }
-                for seg, r in zip(segments, results, strict=True)
-            ]
-        )
+        texts, results = _simulated(task, case, style, clean, at=(seed, index),
+                                    generation=generation, env=env)
+        truth |= _simulation_record([seg.id for seg in segments], results)
     single = [f"{task.intro}\n\n{task.empty}"] + [
         f"{task.intro}\n\n" + "\n\n".join(texts[:t]) for t in range(1, len(texts) + 1)
     ]
@@ -131,15 +106,53 @@ def build_episode(
         seeds=[derive_seed(seed, index, 1, t) for t in range(len(texts) + 1)],
         env=env,
     )
-    turns = []
-    for t in range(len(texts) + 1):
-        probes = [p for d in deliveries for p in task_probes(task, convs[t][d], d)]
-        turns.append(
-            Turn(
-                index=t,
-                observation=texts[t - 1] if t else "",
-                messages=dict(convs[t]),
-                probes=tuple(probes),
-            )
-        )
-    return Episode(index=index, turns=tuple(turns), truth=truth)
+    turns = conversation_turns(
+        convs, texts, lambda t, ctx: [p for d in deliveries for p in task_probes(task, ctx[d], d)]
+    )
+    return Episode(index=index, turns=turns, truth=truth)
+
+
+def _simulated(
+    task: Task, case: Case, style: Style, clean: list[str], *, at: tuple[int, int],
+    generation: Generation, env: str,
+) -> tuple[list[str], list[SimulatedMessage]]:
+    """The segments as the simulator rewrote them in ``style`` (a failed one: its clean text),
+    and the simulation results; ``at`` is ``(seed, episode index)``."""
+    sim = require_generator("engagement=active", generation.simulator, env)
+    results = simulate_case(
+        task,
+        case,
+        style,
+        clean,
+        simulator=sim,
+        seeds=[derive_seed(*at, 2, t) for t in range(len(clean))],
+        settings=generation.simulation,
+        retries=generation.retries,
+    )
+    texts = [r.text if r.text is not None else c for r, c in zip(results, clean, strict=True)]
+    return texts, results
+
+
+def _simulation_record(
+    segment_ids: Sequence[str], results: Sequence[SimulatedMessage]
+) -> dict[str, float | str]:
+    """What ``truth`` records of the simulation: failures, attempts and each attempt's seed
+    (and, for a segment that failed, every raw output)."""
+    failed = [sid for sid, r in zip(segment_ids, results, strict=True) if not r.ok]
+    return {
+        "sim_failures": float(len(failed)),
+        "sim_failed": ",".join(failed),
+        "sim_attempts": float(sum(len(r.attempts) for r in results)),
+        "sim_log": json.dumps(
+            [
+                {
+                    "segment": sid,
+                    "ok": r.ok,
+                    "attempts": [{"seed": a.seed, "raw": a.raw} for a in r.attempts]
+                    if not r.ok
+                    else [{"seed": a.seed} for a in r.attempts],
+                }
+                for sid, r in zip(segment_ids, results, strict=True)
+            ]
+        ),
+    }

@@ -375,8 +375,7 @@ def plot(d: JudgmentData, t: JudgmentTables, out: Path) -> Path:
         ax.set_xlabel("predicted")
         ax.set_ylabel("truth")
         ax.set_title(f"{dl} / {eng}", fontsize=9)
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def judgment_section(

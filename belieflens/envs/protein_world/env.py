@@ -32,11 +32,10 @@ the true class (``p_active_true_k``), for the downstream gap
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -50,10 +49,11 @@ from belieflens.envs.protein_world.oracle import (
 )
 from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
-from belieflens.episodes.base import Episode, Message, Probe, Turn
-from belieflens.episodes.delivery import require_generator
-from belieflens.episodes.generation import TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
+from belieflens.episodes.capabilities import GeneratorBinding
+from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.generation import derive_seed
+from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -158,38 +158,28 @@ class ProteinWorldParams:
             by_difficulty = preset["observation"]
             assert isinstance(by_difficulty, dict)
             fill(self, "observation", by_difficulty[self.difficulty])
-        if not 2 <= self.classes <= 10:
-            raise bad("classes", self.classes, "an integer in 2..10")
-        if not 2 <= self.attributes <= 8:
-            raise bad("attributes", self.attributes, "an integer in 2..8")
+        int_in("classes", self.classes, 2, 10)
+        int_in("attributes", self.attributes, 2, 8)
         if self.experiments == 0:
             default = preset["experiments"]
             assert isinstance(default, int)
             fill(self, "experiments", min(default, self.attributes) if default else
                  self.attributes)
-        if not 1 <= self.experiments <= self.attributes:
-            raise bad("experiments", self.experiments, f"an integer in 1..{self.attributes}")
-        if not 1 <= self.steps <= 50:
-            raise bad("steps", self.steps, "an integer in 1..50")
-        if not self.spread > 0:
-            raise bad("spread", self.spread, "a number > 0")
-        if not self.tau > 0:
-            raise bad("tau", self.tau, "a number > 0")
+        int_in("experiments", self.experiments, 1, self.attributes)
+        int_in("steps", self.steps, 1, 50)
+        positive("spread", self.spread)
+        positive("tau", self.tau)
         if not 0.1 <= self.sigma <= 10:
             raise bad("sigma", self.sigma, "a number in 0.1..10")
         if not -5 <= self.rho <= 5:
             raise bad("rho", self.rho, "a number in -5..5")
-        if not 100 <= self.mc_samples <= 100_000:
-            raise bad("mc_samples", self.mc_samples, "an integer in 100..100000")
-        if not 1 <= self.decimals <= 8:
-            raise bad("decimals", self.decimals, "an integer in 1..8")
+        int_in("mc_samples", self.mc_samples, 100, 100_000)
+        int_in("decimals", self.decimals, 1, 8)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
         """The deliveries this run uses."""
-        if self.delivery == "all":
-            return ("single-turn", "multi-turn")
-        return (self.delivery,)
+        return resolve(self.delivery)
 
 
 def _paper_style(world: World) -> bool:
@@ -348,7 +338,7 @@ def result_text(world: World, step: int, j: int, y: float) -> str:
     return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
 
 
-class ProteinWorld:
+class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     """Sequential Bayesian experiments on procedurally generated protein worlds.
 
     Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
@@ -376,19 +366,12 @@ class ProteinWorld:
 
     def __init__(self, params: ProteinWorldParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         self._last_world: tuple[tuple[int, int], World, tuple[ExperimentGrid, ...]] | None = None
 
     @property
     def requires_generator(self) -> bool:
         """Whether the experiment sequence is the model's own (``sequence=model``)."""
         return self._params.sequence == "model"
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy whose ``sequence=model`` choices come from ``generator`` (greedy)."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
         """The experiment the bound generator picks by letter after ``context``, or ``None``.
@@ -401,11 +384,6 @@ class ProteinWorld:
         letters = LETTERS[:n_experiments]
         found = re.search(rf"\b([{letters}])\b", reply)
         return None if found is None else letters.index(found.group(1))
-
-    @property
-    def params(self) -> ProteinWorldParams:
-        """The validated parameters."""
-        return self._params
 
     def world(self, rng: np.random.Generator) -> World:
         """Draw a world with this environment's parameters."""
@@ -445,48 +423,19 @@ class ProteinWorld:
 
     def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
         p = self._params
-        if p.truth == "each-class":
-            world_index, truth = divmod(index, p.classes)
-            cached = self._last_world
-            if cached is not None and cached[0] == (seed, world_index):
-                world, grids = cached[1], cached[2]
-            else:  # K consecutive episodes share a world: draw it and its grids once
-                world = self.world(np.random.default_rng([seed, world_index, 1]))
-                grids = experiment_grids(world)
-                self._last_world = ((seed, world_index), world, grids)
-        else:
-            world_index = index
-            world = self.world(rng)
-            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
-            grids = experiment_grids(world)
+        world_index, world, truth, grids = self._world_of(index, rng, seed)
         active = active_run(world, truth, p.steps, np.random.default_rng([*_seed(rng), 1]),
                             grids=grids)
         intro = describe_world(world)
-        classes = world.classes
         n_exp = len(world.experiments)
         experiments = tuple(experiment_label(world, j) for j in range(n_exp))
         info: dict[str, float | str] = {}
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
-            history = []
-            for k in range(p.steps):
-                fallback = int(rng.integers(n_exp))
-                if p.sequence == "cycle":
-                    j = k % n_exp
-                elif p.sequence == "model":
-                    so_far = "\n".join(result_text(world, i + 1, a, y)
-                                       for i, (a, y) in enumerate(history))
-                    context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
-                    choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
-                                               n_exp, derive_seed(seed, index, k))
-                    info[f"model_choice_valid_{k}"] = float(choice is not None)
-                    j = fallback if choice is None else choice
-                else:
-                    j = fallback
-                history.append((j, measure(world, truth, j, rng)))
+            history = self._history(world, truth, intro, experiments, rng, (seed, index), info)
         info |= {
-            "theta": classes[truth],
+            "theta": world.classes[truth],
             "theta_index": float(truth),
             "world": float(world_index),
             "difficulty": world.difficulty,
@@ -502,35 +451,96 @@ class ProteinWorld:
                 j, y = history[t - 1]
                 multi = (*multi, Message("user", result_text(world, t, j, y)),
                          Message("assistant", ACK))
-            results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
-            single = intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
-            messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", single),),
-                "multi-turn": multi,
-            }
             post = posterior(world, seen)
             se_max = max(se_max, *post.se)
             info[f"p_active_true_{t}"] = active.posteriors[t][truth]
-            probes: list[Probe] = []
-            for d in p.deliveries:
-                probes.append(mcq_probe("class", messages[d], CLASS_Q, classes, post.probs, d))
-                if t < p.steps:
-                    probes.append(mcq_probe("next-experiment", messages[d], NEXT_Q,
-                                            experiments, None, d))
+            messages: dict[Delivery, tuple[Message, ...]] = {
+                "single-turn": (Message("user", _single_text(world, intro, seen)),),
+                "multi-turn": multi,
+            }
+            turns.append(self._turn(t, world, history, messages, post.probs, experiments))
             if t < p.steps:
                 info[f"best_experiment_{t}"] = experiments[best_experiment(post.probs, grids)]
                 for e, g in enumerate(grids):
                     info[f"eig_{t}_{e}"] = eig(post.probs, g)
-            turns.append(
-                Turn(
-                    index=t,
-                    observation=result_text(world, t, *history[t - 1]) if t else "",
-                    messages={d: messages[d] for d in p.deliveries},
-                    probes=tuple(probes),
-                )
-            )
         info["oracle_se_max"] = se_max
         return Episode(index=index, turns=tuple(turns), truth=info)
+
+    def _world_of(
+        self, index: int, rng: np.random.Generator, seed: int
+    ) -> tuple[int, World, int, tuple[ExperimentGrid, ...]]:
+        """Episode ``index``'s world (its index, the world, the true class, its grids).
+
+        Under ``truth=each-class`` K consecutive episodes share a world, drawn (with its
+        grids) once; otherwise the world and the true class are drawn from ``rng``.
+        """
+        p = self._params
+        if p.truth != "each-class":
+            world = self.world(rng)
+            truth = int(rng.choice(len(world.classes), p=np.asarray(world.prior)))
+            return index, world, truth, experiment_grids(world)
+        world_index, truth = divmod(index, p.classes)
+        cached = self._last_world
+        if cached is not None and cached[0] == (seed, world_index):
+            return world_index, cached[1], truth, cached[2]
+        world = self.world(np.random.default_rng([seed, world_index, 1]))
+        grids = experiment_grids(world)
+        self._last_world = ((seed, world_index), world, grids)
+        return world_index, world, truth, grids
+
+    def _history(
+        self, world: World, truth: int, intro: str, experiments: tuple[str, ...],
+        rng: np.random.Generator, at: tuple[int, int], info: dict[str, float | str],
+    ) -> list[tuple[int, float]]:
+        """The ``random``, ``cycle`` or ``model`` sequence of experiments and their results.
+
+        ``at`` is ``(seed, episode index)``; ``model`` records whether each of the model's
+        choices named an option in ``info``.
+        """
+        n_exp = len(experiments)
+        history: list[tuple[int, float]] = []
+        for k in range(self._params.steps):
+            fallback = int(rng.integers(n_exp))
+            if self._params.sequence == "cycle":
+                j = k % n_exp
+            elif self._params.sequence == "model":
+                so_far = "\n".join(result_text(world, i + 1, a, y)
+                                   for i, (a, y) in enumerate(history))
+                context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
+                choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
+                                           n_exp, derive_seed(*at, k))
+                info[f"model_choice_valid_{k}"] = float(choice is not None)
+                j = fallback if choice is None else choice
+            else:
+                j = fallback
+            history.append((j, measure(world, truth, j, rng)))
+        return history
+
+    def _turn(
+        self, t: int, world: World, history: list[tuple[int, float]],
+        messages: dict[Delivery, tuple[Message, ...]], probs: tuple[float, ...],
+        experiments: tuple[str, ...],
+    ) -> Turn:
+        """Turn ``t``: the class probe (oracle ``probs``) and, before the last, next-experiment."""
+        p = self._params
+        probes: list[Probe] = []
+        for d in p.deliveries:
+            probes.append(mcq_probe("class", messages[d], CLASS_Q, world.classes, probs, d))
+            if t < p.steps:
+                probes.append(mcq_probe("next-experiment", messages[d], NEXT_Q,
+                                        experiments, None, d))
+        return Turn(
+            index=t,
+            observation=result_text(world, t, *history[t - 1]) if t else "",
+            messages={d: messages[d] for d in p.deliveries},
+            probes=tuple(probes),
+        )
+
+
+def _single_text(world: World, intro: str, seen: list[tuple[int, float]]) -> str:
+    """The single-turn context after the results ``seen``."""
+    results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
+    return intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
 
 
 def _seed(rng: np.random.Generator) -> tuple[int, int]:

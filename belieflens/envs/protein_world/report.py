@@ -171,9 +171,7 @@ def _plot(summary: xr.Dataset, out: Path) -> Path:
         ax.set_xticks(summary[TURN].values)
         ax.legend(fontsize=7)
     fig.suptitle("ProteinWorld per step (mean ± 1 SEM over episodes)")
-    fig.tight_layout()
-    path = out / "protein_world_steps.png"
-    return save(fig, path)
+    return save(fig, out / "protein_world_steps.png", tight=True)
 
 
 def protein_world_section(

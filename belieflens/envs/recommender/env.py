@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from belieflens.envs.recommender.bayes import conditional, predictive, type_posterior
 from belieflens.envs.recommender.bayesbench import FITTED, SELECTION, load_world
@@ -16,10 +16,16 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.episodes.base import Episode, Probe, Turn
-from belieflens.episodes.delivery import conversations, require_generator, resolve
-from belieflens.episodes.generation import GenerationSettings, TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.base import Configured, Episode, Message, Probe
+from belieflens.episodes.capabilities import GeneratorBinding
+from belieflens.episodes.delivery import (
+    conversation_turns,
+    conversations,
+    require_generator,
+    resolve,
+)
+from belieflens.episodes.generation import GenerationSettings, derive_seed
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -75,24 +81,17 @@ class RecommenderParams:
             raise bad(
                 "world", self.world, f"'default' or a directory holding {FITTED} and {SELECTION}"
             )
-        if not 2 <= self.types <= 8:
-            raise bad("types", self.types, "an integer in 2..8")
-        if not 1 <= self.movies <= 30:
-            raise bad("movies", self.movies, "an integer in 1..30")
-        if not 1 <= self.targets <= 10:
-            raise bad("targets", self.targets, "an integer in 1..10")
+        int_in("types", self.types, 2, 8)
+        int_in("movies", self.movies, 1, 30)
+        int_in("targets", self.targets, 1, 10)
         if self.world == "default" and self.movies + self.targets > len(load_titles().titles):
             raise bad("targets", self.targets, "movies + targets within the shipped title list")
-        if not 1 <= self.turns <= 1000:
-            raise bad("turns", self.turns, "an integer in 1..1000")
+        int_in("turns", self.turns, 1, 1000)
         if self.world == "default" and self.turns > self.movies:
             raise bad("turns", self.turns, f"at most movies = {self.movies}")
-        if not 0.0 <= self.temperature <= 5.0:
-            raise bad("temperature", self.temperature, "a number in [0, 5]")
-        if not 0 <= self.decimals <= 6:
-            raise bad("decimals", self.decimals, "an integer in 0..6")
-        if not 1 <= self.reply_tokens <= 4096:
-            raise bad("reply_tokens", self.reply_tokens, "an integer in 1..4096")
+        check_temperature("temperature", self.temperature)
+        int_in("decimals", self.decimals, 0, 6)
+        int_in("reply_tokens", self.reply_tokens, 1, 4096)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
@@ -151,7 +150,7 @@ def _stars(y: int) -> str:
     return RATING_LABELS[y - 1]
 
 
-class Recommender:
+class Recommender(Configured[RecommenderParams], GeneratorBinding):
     """Recommender: a user of unknown type rates movies; the model infers the type and predicts.
 
     Each episode draws a user type z from the prior, reveals the user's ratings of
@@ -183,7 +182,6 @@ class Recommender:
 
     def __init__(self, params: RecommenderParams) -> None:
         self._params = params
-        self._generator: TextGenerator | None = None
         if params.world == "default":
             self._world = default_world(
                 params.world_seed, types=params.types, movies=params.movies, targets=params.targets
@@ -203,30 +201,14 @@ class Recommender:
         self._names = movie_names(self._world, params.titles)
 
     @property
-    def params(self) -> RecommenderParams:
-        """The validated parameters."""
-        return self._params
-
-    @property
     def world(self) -> World:
         """The world episodes are drawn from."""
         return self._world
 
     @property
-    def generator(self) -> TextGenerator | None:
-        """The bound text generator, if any."""
-        return self._generator
-
-    @property
     def requires_generator(self) -> bool:
         """Whether these parameters need generated text (delivery multi-turn-self)."""
         return "multi-turn-self" in self._params.deliveries
-
-    def bind_generator(self, generator: TextGenerator) -> Self:
-        """A copy of this environment whose ``multi-turn-self`` replies come from ``generator``."""
-        new = copy.copy(self)
-        new._generator = generator
-        return new
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
@@ -245,15 +227,36 @@ class Recommender:
         movies = list(w.sequence[: p.turns])
         ratings = [int(rng.choice(len(STARS), p=w.phi[m, z])) + 1 for m in movies]
         target_rating = int(rng.choice(len(STARS), p=w.phi[target, z])) + 1
-
-        if p.prompt == "bayesbench":
-            intro = distributions_text(w, self._names, [*movies, target], p.decimals)
-        else:
-            intro = intro_text(w)
         observations = [
             f"They rated {self._names[m]}: {_stars(y)}."
             for m, y in zip(movies, ratings, strict=True)
         ]
+        convs = self._conversations(index, seed, movies, ratings, target, observations)
+        turns = conversation_turns(
+            convs, observations,
+            lambda t, ctx: self._probes(ctx, type_posterior(w, movies[:t], ratings[:t]), target),
+        )
+        truth: dict[str, float | str] = {
+            "type": float(z),
+            "type_label": type_labels(w.n_types)[z],
+            "target": w.movie_ids[target],
+            "target_rating": float(target_rating),
+            "movies": ",".join(w.movie_ids[m] for m in movies),
+            "ratings": ",".join(str(y) for y in ratings),
+            "world": w.source,
+        }
+        return Episode(index=index, turns=turns, truth=truth)
+
+    def _conversations(
+        self, index: int, seed: int, movies: list[int], ratings: list[int], target: int,
+        observations: list[str],
+    ) -> list[dict[Delivery, tuple[Message, ...]]]:
+        """Each turn's context per delivery: the introduction and the ratings so far."""
+        p, w = self._params, self._world
+        if p.prompt == "bayesbench":
+            intro = distributions_text(w, self._names, [*movies, target], p.decimals)
+        else:
+            intro = intro_text(w)
         single = []
         for t in range(p.turns + 1):
             if t:
@@ -264,7 +267,7 @@ class Recommender:
                 single.append(f"{intro}\n\nTheir ratings so far:\n{seen}")
             else:
                 single.append(f"{intro}\n\nThey have not rated any movies yet.")
-        convs = conversations(
+        return conversations(
             intro,
             observations,
             single,
@@ -275,51 +278,38 @@ class Recommender:
             env=self.name,
         )
 
+    def _probes(
+        self, contexts: dict[Delivery, tuple[Message, ...]], post: NDArray[np.float64],
+        target: int,
+    ) -> list[Probe]:
+        """One turn's probes per delivery: the type, the target's rating and, if asked, the
+        rating given each type (``post``: the posterior over types after the turn)."""
+        w = self._world
         target_name = self._names[target]
         rating_q = f"How many stars (1 to 5) will this user give {target_name}?"
-        turns = []
-        for t in range(p.turns + 1):
-            post = type_posterior(w, movies[:t], ratings[:t])
-            oracle_type = tuple(float(x) for x in post)
-            pred = tuple(float(x) for x in predictive(w, post, target))
-            probes: list[Probe] = []
-            for delivery in p.deliveries:
-                ctx = convs[t][delivery]
-                probes.append(
-                    mcq_probe("type", ctx, TYPE_Q, type_labels(w.n_types), oracle_type, delivery)
-                )
-                probes.append(mcq_probe("rating", ctx, rating_q, RATING_LABELS, pred, delivery))
-                if p.conditional:
-                    for k in range(w.n_types):
-                        q = (
-                            f"Suppose this user is of Type {k + 1}. How many stars (1 to 5) "
-                            f"would they give {target_name}?"
-                        )
-                        probes.append(
-                            mcq_probe(
-                                f"rating|type={k}",
-                                ctx,
-                                q,
-                                RATING_LABELS,
-                                tuple(float(x) for x in conditional(w, target, k)),
-                                delivery,
-                            )
-                        )
-            turns.append(
-                Turn(
-                    index=t,
-                    observation=observations[t - 1] if t else "",
-                    messages=dict(convs[t]),
-                    probes=tuple(probes),
-                )
+        oracle_type = tuple(float(x) for x in post)
+        pred = tuple(float(x) for x in predictive(w, post, target))
+        probes: list[Probe] = []
+        for delivery in self._params.deliveries:
+            ctx = contexts[delivery]
+            probes.append(
+                mcq_probe("type", ctx, TYPE_Q, type_labels(w.n_types), oracle_type, delivery)
             )
-        truth: dict[str, float | str] = {
-            "type": float(z),
-            "type_label": type_labels(w.n_types)[z],
-            "target": w.movie_ids[target],
-            "target_rating": float(target_rating),
-            "movies": ",".join(w.movie_ids[m] for m in movies),
-            "ratings": ",".join(str(y) for y in ratings),
-            "world": w.source,
-        }
-        return Episode(index=index, turns=tuple(turns), truth=truth)
+            probes.append(mcq_probe("rating", ctx, rating_q, RATING_LABELS, pred, delivery))
+            if self._params.conditional:
+                for k in range(w.n_types):
+                    q = (
+                        f"Suppose this user is of Type {k + 1}. How many stars (1 to 5) "
+                        f"would they give {target_name}?"
+                    )
+                    probes.append(
+                        mcq_probe(
+                            f"rating|type={k}",
+                            ctx,
+                            q,
+                            RATING_LABELS,
+                            tuple(float(x) for x in conditional(w, target, k)),
+                            delivery,
+                        )
+                    )
+        return probes

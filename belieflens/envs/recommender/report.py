@@ -128,8 +128,7 @@ def plot(table: xr.Dataset, out: Path) -> Path:
             ax.set_ylabel(ylabel)
             ax.legend(fontsize=7)
     fig.suptitle("Recommender: type (z) and target rating (y) vs the exact posterior")
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def recommender_section(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from belieflens.envs.revealed.exact import categorical
@@ -22,47 +24,72 @@ def _listing(letters: Sequence[str]) -> str:
     return ", ".join(letters[:-1]) + f" and {letters[-1]}"
 
 
+@dataclass(frozen=True)
+class Wording:
+    """How a random choice is told: the stem and question of one choice, and of a second,
+    independent one after a stated first (``before``, with ``{prev}`` for that choice)."""
+
+    stem: str
+    question: str
+    before: str
+    stem_again: str
+    question_again: str
+    style: Style
+
+
+_ASK = "What is the probability that the person chooses option {outcome}"
+
+PAPER = Wording(
+    "The person chooses at random option", f"{_ASK}?",
+    "The person first chooses at random option {prev}.",
+    "Then the person performs another random choice and chooses option",
+    f"{_ASK} in the second choice?", "paper",
+)
+"""The paper's wording (App. C), shared by choice and preference."""
+
+BELIEFLENS = Wording(
+    "I pick option", "What is the probability that I pick option {outcome}?",
+    "Last time I picked option {prev}. Now I pick again; this pick does not depend on the "
+    "last one.",
+    "This time I pick option", "What is the probability that I pick option {outcome} this time?",
+    "belieflens",
+)
+"""This toolkit's earlier wording of a pick."""
+
+
+def random_choice_points(
+    setup: str, labels: tuple[str, ...], probs: tuple[Fraction, ...],
+    truth: Mapping[str, float | str], variant: Literal["regular", "independent"],
+    previous: str, wording: Wording,
+) -> Iterator[GridPoint]:
+    """A choice at random among ``labels`` after ``setup``: one (``regular``), or a second,
+    independent one after each stated first choice (observation: ``previous`` and the
+    label)."""
+    w = wording
+    if variant == "regular":
+        yield GridPoint(setup, w.stem, w.question, labels, probs, "", truth, w.style)
+        return
+    for prev in labels:
+        yield GridPoint(
+            f"{setup} {w.before.format(prev=prev)}", w.stem_again, w.question_again, labels,
+            probs, f"{previous} {prev}", {**truth, "previous": prev}, w.style,
+        )
+
+
 def choice_points(
     variant: ChoiceVariant, k: int, style: Style = "belieflens"
 ) -> Iterator[GridPoint]:
     """The grid points of one variant and number of options, in grid order."""
     letters = tuple("ABCDEF"[:k])
     dist = categorical([1] * k)
-    if style == "paper":
-        setup = (f"A person has to choose randomly between {k} options. The options are "
-                 f"{_listing(letters)}. All possible options are equally likely.")
-        base: dict[str, float | str] = {
-            "scenario": "choice", "variant": variant, "options": float(k), "previous": "",
-        }
-        ask = "What is the probability that the person chooses option {outcome}"
-        if variant == "regular":
-            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", letters,
-                            dist.probs, "", base, style)
-            return
-        for prev in letters:
-            yield GridPoint(
-                f"{setup} The person first chooses at random option {prev}.",
-                "Then the person performs another random choice and chooses option",
-                f"{ask} in the second choice?", letters, dist.probs, f"previous pick {prev}",
-                {**base, "previous": prev}, style,
-            )
-        return
-    setup = (
-        f"I pick one of the options {_listing(letters)} at random; each option is equally "
-        "likely to be picked."
-    )
     truth: dict[str, float | str] = {
         "scenario": "choice", "variant": variant, "options": float(k), "previous": "",
     }
-    if variant == "regular":
-        yield GridPoint(setup, "I pick option", "What is the probability that I pick option "
-                        "{outcome}?", letters, dist.probs, "", truth)
-        return
-    for prev in letters:
-        yield GridPoint(
-            f"{setup} Last time I picked option {prev}. Now I pick again; this pick does not "
-            "depend on the last one.",
-            "This time I pick option",
-            "What is the probability that I pick option {outcome} this time?",
-            letters, dist.probs, f"previous pick {prev}", {**truth, "previous": prev},
-        )
+    if style == "paper":
+        setup = (f"A person has to choose randomly between {k} options. The options are "
+                 f"{_listing(letters)}. All possible options are equally likely.")
+    else:
+        setup = (f"I pick one of the options {_listing(letters)} at random; each option is "
+                 "equally likely to be picked.")
+    yield from random_choice_points(setup, letters, dist.probs, truth, variant, "previous pick",
+                                    PAPER if style == "paper" else BELIEFLENS)

@@ -7,9 +7,9 @@ the sibling modules build (:mod:`.dice`, :mod:`.coins`, :mod:`.preference`, :mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from belieflens.envs.revealed import case_study, choice, coins, dice, preference
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
@@ -19,6 +19,9 @@ from belieflens.episodes.params import bad, param
 @dataclass(frozen=True)
 class DiceParams(RevealedParams):
     """Parameters of the dice grid (defaults: the paper's full grid)."""
+
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {"dice": dice.DICE, "faces": dice.FACES}
+    """Set before the fields: in the class body their names shadow the grid modules'."""
 
     dice: int | None = param(None, "number of dice, 1..3; default: all")
     faces: int | None = param(None, "faces per die, one of 4, 6, 8, 10, 12; default: all")
@@ -36,13 +39,6 @@ class DiceParams(RevealedParams):
         "than 2' on a 4-sided die), or only those leaving two or more possible results "
         "(always so with support=posterior)",
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.dice is not None and self.dice not in dice.DICE:
-            raise bad("dice", self.dice, "1, 2, 3 or none")
-        if self.faces is not None and self.faces not in dice.FACES:
-            raise bad("faces", self.faces, "4, 6, 8, 10, 12 or none")
 
 
 class Dice(GridEnvironment[DiceParams]):
@@ -92,19 +88,15 @@ class Dice(GridEnvironment[DiceParams]):
 class CoinsParams(RevealedParams):
     """Parameters of the coins grid (defaults: the paper's full grid)."""
 
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {"coins": coins.COINS, "bias": coins.BIASES}
+    """Set before the fields: in the class body their names shadow the grid modules'."""
+
     coins: int | None = param(None, "number of coins, 2..4; default: all")
     focus: Literal["all", "Heads", "Tails"] = param("all", "the face that is counted and favoured")
     bias: int | None = param(None, "focus face k times likelier, one of 1, 3, 5; default: all")
     variant: Literal["all", "regular", "independent", "dependent"] = param(
         "all", "which variant(s) of the grid"
     )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.coins is not None and self.coins not in coins.COINS:
-            raise bad("coins", self.coins, "2, 3, 4 or none")
-        if self.bias is not None and self.bias not in coins.BIASES:
-            raise bad("bias", self.bias, "1, 3, 5 or none")
 
 
 class Coins(GridEnvironment[CoinsParams]):
@@ -152,6 +144,8 @@ class Coins(GridEnvironment[CoinsParams]):
 class PreferenceParams(RevealedParams):
     """Parameters of the preference grid (defaults: the paper's full grid)."""
 
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {"bias": preference.BIASES}
+
     pair: Literal["all", "left-right", "heads-tails"] = param("all", "the two options")
     order: Literal["all", "forward", "reverse"] = param("all", "order the options are presented in")
     focus: Literal["canonical", "all", "first", "second"] = param(
@@ -161,11 +155,6 @@ class PreferenceParams(RevealedParams):
     )
     bias: int | None = param(None, "favoured option k times likelier, one of 1, 2, 3; default: all")
     variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.bias is not None and self.bias not in preference.BIASES:
-            raise bad("bias", self.bias, "1, 2, 3 or none")
 
 
 class Preference(GridEnvironment[PreferenceParams]):
@@ -217,13 +206,10 @@ class Preference(GridEnvironment[PreferenceParams]):
 class ChoiceParams(RevealedParams):
     """Parameters of the choice grid (defaults: the paper's full grid)."""
 
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {"options": choice.SIZES}
+
     options: int | None = param(None, "number of lettered options, one of 2, 4, 6; default: all")
     variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.options is not None and self.options not in choice.SIZES:
-            raise bad("options", self.options, "2, 4, 6 or none")
 
 
 class Choice(GridEnvironment[ChoiceParams]):
@@ -282,8 +268,7 @@ class CaseStudyParams(RevealedParams):
         super().__post_init__()
         if self.case not in ("surgical-ward", "clinic"):
             raise bad("case", self.case, "surgical-ward or clinic")
-        if self.share is not None and self.share not in case_study.SHARES:
-            raise bad("share", self.share, "10, 30, 50, 70, 90 or none")
+        self._check_one_of("share", case_study.SHARES)
         if self.case == "surgical-ward" and (self.share is not None or self.variant != "all"):
             raise bad("case", self.case, "share and variant apply to case=clinic only")
 

@@ -50,7 +50,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import ClassVar, Generic, Literal, TypeVar, get_args
+from typing import ClassVar, Literal, TypeVar, get_args
 
 import numpy as np
 
@@ -62,7 +62,7 @@ from belieflens.envs.revealed.stated import (
     paper_stated_probe,
     stated_probe,
 )
-from belieflens.episodes.base import Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.params import bad, param
 from belieflens.episodes.questions import completion_probe
 from belieflens.report.section import SectionFn
@@ -194,6 +194,8 @@ class RevealedParams:
         "every", "stated questions about every possible outcome, the mode(s) (each tied mode), "
         "or the first outcome"
     )
+    one_of: ClassVar[Mapping[str, Sequence[int]]] = {}
+    """A grid's integer fields limited to the values listed (``None`` stands for all)."""
 
     def __post_init__(self) -> None:
         if self.format not in get_args(PromptFormat):
@@ -202,6 +204,14 @@ class RevealedParams:
             raise bad("style", self.style, "paper or belieflens")
         if self.stated not in get_args(StatedSet):
             raise bad("stated", self.stated, "every, mode or first")
+        for name, allowed in self.one_of.items():
+            self._check_one_of(name, allowed)
+
+    def _check_one_of(self, name: str, allowed: Sequence[int]) -> None:
+        """Refuse field ``name`` set to a value outside ``allowed`` (``None`` stands for all)."""
+        value = getattr(self, name)
+        if value is not None and value not in allowed:
+            raise bad(name, value, ", ".join(str(a) for a in allowed) + " or none")
 
 
 P = TypeVar("P", bound=RevealedParams)
@@ -272,7 +282,7 @@ def item_episode(point: GridPoint, index: int, grid_index: int, asked: Sequence[
     return Episode(index=index, turns=(turn,), truth=truth)
 
 
-class GridEnvironment(Generic[P]):
+class GridEnvironment(Configured[P]):
     """Base of the grid environments: subclasses set ``name``, ``Params`` and :meth:`grid`."""
 
     name: str
@@ -281,11 +291,6 @@ class GridEnvironment(Generic[P]):
 
     def __init__(self, params: P) -> None:
         self._params = params
-
-    @property
-    def params(self) -> P:
-        """The validated parameters."""
-        return self._params
 
     def grid(self) -> Sequence[GridPoint]:
         """Every grid point, in the environment's documented order."""

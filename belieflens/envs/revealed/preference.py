@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal
 
+from belieflens.envs.revealed.choice import PAPER, Wording, random_choice_points
 from belieflens.envs.revealed.exact import categorical
 from belieflens.envs.revealed.grid import GridPoint, Style
 
@@ -34,6 +35,16 @@ BIASES = (1, 2, 3)
 """The favoured option is ``bias`` times more likely to be chosen."""
 
 
+SAM = Wording(
+    "Sam chooses", "What is the probability that Sam chooses {outcome}?",
+    "Last time, Sam chose {prev}. Now Sam chooses again; this choice does not depend on the "
+    "last one.",
+    "This time, Sam chooses", "What is the probability that Sam chooses {outcome} this time?",
+    "belieflens",
+)
+"""This toolkit's earlier wording of Sam's choice."""
+
+
 def preference_points(
     variant: PreferenceVariant, pair: str, order: str, focus: str, bias: int,
     style: Style = "belieflens",
@@ -48,6 +59,10 @@ def preference_points(
     favoured, other = shown[fav], shown[1 - fav]
     weights = [bias if i == fav else 1 for i in range(2)]
     dist = categorical(weights)
+    truth: dict[str, float | str] = {
+        "scenario": "preference", "variant": variant, "pair": pair, "order": order,
+        "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
+    }
     if style == "paper":
         choice = (
             "The choice is fair and each option equally likely to be chosen." if bias == 1
@@ -56,41 +71,11 @@ def preference_points(
         )
         setup = (f"A person has to choose randomly between two options: {shown[0]} and "
                  f"{shown[1]}. {choice}")
-        base: dict[str, float | str] = {
-            "scenario": "preference", "variant": variant, "pair": pair, "order": order,
-            "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
-        }
-        ask = "What is the probability that the person chooses option {outcome}"
-        if variant == "regular":
-            yield GridPoint(setup, "The person chooses at random option", f"{ask}?", shown,
-                            dist.probs, "", base, style)
-            return
-        for prev in shown:
-            yield GridPoint(
-                f"{setup} The person first chooses at random option {prev}.",
-                "Then the person performs another random choice and chooses option",
-                f"{ask} in the second choice?", shown, dist.probs, f"previous choice {prev}",
-                {**base, "previous": prev}, style,
-            )
-        return
-    liking = (
-        f"Sam is as likely to choose {favoured} as {other}." if bias == 1
-        else f"Sam is {bias} times more likely to choose {favoured} than {other}."
-    )
-    setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
-    truth: dict[str, float | str] = {
-        "scenario": "preference", "variant": variant, "pair": pair, "order": order,
-        "first": shown[0], "focus": favoured, "bias": float(bias), "previous": "",
-    }
-    if variant == "regular":
-        yield GridPoint(setup, "Sam chooses", "What is the probability that Sam chooses {outcome}?",
-                        shown, dist.probs, "", truth)
-        return
-    for prev in shown:
-        yield GridPoint(
-            f"{setup} Last time, Sam chose {prev}. Now Sam chooses again; this choice does not "
-            "depend on the last one.",
-            "This time, Sam chooses",
-            "What is the probability that Sam chooses {outcome} this time?",
-            shown, dist.probs, f"previous choice {prev}", {**truth, "previous": prev},
+    else:
+        liking = (
+            f"Sam is as likely to choose {favoured} as {other}." if bias == 1
+            else f"Sam is {bias} times more likely to choose {favoured} than {other}."
         )
+        setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
+    yield from random_choice_points(setup, shown, dist.probs, truth, variant, "previous choice",
+                                    PAPER if style == "paper" else SAM)

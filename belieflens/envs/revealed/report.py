@@ -223,8 +223,7 @@ def accuracy_bars(s: Summary, out: Path, title: str) -> Path:
     ax.set_ylim(0, 1.12)
     ax.legend(fontsize=7, loc="upper right")
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 def lens_plot(s: Summary, out: Path, title: str) -> Path | None:
@@ -271,8 +270,7 @@ def lens_plot(s: Summary, out: Path, title: str) -> Path | None:
     ax.set_ylabel("accuracy")
     ax.set_title(f"accuracy by layer ({pooled}, n={int(row['n'].max())})")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return save(fig, out)
+    return save(fig, out, tight=True)
 
 
 GUIDE = """Every grid point is read out twice. The **revealed belief** (RevB) is the model's

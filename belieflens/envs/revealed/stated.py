@@ -28,8 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from belieflens.episodes.base import Message, Probe, Query
-from belieflens.episodes.latin import latin_square
+from belieflens.episodes.base import Message, Probe
+from belieflens.episodes.questions import rotated_mcq
 from belieflens.types import Delivery, PromptFormat
 
 N_CANDIDATES = 5
@@ -135,25 +135,13 @@ def stated_probe(
     The probe's oracle is ``None`` (see the module docstring).
     """
     labels = cands.labels
-    k = len(labels)
-    square = latin_square(k)
-    queries = []
-    for r in range(k):
-        row = tuple(int(o) for o in square[r])
+
+    def ask(row: tuple[int, ...]) -> tuple[tuple[Message, ...], str]:
         body = f"{scenario}\n{stated_text(question, tuple(labels[o] for o in row))}"
-        queries.append(
-            Query(
-                messages=(Message("user", body),),
-                prefill=f"{body}\n{PREFILL}" if fmt == "raw" else PREFILL,
-                options=tuple(f" [[{LETTERS[j]}]]" for j in range(k)),
-                outcome=row,
-                rotation=r,
-                format=fmt,
-            )
-        )
-    return Probe(
-        name=name, labels=labels, oracle=None, queries=tuple(queries), delivery=delivery, kind="mcq"
-    )
+        return (Message("user", body),), f"{body}\n{PREFILL}" if fmt == "raw" else PREFILL
+
+    options = tuple(f" [[{LETTERS[j]}]]" for j in range(len(labels)))
+    return rotated_mcq(name, labels, None, delivery, options, ask, format=fmt)
 
 
 # --- the paper's stated-answer format (App. C) -------------------------------------------
@@ -263,32 +251,18 @@ def paper_stated_probe(
     ``Answer:`` and `` [[A]]`` ....
     """
     labels = cands.labels
-    k = len(labels)
-    square = latin_square(k)
-    queries = []
-    for r in range(k):
-        row = tuple(PAPER_ORDER[int(o)] for o in square[r])
+    chat = fmt == "chat"
+
+    def ask(row: tuple[int, ...]) -> tuple[tuple[Message, ...], str]:
         answers = "\n".join(f"[[{LETTERS[j]}]] {labels[o]}" for j, o in enumerate(row))
         if system is None:
             body = (f"{PAPER_PREAMBLE}\nScenario: {scenario}\nQuestion: {question}\n"
                     f"Answers:\n{answers}")
-            messages: tuple[Message, ...] = (Message("user", body),)
-            raw = body
-        else:
-            body = f"{question}\n{answers}"
-            messages = (Message("system", system), Message("user", body))
-            raw = f"{system}\n{body}"
-        chat = fmt == "chat"
-        queries.append(
-            Query(
-                messages=messages,
-                prefill="" if chat else f"{raw}\n{PREFILL}",
-                options=tuple(f"{'' if chat else ' '}[[{LETTERS[j]}]]" for j in range(k)),
-                outcome=row,
-                rotation=r,
-                format=fmt,
-            )
-        )
-    return Probe(
-        name=name, labels=labels, oracle=None, queries=tuple(queries), delivery=delivery, kind="mcq"
-    )
+            return (Message("user", body),), "" if chat else f"{body}\n{PREFILL}"
+        body = f"{question}\n{answers}"
+        messages = (Message("system", system), Message("user", body))
+        return messages, "" if chat else f"{system}\n{body}\n{PREFILL}"
+
+    options = tuple(f"{'' if chat else ' '}[[{LETTERS[j]}]]" for j in range(len(labels)))
+    return rotated_mcq(name, labels, None, delivery, options, ask, format=fmt,
+                       order=lambda o: PAPER_ORDER[o])

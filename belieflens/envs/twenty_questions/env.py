@@ -43,11 +43,10 @@ by the ``compat/j`` and ``likelihood/i/j`` read-outs), ``question`` / ``answer``
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -74,10 +73,11 @@ from belieflens.envs.twenty_questions.prompts import (
     questions_prompt,
 )
 from belieflens.envs.twenty_questions.report import twenty_questions_section
-from belieflens.episodes.base import Episode, Probe, Query, Turn
+from belieflens.episodes.base import Configured, Episode, Probe, Query, Turn
+from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import require_generator
 from belieflens.episodes.generation import OptionScorer, TextGenerator, derive_seed
-from belieflens.episodes.params import bad, param
+from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.errors import BeliefLensError
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
@@ -113,28 +113,18 @@ class TwentyQuestionsParams:
     answer_tokens: int = param(8, "max new tokens of an answer (1..64)")
 
     def __post_init__(self) -> None:
-        if not 1 <= self.steps <= 50:
-            raise bad("steps", self.steps, "an integer in 1..50")
+        int_in("steps", self.steps, 1, 50)
         if not self.animals.strip():
             raise bad("animals", self.animals, "'paper', a count, names or a .json file")
-        if not 1 <= self.candidates <= 50:
-            raise bad("candidates", self.candidates, "an integer in 1..50")
-        if not 1 <= self.eig_sample <= 100:
-            raise bad("eig_sample", self.eig_sample, "an integer in 1..100")
-        if not 1 <= self.hypotheses <= 1000:
-            raise bad("hypotheses", self.hypotheses, "an integer in 1..1000")
-        if not 1 <= self.propose <= 100:
-            raise bad("propose", self.propose, "an integer in 1..100")
-        if not 1 <= self.max_chars <= 200:
-            raise bad("max_chars", self.max_chars, "an integer in 1..200")
-        for name in ("temperature", "answer_temperature"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 5.0:
-                raise bad(name, value, "a number in [0, 5]")
-        if not 8 <= self.list_tokens <= 2048:
-            raise bad("list_tokens", self.list_tokens, "an integer in 8..2048")
-        if not 1 <= self.answer_tokens <= 64:
-            raise bad("answer_tokens", self.answer_tokens, "an integer in 1..64")
+        int_in("candidates", self.candidates, 1, 50)
+        int_in("eig_sample", self.eig_sample, 1, 100)
+        int_in("hypotheses", self.hypotheses, 1, 1000)
+        int_in("propose", self.propose, 1, 100)
+        int_in("max_chars", self.max_chars, 1, 200)
+        check_temperature("temperature", self.temperature)
+        check_temperature("answer_temperature", self.answer_temperature)
+        int_in("list_tokens", self.list_tokens, 8, 2048)
+        int_in("answer_tokens", self.answer_tokens, 1, 64)
 
 
 def _probe(name: str, query: Query) -> Probe:
@@ -142,7 +132,7 @@ def _probe(name: str, query: Query) -> Probe:
                  kind="yes-no")
 
 
-class TwentyQuestions:
+class TwentyQuestions(Configured[TwentyQuestionsParams], SimulatorBinding):
     """20 Questions about a secret animal, played by the model against a simulated answerer.
 
     Read-outs (single turn, one Yes/No query each, P(Yes) normalised over Yes/No): ``compat/j``
@@ -171,13 +161,6 @@ class TwentyQuestions:
     def __init__(self, params: TwentyQuestionsParams) -> None:
         self._params = params
         self._animals = select_animals(params.animals)
-        self._generator: TextGenerator | None = None
-        self._simulator: TextGenerator | None = None
-
-    @property
-    def params(self) -> TwentyQuestionsParams:
-        """The validated parameters."""
-        return self._params
 
     @property
     def animals(self) -> tuple[str, ...]:
@@ -186,23 +169,14 @@ class TwentyQuestions:
 
     @property
     def requires_generator(self) -> bool:
-        """Always: hypotheses, questions and every decision come from the model."""
+        """Always: hypotheses, questions and every decision come from the model (a bound
+        generator that also scores read-outs)."""
         return True
 
     @property
     def requires_simulator(self) -> bool:
         """Always: the answerer is simulated (``--simulator``, default the model itself)."""
         return True
-
-    def bind_generator(
-        self, generator: TextGenerator, *, simulator: TextGenerator | None = None
-    ) -> Self:
-        """A copy whose hypotheses, questions and scores come from ``generator`` (which must
-        also score read-outs) and whose answerer is ``simulator`` (default ``generator``)."""
-        new = copy.copy(self)
-        new._generator = generator
-        new._simulator = simulator if simulator is not None else generator
-        return new
 
     def _bound(self) -> tuple[TextGenerator, OptionScorer, TextGenerator]:
         gen = require_generator("twenty-questions", self._generator, self.name)

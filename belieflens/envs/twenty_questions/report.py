@@ -152,9 +152,8 @@ def twenty_questions_section(
         ax.set_xlabel("step k")
         ax.set_ylabel("KL(oracle ‖ model), nats")
         ax.set_title("20 Questions: posterior fidelity")
-        fig.tight_layout()
         path = Path(out_dir) / "twenty_questions_kl.png"
-        save(fig, path, dpi=100)
+        save(fig, path, dpi=100, tight=True)
         files.append(path)
         md += f"\n\n![KL per step]({path.name})"
     return Section(title=TITLE, text="\n".join(lines), markdown=md, files=tuple(files))
