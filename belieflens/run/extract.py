@@ -388,20 +388,12 @@ def extract(
     ``query`` equal the file of one process bit for bit. ``prepared`` reuses
     :func:`prepare`'s result.
     """
-    import torch
-
     p = prepared if prepared is not None else prepare(env, model, options)
-    recs, tqs, lens_ids, sizes = p.recs, p.tqs, p.lens_ids, p.sizes
-    lens_index = {t: i for i, t in enumerate(lens_ids)}
-    max_rows, max_tokens = p.max_rows, p.max_tokens
-    env_name, env_params, reuse = p.env_name, p.env_params, p.reuse
-    threads = torch.get_num_threads()
-    lo, hi = (0, len(recs)) if rows is None else rows
+    lo, hi = (0, len(p.recs)) if rows is None else rows
     if rows is not None:
-        check_rows(rows, len(recs), options.window)
+        check_rows(rows, len(p.recs), options.window)
     the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
-    file_sizes = dataclasses.replace(sizes, query=hi - lo)
-    wins = [(a - lo, b - lo) for a, b in resume.windows(len(recs), options.window)
+    wins = [(a - lo, b - lo) for a, b in resume.windows(len(p.recs), options.window)
             if lo <= a < hi]
     with write_lock(out):
         state = resume.resumable(partial_path(out), the_study, overwrite=overwrite)
@@ -409,90 +401,127 @@ def extract(
             done = resume.done_windows(state.complete, wins)
         else:
             done = set()
-            attrs = provenance(
-                model.info, env=env_name, env_params=env_params, seed=options.seed,
-                episodes=options.episodes, threads=threads,
-                extra={"padding_side": options.padding_side,
-                       "resid_dtype": options.resid_dtype,
-                       "save_logits": options.save_logits, "prefix_reuse": reuse,
-                       "extract_options": dataclasses.asdict(options),
-                       **(extra_attrs or {})},
-            )
-            norm = final_norm(model.bridge)
-            unemb = unembedding(model.bridge, np.array(lens_ids, dtype=np.int64))
-            attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps,
-                          STUDY_ATTR: the_study.to_json(),
-                          FINGERPRINT_ATTR: the_study.fingerprint()})
-            tschema = truth_schema(recs)
-            gcolumns, gvalues = log_columns(env, [r.episode for r in recs])
-            gschema = [VarSpec.parse(name, *spec) for name, spec in gcolumns.items()]
-
-            def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-                for start, stop in resume.windows(hi - lo, max(options.window, 1024)):
-                    a, b = lo + start, lo + stop
-                    values = _static_rows(recs[a:b], tqs[a:b], sizes, lens_index, env_name)
-                    values.update(_truth_rows(recs[a:b], tschema))
-                    values.update({k: v[a:b] for k, v in gvalues.items()})
-                    yield start, values
-
-            create_partial(
-                out, file_sizes, attrs,
-                static={
-                    "lens_token_id": unemb.token_ids.astype(np.int32),
-                    "unembed": unemb.weight.astype(np.float32),
-                    "unembed_bias": unemb.bias.astype(np.float32),
-                    "final_norm_gain": norm.gain,
-                    "final_norm_bias": norm.bias,
-                },
-                row_slabs=slabs(), resid_dtype=options.resid_dtype,
-                rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),
-            )
+            _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
         writer = PartialFile(partial_path(out))
-        t0 = time.perf_counter()
-        tokens = 0
-        finished = resumed = sum(b - a for i, (a, b) in enumerate(wins) if i in done)
-        if on_progress is not None:
-            on_progress(Progress(finished, hi - lo, 0, 0.0, resumed=finished))
+        progress = _Counter(on_progress, hi - lo,
+                            sum(b - a for i, (a, b) in enumerate(wins) if i in done))
         for wi, (start, stop) in enumerate(wins):
             if wi in done:
                 continue
-            w_tqs = tqs[lo + start:lo + stop]
-            results: list[runner.ReadOut | None] = [None] * len(w_tqs)
-            for batch, outs, n_tok in runner.run_queries(
-                model, w_tqs, max_rows=max_rows, max_tokens=max_tokens,
-                row_tokens=options.row_tokens,
-                save_logits=options.save_logits, padding_side=options.padding_side,
-                reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
-            ):
-                for i, o in zip(batch, outs, strict=True):
-                    results[i] = o
-                tokens += n_tok
-                if on_progress is not None:
-                    now = finished + sum(r is not None for r in results)
-                    on_progress(Progress(now, hi - lo, tokens, time.perf_counter() - t0,
-                                         resumed=resumed))
-            done_results = [r for r in results if r is not None]
-            values: dict[str, np.ndarray] = {
-                "resid": np.stack([r.resid for r in done_results]),
-                "option_logprob": np.full((stop - start, sizes.option), np.nan),
-                "answer_lse": np.array([r.answer_lse for r in done_results]),
-            }
-            for i, r in enumerate(done_results):
-                values["option_logprob"][i, : len(r.option_logprob)] = r.option_logprob
-            if sizes.cont_extra > 0:
-                cr = np.full((stop - start, sizes.option, sizes.cont_extra, sizes.layer,
-                              sizes.d_model), np.nan, dtype=np.float32)
-                for i, r in enumerate(done_results):
-                    if r.cont_resid is not None:
-                        o, e = r.cont_resid.shape[:2]
-                        cr[i, :o, :e] = r.cont_resid
-                values["cont_resid"] = cr
-            if options.save_logits:
-                values["logprobs"] = np.stack(
-                    [np.asarray(r.logprobs, dtype=np.float32) for r in done_results]
-                )
+            values = _run_window(model, p, options, p.tqs[lo + start:lo + stop], progress)
             writer.write_rows(start, values)
-            finished += stop - start
-            del results, done_results, values
+            progress.window_done(stop - start)
+            del values
             release_freed_memory()
         return writer.finish(out)
+
+
+class _Counter:
+    """Progress of one extraction: read-outs done (resumed ones counted), tokens, time."""
+
+    def __init__(self, on_progress: Callable[[Progress], None] | None, total: int,
+                 resumed: int) -> None:
+        self.on_progress, self.total, self.resumed = on_progress, total, resumed
+        self.finished, self.tokens, self.t0 = resumed, 0, time.perf_counter()
+        self.report(resumed, started=True)
+
+    def report(self, done: int, *, started: bool = False) -> None:
+        """Report ``done`` read-outs (at the start: the resumed ones, no time yet)."""
+        if self.on_progress is not None:
+            elapsed = 0.0 if started else time.perf_counter() - self.t0
+            self.on_progress(Progress(done, self.total, self.tokens, elapsed,
+                                      resumed=self.resumed))
+
+    def window_done(self, n: int) -> None:
+        """A window of ``n`` read-outs was written."""
+        self.finished += n
+
+
+def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractOptions,
+              p: Prepared, the_study: Study, rows: tuple[int, int],
+              extra_attrs: dict[str, Any] | None) -> None:
+    """Create ``out``'s partial file: provenance, the lens's head, and every static row."""
+    import torch
+
+    lo, hi = rows
+    attrs = provenance(
+        model.info, env=p.env_name, env_params=p.env_params, seed=options.seed,
+        episodes=options.episodes, threads=torch.get_num_threads(),
+        extra={"padding_side": options.padding_side,
+               "resid_dtype": options.resid_dtype,
+               "save_logits": options.save_logits, "prefix_reuse": p.reuse,
+               "extract_options": dataclasses.asdict(options),
+               **(extra_attrs or {})},
+    )
+    norm = final_norm(model.bridge)
+    unemb = unembedding(model.bridge, np.array(p.lens_ids, dtype=np.int64))
+    attrs.update({"final_norm_kind": norm.kind, "final_norm_eps": norm.eps,
+                  STUDY_ATTR: the_study.to_json(),
+                  FINGERPRINT_ATTR: the_study.fingerprint()})
+    recs, tqs = p.recs, p.tqs
+    lens_index = {t: i for i, t in enumerate(p.lens_ids)}
+    tschema = truth_schema(recs)
+    gcolumns, gvalues = log_columns(env, [r.episode for r in recs])
+    gschema = [VarSpec.parse(name, *spec) for name, spec in gcolumns.items()]
+
+    def slabs() -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        for start, stop in resume.windows(hi - lo, max(options.window, 1024)):
+            a, b = lo + start, lo + stop
+            values = _static_rows(recs[a:b], tqs[a:b], p.sizes, lens_index, p.env_name)
+            values.update(_truth_rows(recs[a:b], tschema))
+            values.update({k: v[a:b] for k, v in gvalues.items()})
+            yield start, values
+
+    create_partial(
+        out, dataclasses.replace(p.sizes, query=hi - lo), attrs,
+        static={
+            "lens_token_id": unemb.token_ids.astype(np.int32),
+            "unembed": unemb.weight.astype(np.float32),
+            "unembed_bias": unemb.bias.astype(np.float32),
+            "final_norm_gain": norm.gain,
+            "final_norm_bias": norm.bias,
+        },
+        row_slabs=slabs(), resid_dtype=options.resid_dtype,
+        rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),
+    )
+
+
+def _run_window(model: LoadedModel, p: Prepared, options: ExtractOptions,
+                w_tqs: Sequence[TokenizedQuery], progress: _Counter) -> dict[str, np.ndarray]:
+    """The model rows of one window's read-outs (``resid``, ``option_logprob``, ...)."""
+    results: list[runner.ReadOut | None] = [None] * len(w_tqs)
+    for batch, outs, n_tok in runner.run_queries(
+        model, w_tqs, max_rows=p.max_rows, max_tokens=p.max_tokens,
+        row_tokens=options.row_tokens,
+        save_logits=options.save_logits, padding_side=options.padding_side,
+        reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
+    ):
+        for i, o in zip(batch, outs, strict=True):
+            results[i] = o
+        progress.tokens += n_tok
+        progress.report(progress.finished + sum(r is not None for r in results))
+    return _model_rows([r for r in results if r is not None], p.sizes, options.save_logits)
+
+
+def _model_rows(done: Sequence[runner.ReadOut], sizes: Sizes,
+                save_logits: bool) -> dict[str, np.ndarray]:
+    """Stack a window's read-outs into its model variables, padded to the file's sizes."""
+    n = len(done)
+    values: dict[str, np.ndarray] = {
+        "resid": np.stack([r.resid for r in done]),
+        "option_logprob": np.full((n, sizes.option), np.nan),
+        "answer_lse": np.array([r.answer_lse for r in done]),
+    }
+    for i, r in enumerate(done):
+        values["option_logprob"][i, : len(r.option_logprob)] = r.option_logprob
+    if sizes.cont_extra > 0:
+        cr = np.full((n, sizes.option, sizes.cont_extra, sizes.layer, sizes.d_model), np.nan,
+                     dtype=np.float32)
+        for i, r in enumerate(done):
+            if r.cont_resid is not None:
+                o, e = r.cont_resid.shape[:2]
+                cr[i, :o, :e] = r.cont_resid
+        values["cont_resid"] = cr
+    if save_logits:
+        values["logprobs"] = np.stack([np.asarray(r.logprobs, dtype=np.float32) for r in done])
+    return values
