@@ -462,10 +462,12 @@ def analyze(
     probes: bool = True,
     seed: int = 0,
     cluster: DaskClient | str | None = None,
+    html: bool = True,
 ) -> Analysis:
     """Analyse a cache file or study directory, with its environment's own report sections
     (:func:`belieflens.report.study.analyze`): tables as ``text``, and with ``out`` the
-    figures and ``report.md``. An intervention result file gets its own report
+    figures, ``report.md`` and, unless ``html=False``, the interactive page ``study.html``.
+    An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`)."""
     from belieflens.report.interventions import report as intervention_report
     from belieflens.report.study import analyze as run
@@ -475,6 +477,6 @@ def analyze(
     method = choice("--debias", debias, DEBIAS_METHODS)
     where = None if out is None else Path(out)
     if is_result(Path(path)):
-        return intervention_report(Path(path), where, method=method)
+        return intervention_report(Path(path), where, method=method, html=html)
     return run(Path(path), where, method=method, lens=lens, probes=probes, seed=seed,
-               client=cluster, sections=envs.sections_for)
+               client=cluster, sections=envs.sections_for, html=html)

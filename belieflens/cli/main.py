@@ -260,13 +260,16 @@ def analyze(
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
     ] = None,
+    no_html: Annotated[
+        bool, typer.Option("--no-html", help="with --out, skip the interactive page study.html")
+    ] = False,
 ) -> None:
-    """Print belief tables; with --out, write plots and a Markdown report."""
+    """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     from belieflens.api import analyze as run
 
     try:
         result = run(file, out, debias=_choice("--debias", debias, DEBIAS_METHODS), lens=lens,
-                     probes=not no_probes, seed=seed, cluster=cluster)
+                     probes=not no_probes, seed=seed, cluster=cluster, html=not no_html)
     except BeliefLensError as e:
         _fail(str(e))
         return
