@@ -138,13 +138,14 @@ def episode_slice(episodes: xr.Dataset, episode: int) -> dict[str, Any]:
 
 
 def slices(episodes: xr.Dataset, page: Path,
-           budget: int = EMBED_BUDGET) -> tuple[dict[str, Any], tuple[Path, ...], str]:
+           budget: int | None = None) -> tuple[dict[str, Any], tuple[Path, ...], str]:
     """The page's ``slices`` entry, the files written beside ``page`` and the one-line note.
 
-    Every episode is embedded when their slices together fit ``budget`` bytes; otherwise
-    each is written to ``<page stem>_files/episode-<n>.js`` (loaded when selected) and the
-    first is embedded too.
+    Every episode is embedded when their slices together fit ``budget`` bytes (default
+    :data:`EMBED_BUDGET`); otherwise each is written to ``<page stem>_files/episode-<n>.js``
+    (loaded when selected) and the first is embedded too.
     """
+    budget = EMBED_BUDGET if budget is None else budget
     names = [int(e) for e in np.asarray(episodes[EPISODE].values)]
     kept: dict[str, Any] = {}
     total = 0
@@ -247,10 +248,10 @@ def study_payload(results: xr.DataTree, texts: Mapping[str, str], headline: str,
 
 
 def study_page(results: xr.DataTree, texts: Mapping[str, str], headline: str,
-               path: Path) -> Page:
+               path: Path, *, budget: int | None = None) -> Page:
     """Write the viewer page of a study's results (with their ``episodes`` group) to
-    ``path``, the episode slices embedded or beside it (:func:`slices`)."""
-    entry, files, note = slices(results["episodes"].to_dataset(), path)
+    ``path``, the episode slices embedded or beside it (:func:`slices` with ``budget``)."""
+    entry, files, note = slices(results["episodes"].to_dataset(), path, budget)
     payload = study_payload(results, texts, headline, entry, note)
     write_page(path, payload, str(payload["title"]))
     return Page(path, files, note)

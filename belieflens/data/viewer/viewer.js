@@ -266,8 +266,9 @@
       const z = C.layer.map((_, l) => C.turn.map((_, t) => num(mean
         ? means.lens.at(m, S.s, S.d, S.p, t, l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, l))));
       const unit = D.units[C.metric[m]];
-      const box = (x, y) => ({ type: "rect", xref: "x", yref: "y", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
-        line: { color: "#ff0000", width: 3 } });
+      /* the selected cell: a white frame inside a black one, visible on any colour and in greyscale */
+      const box = (x, y, color, width) => ({ type: "rect", xref: "x", yref: "y", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
+        line: { color, width } });
       Plotly.react("heatmap", [{
         type: "heatmap", x: C.turn, y: C.layer, z, colorscale: "Cividis", zmin: 0,
         colorbar: { title: { text: unit, side: "right" } },
@@ -276,8 +277,9 @@
         title: { text: `${C.source[S.s]}: ${C.metric[m].toUpperCase()} to the oracle, ` +
           (mean ? `mean over episodes (${C.delivery[S.d]}, ${C.probe[S.p]})` : where().replace(/, turn.*/, "")), font: { size: 12 } },
         margin: { t: 36, r: 10, b: 45, l: 55 },
-        xaxis: { title: { text: "turn" }, dtick: 1 }, yaxis: { title: { text: "layer (0 = embeddings)" } },
-        shapes: [box(C.turn[S.t], C.layer[S.l])],
+        xaxis: { title: { text: "turn" }, dtick: C.turn.length <= 30 ? 1 : undefined },
+        yaxis: { title: { text: "layer (0 = embeddings)" }, dtick: C.layer.length <= 16 ? 1 : undefined },
+        shapes: [box(C.turn[S.t], C.layer[S.l], "#000", 5), box(C.turn[S.t], C.layer[S.l], "#fff", 2)],
       }, PLOT);
       const gd = $("heatmap");
       if (!gd.dataset.bound) {
@@ -407,7 +409,7 @@
         margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "positions (patched)" } },
         yaxis: { title: { text: "layer (0 = embeddings)" } },
         shapes: [{ type: "rect", xref: "x", yref: "y", x0: S.s - 0.5, x1: S.s + 0.5, y0: C.layer[S.l] - 0.5, y1: C.layer[S.l] + 0.5,
-          line: { color: "#ff0000", width: 3 } }] }, PLOT);
+          line: { color: "#000", width: 4 } }] }, PLOT);
       const gd = $("heatmap");
       if (!gd.dataset.bound) {
         gd.dataset.bound = "1";
