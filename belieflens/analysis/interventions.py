@@ -225,9 +225,9 @@ def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
         res[f"{name}_mean"] = (dims, mean)
         res[f"{name}_sem"] = (dims, sem)
         res["n"] = (dims, n)
-    first = out["slope"]
+    first = out["slope"]  # its layer dim has no coordinate: the file's layers label it
     return xr.Dataset(res, coords={"delivery": first["delivery"].values,
-                                   "probe": first["probe"].values, LAYER: first[LAYER].values})
+                                   "probe": first["probe"].values, LAYER: ds[LAYER].values})
 
 
 def erase_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:

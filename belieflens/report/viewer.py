@@ -336,7 +336,8 @@ def compare_page(cmp: xr.Dataset, table: str, head: str, path: Path) -> Page:
         "coords": coords(cmp, grid),
         "model_id": [str(x) for x in cmp["model_id"].values],
         "n_layers": [int(x) for x in cmp["n_layers"].values],
-        "layer": encode(cmp["layer"], ("model", "depth")),
+        # each model's own layer per depth (one shared coordinate when the depths agree)
+        "layer": encode(cmp["layer"].broadcast_like(cmp["model"]), ("model", "depth")),
         "tvd_mean": encode(cmp["tvd_mean"], grid),
         "tvd_sem": encode(cmp["tvd_sem"], grid),
         "output_tvd_mean": encode(cmp["output_tvd_mean"], ("model", "delivery", "probe", "turn")),

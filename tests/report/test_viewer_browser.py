@@ -9,7 +9,6 @@ the page load when selected. Screenshots of the episode view and the heatmap are
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,9 @@ import xarray as xr
 from belieflens.analysis.study import study_results
 from belieflens.report.viewer import study_page
 from belieflens.store.study import open_cache
-from tests.report.browser import artifact, browser_or_skip, chromium, open_page
+from tests.report.browser import artifact, open_page
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    browser_or_skip()
-    with chromium(tmp_path_factory.mktemp("profile")) as ctx:
-        yield ctx
 
 
 @pytest.fixture(scope="module")
@@ -178,5 +170,41 @@ def test_screenshots_of_the_episode_view_and_the_heatmap(browser: Any, viewer_ou
             out = artifact(shot)
             loc.screenshot(path=str(out))
             assert out.stat().st_size > 10_000
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def compare_page_path(viewer_study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``compare --out`` of the tiny study and a copy that claims other weights."""
+    import shutil
+
+    import h5py
+
+    from belieflens.report.compare import compare_report
+
+    tmp = tmp_path_factory.mktemp("compare")
+    other = tmp / "other.h5"
+    shutil.copy(viewer_study, other)
+    with h5py.File(other, "r+") as h:
+        h.attrs["weights_hash"] = "0" * 64
+        h.attrs["model_spec"] = "other-model"
+    compare_report([viewer_study, other], tmp / "out", probes=False)
+    return tmp / "out" / "compare.html"
+
+
+def test_the_compare_page_shows_every_model_by_depth(browser: Any,
+                                                     compare_page_path: Path) -> None:
+    opened = open_page(browser, compare_page_path)
+    page = opened.page
+    try:
+        assert opened.errors == [] and opened.requests == []
+        assert page.evaluate("document.getElementById('depth').data.length") == 2
+        assert page.evaluate(
+            "document.getElementById('depth').layout.xaxis.title.text").startswith(
+            "relative depth")
+        page.keyboard.press("ArrowRight")
+        assert page.locator("#turn-value").inner_text() == "1"
+        assert "turn 1" in page.evaluate("document.getElementById('depth').layout.title.text")
     finally:
         page.close()

@@ -66,6 +66,18 @@
     document.body.dataset.ready = "1";
   }
 
+  /* the page's keys: moves() maps a key to a change of the view's selection */
+  function onKeys(moves, set) {
+    document.addEventListener("keydown", (ev) => {
+      const tag = (ev.target && ev.target.tagName) || "";
+      if (tag === "SELECT" || tag === "INPUT" || tag === "TEXTAREA" || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+      const change = moves()[ev.key];
+      if (!change) return;
+      ev.preventDefault();
+      set(change);
+    });
+  }
+
   /* ------------------------------------------------------------------ episode slices */
   const decoded = {};
   const waiting = {};
@@ -105,229 +117,222 @@
   }
 
   /* ------------------------------------------------------------------ the study */
+  let C, means, text, S, ctl, B;
   function study() {
-    const C = D.coords;
-    const means = { lens: nd(D.means.lens_divergence), output: nd(D.means.output_divergence) };
-    const text = new Map();
+    C = D.coords;
+    means = { lens: nd(D.means.lens_divergence), output: nd(D.means.output_divergence) };
+    text = new Map();
     if (D.tokens) D.tokens.ids.forEach((id, i) => text.set(id, D.tokens.text[i]));
-    const S = { d: 0, p: 0, e: 0, t: 0, l: C.layer.length - 1, s: 0, m: 0, scope: 0 };
+    S = { d: 0, p: 0, e: 0, t: 0, l: C.layer.length - 1, s: 0, m: 0, scope: 0 };
     const scopes = ["this episode", "mean over episodes"];
-    const ctl = {};
-    ctl.d = select("delivery", "delivery", C.delivery, (i) => set({ d: i }));
-    ctl.p = select("probe", "probe", C.probe, (i) => set({ p: i }));
-    ctl.e = select("episode", "episode", C.episode, (i) => set({ e: i }));
-    ctl.t = slider("turn", "turn", C.turn, (i) => set({ t: i }));
-    ctl.l = slider("layer", "layer", C.layer, (i) => set({ l: i }));
-    ctl.s = select("source", "lens", C.source, (i) => set({ s: i }));
-    ctl.m = select("metric", "metric", C.metric, (i) => set({ m: i }), (m) => m.toUpperCase());
-    ctl.scope = select("scope", "heatmap", scopes, (i) => set({ scope: i }));
+    ctl = {};
+    ctl.d = select("delivery", "delivery", C.delivery, (i) => studySet({ d: i }));
+    ctl.p = select("probe", "probe", C.probe, (i) => studySet({ p: i }));
+    ctl.e = select("episode", "episode", C.episode, (i) => studySet({ e: i }));
+    ctl.t = slider("turn", "turn", C.turn, (i) => studySet({ t: i }));
+    ctl.l = slider("layer", "layer", C.layer, (i) => studySet({ l: i }));
+    ctl.s = select("source", "lens", C.source, (i) => studySet({ s: i }));
+    ctl.m = select("metric", "metric", C.metric, (i) => studySet({ m: i }), (m) => m.toUpperCase());
+    ctl.scope = select("scope", "heatmap", scopes, (i) => studySet({ scope: i }));
     $("keys").textContent = "Keys: ← → turn · ↑ ↓ layer · n / p or PageDown / PageUp episode · " +
       "click a heatmap cell to select its layer and turn. Layer 0 = embeddings, layer l = output of block l.";
-    layout();
+    studyLayout();
+    B = { rm: nd(D.bias.rotation_tvd_mean), rs: nd(D.bias.rotation_tvd_sem),
+      pm: nd(D.bias.position_excess_mean), ps: nd(D.bias.position_excess_sem) };
 
-    function set(change) {
-      Object.assign(S, change);
-      S.t = Math.max(0, Math.min(C.turn.length - 1, S.t));
-      S.l = Math.max(0, Math.min(C.layer.length - 1, S.l));
-      S.e = Math.max(0, Math.min(C.episode.length - 1, S.e));
-      draw();
+    studyDraw();
+  }
+
+  function studySet(change) {
+    Object.assign(S, change);
+    S.t = Math.max(0, Math.min(C.turn.length - 1, S.t));
+    S.l = Math.max(0, Math.min(C.layer.length - 1, S.l));
+    S.e = Math.max(0, Math.min(C.episode.length - 1, S.e));
+    studyDraw();
+  }
+
+  function studyLayout() {
+    const app = $("app");
+    app.appendChild(el("h2", { text: "Episode" }));
+    app.appendChild(el("div", { class: "grid" },
+      el("section", { class: "panel", "aria-labelledby": "h-conv" },
+        el("h3", { id: "h-conv", text: "The read-out's context, as the model saw it" }),
+        el("p", { id: "token-caption", class: "help" }),
+        el("div", { id: "tokens", class: "tokens", tabindex: "0", "aria-label": "context tokens" }),
+        el("div", { id: "token-info", "aria-live": "polite" })),
+      el("section", { class: "panel", "aria-labelledby": "h-bel" },
+        el("h3", { id: "h-bel", text: "Beliefs at this turn" }),
+        el("div", { id: "beliefs", class: "chart" }),
+        el("table", { id: "belief-table", class: "values" }))));
+    app.appendChild(el("div", { class: "grid" },
+      el("section", { class: "panel", "aria-labelledby": "h-heat" },
+        el("h3", { id: "h-heat", text: "Divergence to the oracle by layer and turn" }),
+        el("div", { id: "heatmap", class: "chart tall" })),
+      el("section", { class: "panel", "aria-labelledby": "h-traj" },
+        el("h3", { id: "h-traj", text: "Divergence to the oracle per turn" }),
+        el("div", { id: "trajectory", class: "chart tall" }))));
+    app.appendChild(el("h2", { text: "Study summary" }));
+    app.appendChild(el("div", { class: "grid" },
+      el("section", { class: "panel" }, el("h3", { text: "Position bias: each rotation's belief vs the debiased one" }),
+        el("div", { id: "bias-rotation", class: "chart" })),
+      el("section", { class: "panel" }, el("h3", { text: "Position bias: excess probability per answer slot" }),
+        el("div", { id: "bias-option", class: "chart" }))));
+    for (const [title, body] of Object.entries(D.tables)) {
+      app.appendChild(el("h3", { text: title }));
+      app.appendChild(el("pre", { class: "table", text: body }));
     }
+    onKeys(() => ({
+      ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 },
+      ArrowUp: { l: S.l + 1 }, ArrowDown: { l: S.l - 1 },
+      n: { e: S.e + 1 }, PageDown: { e: S.e + 1 }, p: { e: S.e - 1 }, PageUp: { e: S.e - 1 },
+    }), studySet);
+  }
 
-    function layout() {
-      const app = $("app");
-      app.appendChild(el("h2", { text: "Episode" }));
-      app.appendChild(el("div", { class: "grid" },
-        el("section", { class: "panel", "aria-labelledby": "h-conv" },
-          el("h3", { id: "h-conv", text: "The read-out's context, as the model saw it" }),
-          el("p", { id: "token-caption", class: "help" }),
-          el("div", { id: "tokens", class: "tokens", tabindex: "0", "aria-label": "context tokens" }),
-          el("div", { id: "token-info", "aria-live": "polite" })),
-        el("section", { class: "panel", "aria-labelledby": "h-bel" },
-          el("h3", { id: "h-bel", text: "Beliefs at this turn" }),
-          el("div", { id: "beliefs", class: "chart" }),
-          el("table", { id: "belief-table", class: "values" }))));
-      app.appendChild(el("div", { class: "grid" },
-        el("section", { class: "panel", "aria-labelledby": "h-heat" },
-          el("h3", { id: "h-heat", text: "Divergence to the oracle by layer and turn" }),
-          el("div", { id: "heatmap", class: "chart tall" })),
-        el("section", { class: "panel", "aria-labelledby": "h-traj" },
-          el("h3", { id: "h-traj", text: "Divergence to the oracle per turn" }),
-          el("div", { id: "trajectory", class: "chart tall" }))));
-      app.appendChild(el("h2", { text: "Study summary" }));
-      app.appendChild(el("div", { class: "grid" },
-        el("section", { class: "panel" }, el("h3", { text: "Position bias: each rotation's belief vs the debiased one" }),
-          el("div", { id: "bias-rotation", class: "chart" })),
-        el("section", { class: "panel" }, el("h3", { text: "Position bias: excess probability per answer slot" }),
-          el("div", { id: "bias-option", class: "chart" }))));
-      for (const [title, body] of Object.entries(D.tables)) {
-        app.appendChild(el("h3", { text: title }));
-        app.appendChild(el("pre", { class: "table", text: body }));
-      }
-      document.addEventListener("keydown", keys);
+  function studyDraw() {
+    ctl.d.value = S.d; ctl.p.value = S.p; ctl.e.value = S.e; ctl.s.value = S.s;
+    ctl.m.value = S.m; ctl.scope.value = S.scope;
+    ctl.t.set(S.t); ctl.l.set(S.l);
+    withSlice(C.episode[S.e], (sl) => {
+      studyTokens(sl); studyBeliefs(sl); studyHeatmap(sl); studyTrajectory(sl); studyBias();
+      ready();
+    });
+  }
+
+  function studyWhere() {
+    return `episode ${C.episode[S.e]}, ${C.delivery[S.d]}, probe ${C.probe[S.p]}, turn ${C.turn[S.t]}`;
+  }
+
+  function studyTokens(sl) {
+    const T = sl.tokens;
+    const box = $("tokens");
+    box.textContent = "";
+    const n = T.length.at(S.d, S.p, S.t);
+    const start = T.start.at(S.d, S.p, S.t);
+    const ap = T.answer_pos.at(S.d, S.p, S.t);
+    if (n <= 0) { $("token-caption").textContent = `No read-out at ${studyWhere()}.`; return; }
+    const rot = T.rotation.at(S.d, S.p, S.t);
+    $("token-caption").textContent = `${studyWhere()}: rotation ${rot} (the others differ only in the order ` +
+      `the answers are shown); ${n} tokens; the answer position ${ap} (outlined) is where every belief is read.` +
+      (D.tokens ? "" : " This file records no token text (extracted before it did): token ids are shown.");
+    const frag = document.createDocumentFragment();
+    for (let k = 0; k < n; k++) {
+      const id = T.ids.data[start + k];
+      const known = text.has(id);
+      const shown = known ? text.get(id) : `⟨${id}⟩`;
+      const span = el("span", { class: "tok", "data-pos": String(k), "data-id": String(id),
+        title: `position ${k} · id ${id} · answer position ${ap}` });
+      span.textContent = shown === "" ? "∅" : shown;
+      if (!known || /^<\|.*\|>$|^<.*>$/.test(shown)) span.classList.add("special");
+      if (k === ap) { span.classList.add("answer"); span.setAttribute("aria-label", "answer position " + ap); }
+      frag.appendChild(span);
     }
+    box.appendChild(frag);
+    const answer = box.querySelector(".answer");  /* the read position in view */
+    if (answer) box.scrollTop = Math.max(0, answer.offsetTop - box.clientHeight + 3 * answer.offsetHeight);
+    box.onmouseover = (ev) => {
+      const s = ev.target.closest(".tok");
+      if (!s) return;
+      const id = Number(s.dataset.id);
+      $("token-info").textContent = `position ${s.dataset.pos} · id ${id}` +
+        (text.has(id) ? ` · ${JSON.stringify(text.get(id))}` : "") + ` · answer position ${ap}`;
+    };
+  }
 
-    function keys(ev) {
-      const tag = (ev.target && ev.target.tagName) || "";
-      if (tag === "SELECT" || tag === "INPUT" || tag === "TEXTAREA" || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-      const moves = {
-        ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 },
-        ArrowUp: { l: S.l + 1 }, ArrowDown: { l: S.l - 1 },
-        n: { e: S.e + 1 }, PageDown: { e: S.e + 1 }, p: { e: S.e - 1 }, PageUp: { e: S.e - 1 },
-      };
-      if (!(ev.key in moves)) return;
-      ev.preventDefault();
-      set(moves[ev.key]);
-    }
+  function studyBeliefs(sl) {
+    const labels = D.labels[C.probe[S.p]] || [];
+    const k = labels.length;
+    const out = sl.belief.row(S.d, S.p, S.t).slice(0, k);
+    const orc = sl.oracle.row(S.d, S.p, S.t).slice(0, k);
+    const lens = sl.lens_belief.row(S.s, S.d, S.p, S.t, S.l).slice(0, k);
+    const lensName = `${C.source[S.s]} at layer ${C.layer[S.l]}`;
+    const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.map(num),
+      marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } },
+      hovertemplate: "%{x}: %{y:.3f}<extra>" + name + "</extra>" });
+    Plotly.react("beliefs", [
+      bar("output", out, INK.output, ""), bar("oracle", orc, INK.oracle, "/"), bar(lensName, lens, INK.lens, "x"),
+    ], { barmode: "group", margin: { t: 30, r: 10, b: 40, l: 50 }, title: { text: studyWhere(), font: { size: 12 } },
+      xaxis: { title: { text: "outcome" } }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] },
+      legend: { orientation: "h", y: -0.2 } }, PLOT);
+    const m = S.m;
+    const table = $("belief-table");
+    table.textContent = "";
+    table.appendChild(el("caption", { text: `${studyWhere()} · ${lensName} · metric ${C.metric[m].toUpperCase()}` }));
+    table.appendChild(el("tr", {}, el("th", { text: "outcome" }), el("th", { text: "output" }),
+      el("th", { text: "oracle" }), el("th", { text: lensName })));
+    labels.forEach((lab, i) => table.appendChild(el("tr", { "data-outcome": lab }, el("th", { text: lab }),
+      el("td", { "data-col": "output", text: FMT(out[i]) }), el("td", { "data-col": "oracle", text: FMT(orc[i]) }),
+      el("td", { "data-col": "lens", text: FMT(lens[i]) }))));
+    table.appendChild(el("tr", { class: "divergence" },
+      el("th", { text: `${C.metric[m].toUpperCase()} to oracle (${D.units[C.metric[m]]})` }),
+      el("td", { "data-col": "output", id: "div-output", text: FMT(sl.output_divergence.at(m, S.d, S.p, S.t)) }),
+      el("td", { text: "0" }),
+      el("td", { "data-col": "lens", id: "div-lens", text: FMT(sl.lens_divergence.at(m, S.s, S.d, S.p, S.t, S.l)) })));
+  }
 
-    function draw() {
-      ctl.d.value = S.d; ctl.p.value = S.p; ctl.e.value = S.e; ctl.s.value = S.s;
-      ctl.m.value = S.m; ctl.scope.value = S.scope;
-      ctl.t.set(S.t); ctl.l.set(S.l);
-      withSlice(C.episode[S.e], (sl) => {
-        tokens(sl); beliefs(sl); heatmap(sl); trajectory(sl); bias();
-        ready();
+  function studyHeatmap(sl) {
+    const m = S.m;
+    const mean = S.scope === 1;
+    const z = C.layer.map((_, l) => C.turn.map((_, t) => num(mean
+      ? means.lens.at(m, S.s, S.d, S.p, t, l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, l))));
+    const unit = D.units[C.metric[m]];
+    /* the selected cell: a white frame inside a black one, visible on any colour and in greyscale */
+    const box = (x, y, color, width) => ({ type: "rect", xref: "x", yref: "y", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
+      line: { color, width } });
+    Plotly.react("heatmap", [{
+      type: "heatmap", x: C.turn, y: C.layer, z, colorscale: "Cividis", zmin: 0,
+      colorbar: { title: { text: unit, side: "right" } },
+      hovertemplate: "turn %{x}<br>layer %{y}<br>" + C.metric[m] + " %{z:.3f}<extra></extra>",
+    }], {
+      title: { text: `${C.source[S.s]}: ${C.metric[m].toUpperCase()} to the oracle, ` +
+        (mean ? `mean over episodes (${C.delivery[S.d]}, ${C.probe[S.p]})` : studyWhere().replace(/, turn.*/, "")), font: { size: 12 } },
+      margin: { t: 36, r: 10, b: 45, l: 55 },
+      xaxis: { title: { text: "turn" }, dtick: C.turn.length <= 30 ? 1 : undefined },
+      yaxis: { title: { text: "layer (0 = embeddings)" }, dtick: C.layer.length <= 16 ? 1 : undefined },
+      shapes: [box(C.turn[S.t], C.layer[S.l], "#000", 5), box(C.turn[S.t], C.layer[S.l], "#fff", 2)],
+    }, PLOT);
+    const gd = $("heatmap");
+    if (!gd.dataset.bound) {
+      gd.dataset.bound = "1";
+      gd.on("plotly_click", (ev) => {
+        const pt = ev.points[0];
+        studySet({ t: C.turn.indexOf(pt.x), l: C.layer.indexOf(pt.y) });
       });
     }
-
-    function where() {
-      return `episode ${C.episode[S.e]}, ${C.delivery[S.d]}, probe ${C.probe[S.p]}, turn ${C.turn[S.t]}`;
-    }
-
-    function tokens(sl) {
-      const T = sl.tokens;
-      const box = $("tokens");
-      box.textContent = "";
-      const n = T.length.at(S.d, S.p, S.t);
-      const start = T.start.at(S.d, S.p, S.t);
-      const ap = T.answer_pos.at(S.d, S.p, S.t);
-      if (n <= 0) { $("token-caption").textContent = `No read-out at ${where()}.`; return; }
-      const rot = T.rotation.at(S.d, S.p, S.t);
-      $("token-caption").textContent = `${where()}: rotation ${rot} (the others differ only in the order ` +
-        `the answers are shown); ${n} tokens; the answer position ${ap} (outlined) is where every belief is read.` +
-        (D.tokens ? "" : " This file records no token text (extracted before it did): token ids are shown.");
-      const frag = document.createDocumentFragment();
-      for (let k = 0; k < n; k++) {
-        const id = T.ids.data[start + k];
-        const known = text.has(id);
-        const shown = known ? text.get(id) : `⟨${id}⟩`;
-        const span = el("span", { class: "tok", "data-pos": String(k), "data-id": String(id),
-          title: `position ${k} · id ${id} · answer position ${ap}` });
-        span.textContent = shown === "" ? "∅" : shown;
-        if (!known || /^<\|.*\|>$|^<.*>$/.test(shown)) span.classList.add("special");
-        if (k === ap) { span.classList.add("answer"); span.setAttribute("aria-label", "answer position " + ap); }
-        frag.appendChild(span);
-      }
-      box.appendChild(frag);
-      const answer = box.querySelector(".answer");  /* the read position in view */
-      if (answer) box.scrollTop = Math.max(0, answer.offsetTop - box.clientHeight + 3 * answer.offsetHeight);
-      box.onmouseover = (ev) => {
-        const s = ev.target.closest(".tok");
-        if (!s) return;
-        const id = Number(s.dataset.id);
-        $("token-info").textContent = `position ${s.dataset.pos} · id ${id}` +
-          (text.has(id) ? ` · ${JSON.stringify(text.get(id))}` : "") + ` · answer position ${ap}`;
-      };
-    }
-
-    function beliefs(sl) {
-      const labels = D.labels[C.probe[S.p]] || [];
-      const k = labels.length;
-      const out = sl.belief.row(S.d, S.p, S.t).slice(0, k);
-      const orc = sl.oracle.row(S.d, S.p, S.t).slice(0, k);
-      const lens = sl.lens_belief.row(S.s, S.d, S.p, S.t, S.l).slice(0, k);
-      const lensName = `${C.source[S.s]} at layer ${C.layer[S.l]}`;
-      const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.map(num),
-        marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } },
-        hovertemplate: "%{x}: %{y:.3f}<extra>" + name + "</extra>" });
-      Plotly.react("beliefs", [
-        bar("output", out, INK.output, ""), bar("oracle", orc, INK.oracle, "/"), bar(lensName, lens, INK.lens, "x"),
-      ], { barmode: "group", margin: { t: 30, r: 10, b: 40, l: 50 }, title: { text: where(), font: { size: 12 } },
-        xaxis: { title: { text: "outcome" } }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] },
-        legend: { orientation: "h", y: -0.2 } }, PLOT);
-      const m = S.m;
-      const table = $("belief-table");
-      table.textContent = "";
-      table.appendChild(el("caption", { text: `${where()} · ${lensName} · metric ${C.metric[m].toUpperCase()}` }));
-      table.appendChild(el("tr", {}, el("th", { text: "outcome" }), el("th", { text: "output" }),
-        el("th", { text: "oracle" }), el("th", { text: lensName })));
-      labels.forEach((lab, i) => table.appendChild(el("tr", { "data-outcome": lab }, el("th", { text: lab }),
-        el("td", { "data-col": "output", text: FMT(out[i]) }), el("td", { "data-col": "oracle", text: FMT(orc[i]) }),
-        el("td", { "data-col": "lens", text: FMT(lens[i]) }))));
-      table.appendChild(el("tr", { class: "divergence" },
-        el("th", { text: `${C.metric[m].toUpperCase()} to oracle (${D.units[C.metric[m]]})` }),
-        el("td", { "data-col": "output", id: "div-output", text: FMT(sl.output_divergence.at(m, S.d, S.p, S.t)) }),
-        el("td", { text: "0" }),
-        el("td", { "data-col": "lens", id: "div-lens", text: FMT(sl.lens_divergence.at(m, S.s, S.d, S.p, S.t, S.l)) })));
-    }
-
-    function heatmap(sl) {
-      const m = S.m;
-      const mean = S.scope === 1;
-      const z = C.layer.map((_, l) => C.turn.map((_, t) => num(mean
-        ? means.lens.at(m, S.s, S.d, S.p, t, l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, l))));
-      const unit = D.units[C.metric[m]];
-      /* the selected cell: a white frame inside a black one, visible on any colour and in greyscale */
-      const box = (x, y, color, width) => ({ type: "rect", xref: "x", yref: "y", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
-        line: { color, width } });
-      Plotly.react("heatmap", [{
-        type: "heatmap", x: C.turn, y: C.layer, z, colorscale: "Cividis", zmin: 0,
-        colorbar: { title: { text: unit, side: "right" } },
-        hovertemplate: "turn %{x}<br>layer %{y}<br>" + C.metric[m] + " %{z:.3f}<extra></extra>",
-      }], {
-        title: { text: `${C.source[S.s]}: ${C.metric[m].toUpperCase()} to the oracle, ` +
-          (mean ? `mean over episodes (${C.delivery[S.d]}, ${C.probe[S.p]})` : where().replace(/, turn.*/, "")), font: { size: 12 } },
-        margin: { t: 36, r: 10, b: 45, l: 55 },
-        xaxis: { title: { text: "turn" }, dtick: C.turn.length <= 30 ? 1 : undefined },
-        yaxis: { title: { text: "layer (0 = embeddings)" }, dtick: C.layer.length <= 16 ? 1 : undefined },
-        shapes: [box(C.turn[S.t], C.layer[S.l], "#000", 5), box(C.turn[S.t], C.layer[S.l], "#fff", 2)],
-      }, PLOT);
-      const gd = $("heatmap");
-      if (!gd.dataset.bound) {
-        gd.dataset.bound = "1";
-        gd.on("plotly_click", (ev) => {
-          const pt = ev.points[0];
-          set({ t: C.turn.indexOf(pt.x), l: C.layer.indexOf(pt.y) });
-        });
-      }
-    }
-
-    function trajectory(sl) {
-      const m = S.m;
-      const mean = S.scope === 1;
-      const outY = C.turn.map((_, t) => num(mean ? means.output.at(m, S.d, S.p, t) : sl.output_divergence.at(m, S.d, S.p, t)));
-      const lensY = C.turn.map((_, t) => num(mean ? means.lens.at(m, S.s, S.d, S.p, t, S.l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, S.l)));
-      Plotly.react("trajectory", [
-        { type: "scatter", mode: "lines+markers", name: "output", x: C.turn, y: outY, line: { color: INK.output, width: 3 } },
-        { type: "scatter", mode: "lines+markers", name: `${C.source[S.s]} at layer ${C.layer[S.l]}`, x: C.turn, y: lensY,
-          line: { color: "#6e6e6e", dash: "dash", width: 2 }, marker: { symbol: "square" } },
-      ], {
-        title: { text: (mean ? "mean over episodes" : `episode ${C.episode[S.e]}`) + `, ${C.delivery[S.d]}, ${C.probe[S.p]}`, font: { size: 12 } },
-        margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "turn" }, dtick: 1 },
-        yaxis: { title: { text: D.units[C.metric[m]] }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 },
-        shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.turn[S.t], x1: C.turn[S.t], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }],
-      }, PLOT);
-      const gd = $("trajectory");
-      if (!gd.dataset.bound) {
-        gd.dataset.bound = "1";
-        gd.on("plotly_click", (ev) => set({ t: C.turn.indexOf(ev.points[0].x) }));
-      }
-    }
-
-    const B = { rm: nd(D.bias.rotation_tvd_mean), rs: nd(D.bias.rotation_tvd_sem),
-      pm: nd(D.bias.position_excess_mean), ps: nd(D.bias.position_excess_sem) };
-    function bias() {
-      const sub = `${C.delivery[S.d]}, ${C.probe[S.p]}; mean ± 1 SEM over instances`;
-      const bars = (x, m, s, xt, yt, id) => Plotly.react(id, [{
-        type: "bar", x, y: m.map(num), error_y: { type: "data", array: s.map((v) => (Number.isNaN(v) ? 0 : v)) },
-        marker: { color: "#6e6e6e", line: { color: "#000", width: 1 } } }], {
-        title: { text: sub, font: { size: 12 } }, margin: { t: 30, r: 10, b: 45, l: 55 },
-        xaxis: { title: { text: xt }, dtick: 1 }, yaxis: { title: { text: yt } } }, PLOT);
-      bars(D.bias.rotation, B.rm.row(S.d, S.p), B.rs.row(S.d, S.p), "rotation", "TVD(rotation's belief, debiased)", "bias-rotation");
-      bars(D.bias.option, B.pm.row(S.d, S.p), B.ps.row(S.d, S.p), "option (answer position)", "excess probability", "bias-option");
-    }
-
-    draw();
   }
+
+  function studyTrajectory(sl) {
+    const m = S.m;
+    const mean = S.scope === 1;
+    const outY = C.turn.map((_, t) => num(mean ? means.output.at(m, S.d, S.p, t) : sl.output_divergence.at(m, S.d, S.p, t)));
+    const lensY = C.turn.map((_, t) => num(mean ? means.lens.at(m, S.s, S.d, S.p, t, S.l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, S.l)));
+    Plotly.react("trajectory", [
+      { type: "scatter", mode: "lines+markers", name: "output", x: C.turn, y: outY, line: { color: INK.output, width: 3 } },
+      { type: "scatter", mode: "lines+markers", name: `${C.source[S.s]} at layer ${C.layer[S.l]}`, x: C.turn, y: lensY,
+        line: { color: "#6e6e6e", dash: "dash", width: 2 }, marker: { symbol: "square" } },
+    ], {
+      title: { text: (mean ? "mean over episodes" : `episode ${C.episode[S.e]}`) + `, ${C.delivery[S.d]}, ${C.probe[S.p]}`, font: { size: 12 } },
+      margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "turn" }, dtick: 1 },
+      yaxis: { title: { text: D.units[C.metric[m]] }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 },
+      shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.turn[S.t], x1: C.turn[S.t], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }],
+    }, PLOT);
+    const gd = $("trajectory");
+    if (!gd.dataset.bound) {
+      gd.dataset.bound = "1";
+      gd.on("plotly_click", (ev) => studySet({ t: C.turn.indexOf(ev.points[0].x) }));
+    }
+  }
+
+  function studyBias() {
+    const sub = `${C.delivery[S.d]}, ${C.probe[S.p]}; mean ± 1 SEM over instances`;
+    const bars = (x, m, s, xt, yt, id) => Plotly.react(id, [{
+      type: "bar", x, y: m.map(num), error_y: { type: "data", array: s.map((v) => (Number.isNaN(v) ? 0 : v)) },
+      marker: { color: "#6e6e6e", line: { color: "#000", width: 1 } } }], {
+      title: { text: sub, font: { size: 12 } }, margin: { t: 30, r: 10, b: 45, l: 55 },
+      xaxis: { title: { text: xt }, dtick: 1 }, yaxis: { title: { text: yt } } }, PLOT);
+    bars(D.bias.rotation, B.rm.row(S.d, S.p), B.rs.row(S.d, S.p), "rotation", "TVD(rotation's belief, debiased)", "bias-rotation");
+    bars(D.bias.option, B.pm.row(S.d, S.p), B.ps.row(S.d, S.p), "option (answer position)", "excess probability", "bias-option");
+  }
+
 
   function header() {
     document.title = D.title;
@@ -360,19 +365,20 @@
   const style = (i) => STYLES[i % STYLES.length];
 
   /* ------------------------------------------------------------------ a patch file */
+  let PC, P, A, per, bel, vars, PS, pctl;
   function patch() {
-    const C = D.coords;
-    const P = D.pairs;
-    const A = { transfer: nd(D.summary.transfer_mean), tvd_source_oracle: nd(D.summary.tvd_source_oracle_mean) };
-    const per = { transfer: nd(P.transfer), tvd_source_oracle: nd(P.tvd_source_oracle) };
-    const bel = { base: nd(P.base), source: nd(P.source), oracle: nd(P.source_oracle), patched: nd(P.patched), k: nd(P.n_outcome) };
-    const vars = ["transfer", "tvd_source_oracle"];
-    const S = { d: 0, p: 0, t: C.turn.length - 1, l: 0, s: 0, v: 0, pair: 0 };
-    const ctl = {
-      d: select("delivery", "delivery", C.delivery, (i) => set({ d: i })),
-      p: select("probe", "probe", C.probe, (i) => set({ p: i })),
-      t: select("turn", "turn", C.turn, (i) => set({ t: i })),
-      v: select("variable", "value", vars, (i) => set({ v: i }), (v) => (v === "transfer" ? "belief transfer" : "TVD to the source's oracle")),
+    PC = D.coords;
+    P = D.pairs;
+    A = { transfer: nd(D.summary.transfer_mean), tvd_source_oracle: nd(D.summary.tvd_source_oracle_mean) };
+    per = { transfer: nd(P.transfer), tvd_source_oracle: nd(P.tvd_source_oracle) };
+    bel = { base: nd(P.base), source: nd(P.source), oracle: nd(P.source_oracle), patched: nd(P.patched), k: nd(P.n_outcome) };
+    vars = ["transfer", "tvd_source_oracle"];
+    PS = { d: 0, p: 0, t: PC.turn.length - 1, l: 0, s: 0, v: 0, pair: 0 };
+    pctl = {
+      d: select("delivery", "delivery", PC.delivery, (i) => patchSet({ d: i })),
+      p: select("probe", "probe", PC.probe, (i) => patchSet({ p: i })),
+      t: select("turn", "turn", PC.turn, (i) => patchSet({ t: i })),
+      v: select("variable", "value", vars, (i) => patchSet({ v: i }), (v) => (v === "transfer" ? "belief transfer" : "TVD to the source's oracle")),
     };
     $("keys").textContent = "Keys: ↑ ↓ layer · ← → patched positions · n / p pair. Click a cell to list its pairs.";
     $("app").appendChild(el("div", { class: "grid" },
@@ -380,74 +386,74 @@
       el("section", { class: "panel" }, el("h3", { text: "Base and source read-outs at the selected cell" }),
         el("table", { id: "pair-table", class: "values" }), el("div", { id: "pair-beliefs", class: "chart" }))));
     bodyText();
-    document.addEventListener("keydown", (ev) => {
-      const tag = (ev.target && ev.target.tagName) || "";
-      if (tag === "SELECT" || tag === "INPUT") return;
-      const m = { ArrowUp: { l: S.l + 1 }, ArrowDown: { l: S.l - 1 }, ArrowLeft: { s: S.s - 1 }, ArrowRight: { s: S.s + 1 },
-        n: { pair: S.pair + 1 }, p: { pair: S.pair - 1 } }[ev.key];
-      if (m) { ev.preventDefault(); set(m); }
-    });
-    function set(c) {
-      Object.assign(S, c);
-      S.l = Math.max(0, Math.min(C.layer.length - 1, S.l));
-      S.s = Math.max(0, Math.min(C.positions.length - 1, S.s));
-      draw();
-    }
-    function pairs() {
-      const out = [];
-      P.delivery.forEach((d, i) => { if (d === C.delivery[S.d] && P.probe[i] === C.probe[S.p] && P.turn[i] === C.turn[S.t]) out.push(i); });
-      return out;
-    }
-    function draw() {
-      ctl.d.value = S.d; ctl.p.value = S.p; ctl.t.value = S.t; ctl.v.value = S.v;
-      const v = vars[S.v];
-      const z = C.layer.map((_, l) => C.positions.map((_, s) => num(A[v].at(S.d, S.p, S.t, l, s))));
-      Plotly.react("heatmap", [{ type: "heatmap", x: C.positions, y: C.layer, z, colorscale: "Cividis",
-        colorbar: { title: { text: v === "transfer" ? "belief transfer (1 = the source's belief)" : "TVD" } },
-        hovertemplate: "positions %{x}<br>layer %{y}<br>%{z:.3f}<extra></extra>" }], {
-        title: { text: `${C.probe[S.p]} (${C.delivery[S.d]}), turn ${C.turn[S.t]}`, font: { size: 12 } },
-        margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "positions (patched)" } },
-        yaxis: { title: { text: "layer (0 = embeddings)" } },
-        shapes: [{ type: "rect", xref: "x", yref: "y", x0: S.s - 0.5, x1: S.s + 0.5, y0: C.layer[S.l] - 0.5, y1: C.layer[S.l] + 0.5,
-          line: { color: "#000", width: 4 } }] }, PLOT);
-      const gd = $("heatmap");
-      if (!gd.dataset.bound) {
-        gd.dataset.bound = "1";
-        gd.on("plotly_click", (ev) => set({ l: C.layer.indexOf(ev.points[0].y), s: C.positions.indexOf(ev.points[0].x), pair: 0 }));
-      }
-      linked();
-      ready();
-    }
-    function linked() {
-      const rows = pairs();
-      S.pair = Math.max(0, Math.min(rows.length - 1, S.pair));
-      const t = $("pair-table");
-      t.textContent = "";
-      t.appendChild(el("caption", { text: `layer ${C.layer[S.l]}, positions ${C.positions[S.s]}: ${rows.length} pairs (click a row)` }));
-      t.appendChild(el("tr", {}, el("th", { text: "base episode" }), el("th", { text: "source episode" }),
-        el("th", { text: "belief transfer" }), el("th", { text: "TVD to source's oracle" })));
-      rows.forEach((i, j) => {
-        const tr = el("tr", { "data-pair": String(i), tabindex: "0", class: j === S.pair ? "selected" : "" },
-          el("th", { text: String(P.episode[i]) }), el("td", { text: String(P.source_episode[i]) }),
-          el("td", { text: FMT(per.transfer.at(i, S.l, S.s)) }), el("td", { text: FMT(per.tvd_source_oracle.at(i, S.l, S.s)) }));
-        tr.addEventListener("click", () => set({ pair: j }));
-        if (j === S.pair) tr.style.fontWeight = "700";
-        t.appendChild(tr);
-      });
-      if (!rows.length) { Plotly.purge("pair-beliefs"); return; }
-      const i = rows[S.pair];
-      const k = bel.k.at(i);
-      const labels = (D.labels && D.labels[P.probe[i]]) || Array.from({ length: k }, (_, j) => "outcome " + j);
-      const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.slice(0, k).map(num),
-        marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } } });
-      Plotly.react("pair-beliefs", [bar("base", bel.base.row(i), INK.output, ""), bar("source", bel.source.row(i), INK.lens, "x"),
-        bar("patched", bel.patched.row(i, S.l, S.s), "#d0d0d0", "."), bar("source's oracle", bel.oracle.row(i), INK.oracle, "/")],
-      { barmode: "group", title: { text: `base episode ${P.episode[i]} ← source episode ${P.source_episode[i]}`, font: { size: 12 } },
-        margin: { t: 36, r: 10, b: 40, l: 50 }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] }, xaxis: { title: { text: "outcome" } },
-        legend: { orientation: "h", y: -0.2 } }, PLOT);
-    }
-    draw();
+    onKeys(() => ({ ArrowUp: { l: PS.l + 1 }, ArrowDown: { l: PS.l - 1 }, ArrowLeft: { s: PS.s - 1 },
+      ArrowRight: { s: PS.s + 1 }, n: { pair: PS.pair + 1 }, p: { pair: PS.pair - 1 } }), patchSet);
+    patchDraw();
   }
+
+  function patchSet(c) {
+    Object.assign(PS, c);
+    PS.l = Math.max(0, Math.min(PC.layer.length - 1, PS.l));
+    PS.s = Math.max(0, Math.min(PC.positions.length - 1, PS.s));
+    patchDraw();
+  }
+
+  function patchPairs() {
+    const out = [];
+    P.delivery.forEach((d, i) => { if (d === PC.delivery[PS.d] && P.probe[i] === PC.probe[PS.p] && P.turn[i] === PC.turn[PS.t]) out.push(i); });
+    return out;
+  }
+
+  function patchDraw() {
+    pctl.d.value = PS.d; pctl.p.value = PS.p; pctl.t.value = PS.t; pctl.v.value = PS.v;
+    const v = vars[PS.v];
+    const z = PC.layer.map((_, l) => PC.positions.map((_, s) => num(A[v].at(PS.d, PS.p, PS.t, l, s))));
+    Plotly.react("heatmap", [{ type: "heatmap", x: PC.positions, y: PC.layer, z, colorscale: "Cividis",
+      colorbar: { title: { text: v === "transfer" ? "belief transfer (1 = the source's belief)" : "TVD" } },
+      hovertemplate: "positions %{x}<br>layer %{y}<br>%{z:.3f}<extra></extra>" }], {
+      title: { text: `${PC.probe[PS.p]} (${PC.delivery[PS.d]}), turn ${PC.turn[PS.t]}`, font: { size: 12 } },
+      margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "positions (patched)" } },
+      yaxis: { title: { text: "layer (0 = embeddings)" } },
+      shapes: [{ type: "rect", xref: "x", yref: "y", x0: PS.s - 0.5, x1: PS.s + 0.5, y0: PC.layer[PS.l] - 0.5, y1: PC.layer[PS.l] + 0.5,
+        line: { color: "#000", width: 4 } }] }, PLOT);
+    const gd = $("heatmap");
+    if (!gd.dataset.bound) {
+      gd.dataset.bound = "1";
+      gd.on("plotly_click", (ev) => patchSet({ l: PC.layer.indexOf(ev.points[0].y), s: PC.positions.indexOf(ev.points[0].x), pair: 0 }));
+    }
+    patchLinked();
+    ready();
+  }
+
+  function patchLinked() {
+    const rows = patchPairs();
+    PS.pair = Math.max(0, Math.min(rows.length - 1, PS.pair));
+    const t = $("pair-table");
+    t.textContent = "";
+    t.appendChild(el("caption", { text: `layer ${PC.layer[PS.l]}, positions ${PC.positions[PS.s]}: ${rows.length} pairs (click a row)` }));
+    t.appendChild(el("tr", {}, el("th", { text: "base episode" }), el("th", { text: "source episode" }),
+      el("th", { text: "belief transfer" }), el("th", { text: "TVD to source's oracle" })));
+    rows.forEach((i, j) => {
+      const tr = el("tr", { "data-pair": String(i), tabindex: "0", class: j === PS.pair ? "selected" : "" },
+        el("th", { text: String(P.episode[i]) }), el("td", { text: String(P.source_episode[i]) }),
+        el("td", { text: FMT(per.transfer.at(i, PS.l, PS.s)) }), el("td", { text: FMT(per.tvd_source_oracle.at(i, PS.l, PS.s)) }));
+      tr.addEventListener("click", () => patchSet({ pair: j }));
+      if (j === PS.pair) tr.style.fontWeight = "700";
+      t.appendChild(tr);
+    });
+    if (!rows.length) { Plotly.purge("pair-beliefs"); return; }
+    const i = rows[PS.pair];
+    const k = bel.k.at(i);
+    const labels = (D.labels && D.labels[P.probe[i]]) || Array.from({ length: k }, (_, j) => "outcome " + j);
+    const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.slice(0, k).map(num),
+      marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } } });
+    Plotly.react("pair-beliefs", [bar("base", bel.base.row(i), INK.output, ""), bar("source", bel.source.row(i), INK.lens, "x"),
+      bar("patched", bel.patched.row(i, PS.l, PS.s), "#d0d0d0", "."), bar("source's oracle", bel.oracle.row(i), INK.oracle, "/")],
+    { barmode: "group", title: { text: `base episode ${P.episode[i]} ← source episode ${P.source_episode[i]}`, font: { size: 12 } },
+      margin: { t: 36, r: 10, b: 40, l: 50 }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] }, xaxis: { title: { text: "outcome" } },
+      legend: { orientation: "h", y: -0.2 } }, PLOT);
+  }
+
 
   /* ------------------------------------------------------------------ a steering file */
   function steer() {
@@ -464,12 +470,7 @@
     $("app").appendChild(el("div", { class: "grid" }, panel("slopes", "Slope of the point estimate per unit α, per layer", true),
       panel("curves", "Steering curves at the selected layer (mean ± 1 SEM over instances)", true)));
     bodyText();
-    document.addEventListener("keydown", (ev) => {
-      const tag = (ev.target && ev.target.tagName) || "";
-      if (tag === "SELECT" || tag === "INPUT") return;
-      const m = { ArrowLeft: { l: S.l - 1 }, ArrowRight: { l: S.l + 1 } }[ev.key];
-      if (m) { ev.preventDefault(); set(m); }
-    });
+    onKeys(() => ({ ArrowLeft: { l: S.l - 1 }, ArrowRight: { l: S.l + 1 } }), set);
     function set(c) { Object.assign(S, c); S.l = Math.max(0, Math.min(C.layer.length - 1, S.l)); draw(); }
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p; ctl.l.set(S.l);
@@ -532,12 +533,7 @@
     $("app").appendChild(el("div", { class: "grid" }, panel("depth", "TVD to the oracle against relative depth, every model", true),
       panel("turns", "Output TVD to the oracle per turn, every model", true)));
     bodyText();
-    document.addEventListener("keydown", (ev) => {
-      const tag = (ev.target && ev.target.tagName) || "";
-      if (tag === "SELECT" || tag === "INPUT") return;
-      const m = { ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 } }[ev.key];
-      if (m) { ev.preventDefault(); set(m); }
-    });
+    onKeys(() => ({ ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 } }), set);
     function set(c) { Object.assign(S, c); S.t = Math.max(0, Math.min(C.turn.length - 1, S.t)); draw(); }
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p; ctl.src.value = S.src; ctl.t.set(S.t);
