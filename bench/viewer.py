@@ -5,9 +5,11 @@ Each study is analysed as ``analyze --out`` does (linear probes skipped: they ch
 by a few printed lines), then its page is opened from disk in Debian's headless Chromium
 (Playwright, ``executable_path=/usr/bin/chromium``, a fresh profile each time) and timed from
 navigation to the viewer's first complete draw (``window.blReady``), as the wall clock of
-the test driver and as the page's own ``performance.now()``; the median of ``--repeats``
-opens. For a study whose slices are written beside the page, the time to show an episode
-loaded from there is timed too.
+the test driver and as the page's own ``performance.now()`` (and how much of it passes before
+the viewer's script starts: parsing the HTML and running plotly.js); the median of
+``--repeats`` opens, with the machine's load average printed beside them. For a study whose
+slices are written beside the page, the time to show an episode loaded from there is timed
+too.
 
 The synthetic study has the demo's shape at a larger scale: coin-flip-like read-outs (2
 deliveries, 2 two-outcome probes, 11 turns, 2 rotations: 88 read-outs per episode, 1,137
@@ -112,19 +114,22 @@ def synthetic_study(out: Path, reads: int, seed: int = 0) -> Path:
     return writer.finish(out)
 
 
-def _open_times(html: Path, repeats: int, episode: str | None) -> tuple[float, float, float]:
-    """Median seconds to the first draw (driver's clock, page's clock) and, with
-    ``episode``, to show that episode (loaded from beside the page)."""
+def _open_times(html: Path, repeats: int,
+                episode: str | None) -> tuple[float, float, float, float]:
+    """Median seconds to the first draw (driver's clock, page's clock), of it before the
+    viewer's script starts (HTML and plotly.js parsed and run) and, with ``episode``, to show
+    that episode (loaded from beside the page)."""
     sys.path.insert(0, str(ROOT))
     from tests.report.browser import chromium, open_page
 
-    wall, own, switch = [], [], []
+    wall, own, before, switch = [], [], [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as prof, chromium(Path(prof)) as ctx:
             opened = open_page(ctx, html, timeout_ms=120_000)
             assert not opened.errors and not opened.requests, (opened.errors, opened.requests)
             wall.append(opened.seconds)
             own.append(float(opened.page.evaluate("window.blReadyMs")) / 1000)
+            before.append(float(opened.page.evaluate("window.blAppStart")) / 1000)
             if episode is not None:
                 t0 = time.perf_counter()
                 opened.page.select_option("#episode", label=episode)
@@ -132,7 +137,7 @@ def _open_times(html: Path, repeats: int, episode: str | None) -> tuple[float, f
                     "document.querySelector('#belief-table caption').textContent"
                     f".includes('episode {episode},')", timeout=60_000)
                 switch.append(time.perf_counter() - t0)
-    return (statistics.median(wall), statistics.median(own),
+    return (statistics.median(wall), statistics.median(own), statistics.median(before),
             statistics.median(switch) if switch else float("nan"))
 
 
@@ -151,10 +156,13 @@ def measure(name: str, study: Path, out: Path, repeats: int) -> None:
     episode = None
     if n_files:
         episode = max(folder.iterdir(), key=lambda f: int(f.stem.split("-")[1])).stem.split("-")[1]
-    wall, own, switch = _open_times(html, repeats, episode)
-    print(f"{name}: note: {last}")
+    wall, own, before, switch = _open_times(html, repeats, episode)
+    import os
+
+    print(f"{name}: note: {last}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{name}: page_mb={html.stat().st_size / 1e6:.2f} open_s={wall:.2f} "
-          f"page_clock_s={own:.2f} slices_beside={n_files} slices_mb={beside / 1e6:.1f} "
+          f"page_clock_s={own:.2f} before_script_s={before:.2f} slices_beside={n_files} "
+          f"slices_mb={beside / 1e6:.1f} "
           f"lazy_episode_s={switch:.2f} analyze_s={analyse_s:.0f}", flush=True)
 
 

@@ -2,6 +2,7 @@
  * One selection drives every view; see belieflens/report/viewer.py for what the data holds. */
 (function () {
   "use strict";
+  window.blAppStart = performance.now();
   const D = JSON.parse(document.getElementById("bl-data").textContent);
   const $ = (id) => document.getElementById(id);
   const PLOT = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"] };
