@@ -154,8 +154,8 @@ def patch_summary(per_pair: xr.Dataset) -> xr.Dataset:
                                    POSITIONS: per_pair[POSITIONS].values})
 
 
-def _labels(ds: xr.Dataset) -> dict[str, list[str]]:
-    """Each probe's outcome labels (from its first read-out)."""
+def outcome_labels(ds: xr.Dataset) -> dict[str, list[str]]:
+    """Each probe's outcome labels (from its first read-out) in a result file."""
     out: dict[str, list[str]] = {}
     labels = np.asarray(ds["outcome_label"].values).astype(str)
     for i, p in enumerate(np.asarray(ds["probe"].values).astype(str)):
@@ -178,7 +178,7 @@ def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataA
     """The debiased belief's point estimate under steering along the probe direction
     (``steered_logprob``) and the random control (``control_logprob``), dims ``(delivery,
     probe, episode, turn, layer, alpha)``."""
-    labels = _labels(ds)
+    labels = outcome_labels(ds)
     return {var: _means(instance_logprob(ds, ds[var], method=method, extra=(LAYER, "alpha")),
                         labels)
             for var in ("steered_logprob", "control_logprob")}

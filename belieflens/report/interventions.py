@@ -15,6 +15,7 @@ import xarray as xr
 from belieflens.analysis import interventions as summaries
 from belieflens.analysis.interventions import (
     erase_summary,
+    outcome_labels,
     patch_beliefs,
     patch_summary,
     patch_transfer,
@@ -202,7 +203,7 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
         headline = _patch_headline(summ)
         if out is not None:
             files.append(_patch_heatmap(summ, out / "patch_transfer.png"))
-        data = patch_payload(summ, beliefs, per_pair) if page else {}
+        data = patch_payload(summ, beliefs, per_pair, outcome_labels(ds)) if page else {}
     elif kind == "intervention-steer":
         summ = steer_summary(ds, method=method)
         body = _steer_text(summ, ds)

@@ -263,14 +263,17 @@ def _arrays(ds: xr.Dataset, names: Sequence[str], order: Sequence[str]) -> dict[
     return {n: encode(ds[n], order) for n in names if n in ds}
 
 
-def patch_payload(summ: xr.Dataset, beliefs: xr.Dataset, per_pair: xr.Dataset) -> dict[str, Any]:
+def patch_payload(summ: xr.Dataset, beliefs: xr.Dataset, per_pair: xr.Dataset,
+                  labels: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """A patch file's page data: :func:`~belieflens.analysis.interventions.patch_summary`
     (the layer × position heatmap), and per instance pair its transfer and the base, source
-    and patched beliefs (:func:`~belieflens.analysis.interventions.patch_beliefs`)."""
+    and patched beliefs (:func:`~belieflens.analysis.interventions.patch_beliefs`); ``labels``
+    are each probe's outcome labels."""
     grid = ("delivery", "probe", "turn", "layer", "positions")
     pair = "instance_pair"
     return {
         "coords": coords(summ, grid),
+        "labels": {str(k): [str(x) for x in v] for k, v in labels.items()},
         "summary": _arrays(summ, ("transfer_mean", "transfer_sem", "tvd_source_oracle_mean",
                                   "tvd_source_oracle_sem", "n"), grid),
         "pairs": {

@@ -132,7 +132,7 @@
     ctl.e = select("episode", "episode", C.episode, (i) => studySet({ e: i }));
     ctl.t = slider("turn", "turn", C.turn, (i) => studySet({ t: i }));
     ctl.l = slider("layer", "layer", C.layer, (i) => studySet({ l: i }));
-    ctl.s = select("source", "lens", C.source, (i) => studySet({ s: i }));
+    ctl.s = select("source", "source", C.source, (i) => studySet({ s: i }));
     ctl.m = select("metric", "metric", C.metric, (i) => studySet({ m: i }), (m) => m.toUpperCase());
     ctl.scope = select("scope", "heatmap", scopes, (i) => studySet({ scope: i }));
     $("keys").textContent = "Keys: ← → turn · ↑ ↓ layer · n / p or PageDown / PageUp episode · " +
@@ -527,7 +527,7 @@
     const ctl = {
       d: select("delivery", "delivery", C.delivery, (i) => set({ d: i })),
       p: select("probe", "probe", C.probe, (i) => set({ p: i })),
-      src: select("source", "read-out", C.source, (i) => set({ src: i })),
+      src: select("source", "source", C.source, (i) => set({ src: i })),
       t: slider("turn", "turn", C.turn, (i) => set({ t: i })),
     };
     $("keys").textContent = "Keys: ← → turn. Click a turn in the output chart to select it. " + (D.depth_note || "");
