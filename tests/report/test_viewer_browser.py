@@ -47,7 +47,8 @@ def _close(text: str, value: float) -> bool:
 
 def test_the_page_loads_clean_and_offline(browser: Any, viewer_out: Path) -> None:
     opened = open_page(browser, viewer_out / "study.html")
-    try:
+    try:  # the summary's charts are drawn just after the first screen
+        opened.page.wait_for_function("document.getElementById('bias-option').data !== undefined")
         assert opened.errors == []
         assert opened.requests == []
         page = opened.page

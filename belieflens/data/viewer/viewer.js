@@ -118,7 +118,7 @@
   }
 
   /* ------------------------------------------------------------------ the study */
-  let C, means, text, S, ctl, B;
+  let C, means, text, S, ctl, B, biasDrawn;
   function study() {
     C = D.coords;
     means = { lens: nd(D.means.lens_divergence), output: nd(D.means.output_divergence) };
@@ -194,8 +194,12 @@
     ctl.m.value = S.m; ctl.scope.value = S.scope;
     ctl.t.set(S.t); ctl.l.set(S.l);
     withSlice(C.episode[S.e], (sl) => {
-      studyTokens(sl); studyBeliefs(sl); studyHeatmap(sl); studyTrajectory(sl); studyBias();
+      studyTokens(sl); studyBeliefs(sl); studyHeatmap(sl); studyTrajectory(sl);
       ready();
+      /* the summary's charts, below the episode views, depend on delivery and probe only:
+         drawn after the first screen, and again only when those change */
+      const key = S.d + "/" + S.p;
+      if (biasDrawn !== key) { biasDrawn = key; setTimeout(studyBias, 0); }
     });
   }
 
