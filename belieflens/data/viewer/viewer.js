@@ -351,6 +351,12 @@
   function panel(id, title, tall) {
     return el("section", { class: "panel" }, el("h3", { text: title }), el("div", { id: id, class: tall ? "chart tall" : "chart" }));
   }
+  /* the keys line, two tall charts side by side ([id, title] each), then the tables */
+  function twoPanels(keys, left, right) {
+    $("keys").textContent = keys;
+    $("app").appendChild(el("div", { class: "grid" }, panel(left[0], left[1], true), panel(right[0], right[1], true)));
+    bodyText();
+  }
   function bodyText() {
     if (!D.body) return;
     $("app").appendChild(el("h2", { text: "Tables" }));
@@ -471,10 +477,9 @@
       p: select("probe", "probe", C.probe, (i) => set({ p: i })),
       l: slider("layer", "layer", C.layer, (i) => set({ l: i })),
     };
-    $("keys").textContent = "Keys: ← → layer. Click a layer in the slopes to see its curves.";
-    $("app").appendChild(el("div", { class: "grid" }, panel("slopes", "Slope of the point estimate per unit α, per layer", true),
-      panel("curves", "Steering curves at the selected layer (mean ± 1 SEM over instances)", true)));
-    bodyText();
+    twoPanels("Keys: ← → layer. Click a layer in the slopes to see its curves.",
+      ["slopes", "Slope of the point estimate per unit α, per layer"],
+      ["curves", "Steering curves at the selected layer (mean ± 1 SEM over instances)"]);
     onKeys(() => ({ ArrowLeft: { l: S.l - 1 }, ArrowRight: { l: S.l + 1 } }), set);
     function set(c) { Object.assign(S, c); S.l = Math.max(0, Math.min(C.layer.length - 1, S.l)); draw(); }
     function draw() {
@@ -534,10 +539,9 @@
       src: select("source", "source", C.source, (i) => set({ src: i })),
       t: slider("turn", "turn", C.turn, (i) => set({ t: i })),
     };
-    $("keys").textContent = "Keys: ← → turn. Click a turn in the output chart to select it. " + (D.depth_note || "");
-    $("app").appendChild(el("div", { class: "grid" }, panel("depth", "TVD to the oracle against relative depth, every model", true),
-      panel("turns", "Output TVD to the oracle per turn, every model", true)));
-    bodyText();
+    twoPanels("Keys: ← → turn. Click a turn in the output chart to select it. " + (D.depth_note || ""),
+      ["depth", "TVD to the oracle against relative depth, every model"],
+      ["turns", "Output TVD to the oracle per turn, every model"]);
     onKeys(() => ({ ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 } }), set);
     function set(c) { Object.assign(S, c); S.t = Math.max(0, Math.min(C.turn.length - 1, S.t)); draw(); }
     function draw() {
