@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs demo test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -47,7 +47,20 @@ demo: setup
 		--out $(DEMO)/coin-flip.h5 --overwrite
 	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
 
-test: setup setup-docs
+# Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
+# executable_path; no browser download). Quick when it is there; without root it only says
+# that the browser tests will skip.
+setup-browser:
+	@if command -v chromium >/dev/null 2>&1; then \
+		echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium chromium-driver >/dev/null && echo "chromium: installed"; \
+	else \
+		echo "chromium is not installed (run make setup-browser as root): browser tests skip"; \
+	fi
+
+test: setup setup-docs setup-browser
 	$(VENV)/bin/pytest -q
 	$(VENV)/bin/mypy --strict belieflens tests bench
 	$(VENV)/bin/ruff check .

@@ -569,6 +569,7 @@ def analyze(
     probes: bool = True,
     seed: int = 0,
     client: DaskClient | str | None = None,
+    html: bool = True,
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
@@ -585,6 +586,8 @@ def analyze(
         probes: fit the linear probes.
         seed: seeds the probes' folds.
         client: a Dask client or a ``--cluster`` value.
+        html: with ``out``, also write the interactive page (``study.html``, or
+            ``intervention.html`` for a result file).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -600,9 +603,9 @@ def analyze(
 
     method = choice("--debias", debias, DEBIAS_METHODS)
     if is_result(file):
-        return report(file, out, method=method)
+        return report(file, out, method=method, html=html)
     return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
-               sections=envs.sections_for)
+               sections=envs.sections_for, html=html)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``cont_extra``: continuation positions 0..n-2 whose residuals predict tokens 1..n-1
 - ``vocab``: the model's vocabulary
 - ``lens_token``: the subset of vocabulary rows stored for the offline logit lens
+- ``text_token``: the vocabulary ids of a study (every id of ``input_ids`` and
+  ``option_ids``) whose decoded text is stored, so that a viewer shows tokens without a
+  tokenizer
 - ``source``: where a belief is read (the output, the logit lens, a tuned lens, a probe)
 - ``style``, ``case``, ``type``: analysis groupings (a simulator's story style, a judgment
   case, a recommender user type)
@@ -47,6 +50,7 @@ Dim = Literal[
     "cont_extra",
     "vocab",
     "lens_token",
+    "text_token",
     "source",
     "style",
     "case",
@@ -75,6 +79,7 @@ CONT_TOKEN: Final = "cont_token"
 CONT_EXTRA: Final = "cont_extra"
 VOCAB: Final = "vocab"
 LENS_TOKEN: Final = "lens_token"
+TEXT_TOKEN: Final = "text_token"
 SOURCE: Final = "source"
 STYLE: Final = "style"
 CASE: Final = "case"

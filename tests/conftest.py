@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -127,3 +127,14 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Debian's headless Chromium on a fresh profile (tests/report/browser.py); the test is
+    skipped where chromium or playwright is missing."""
+    from tests.report.browser import browser_or_skip, chromium
+
+    browser_or_skip()
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as ctx:
+        yield ctx

@@ -46,12 +46,14 @@ def _stats(x: xr.DataArray, dim: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return ms["mean"].values, ms["sem"].values, ms["n"].values
 
 
-def patch_transfer(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
-    """Belief transfer and TVD to the source's oracle per pair of probe instances.
+def patch_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
+    """The debiased beliefs of every pair of probe instances of a patch result file.
 
-    Returns variables ``transfer`` and ``tvd_source_oracle`` with dims ``(instance_pair, layer,
-    positions)`` and, on ``instance_pair``, the coordinates ``delivery, probe, turn, episode,
-    source_episode``.
+    Variables ``base``, ``source`` and ``source_oracle`` ``(instance_pair, outcome)`` and
+    ``patched`` ``(instance_pair, layer, positions, outcome)`` (NaN past the probe's ``K``,
+    and for an instance whose rotations do not show every outcome); ``n_outcome``
+    ``(instance_pair,)``; on ``instance_pair`` the coordinates ``delivery, probe, turn,
+    episode, source_episode``.
     """
     keys = list(zip(*(np.asarray(ds[n].values).tolist()
                       for n in ("delivery", "probe", "turn", "episode", "source_episode")),
@@ -63,35 +65,62 @@ def patch_transfer(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.
     outcome = np.asarray(ds["outcome"].values, dtype=np.int64)
     n_out = np.asarray(ds["n_outcome"].values, dtype=np.int64)
     patched = np.asarray(ds["patched_logprob"].transpose(PAIR, LAYER, POSITIONS, ...).values)
-    base = np.asarray(ds["base_logprob"].values)
-    source = np.asarray(ds["source_logprob"].values)
+    base, source = np.asarray(ds["base_logprob"].values), np.asarray(ds["source_logprob"].values)
     s_oracle = np.asarray(ds["source_oracle"].values)
-    n_l, n_s = patched.shape[1], patched.shape[2]
-    transfer = np.full((len(groups), n_l, n_s), np.nan)
-    to_oracle = np.full_like(transfer, np.nan)
-    coords: dict[str, list[Any]] = {k: [] for k in ("delivery", "probe", "turn", "episode",
-                                                     "source_episode")}
+    n_l, n_s, k_max = patched.shape[1], patched.shape[2], int(n_out.max(initial=1))
+    pb, ps, po = (np.full((len(groups), k_max), np.nan) for _ in range(3))
+    pp = np.full((len(groups), n_l, n_s, k_max), np.nan)
+    ks = np.zeros(len(groups), dtype=np.int64)
+    names = ("delivery", "probe", "turn", "episode", "source_episode")
+    coords: dict[str, list[Any]] = {k: [] for k in names}
     for g, (key, rows_list) in enumerate(sorted(groups.items())):
         for name, v in zip(coords, key, strict=True):
             coords[name].append(v)
         rows = np.array(sorted(rows_list, key=lambda r: rot[r]))
-        n_k = int(n_out[rows[0]])
+        n_k = ks[g] = int(n_out[rows[0]])
         shown = outcome[rows][:, :n_k]
         if np.any(shown < 0) or len(set(shown[:, 0].tolist())) < n_k:
             continue  # not every outcome shown: the instance's rotations are incomplete
-        pb = debias(base[rows][:, :n_k], shown, method=method)
-        ps = debias(source[rows][:, :n_k], shown, method=method)
-        pp = debias(np.moveaxis(patched[rows][..., :n_k], 0, -2), shown, method=method)
-        gap = float(_tvd(pb, ps))
+        pb[g, :n_k] = debias(base[rows][:, :n_k], shown, method=method)
+        ps[g, :n_k] = debias(source[rows][:, :n_k], shown, method=method)
+        pp[g, ..., :n_k] = debias(np.moveaxis(patched[rows][..., :n_k], 0, -2), shown,
+                                  method=method)
+        po[g, :n_k] = s_oracle[rows[0], :n_k]
+    dim = INSTANCE_PAIR
+    return xr.Dataset(
+        {"base": ((dim, OUTCOME), pb), "source": ((dim, OUTCOME), ps),
+         "patched": ((dim, LAYER, POSITIONS, OUTCOME), pp),
+         "source_oracle": ((dim, OUTCOME), po), "n_outcome": (dim, ks)},
+        coords={LAYER: ds[LAYER].values, POSITIONS: ds[POSITIONS].values,
+                **{k: (dim, np.asarray(v)) for k, v in coords.items()}},
+    )
+
+
+def patch_transfer(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
+                   beliefs: xr.Dataset | None = None) -> xr.Dataset:
+    """Belief transfer and TVD to the source's oracle per pair of probe instances.
+
+    Returns variables ``transfer`` and ``tvd_source_oracle`` with dims ``(instance_pair, layer,
+    positions)`` and, on ``instance_pair``, the coordinates ``delivery, probe, turn, episode,
+    source_episode``. ``beliefs``: :func:`patch_beliefs` of ``ds``, where the caller has them.
+    """
+    b = beliefs if beliefs is not None else patch_beliefs(ds, method=method)
+    pb, ps, pp = b["base"].values, b["source"].values, b["patched"].values
+    po, ks = b["source_oracle"].values, b["n_outcome"].values
+    transfer = np.full(pp.shape[:3], np.nan)
+    to_oracle = np.full_like(transfer, np.nan)
+    for g, n_k in enumerate(ks.tolist()):
+        if not np.isfinite(pb[g, :n_k]).all():
+            continue  # the instance's rotations are incomplete
+        gap = float(_tvd(pb[g, :n_k], ps[g, :n_k]))
         if gap > 1e-9:
-            transfer[g] = 1.0 - _tvd(pp, ps) / gap
-        to_oracle[g] = _tvd(pp, s_oracle[rows[0], :n_k])
+            transfer[g] = 1.0 - _tvd(pp[g, ..., :n_k], ps[g, :n_k]) / gap
+        to_oracle[g] = _tvd(pp[g, ..., :n_k], po[g, :n_k])
     dim = INSTANCE_PAIR
     return xr.Dataset(
         {"transfer": ((dim, LAYER, POSITIONS), transfer),
          "tvd_source_oracle": ((dim, LAYER, POSITIONS), to_oracle)},
-        coords={LAYER: ds[LAYER].values, POSITIONS: ds[POSITIONS].values,
-                **{k: (dim, np.asarray(v)) for k, v in coords.items()}},
+        coords={k: v for k, v in b.coords.items()},
     )
 
 
@@ -125,8 +154,8 @@ def patch_summary(per_pair: xr.Dataset) -> xr.Dataset:
                                    POSITIONS: per_pair[POSITIONS].values})
 
 
-def _labels(ds: xr.Dataset) -> dict[str, list[str]]:
-    """Each probe's outcome labels (from its first read-out)."""
+def outcome_labels(ds: xr.Dataset) -> dict[str, list[str]]:
+    """Each probe's outcome labels (from its first read-out) in a result file."""
     out: dict[str, list[str]] = {}
     labels = np.asarray(ds["outcome_label"].values).astype(str)
     for i, p in enumerate(np.asarray(ds["probe"].values).astype(str)):
@@ -145,16 +174,44 @@ def _means(beliefs: xr.DataArray, labels: dict[str, list[str]]) -> xr.DataArray:
     return xr.concat(parts, dim="probe").transpose(*[d for d in beliefs.dims if d != OUTCOME])
 
 
+def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataArray]:
+    """The debiased belief's point estimate under steering along the probe direction
+    (``steered_logprob``) and the random control (``control_logprob``), dims ``(delivery,
+    probe, episode, turn, layer, alpha)``."""
+    labels = outcome_labels(ds)
+    return {var: _means(instance_logprob(ds, ds[var], method=method, extra=(LAYER, "alpha")),
+                        labels)
+            for var in ("steered_logprob", "control_logprob")}
+
+
+def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
+    """The steering curves: the debiased belief's point estimate against α per (delivery,
+    probe, layer), mean ± SEM over instances, along the probe direction (``estimate_mean``,
+    ``estimate_sem``) and the random control (``control_estimate_mean``,
+    ``control_estimate_sem``); dims ``(delivery, probe, layer, alpha)``."""
+    est = _steer_estimates(ds, method)
+    res: dict[str, Any] = {}
+    for var, m in est.items():
+        name = "estimate" if var == "steered_logprob" else "control_estimate"
+        inst = m.stack(instance=("episode", "turn")).transpose(
+            "delivery", "probe", LAYER, "alpha", "instance")
+        mean, sem, _ = _stats(inst, "instance")
+        dims = ("delivery", "probe", LAYER, "alpha")
+        res[f"{name}_mean"], res[f"{name}_sem"] = (dims, mean), (dims, sem)
+    ref = est["steered_logprob"]
+    return xr.Dataset(res, coords={"delivery": ref["delivery"].values,
+                                   "probe": ref["probe"].values, LAYER: ds[LAYER].values,
+                                   "alpha": np.asarray(ds["alpha"].values, dtype=np.float64)})
+
+
 def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """Slope of the debiased belief's point estimate vs α per (delivery, probe, layer):
     ``slope`` (probe direction), ``control_slope``, ``selectivity`` (mean over instances),
     with SEMs and counts."""
-    labels = _labels(ds)
     alphas = np.asarray(ds["alpha"].values, dtype=np.float64)
     out: dict[str, Any] = {}
-    for var, name in (("steered_logprob", "slope"), ("control_logprob", "control_slope")):
-        b = instance_logprob(ds, ds[var], method=method, extra=(LAYER, "alpha"))
-        m = _means(b, labels)  # delivery probe episode turn layer alpha
+    for var, m in _steer_estimates(ds, method).items():
+        name = "slope" if var == "steered_logprob" else "control_slope"
         a = alphas - alphas.mean()
         mc = m - m.mean("alpha")
         slope = (mc * xr.DataArray(a, dims="alpha")).sum("alpha", skipna=False) / float(
@@ -168,9 +225,9 @@ def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
         res[f"{name}_mean"] = (dims, mean)
         res[f"{name}_sem"] = (dims, sem)
         res["n"] = (dims, n)
-    first = out["slope"]
+    first = out["slope"]  # its layer dim has no coordinate: the file's layers label it
     return xr.Dataset(res, coords={"delivery": first["delivery"].values,
-                                   "probe": first["probe"].values, LAYER: first[LAYER].values})
+                                   "probe": first["probe"].values, LAYER: ds[LAYER].values})
 
 
 def erase_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:

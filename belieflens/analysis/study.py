@@ -10,7 +10,9 @@ one :class:`xarray.DataTree`:
   turn (:func:`~.summary.summary`);
 - ``position_bias``: each rotation's distance from the debiased belief
   (:func:`~.position_bias.position_bias`);
-- ``calibration``: reliability against the oracle (:func:`~.calibration.reliability`).
+- ``calibration``: reliability against the oracle (:func:`~.calibration.reliability`);
+- ``episodes``, with ``episodes=True`` only: every instance's beliefs and divergences per
+  layer, for a viewer of single episodes (:func:`~.episodes.episode_views`).
 
 The tree's attributes are the file's provenance plus ``debias`` and ``multi_token``. The
 stages run in the order that bounds memory: the decoder fits (the peak) first, then the lens
@@ -24,6 +26,7 @@ import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.calibration import reliability
+from belieflens.analysis.episodes import episode_tokens, episode_views
 from belieflens.analysis.lens import has_continuations, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import PROBE_FOLDS, PROBE_LAM, probe_tvd, summary
@@ -43,11 +46,14 @@ def study_results(
     lens: Lens | None = None,
     probes: bool = True,
     seed: int = 0,
+    episodes: bool = False,
 ) -> xr.DataTree:
     """Every generic result of the analysis of ``ds`` (module docstring for the groups).
 
     ``lens`` is the tuned-lens column's lens (checked against the file first), ``probes``
-    fits the linear decoders with folds drawn from ``seed``.
+    fits the linear decoders with folds drawn from ``seed``. ``episodes`` adds the group
+    ``episodes`` (the logit lens's beliefs, and the tuned lens's with ``lens``, per instance,
+    and the tokens of the read-out shown for each: :func:`~.episodes.episode_tokens`).
     """
     if lens is not None:
         lens.check_file(ds)
@@ -69,6 +75,12 @@ def study_results(
     groups = {"turns": turns, "lens": ltable, "summary": summ,
               "position_bias": position_bias(ds, method=method),
               "calibration": reliability(beliefs)}
+    if episodes:
+        lenses = {"logit-lens": logit}
+        if lens is not None:
+            lenses["tuned-lens"] = lens_beliefs(ds, method=method, lens=lens)
+        groups["episodes"] = xr.merge([episode_views(beliefs, lenses), episode_tokens(ds)],
+                                      combine_attrs="override")
     tree = xr.DataTree.from_dict({f"/{k}": v for k, v in groups.items()})
     tree.attrs = {**ds.attrs, "debias": method,
                   "multi_token": "continuation" if has_continuations(ds) else "first-token"}

@@ -246,11 +246,13 @@ def analyze(
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
     ] = None,
+    no_html: Annotated[bool, typer.Option(
+        "--no-html", help="with --out, skip the interactive page study.html")] = False,
 ) -> None:
-    """Print belief tables; with --out, write plots and a Markdown report."""
+    """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
         result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
-                             seed=seed, client=cluster)
+                             seed=seed, client=cluster, html=not no_html)
     _print(result)
 
 

@@ -131,6 +131,11 @@ def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> Tokenized
     )
 
 
+def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
+    """Each id decoded alone (special tokens included), as a viewer shows a token."""
+    return [str(tokenizer.decode([int(i)], skip_special_tokens=False)) for i in ids]
+
+
 def chat_template_hash(tokenizer: Any) -> str:
     """SHA-256 of the tokenizer's chat template ('' if it has none), for provenance."""
     template = getattr(tokenizer, "chat_template", None)

@@ -22,6 +22,7 @@ from belieflens.dims import LAYER, TURN
 from belieflens.report.figures import pyplot, save
 from belieflens.report.study import Analysis
 from belieflens.report.tables import pm
+from belieflens.report.viewer import compare_page
 from belieflens.types import DebiasMethod
 
 
@@ -266,11 +267,13 @@ def compare_report(
     method: DebiasMethod = "geometric",
     probes: bool = True,
     seed: int = 0,
+    html: bool = True,
 ) -> Analysis:
     """``belieflens compare``: :func:`compare` as text tables; with ``out_dir``, also
-    ``compare_depth.png``, ``compare_turns.png``, ``compare_updating.png``, ``compare.md``
-    and the Dataset as ``compare.nc``. With ``out_dir``, every file's chunks are checked
-    against their checksums before anything is written."""
+    ``compare_depth.png``, ``compare_turns.png``, ``compare_updating.png``, ``compare.md``,
+    the Dataset as ``compare.nc`` and, with ``html``, the interactive page ``compare.html``
+    (:func:`belieflens.report.viewer.compare_page`). With ``out_dir``, every file's chunks
+    are checked against their checksums before anything is written."""
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         from belieflens.store.integrity import verify_file
@@ -299,4 +302,6 @@ def compare_report(
         md = out / "compare.md"
         md.write_text(_markdown(cmp, table, turns, head))
         written += [nc, md]
+        if html:
+            written.append(compare_page(cmp, table, head, out / "compare.html").path)
     return Analysis(text=text, headline=head, files=tuple(written))

@@ -15,13 +15,22 @@ import xarray as xr
 from belieflens.analysis import interventions as summaries
 from belieflens.analysis.interventions import (
     erase_summary,
+    outcome_labels,
+    patch_beliefs,
     patch_summary,
     patch_transfer,
+    steer_curves,
     steer_summary,
 )
 from belieflens.dims import LAYER, POSITIONS
 from belieflens.report.figures import pyplot, save
 from belieflens.report.study import Analysis
+from belieflens.report.viewer import (
+    erase_payload,
+    intervention_page,
+    patch_payload,
+    steer_payload,
+)
 from belieflens.store.results import open_result
 from belieflens.types import DebiasMethod
 
@@ -173,21 +182,27 @@ _TITLES = {
 
 
 def report(path: str | Path, out_dir: str | Path | None = None, *,
-           method: DebiasMethod = "geometric") -> Analysis:
+           method: DebiasMethod = "geometric", html: bool = True) -> Analysis:
     """Analyse an intervention result file: tables (``text``), and with ``out_dir`` a heatmap
-    or layer plot and ``report.md`` holding the section."""
+    or layer plot, ``report.md`` holding the section and, with ``html``, the interactive
+    page ``intervention.html`` (:func:`belieflens.report.viewer.intervention_page`)."""
     ds = open_result(path)
     kind = str(ds.attrs["kind"])
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
+    page = out is not None and html
+    data: dict[str, object] = {}
     if kind == "intervention-patch":
-        summ = patch_summary(patch_transfer(ds, method=method))
+        beliefs = patch_beliefs(ds, method=method)
+        per_pair = patch_transfer(ds, method=method, beliefs=beliefs)
+        summ = patch_summary(per_pair)
         body = _patch_text(summ)
         headline = _patch_headline(summ)
         if out is not None:
             files.append(_patch_heatmap(summ, out / "patch_transfer.png"))
+        data = patch_payload(summ, beliefs, per_pair, outcome_labels(ds)) if page else {}
     elif kind == "intervention-steer":
         summ = steer_summary(ds, method=method)
         body = _steer_text(summ, ds)
@@ -195,6 +210,7 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
         headline = f"most selective steering layer: {_best(sel)}"
         if out is not None:
             files.append(_steer_plot(summ, out / "steer_slopes.png"))
+        data = steer_payload(summ, steer_curves(ds, method=method)) if page else {}
     else:
         summ = erase_summary(ds, method=method)
         body = _erase_text(summ, ds)
@@ -203,6 +219,7 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
         headline = f"largest movement toward the prior beyond the random control: {_best(tp)}"
         if out is not None:
             files.append(_erase_plot(summ, out / "erase_prior.png"))
+        data = erase_payload(summ) if page else {}
     title = _TITLES[kind]
     prov = (f"model {ds.attrs.get('model_id')} | study {ds.attrs.get('study_path')} "
             f"(fingerprint {str(ds.attrs.get('study_fingerprint'))[:12]}) | debias {method}")
@@ -213,6 +230,9 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
         md.write_text(f"# belieflens: {title.lower()}\n\n{prov}\n\n**Headline:** {headline}\n"
                       f"{pics}\n```\n{body}\n```\n\n{_explain(kind)}\n")
         files.append(md)
+    if out is not None and html:
+        files.append(intervention_page(kind, title, prov, headline, f"{body}\n\n{_explain(kind)}",
+                                       data, out / "intervention.html").path)
     return Analysis(text=text, headline=headline, files=tuple(files))
 
 

@@ -1,4 +1,5 @@
-"""``belieflens analyze``: a study's results as tables on stdout, PNGs and ``report.md``.
+"""``belieflens analyze``: a study's results as tables on stdout, PNGs, ``report.md`` and the
+interactive page ``study.html`` (:mod:`belieflens.report.viewer`).
 
 The numbers are :func:`belieflens.analysis.study.study_results` (one ``xarray.DataTree``) and
 the sections of the file's environment (:class:`~belieflens.report.section.Section`, owned by
@@ -37,6 +38,7 @@ from belieflens.report.tables import (
     format_summary,
     format_turn_table,
 )
+from belieflens.report.viewer import study_page
 from belieflens.run import cluster
 from belieflens.run.cluster import DaskClient
 from belieflens.store.integrity import verify_file
@@ -78,6 +80,7 @@ def analyze(
     seed: int = 0,
     client: DaskClient | str | None = None,
     sections: SectionsFor = no_sections,
+    html: bool = True,
 ) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
@@ -97,9 +100,10 @@ def analyze(
 
     With ``out_dir``, every chunk of the file is read against its checksum before
     anything is written: a damaged file raises :class:`CacheFileError` (one line) and
-    leaves no partial report.
+    leaves no partial report. With ``out_dir`` and ``html`` (the default), the interactive
+    viewer ``study.html`` is written there too (:func:`belieflens.report.viewer.study_page`).
     """
-    run = _Run(_lens(lens), method, probes, seed, sections)
+    run = _Run(_lens(lens), method, probes, seed, sections, html)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -134,6 +138,7 @@ class _Run:
     probes: bool
     seed: int
     sections: SectionsFor
+    html: bool = True
 
     def __call__(self, path: str | Path, out_dir: str | Path | None,
                  client: DaskClient | None) -> Analysis:
@@ -156,7 +161,8 @@ class _Run:
         release_freed_memory()
         try:
             results = study_results(ds, method=self.method, lens=self.tuned,
-                                    probes=self.probes, seed=self.seed)
+                                    probes=self.probes, seed=self.seed,
+                                    episodes=out is not None and self.html)
             env = str(ds.attrs.get("env_name"))
             extra = [fn(ds, out, method=self.method) for fn in self.sections(env)]
         finally:
@@ -172,6 +178,15 @@ class _Texts:
     lens: str
     summary: str
     bias: str
+
+    def titled(self, calibration: str, extra: Sequence[Section]) -> dict[str, str]:
+        """Each table under the title the viewer shows it with, then ``extra``'s sections."""
+        return {"Output beliefs against the oracle, per turn": self.turns,
+                "Logit lens: TVD to the oracle per layer": self.lens,
+                "Every read-out per layer (summary)": self.summary,
+                "Position bias": self.bias,
+                "Calibration against the oracle (ECE)": calibration,
+                **{sec.title: sec.text for sec in extra}}
 
     @classmethod
     def of(cls, r: xr.DataTree) -> _Texts:
@@ -205,6 +220,13 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
         body += "".join(f"\n## {sec.title}\n\n{sec.markdown}\n" for sec in extra)
         report.write_text(body)
         files = [*written, *files, report]
+        if "episodes" in results.children:
+            page = study_page(results, texts.titled(_ece_text(rel), extra), headline,
+                              out / "study.html")
+            files.append(page.path)
+            if page.files:
+                files.append(page.files[0].parent)
+            text += f"\nviewer {page.path.name}: {page.note}\n"
     return Analysis(text=text, headline=headline, files=tuple(files))
 
 

@@ -18,7 +18,7 @@ from belieflens.errors import ParameterError, at_least, choice
 from belieflens.heap import release_freed_memory
 from belieflens.lens.head import final_norm, unembedding
 from belieflens.model.load import LoadedModel
-from belieflens.readouts.render import TokenizedQuery, bos_policy, render
+from belieflens.readouts.render import TokenizedQuery, bos_policy, render, token_texts
 from belieflens.run import resume, runner
 from belieflens.run.generation_log import log_columns
 from belieflens.store.file import (
@@ -301,6 +301,10 @@ class Prepared:
     env_name: str
     env_params: dict[str, Any]
     reuse: bool
+    text_ids: list[int]
+    """Every id of the study's contexts and options, ascending."""
+    texts: list[str]
+    """Each of ``text_ids`` decoded alone (the file's ``token_text``)."""
 
 
 def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Prepared:
@@ -311,6 +315,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
     bos = bos_policy(model.tokenizer)
     tqs = [render(model.tokenizer, r.query, bos=bos) for r in recs]
     lens_ids = sorted({t for tq in tqs for cont in tq.option_ids for t in cont})
+    text_ids = sorted(set(lens_ids).union(*(tq.context_ids for tq in tqs)))
     sizes = Sizes(
         query=len(recs),
         layer=model.info.n_layers + 1,
@@ -324,6 +329,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
         cont_extra=(
             max(len(c) for tq in tqs for c in tq.option_ids) - 1 if options.cont_resid else 0
         ),
+        text_token=len(text_ids),
     )
     max_rows, max_tokens = options.max_rows, options.max_tokens
     if max_rows == 0:
@@ -346,6 +352,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
         sizes=sizes, queries_sha256=queries_hash(_query_rows(recs, tqs)),
     )
     return Prepared(recs=recs, tqs=tqs, lens_ids=lens_ids, sizes=sizes, study=the_study,
+                    text_ids=text_ids, texts=token_texts(model.tokenizer, text_ids),
                     max_rows=max_rows, max_tokens=max_tokens, env_name=env_name,
                     env_params=env_params, reuse=reuse)
 
@@ -480,6 +487,8 @@ def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractO
             "unembed_bias": unemb.bias.astype(np.float32),
             "final_norm_gain": norm.gain,
             "final_norm_bias": norm.bias,
+            "token_text_id": np.array(p.text_ids, dtype=np.int32),
+            "token_text": np.array(p.texts, dtype=object),
         },
         row_slabs=slabs(), resid_dtype=options.resid_dtype,
         rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),

@@ -48,6 +48,7 @@ from belieflens.dims import (
     PROBE,
     QUERY,
     ROTATION,
+    TEXT_TOKEN,
     TOKEN,
     TURN,
     VOCAB,
@@ -146,6 +147,10 @@ SCHEMA: Mapping[str, VarSpec] = _schema(
     VarSpec("final_norm_bias", (D_MODEL,), "f8", "effective bias of the final norm"),
     VarSpec("logprobs", (QUERY, VOCAB), "f4",
             "full next-token log-probs at the answer position"),
+    VarSpec("token_text_id", (TEXT_TOKEN,), "i4",
+            "every vocabulary id of input_ids and option_ids, ascending"),
+    VarSpec("token_text", (TEXT_TOKEN,), STR,
+            "the tokenizer's decoding of token_text_id alone (for viewers; no tokenizer needed)"),
     VarSpec("cont_resid", (QUERY, OPTION, CONT_EXTRA, LAYER, D_MODEL), "resid",
             "residual at continuation token i of each option's own row (predicts token "
             "i+1); only with --cont-resid, NaN where the option is shorter"),
@@ -178,6 +183,7 @@ class Sizes:
     lens_token: int
     vocab: int = 0
     cont_extra: int = 0
+    text_token: int = 0
 
     def of(self, d: Dim) -> int:
         """The size of dimension ``d``; 0 for a dimension a cache file does not have."""

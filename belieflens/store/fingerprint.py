@@ -108,7 +108,11 @@ class Study:
             **{f"model_{k}": v for k, v in sorted(dataclasses.asdict(self.model).items())},
             **{k: v for k, v in sorted(dataclasses.asdict(self.options).items())
                if not (k == "row_tokens" and v == 0)},
-            "sizes": dataclasses.asdict(self.sizes),
+            # the token-text table is the tokenizer's decoding of ids both fingerprinted
+            # already (model, queries_sha256): its size stays out, so fingerprints are those
+            # of files written before the table
+            "sizes": {k: v for k, v in dataclasses.asdict(self.sizes).items()
+                      if k != "text_token"},
             "queries_sha256": self.queries_sha256,
             **({} if self.rows is None else {"rows": list(self.rows)}),
         }

@@ -9,6 +9,7 @@ have written (:func:`merge`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -259,6 +260,8 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
                          and n != "complete"]
             model_names = [n for n in MODEL_ROWS if n in f.variables]
             resid_dtype = str(f.variables["resid"].dtype)
+        if "token_text_id" in static:  # not in the study's sizes (store.fingerprint.Study)
+            sizes = dataclasses.replace(sizes, text_token=len(static["token_text_id"]))
         attrs[STUDY_ATTR] = json.dumps(dict(m.study), sort_keys=True, default=str)
         attrs[FINGERPRINT_ATTR] = m.study_fingerprint
         rows = [s.rows for s in m.shards]

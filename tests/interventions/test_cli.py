@@ -91,13 +91,14 @@ def test_patch_and_erase_write_files_that_analyze_reads(
     r = runner.invoke(main_app, ["analyze", str(out), "--out", str(tmp_path / "rep")])
     assert r.exit_code == 0, r.output
     assert "belief transfer" in r.output and "wrote" in r.output
-    assert {f.name for f in (tmp_path / "rep").iterdir()} == {"patch_transfer.png", "report.md"}
+    assert {f.name for f in (tmp_path / "rep").iterdir()} == {"patch_transfer.png", "report.md",
+                                                              "intervention.html"}
     eout = tmp_path / "erase.h5"
     r = runner.invoke(app, ["erase", str(tiny_study), "--out", str(eout), "--layers", "2",
                             "--folds", "2", "--quiet"])
     assert r.exit_code == 0, r.output
     res = report(eout, tmp_path / "rep2")
-    assert "toward the prior" in res.text and len(res.files) == 2
+    assert "toward the prior" in res.text and len(res.files) == 3
     with xr.open_dataset(eout, engine="h5netcdf") as ds:
         assert ds.attrs["kind"] == "intervention-erase"
         assert ds["erased_logprob"].dims == ("query", "layer", "option")
