@@ -29,11 +29,11 @@ import dask
 
 from belieflens.heap import limit_arenas
 
-REPORT_STAGES = ("verify_file", "open_cache", "probe_tvd", "output_beliefs", "turn_table",
+REPORT_STAGES = ("verify_file", "open_cache", "decoder_tvd", "output_beliefs", "turn_table",
                  "lens_beliefs", "lens_table", "summary", "position_bias", "reliability",
                  "trajectory_plot", "lens_heatmap", "source_heatmaps", "layer_profile_plot",
                  "position_bias_plot", "calibration_plot")
-SUMMARY_STAGES = ("probe_tvd", "lens_beliefs", "output_beliefs")
+SUMMARY_STAGES = ("decoder_tvd", "lens_beliefs", "output_beliefs")
 
 
 def rss_mb() -> float:
@@ -96,10 +96,10 @@ def main() -> None:
 
     if args.probe_iter is not None:
         for module in (report, summary):  # before wrapping: the stage is the capped fit
-            if hasattr(module, "probe_tvd"):
-                capped = functools.partial(getattr(module, "probe_tvd"),  # noqa: B009
+            if hasattr(module, "decoder_tvd"):
+                capped = functools.partial(getattr(module, "decoder_tvd"),  # noqa: B009
                                            max_iter=args.probe_iter)
-                setattr(module, "probe_tvd", capped)  # noqa: B010
+                setattr(module, "decoder_tvd", capped)  # noqa: B010
     for n in REPORT_STAGES:  # the computing stages in analysis.study, the rest in report.study
         for module in (report, entry):
             if hasattr(module, n):

@@ -5,7 +5,7 @@ Everything here is a pure function of an open cache file (``belieflens.open_cach
 residuals in chunks so that files larger than memory work, and returns xarray objects with
 named dimensions. The same functions hang off every cache Dataset as ``ds.bl`` (importing
 this package registers the accessor: ``ds.bl.beliefs()``, ``ds.bl.divergence()``,
-``ds.bl.summary()``, ``ds.bl.probe()``). Lenses themselves live in :mod:`belieflens.lens`;
+``ds.bl.summary()``, ``ds.bl.decoders()``). Lenses themselves live in :mod:`belieflens.lens`;
 training a tuned lens needs a model and lives in :mod:`belieflens.train.lens`.
 """
 
@@ -13,7 +13,7 @@ from belieflens.analysis import accessor, decoders, stats
 from belieflens.analysis.accessor import BeliefLensAccessor
 from belieflens.analysis.beliefs import by_instance, output_beliefs, point_estimates
 from belieflens.analysis.calibration import reliability
-from belieflens.analysis.decoders import probe_layers, probe_layers_array
+from belieflens.analysis.decoders import decoder_layers, decoder_layers_array
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, mae, sym_kl, tvd
 from belieflens.analysis.lens import (
     final_norm_of,
@@ -40,6 +40,8 @@ __all__ = [
     "bootstrap_ci",
     "by_instance",
     "chebyshev",
+    "decoder_layers",
+    "decoder_layers_array",
     "decoders",
     "final_norm_of",
     "has_continuations",
@@ -55,8 +57,6 @@ __all__ = [
     "paired_comparison",
     "point_estimates",
     "position_bias",
-    "probe_layers",
-    "probe_layers_array",
     "reliability",
     "sem",
     "stats",

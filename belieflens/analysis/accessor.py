@@ -13,7 +13,7 @@ Examples:
     'kl'
     >>> ds.bl.summary(probes=False)["tvd_mean"].dims  # TVD per layer and source
     ('delivery', 'probe', 'turn', 'layer', 'source')
-    >>> ds.bl.probe(probe="next-flip", n_folds=2).sizes["layer"]   # held-out probe per layer
+    >>> ds.bl.decoders(probe="next-flip", n_folds=2).sizes["layer"]  # held-out, per layer
     31
 
 Every method returns an xarray object with named dimensions and is a thin wrapper of a
@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
-from belieflens.analysis.decoders.layers import probe_layers
+from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
 from belieflens.analysis.lens import MultiToken, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
@@ -231,7 +231,7 @@ class BeliefLensAccessor:
         """
         return position_bias(self._ds, method=method)
 
-    def probe(
+    def decoders(
         self,
         target: str | xr.DataArray = "oracle",
         *,
@@ -239,15 +239,17 @@ class BeliefLensAccessor:
         seed: int = 0,
         **kwargs: Any,
     ) -> xr.Dataset:
-        """Held-out linear probe scores per layer on the residuals at the answer position.
+        """Held-out scores of linear decoders per layer, read from the residuals at the answer
+        position (the "linear probes" of the interpretability literature; in belieflens a
+        *probe* is a belief question).
 
-        ``target="oracle"``: a softmax probe on the oracle distribution of one probe
+        ``target="oracle"``: a softmax decoder of the oracle distribution of one belief
         question (``probe``; needed when the file has several), scored by held-out
-        KL(oracle ‖ probe). Any other name is a ``(query,)`` variable of the file (e.g. a
-        ``truth_*`` value) for a ridge probe over the rows of ``probe`` (all rows if
+        KL(oracle ‖ decoder). Any other name is a ``(query,)`` variable of the file (e.g. a
+        ``truth_*`` value) for a ridge decoder over the rows of ``probe`` (all rows if
         ``None``); a DataArray over ``query`` is used as is. Folds are grouped by episode and
         seeded by ``seed``; keyword arguments go to
-        :func:`~belieflens.analysis.decoders.probe_layers`. Returns a Dataset over ``layer``.
+        :func:`~belieflens.analysis.decoders.decoder_layers`. Returns a Dataset over ``layer``.
 
         Args:
             target: ``"oracle"``, the name of a ``(query,)`` variable, or a DataArray over
@@ -260,7 +262,7 @@ class BeliefLensAccessor:
             Held-out scores and their controls per layer, dims ``(layer,)``.
 
         Examples:
-            >>> scores = ds.bl.probe(probe="next-flip", n_folds=2)
+            >>> scores = ds.bl.decoders(probe="next-flip", n_folds=2)
             >>> scores.sizes["layer"]
             31
         """
@@ -285,7 +287,7 @@ class BeliefLensAccessor:
             tgt = sub["oracle"].isel({OUTCOME: slice(0, k)})
         else:
             tgt = sub[target]
-        return probe_layers(sub["resid"], tgt, np.random.default_rng(seed), **kwargs)
+        return decoder_layers(sub["resid"], tgt, np.random.default_rng(seed), **kwargs)
 
 
 def _source_name(source: BeliefSource | Lens) -> str:

@@ -57,12 +57,12 @@ SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
 SOURCE_DIM = "source"
 
 
-PROBE_FOLDS = 5
+DECODER_FOLDS = 5
 """Folds of the probes' held-out fits (grouped by episode), the default of both
-:func:`probe_tvd` and :func:`summary`."""
+:func:`decoder_tvd` and :func:`summary`."""
 
-PROBE_LAM = 1e-2
-"""L2 penalty of the probes, the default of both :func:`probe_tvd` and :func:`summary`."""
+DECODER_LAM = 1e-2
+"""L2 penalty of the probes, the default of both :func:`decoder_tvd` and :func:`summary`."""
 
 
 def _tvd_to_oracle(
@@ -83,12 +83,12 @@ Task = tuple[np.ndarray, np.ndarray, np.ndarray]
 """One probe fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
 
 
-def probe_tvd(
+def decoder_tvd(
     ds: xr.Dataset,
     rng: np.random.Generator,
     *,
-    n_folds: int = PROBE_FOLDS,
-    lam: float = PROBE_LAM,
+    n_folds: int = DECODER_FOLDS,
+    lam: float = DECODER_LAM,
     max_iter: int = 200,
     chunk: int = 256,
     memory_budget: int = 2**26,
@@ -289,8 +289,8 @@ def summary(
     method: DebiasMethod = "geometric",
     probes: bool = True,
     seed: int = 0,
-    n_folds: int = PROBE_FOLDS,
-    probe_lam: float = PROBE_LAM,
+    n_folds: int = DECODER_FOLDS,
+    probe_lam: float = DECODER_LAM,
     chunk: int = 256,
     logit_lens: xr.DataArray | None = None,
     probe_rows: xr.DataArray | None = None,
@@ -303,7 +303,7 @@ def summary(
     ``seed`` seeds the probes' fold assignment. ``logit_lens``: the file's
     :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has
     them already (else computed here). ``probe_rows``: likewise the probes' TVDs,
-    :func:`probe_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
+    :func:`decoder_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
     ``probe_lam`` and ``chunk`` (the report fits them first, before the other results are
     held, since their fits are its memory peak). Variables: ``tvd_mean``, ``tvd_sem``,
     ``n`` (episodes with a value); see the module docstring for the sources.
@@ -325,7 +325,7 @@ def summary(
         else nan
     )
     if probes:
-        probe_da = probe_rows if probe_rows is not None else probe_tvd(
+        probe_da = probe_rows if probe_rows is not None else decoder_tvd(
             ds, np.random.default_rng(seed), n_folds=n_folds, lam=probe_lam, chunk=chunk)
         probe_da = probe_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:

@@ -88,11 +88,11 @@ def test_oracle_labels_and_position_bias() -> None:
 
 def test_probe_returns_scores_per_layer() -> None:
     ds = synthetic()
-    got = ds.bl.probe(n_folds=2, max_iter=20)
+    got = ds.bl.decoders(n_folds=2, max_iter=20)
     assert dict(got.sizes) == {"layer": N_LAYER}
     assert {"score", "control_score", "selectivity"} <= set(got.data_vars)
     with pytest.raises(BeliefLensError, match="not in this file"):
-        ds.bl.probe(probe="missing")
+        ds.bl.decoders(probe="missing")
 
 
 def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) -> None:

@@ -12,18 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belieflens.analysis.decoders import (
+    RidgeDecoder,
     RidgeFitter,
-    RidgeProbe,
     RidgeStats,
+    SoftmaxDecoder,
     SoftmaxFitter,
-    SoftmaxProbe,
     cross_validate_softmax,
+    decoder_layers,
+    decoder_layers_array,
     fold_split,
     group_folds,
-    load_probe,
-    probe_layers,
-    probe_layers_array,
-    save_probe,
+    load_decoder,
+    save_decoder,
     shuffle_by_group,
 )
 from belieflens.analysis.decoders.heldout import heldout_softmax
@@ -276,7 +276,7 @@ def test_concurrent_fits_leave_blas_threads_as_they_found_them(
 
     monkeypatch.setattr(scipy.optimize, "minimize", minimize)
     before = _blas_threads()
-    with FIT_BLAS_LIMIT:  # as probe_tvd holds it around fits on dask's threads
+    with FIT_BLAS_LIMIT:  # as decoder_tvd holds it around fits on dask's threads
         threads = [threading.Thread(target=heldout_softmax, args=(x, p, folds),
                                     kwargs={"max_iter": n}) for n in (5, 300, 20, 100)]
         for t in threads:
@@ -297,18 +297,18 @@ def test_save_load_roundtrip(tmp_path: Path) -> None:
     f = RidgeFitter(target="posterior_mean", layer=2, model_id="smollm2-135m")
     f.update(resid[:, 2], y)
     ridge = f.fit(lam=0.01)
-    path = save_probe(ridge, tmp_path / "ridge_l2")
+    path = save_decoder(ridge, tmp_path / "ridge_l2")
     assert path.suffix == ".npz"
-    back = load_probe(path)
-    assert isinstance(back, RidgeProbe)
+    back = load_decoder(path)
+    assert isinstance(back, RidgeDecoder)
     assert back.provenance == ridge.provenance
     assert back.provenance.model_id == "smollm2-135m" and back.provenance.lam == 0.01
     np.testing.assert_array_equal(back.predict(resid[:, 2]), ridge.predict(resid[:, 2]))
 
     x, p, _ = _planted_distributions()
     soft = SoftmaxFitter(lam=1e-3, max_iter=50).fit(lambda: [(x, p)])
-    back2 = load_probe(save_probe(soft, tmp_path / "soft.npz"))
-    assert isinstance(back2, SoftmaxProbe) and back2.provenance == soft.provenance
+    back2 = load_decoder(save_decoder(soft, tmp_path / "soft.npz"))
+    assert isinstance(back2, SoftmaxDecoder) and back2.provenance == soft.provenance
     np.testing.assert_array_equal(back2.predict_proba(x), soft.predict_proba(x))
 
 
@@ -333,7 +333,7 @@ def test_probe_layers_ridge_selectivity() -> None:
     ds = _dataset(resid, ep)
     y[:5] = np.nan  # queries without an oracle are dropped
     target = xr.DataArray(y, dims=[QUERY], name="posterior_mean")
-    out = probe_layers(ds, target, np.random.default_rng(0), chunk_size=33)
+    out = decoder_layers(ds, target, np.random.default_rng(0), chunk_size=33)
     assert out["score"].dims == (LAYER,)
     assert out.attrs["metric"] == "r2" and out.attrs["n_rows"] == y.size - 5
     score, ctrl = out["score"].values, out["control_score"].values
@@ -341,7 +341,7 @@ def test_probe_layers_ridge_selectivity() -> None:
     assert np.all(np.abs(ctrl) < 0.1)
     np.testing.assert_allclose(out["selectivity"], score - ctrl)
     # chunking does not change the result; the same rng gives the same folds
-    again = probe_layers(ds, target, np.random.default_rng(0), chunk_size=1000, layers=[1, 2])
+    again = decoder_layers(ds, target, np.random.default_rng(0), chunk_size=1000, layers=[1, 2])
     np.testing.assert_allclose(again["score"].values, score[1:], rtol=1e-6)
     np.testing.assert_array_equal(again[LAYER].values, [1, 2])
 
@@ -351,14 +351,14 @@ def test_probe_layers_softmax() -> None:
     resid = np.stack([np.random.default_rng(9).normal(size=x.shape), x], axis=1)
     ds = _dataset(resid, ep)
     target = xr.DataArray(p, dims=[QUERY, OUTCOME], name="oracle")
-    out = probe_layers(ds, target, np.random.default_rng(0), n_folds=4, softmax_lam=1e-4)
+    out = decoder_layers(ds, target, np.random.default_rng(0), n_folds=4, softmax_lam=1e-4)
     assert out.attrs["metric"] == "kl" and out.attrs["higher_is_better"] == 0
     kl = out["score"].values
     assert kl[1] < 0.03 and kl[0] > 5 * kl[1]
     assert out["selectivity"].values[1] > 0.1
     assert set(out.data_vars) >= {"tvd", "control_tvd"}
     # streaming path (budget too small to hold a layer) gives the same numbers
-    streamed = probe_layers(
+    streamed = decoder_layers(
         ds, target, np.random.default_rng(0), n_folds=4, softmax_lam=1e-4,
         memory_budget=1, chunk_size=64,
     )  # fmt: skip
@@ -367,15 +367,15 @@ def test_probe_layers_softmax() -> None:
 
 def test_probe_layers_array_and_errors() -> None:
     resid, y, ep = _planted()
-    out = probe_layers_array(resid[:, 1], y, ep, np.random.default_rng(0), n_folds=4, lam=1e-3)
+    out = decoder_layers_array(resid[:, 1], y, ep, np.random.default_rng(0), n_folds=4, lam=1e-3)
     assert out.sizes[LAYER] == 1 and float(out["score"][0]) > 0.98
     assert float(out["lam"][0]) == 1e-3
     ds = _dataset(resid, ep).drop_vars(EPISODE)
     with pytest.raises(ValueError, match="episode"):
-        probe_layers(ds, xr.DataArray(y, dims=[QUERY]), np.random.default_rng(0))
+        decoder_layers(ds, xr.DataArray(y, dims=[QUERY]), np.random.default_rng(0))
     with pytest.raises(ValueError):
         short = xr.DataArray(y[:10], dims=[QUERY])
-        probe_layers(_dataset(resid, ep), short, np.random.default_rng(0))
+        decoder_layers(_dataset(resid, ep), short, np.random.default_rng(0))
 
 
 def test_probe_layers_lazy_file(tmp_path: Path) -> None:
@@ -385,8 +385,8 @@ def test_probe_layers_lazy_file(tmp_path: Path) -> None:
     path = tmp_path / "cache.h5"
     ds.to_netcdf(path, engine="h5netcdf", encoding={"resid": {"chunksizes": (16, 3, D)}})
     target = xr.DataArray(y, dims=[QUERY])
-    eager = probe_layers(ds, target, np.random.default_rng(0), lam=1e-3)
+    eager = decoder_layers(ds, target, np.random.default_rng(0), lam=1e-3)
     with xr.open_dataset(path, engine="h5netcdf") as lazy:
         assert not lazy["resid"].variable._in_memory
-        out = probe_layers(lazy, target, np.random.default_rng(0), lam=1e-3, chunk_size=16)
+        out = decoder_layers(lazy, target, np.random.default_rng(0), lam=1e-3, chunk_size=16)
     np.testing.assert_allclose(out["score"].values, eager["score"].values, rtol=1e-9)

@@ -166,7 +166,7 @@ def test_mean_abs_sees_what_binned_ece_misses() -> None:
 def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
     """One probe name whose instances have 2 or 3 outcomes (dice of different sizes under one
     question) is fitted per outcome count, not refused for the NaN past the smaller K."""
-    from belieflens.analysis.summary import probe_tvd
+    from belieflens.analysis.summary import decoder_tvd
     from tests.analysis.synthetic_cache import cache_dataset, mcq_rows
 
     rng = np.random.default_rng(0)
@@ -178,7 +178,7 @@ def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
                              labels=[str(i) for i in range(k)])
     ds = cache_dataset(rows)
     ds["resid"] = (("query", "layer", "d_model"), rng.normal(size=(len(rows), 2, 4)))
-    out = probe_tvd(ds, np.random.default_rng(1), n_folds=3)
+    out = decoder_tvd(ds, np.random.default_rng(1), n_folds=3)
     assert out.dims == ("delivery", "probe", "episode", "turn", "layer")
     vals = out.sel(delivery="single-turn", probe="revealed").values
     assert np.isfinite(vals).all() and (vals >= 0).all() and (vals <= 1).all()
@@ -187,7 +187,7 @@ def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
 def test_probe_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
     """A dask-backed study (a study directory) is fitted one dask task per layer group; the
     held-out TVDs equal those of the block-by-block path, groups split by a small budget."""
-    from belieflens.analysis.summary import probe_tvd
+    from belieflens.analysis.summary import decoder_tvd
     from tests.analysis.synthetic_cache import cache_dataset, mcq_rows
 
     rng = np.random.default_rng(3)
@@ -199,8 +199,8 @@ def test_probe_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
     ds = cache_dataset(rows)
     ds["resid"] = (("query", "layer", "d_model"), rng.normal(size=(len(rows), 5, 4)))
     budget = len(rows) * 4 * 8 * 2  # two layers per group: groups of 2, 2 and 1
-    local = probe_tvd(ds, np.random.default_rng(1), n_folds=3, memory_budget=budget)
-    lazy = probe_tvd(ds.chunk({"query": 7}), np.random.default_rng(1), n_folds=3,
+    local = decoder_tvd(ds, np.random.default_rng(1), n_folds=3, memory_budget=budget)
+    lazy = decoder_tvd(ds.chunk({"query": 7}), np.random.default_rng(1), n_folds=3,
                      memory_budget=budget)
     assert np.isfinite(local.values).any()
     np.testing.assert_array_equal(local.values, lazy.values)

@@ -26,7 +26,7 @@ runner = CliRunner()
 def pages(tiny_model: Any, tiny_study: Path, tmp_path_factory: pytest.TempPathFactory
           ) -> dict[str, Path]:
     """Patch, steer and erase files of the tiny study, each analysed with ``--out``."""
-    mod = importlib.import_module("belieflens.interventions.model")
+    mod = importlib.import_module("belieflens.interventions.run")
     mp = pytest.MonkeyPatch()
     mp.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
     tmp = tmp_path_factory.mktemp("intervention-pages")

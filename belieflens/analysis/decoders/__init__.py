@@ -16,7 +16,7 @@ Fitting streams: :class:`RidgeFitter` accumulates sufficient statistics with
 ``update(X, y)`` (one pass, numerically stable merges of centred moments);
 :class:`SoftmaxFitter` runs L-BFGS over a batch iterator factory (one pass per
 function evaluation). Both give a frozen probe that saves to ``.npz`` with its
-provenance as JSON. :func:`probe_layers` runs both per layer over a cache file's
+provenance as JSON. :func:`decoder_layers` runs both per layer over a cache file's
 ``resid`` (dims ``query, layer, d_model``), reading ``query`` chunks, so files
 larger than memory work.
 
@@ -26,22 +26,22 @@ cross-entropy + lam/2 ‖W‖²).
 """
 
 from belieflens.analysis.decoders.folds import fold_split, group_folds, shuffle_by_group
-from belieflens.analysis.decoders.io import Probe, load_probe, save_probe
-from belieflens.analysis.decoders.layers import probe_layers, probe_layers_array
-from belieflens.analysis.decoders.provenance import ProbeKind, ProbeProvenance
+from belieflens.analysis.decoders.io import Decoder, load_decoder, save_decoder
+from belieflens.analysis.decoders.layers import decoder_layers, decoder_layers_array
+from belieflens.analysis.decoders.provenance import DecoderKind, DecoderProvenance
 from belieflens.analysis.decoders.ridge import (
     DEFAULT_LAMBDAS,
     RidgeCV,
+    RidgeDecoder,
     RidgeFitter,
-    RidgeProbe,
     RidgeStats,
 )
 from belieflens.analysis.decoders.softmax import (
     Batch,
     BatchFactory,
     SoftmaxCV,
+    SoftmaxDecoder,
     SoftmaxFitter,
-    SoftmaxProbe,
     cross_validate_softmax,
 )
 
@@ -49,22 +49,22 @@ __all__ = [
     "DEFAULT_LAMBDAS",
     "Batch",
     "BatchFactory",
-    "Probe",
-    "ProbeKind",
-    "ProbeProvenance",
+    "Decoder",
+    "DecoderKind",
+    "DecoderProvenance",
     "RidgeCV",
+    "RidgeDecoder",
     "RidgeFitter",
-    "RidgeProbe",
     "RidgeStats",
     "SoftmaxCV",
+    "SoftmaxDecoder",
     "SoftmaxFitter",
-    "SoftmaxProbe",
     "cross_validate_softmax",
+    "decoder_layers",
+    "decoder_layers_array",
     "fold_split",
     "group_folds",
-    "load_probe",
-    "probe_layers",
-    "probe_layers_array",
-    "save_probe",
+    "load_decoder",
+    "save_decoder",
     "shuffle_by_group",
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from belieflens.errors import ParameterError
+
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
@@ -18,9 +20,12 @@ def group_folds(groups: ArrayLike, n_folds: int, rng: np.random.Generator) -> I6
     g = np.asarray(groups).ravel()
     uniq, inverse = np.unique(g, return_inverse=True)
     if n_folds < 2:
-        raise ValueError(f"n_folds must be >= 2, got {n_folds}")
+        raise ParameterError(f"option 'n_folds' = {n_folds} is not allowed: 2 or more")
     if uniq.size < n_folds:
-        raise ValueError(f"need at least n_folds={n_folds} groups, got {uniq.size}")
+        raise ParameterError(
+            f"option 'n_folds' = {n_folds} is not allowed: the held-out folds are whole "
+            f"episodes and there are {uniq.size}; pass n_folds={max(2, uniq.size)} or fewer "
+            "(CLI: --folds)")
     fold_of_group = np.empty(uniq.size, dtype=np.int64)
     fold_of_group[rng.permutation(uniq.size)] = np.arange(uniq.size) % n_folds
     return np.asarray(fold_of_group[inverse], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Probe scores per layer over a cache file's ``resid``, against a shuffled control task."""
+"""Decoder scores per layer over a cache file's ``resid``, against a shuffled control task."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import xarray as xr
 from numpy.typing import ArrayLike, NDArray
 
 from belieflens.analysis.decoders.folds import group_folds, shuffle_by_group
-from belieflens.analysis.decoders.provenance import ProbeKind
+from belieflens.analysis.decoders.provenance import DecoderKind
 from belieflens.analysis.decoders.ridge import DEFAULT_LAMBDAS, RidgeFitter
 from belieflens.analysis.decoders.softmax import SoftmaxCV, cross_validate_softmax
 from belieflens.dims import D_MODEL, EPISODE, LAYER, OUTCOME, QUERY
@@ -29,12 +29,12 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield a, min(n, a + size)
 
 
-def probe_layers(
+def decoder_layers(
     resid: xr.Dataset | xr.DataArray,
     target: xr.DataArray,
     rng: np.random.Generator,
     *,
-    kind: ProbeKind | None = None,
+    kind: DecoderKind | None = None,
     group: str = EPISODE,
     n_folds: int = 5,
     folds: ArrayLike | None = None,
@@ -257,14 +257,14 @@ def _softmax_layers(data: _Data, lam: float, max_iter: int) -> dict[str, list[fl
     return res
 
 
-def probe_layers_array(
+def decoder_layers_array(
     resid: ArrayLike,
     target: ArrayLike,
     groups: ArrayLike,
     rng: np.random.Generator,
     **kwargs: Any,
 ) -> xr.Dataset:
-    """:func:`probe_layers` on numpy arrays: ``resid [query, layer, d_model]`` or
+    """:func:`decoder_layers` on numpy arrays: ``resid [query, layer, d_model]`` or
     ``[query, d_model]`` (one layer), ``target [query]`` or ``[query, outcome]``,
     ``groups [query]`` (episode ids). Keyword arguments are passed through."""
     r = np.asarray(resid)
@@ -278,4 +278,4 @@ def probe_layers_array(
         name="resid",
     )
     tda = xr.DataArray(t, dims=(QUERY,) if t.ndim == 1 else (QUERY, OUTCOME), name="target")
-    return probe_layers(da, tda, rng, **kwargs)
+    return decoder_layers(da, tda, rng, **kwargs)

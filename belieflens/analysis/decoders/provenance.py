@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Literal
 
-ProbeKind = Literal["ridge", "softmax"]
+DecoderKind = Literal["ridge", "softmax"]
 """``ridge``: scalar (or vector) targets; ``softmax``: distributions over outcomes."""
 
 
@@ -19,10 +19,10 @@ def package_version() -> str:
 
 
 @dataclass(frozen=True)
-class ProbeProvenance:
+class DecoderProvenance:
     """Where a fitted probe comes from; saved with it as JSON."""
 
-    kind: ProbeKind
+    kind: DecoderKind
     """``ridge`` or ``softmax``."""
     target: str
     """Name of the target quantity (e.g. ``posterior_mean``, ``oracle``)."""

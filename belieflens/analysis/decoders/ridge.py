@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from belieflens.analysis.decoders.provenance import ProbeProvenance, package_version
+from belieflens.analysis.decoders.provenance import DecoderProvenance, package_version
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -121,7 +121,7 @@ class RidgeCV:
 
 
 @dataclass(frozen=True, eq=False)
-class RidgeProbe:
+class RidgeDecoder:
     """A fitted ridge probe: ``y ≈ X @ coef + intercept`` in raw residual units."""
 
     coef: F64
@@ -130,7 +130,7 @@ class RidgeProbe:
     """Intercepts ``[t]``."""
     scalar: bool
     """Whether it was fitted to a 1-d target (then :meth:`predict` returns ``[n]``)."""
-    provenance: ProbeProvenance
+    provenance: DecoderProvenance
     """What it was fitted on."""
 
     def predict(self, x: ArrayLike) -> F64:
@@ -280,7 +280,7 @@ class RidgeFitter:
 
     def fit(
         self, lam: float | None = None, lambdas: Sequence[float] = DEFAULT_LAMBDAS
-    ) -> RidgeProbe:
+    ) -> RidgeDecoder:
         """Fit on all rows; ``lam=None`` chooses it by grouped CV (the same for every output)."""
         stats = self.stats
         if lam is None:
@@ -289,7 +289,7 @@ class RidgeFitter:
             grid = np.asarray(lambdas, dtype=np.float64)
             lam = float(grid[np.argmin(self._cv_sse(grid, range(self.n_folds)).sum(axis=1))])
         coef, icpt = _ridge_path(stats, np.array([lam]))
-        prov = ProbeProvenance(
+        prov = DecoderProvenance(
             kind="ridge",
             target=self.target,
             layer=self.layer,
@@ -301,4 +301,4 @@ class RidgeFitter:
             belieflenspackage_version=package_version(),
         )
         scalar = bool(self._scalar)
-        return RidgeProbe(coef=coef[0], intercept=icpt[0], scalar=scalar, provenance=prov)
+        return RidgeDecoder(coef=coef[0], intercept=icpt[0], scalar=scalar, provenance=prov)

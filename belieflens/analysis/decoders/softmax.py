@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from belieflens.analysis.decoders.provenance import ProbeProvenance, package_version
+from belieflens.analysis.decoders.provenance import DecoderProvenance, package_version
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -77,14 +77,14 @@ def _log_softmax(z: F64) -> F64:
 
 
 @dataclass(frozen=True, eq=False)
-class SoftmaxProbe:
+class SoftmaxDecoder:
     """A fitted softmax probe: ``P(outcome) = softmax(X @ coef + intercept)``."""
 
     coef: F64
     """Weights ``[d_model, k]`` in raw residual units."""
     intercept: F64
     """Intercepts ``[k]``."""
-    provenance: ProbeProvenance
+    provenance: DecoderProvenance
     """What it was fitted on."""
 
     def log_proba(self, x: ArrayLike) -> F64:
@@ -263,7 +263,7 @@ class SoftmaxFitter:
         self.layer = layer
         self.model_id = model_id
 
-    def fit(self, batches: BatchFactory) -> SoftmaxProbe:
+    def fit(self, batches: BatchFactory) -> SoftmaxDecoder:
         """Fit on every batch ``(X [n, d_model], Y [n, k])``; rows of Y are distributions."""
 
         def head_batches() -> Iterator[HeadBatch]:
@@ -274,7 +274,7 @@ class SoftmaxFitter:
 
         heads = _Heads(task=np.zeros(1, dtype=np.int64), skip=np.full(1, -1, dtype=np.int64))
         fit = _fit_heads(head_batches, heads, 1, self.lam, self.max_iter, self.tol)
-        prov = ProbeProvenance(
+        prov = DecoderProvenance(
             kind="softmax",
             target=self.target,
             layer=self.layer,
@@ -285,7 +285,7 @@ class SoftmaxFitter:
             model_id=self.model_id,
             belieflenspackage_version=package_version(),
         )
-        return SoftmaxProbe(coef=fit.coef[0], intercept=fit.intercept[0], provenance=prov)
+        return SoftmaxDecoder(coef=fit.coef[0], intercept=fit.intercept[0], provenance=prov)
 
 
 def _as_distributions(y: ArrayLike) -> F64:
