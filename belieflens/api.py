@@ -278,44 +278,30 @@ def extract(
     """Run every read-out of ``episodes`` episodes of an environment through a model and
     write the cache file ``out``; returns its path.
 
-    The run's options are ``options`` (an :class:`ExtractOptions`) or, not both, its
-    keywords (:class:`~belieflens.run.extract.ExtractKeywords`: ``episodes``, ``seed``,
-    ``batch_size``, ``max_tokens``, ``row_tokens``, ``threads``, ``padding``, ``save_logits``,
-    ``resid_dtype``, ``cont_resid``, ``prefix_reuse``, ``window``).
-
-    With ``client`` (a :class:`distributed.Client`, or a ``--cluster`` value: ``local[:N]``,
-    ``tcp://HOST:PORT`` or ``PATH/scheduler.json``, connected after every input is checked
-    and closed at the end; see :mod:`belieflens.run.cluster`), ``out`` is a *study
-    directory* written by the cluster's workers, one shard file of about ``shard_episodes``
-    episodes (rounded to whole windows; 0: about three shards per worker) per task, with a
-    manifest (:mod:`belieflens.run.shards`); ``model`` and ``simulator`` are then names or
-    paths each worker loads once, and ``env`` a registered name or an environment built
-    from one.
-
-    ``env`` is an environment or its registered name (built with ``params``). ``model`` and
-    ``simulator`` (the model that plays the user under active engagement; default ``model``)
-    are loaded here unless already loaded; ``device``, ``dtype``, ``kernels`` and
-    ``threads`` apply to what is loaded here. Every input is checked, and the models are
-    found, before anything heavy runs; the write lock of ``out`` is held from before the
-    load to the end. If ``<out>.partial`` holds an interrupted run of the same study, it is
-    resumed (:mod:`belieflens.run.resume`); a partial file of another study is refused
-    unless ``overwrite``. ``on_event`` receives an :data:`ExtractEvent` for each model
-    loaded, each text generation and each step of progress.
+    Every input is checked, and the models found, before anything heavy runs; the write lock
+    of ``out`` is held from before the load to the end. An interrupted run of the same study
+    in ``<out>.partial`` is resumed (:mod:`belieflens.run.resume`). With ``client``, ``out``
+    is a *study directory* of shard files written by the cluster's workers
+    (:mod:`belieflens.run.shards`; ``model`` and ``simulator`` must then be names or paths).
 
     Args:
         env: an environment or its registered name.
         out: the cache file to write (a study directory with ``client``).
         params: the environment's parameters, typed or as strings.
         model: the model to run.
-        simulator: the model that plays the user where one is needed.
-        options: the run's options (or their keywords).
+        simulator: the model that plays the user under active engagement (default
+            ``model``).
+        options: the run's options (or, not both, their keywords: ``episodes``, ``seed``,
+            ``batch_size``, ... as :class:`~belieflens.run.extract.ExtractKeywords`).
         device: where a model loaded here runs.
         dtype: its dtype.
         kernels: its CPU linear kernels.
         overwrite: replace ``out``, or a partial file of another study.
         on_event: called with each :data:`ExtractEvent`.
-        client: a Dask client or a ``--cluster`` value.
-        shard_episodes: about this many episodes per shard (0: auto).
+        client: a Dask client or a ``--cluster`` value (``local[:N]``, ``tcp://HOST:PORT``,
+            ``PATH/scheduler.json``: connected after every check, closed at the end).
+        shard_episodes: about this many episodes per shard, in whole windows (0: about
+            three shards per worker).
         **keywords: the options as keywords.
 
     Returns:
@@ -412,6 +398,20 @@ def _extract_sharded(
                      on_progress=on_event).directory
 
 
+def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
+                on_event: Callable[[LensEvent], None] | None) -> LoadedModel:
+    """``model`` itself, or loaded in float32 (announced to ``on_event``)."""
+    from belieflens.model.load import quiet_libraries
+
+    if isinstance(model, LoadedModel):
+        return model
+    with quiet_libraries():
+        loaded = _load_quietly(_spec(model), device, "float32", "auto")
+    if on_event is not None:
+        on_event(ModelLoaded("model", loaded.info, n_threads))
+    return loaded
+
+
 def train_lens(
     out: str | os.PathLike[str],
     *,
@@ -429,13 +429,8 @@ def train_lens(
     on_event: Callable[[LensEvent], None] | None = None,
 ) -> TrainResult:
     """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate (default
-    :data:`belieflens.lens.DEFAULT_ENVS`) and save it to the folder ``out``.
-
-    ``contexts`` contexts are run and ``per_context`` token positions sampled from each;
-    ``vocab_top`` restricts the training KL to the union of each position's top final
-    tokens (0: the full vocabulary). Inputs, environment names and the model are checked
-    before anything heavy runs; an existing lens in ``out`` is replaced only with
-    ``overwrite``. Returns the lens with its held-out KL per layer.
+    :data:`belieflens.lens.DEFAULT_ENVS`) and save it to the folder ``out``; every input is
+    checked before anything heavy runs.
 
     Args:
         out: the folder to save the lens to.
@@ -481,18 +476,10 @@ def train_lens(
     import numpy as np
 
     from belieflens.lens import save_tuned_lens
-    from belieflens.model.load import quiet_libraries
     from belieflens.train.lens import train_tuned_lens
     from belieflens.train.lens_data import collect_positions
 
-    n_threads = _set_threads(threads)
-    if isinstance(model, LoadedModel):
-        loaded = model
-    else:
-        with quiet_libraries():
-            loaded = _load_quietly(_spec(model), device, "float32", "auto")
-        if on_event is not None:
-            on_event(ModelLoaded("model", loaded.info, n_threads))
+    loaded = _lens_model(model, device, _set_threads(threads), on_event)
     rng = np.random.default_rng(seed)
     positions = collect_positions(loaded, rng, envs=names, seed=seed, max_contexts=contexts,
                                   per_context=per_context)
