@@ -346,9 +346,11 @@ TEXT_ITEM_BYTES = 32
 the variable and the 16-byte header of its object in HDF5's global heap."""
 
 
-def text_bytes(values: Iterable[str]) -> int:
-    """Bytes HDF5 stores for these variable-length text values (each padded to 8 bytes)."""
-    return sum(TEXT_ITEM_BYTES + -(-len(v.encode()) // 8) * 8 for v in values)
+def text_bytes(values: Iterable[str | bytes]) -> int:
+    """Bytes HDF5 stores for these variable-length text values (each padded to 8 bytes;
+    values read back from a file may be ``bytes``)."""
+    return sum(TEXT_ITEM_BYTES + -(-len(v if isinstance(v, bytes) else v.encode()) // 8) * 8
+               for v in values)
 
 
 def allocation_bytes(
