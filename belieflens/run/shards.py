@@ -296,10 +296,12 @@ def _on_loop(loop: Any, fn: Callable[[], Any]) -> Any:
 @contextmanager
 def _worker_signals() -> Iterator[None]:
     """SIGINT and SIGTERM handled in this worker process for the task's length, as in one
-    process: the shard finishes its batch, saves what is finished and stops (the task fails
-    with the line of what was saved, :class:`~belieflens.errors.InterruptedRunError`, and is
-    run again elsewhere); the worker then goes as the signal asked. Outside a worker,
-    nothing is installed."""
+    process: the shard finishes its batch, saves what is finished, prints the line of what
+    was saved (:class:`~belieflens.errors.InterruptedRunError`) and the worker then goes at
+    once as the signal asked, with the handler it had before. The scheduler sees a lost
+    worker and runs the task again elsewhere, from the saved rows. (Not by failing the task
+    and living on for a moment: the task run again could land on this worker and take the
+    worker's own signal for a new one.) Outside a worker, nothing is installed."""
     loop = _worker_loop()
     if loop is None:
         yield
@@ -314,8 +316,8 @@ def _worker_signals() -> Iterator[None]:
         signum = signals.STOP.signum
         _on_loop(loop, lambda: signals.restore(previous))
         signals.STOP.reset()
-        if signum is not None:  # once the task's failure is on its way to the scheduler
-            loop.add_callback(loop.call_later, 1.0, os.kill, os.getpid(), signum)
+        if signum is not None:  # what was finished is synced: the worker goes now
+            os.kill(os.getpid(), signum)
 
 
 # --- driving process ---------------------------------------------------------------------
