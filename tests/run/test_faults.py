@@ -78,7 +78,7 @@ def _resume_equals(reference: Path, tiny_model: LoadedModel, out: Path,
 def test_too_little_space_is_one_line_before_writing(
     tiny_model: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(space.os, "statvfs", lambda path: _FakeStatvfs())
+    monkeypatch.setattr(os, "statvfs", lambda path: _FakeStatvfs())
     out = tmp_path / "x.h5"
     with pytest.raises(StorageError) as caught:
         extract(_env(), tiny_model, out, OPTIONS)
