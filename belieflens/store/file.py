@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -312,28 +313,53 @@ def _build(
     """Write the whole file of :func:`create_partial` at ``tmp``."""
     import h5netcdf
 
-    with h5netcdf.File(tmp, "w", **({"libver": LIBVER} if checksums else {})) as f:
-        for d, n in sizes.dims().items():
-            if n > 0:
-                f.dimensions[d] = n
-        text: list[str] = []
-        for spec in _specs(sizes, extra):
-            if spec.dtype == STR and spec.dims:
-                text.append(spec.name)
-            _create_variable(f, spec, sizes, resid_dtype=resid_dtype,
-                             rows_per_chunk=rows_per_chunk, checksums=checksums)
-        for name, arr in static.items():
-            f.variables[name][...] = arr
-        for start, values in row_slabs:
-            for name, arr in values.items():
-                _write_slab(f.variables[name], start, arr)
-        if checksums:  # text cannot pass a filter: a CRC-32 per chunk of rows instead
-            for name in text:
-                _write_text_crcs(f.variables[name])
-        for k, v in attrs.items():
-            f.attrs[k] = _attr(v)
-        f.attrs["schema_version"] = SCHEMA_VERSION
-        f.attrs["status"] = np.bytes_(STATUS_BUILDING)
+    f = h5netcdf.File(tmp, "w", **({"libver": LIBVER} if checksums else {}))
+    try:
+        _fill(f, sizes, attrs, static=static, row_slabs=row_slabs, resid_dtype=resid_dtype,
+              rows_per_chunk=rows_per_chunk, extra=extra, checksums=checksums)
+        f.close()
+    finally:
+        _abandon(f)
+
+
+def _abandon(f: Any) -> None:
+    """Close an ``h5netcdf.File`` that failed to close (a full disk, an I/O error) without
+    flushing it again: h5netcdf's ``__del__`` would retry the flush whenever the object is
+    collected, on a file whose filesystem may be gone by then (a segmentation fault)."""
+    if f._closed:
+        return
+    with suppress(Exception):
+        f._h5file.close()
+    f._closed = True
+
+
+def _fill(
+    f: Any, sizes: Sizes, attrs: Mapping[str, Any], *, static: Mapping[str, np.ndarray],
+    row_slabs: Iterable[tuple[int, Mapping[str, np.ndarray]]], resid_dtype: str,
+    rows_per_chunk: int, extra: Iterable[VarSpec], checksums: bool,
+) -> None:
+    """Every variable, static value, row slab and attribute of :func:`_build`'s file."""
+    for d, n in sizes.dims().items():
+        if n > 0:
+            f.dimensions[d] = n
+    text: list[str] = []
+    for spec in _specs(sizes, extra):
+        if spec.dtype == STR and spec.dims:
+            text.append(spec.name)
+        _create_variable(f, spec, sizes, resid_dtype=resid_dtype,
+                         rows_per_chunk=rows_per_chunk, checksums=checksums)
+    for name, arr in static.items():
+        f.variables[name][...] = arr
+    for start, values in row_slabs:
+        for name, arr in values.items():
+            _write_slab(f.variables[name], start, arr)
+    if checksums:  # text cannot pass a filter: a CRC-32 per chunk of rows instead
+        for name in text:
+            _write_text_crcs(f.variables[name])
+    for k, v in attrs.items():
+        f.attrs[k] = _attr(v)
+    f.attrs["schema_version"] = SCHEMA_VERSION
+    f.attrs["status"] = np.bytes_(STATUS_BUILDING)
 
 
 METADATA_BYTES = 1 << 20
