@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, get_args
 from belieflens import envs
 from belieflens.episodes.base import Environment
 from belieflens.episodes.params import ParamSpec, parse_assignments
-from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError, at_least, choice
+from belieflens.errors import (
+    BeliefLensError,
+    InterruptedRunError,
+    ModelNotFoundError,
+    ParameterError,
+    at_least,
+    choice,
+)
 from belieflens.heap import limit_arenas
 from belieflens.interventions import (
     DEFAULT_ALPHAS,
@@ -375,8 +382,8 @@ def _extract_here(
     from belieflens.model.load import quiet_libraries
     from belieflens.run import extract as cache_extract
     from belieflens.run import signals
-    from belieflens.run.generate import bind_run
-    from belieflens.run.generation_log import requires_generator, requires_simulator
+    from belieflens.run.checkpoint import stopped_before
+    from belieflens.store.file import partial_path
     from belieflens.store.lock import write_lock
 
     def report(event: ExtractEvent) -> None:
@@ -385,24 +392,40 @@ def _extract_here(
 
     # a second writer is refused before the load; a signal during it stops in one line
     with write_lock(out), signals.handled(), quiet_libraries():
-        n_threads = _set_threads(options.threads)
-        model, simulator = chosen.model, chosen.simulator
-        if isinstance(model, LoadedModel):
-            loaded = model
-        else:
-            loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
-            report(ModelLoaded("model", loaded.info, n_threads))
-        sim: LoadedModel | None = None
-        if requires_generator(env) and requires_simulator(env) and simulator is not None:
-            if isinstance(simulator, LoadedModel):
-                sim = simulator
-            elif _spec(simulator) != loaded.info.spec:
-                sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
-                report(ModelLoaded("simulator", sim.info, n_threads))
-        bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+        try:
+            bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
+        except InterruptedRunError as e:
+            raise stopped_before(e, partial_path(out)) from None
         return cache_extract.extract(bound, loaded, out, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs),
                                      checkpoint_seconds=chosen.checkpoint_seconds)
+
+
+def _load_and_bind(
+    env: Environment, chosen: _Models, options: ExtractOptions,
+    report: Callable[[ExtractEvent], None],
+) -> tuple[Environment, LoadedModel, dict[str, str]]:
+    """Load the models of :func:`_extract_here` not loaded yet and bind the environment's
+    generations to them: the environment to run, the model and the attributes to record."""
+    from belieflens.run.generate import bind_run
+    from belieflens.run.generation_log import requires_generator, requires_simulator
+
+    n_threads = _set_threads(options.threads)
+    model, simulator = chosen.model, chosen.simulator
+    if isinstance(model, LoadedModel):
+        loaded = model
+    else:
+        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
+        report(ModelLoaded("model", loaded.info, n_threads))
+    sim: LoadedModel | None = None
+    if requires_generator(env) and requires_simulator(env) and simulator is not None:
+        if isinstance(simulator, LoadedModel):
+            sim = simulator
+        elif _spec(simulator) != loaded.info.spec:
+            sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
+            report(ModelLoaded("simulator", sim.info, n_threads))
+    bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+    return bound, loaded, attrs
 
 
 def _extract_sharded(

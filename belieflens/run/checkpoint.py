@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from belieflens.errors import InterruptedRunError
+from belieflens.errors import CacheFileError, InterruptedRunError
 from belieflens.run.rows import ReadOut
 from belieflens.run.signals import Stop, name
 from belieflens.store import space
-from belieflens.store.file import PartialFile, Run
+from belieflens.store.file import PartialFile, Run, read_partial
 
 CHECKPOINT_SECONDS = 60.0
 """Default seconds of compute between two commits within a window (``--checkpoint-seconds``)."""
@@ -146,8 +146,15 @@ class Saver:
                 f"{partial.name})", "rerun to resume") from None
 
 
-def stopped_before(e: InterruptedRunError, saved: int, total: int,
-                   partial: Path) -> InterruptedRunError:
-    """The line of a run stopped before its first batch (loading or allocating)."""
+def stopped_before(e: InterruptedRunError, partial: Path) -> InterruptedRunError:
+    """The line of a run stopped before its first batch (loading, rendering, allocating):
+    what ``partial`` holds from an earlier run, if anything."""
+    saved = total = 0
+    if partial.exists():
+        try:
+            complete = read_partial(partial).complete
+            saved, total = int(complete.sum()), int(complete.size)
+        except CacheFileError:  # one the rerun refuses or starts again: it says so then
+            pass
     line = stop_line(saved, total, partial)
     return InterruptedRunError(f"stopped by {name(e.signum)}: {line}", e.signum)

@@ -404,21 +404,25 @@ def extract(
     :func:`prepare`'s result.
     """
     at_least("--checkpoint-seconds", checkpoint_seconds, 0)
-    p = prepared if prepared is not None else prepare(env, model, options)
+    partial = partial_path(out)
+    with signals.handled():
+        try:
+            p = prepared if prepared is not None else prepare(env, model, options)
+        except InterruptedRunError as e:  # rendering: nothing of this run written yet
+            raise stopped_before(e, partial) from None
     lo, hi = (0, len(p.recs)) if rows is None else rows
     if rows is not None:
         check_rows(rows, len(p.recs), options.window)
     the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
     wins = [(a - lo, b - lo) for a, b in resume.windows(len(p.recs), options.window)
             if lo <= a < hi]
-    partial = partial_path(out)
     with write_lock(out), signals.handled() as stop:
         try:
             state = resume.resumable(partial, the_study, overwrite=overwrite)
             if state is None:
                 _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
         except InterruptedRunError as e:
-            raise stopped_before(e, 0, hi - lo, partial) from None
+            raise stopped_before(e, partial) from None
         saver = Saver(PartialFile(partial),
                       np.zeros(hi - lo, bool) if state is None else state.complete,
                       seconds=checkpoint_seconds, stop=stop,

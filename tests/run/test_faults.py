@@ -194,3 +194,23 @@ def test_checkpoints_by_time_commit_within_a_window(
     extract(_env(), tiny_model, tmp_path / "b.h5", OPTIONS, checkpoint_seconds=0)
     assert len(commits) > 1 and sum(commits) == total
     assert_same_data(tmp_path / "a.h5", tmp_path / "b.h5")
+
+
+def test_sigterm_while_rendering_says_nothing_was_saved(
+    tiny_model: LoadedModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belieflens.run import extract as cache_extract
+
+    prepare = cache_extract.prepare
+
+    def then_sigterm(*a: Any, **k: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return prepare(*a, **k)
+
+    monkeypatch.setattr(cache_extract, "prepare", then_sigterm)
+    out = tmp_path / "x.h5"
+    with pytest.raises(InterruptedRunError) as caught:
+        extract(_env(), tiny_model, out, OPTIONS)
+    assert str(caught.value) == (f"stopped by SIGTERM: no read-out saved ({partial_path(out)} "
+                                 "was not created); rerun the same command to start")
+    assert caught.value.exit_code == 143 and leftovers(tmp_path) == []
