@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, get_args
 from belieflens import envs
 from belieflens.episodes.base import Environment
 from belieflens.episodes.params import ParamSpec, parse_assignments
-from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError, at_least, choice
+from belieflens.errors import (
+    BeliefLensError,
+    InterruptedRunError,
+    ModelNotFoundError,
+    ParameterError,
+    at_least,
+    choice,
+)
 from belieflens.heap import limit_arenas
 from belieflens.interventions import (
     DEFAULT_ALPHAS,
@@ -53,6 +60,7 @@ from belieflens.interventions import (
 from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
 from belieflens.model.load import catalogue as models
 from belieflens.report.study import Analysis
+from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
@@ -249,13 +257,16 @@ def environment(env: Environment | str, params: Mapping[str, object] | None = No
 
 @dataclass(frozen=True)
 class _Models:
-    """The models of one extraction and how the ones not yet loaded are loaded."""
+    """The models of one extraction, how the ones not yet loaded are loaded, and how often
+    the run saves."""
 
     model: ModelLike
     simulator: ModelLike | None
     device: DeviceName
     dtype: DTypeName
     kernels: KernelName
+    checkpoint_seconds: float = CHECKPOINT_SECONDS
+    """The most seconds of compute between two saves of finished read-outs."""
 
 
 def extract(
@@ -273,6 +284,7 @@ def extract(
     on_event: Callable[[ExtractEvent], None] | None = None,
     client: DaskClient | str | None = None,
     shard_episodes: int = 0,
+    checkpoint_seconds: float = CHECKPOINT_SECONDS,
     **keywords: Unpack[ExtractKeywords],
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model and
@@ -283,6 +295,13 @@ def extract(
     in ``<out>.partial`` is resumed (:mod:`belieflens.run.resume`). With ``client``, ``out``
     is a *study directory* of shard files written by the cluster's workers
     (:mod:`belieflens.run.shards`; ``model`` and ``simulator`` must then be names or paths).
+
+    Finished read-outs are saved at batch boundaries at least every ``checkpoint_seconds``
+    of compute (:mod:`belieflens.run.checkpoint`). The file's filesystem is checked for
+    room before anything is written; no space left or an I/O error on the way keep what
+    was saved and raise :class:`~belieflens.errors.StorageError`; SIGINT or SIGTERM finish
+    the batch, save it and raise :class:`~belieflens.errors.InterruptedRunError` (one line
+    each: rerunning resumes).
 
     Args:
         env: an environment or its registered name.
@@ -302,6 +321,7 @@ def extract(
             ``PATH/scheduler.json``: connected after every check, closed at the end).
         shard_episodes: about this many episodes per shard, in whole windows (0: about
             three shards per worker).
+        checkpoint_seconds: the most seconds of compute between two saves.
         **keywords: the options as keywords.
 
     Returns:
@@ -321,11 +341,12 @@ def extract(
     _check_load(device, dtype, kernels)
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes)
+    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
     built = environment(env, params)
     _resolve(model)
     if simulator is not None:
         _resolve(simulator)
-    chosen = _Models(model, simulator, device, dtype, kernels)
+    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -346,32 +367,51 @@ def _extract_here(
     """:func:`extract` in this process into the cache file ``out``."""
     from belieflens.model.load import quiet_libraries
     from belieflens.run import extract as cache_extract
-    from belieflens.run.generate import bind_run
-    from belieflens.run.generation_log import requires_generator, requires_simulator
+    from belieflens.run import signals
+    from belieflens.run.checkpoint import stopped_before
+    from belieflens.store.file import partial_path
     from belieflens.store.lock import write_lock
 
     def report(event: ExtractEvent) -> None:
         if on_event is not None:
             on_event(event)
 
-    with write_lock(out), quiet_libraries():  # a second writer is refused before the load
-        n_threads = _set_threads(options.threads)
-        model, simulator = chosen.model, chosen.simulator
-        if isinstance(model, LoadedModel):
-            loaded = model
-        else:
-            loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
-            report(ModelLoaded("model", loaded.info, n_threads))
-        sim: LoadedModel | None = None
-        if requires_generator(env) and requires_simulator(env) and simulator is not None:
-            if isinstance(simulator, LoadedModel):
-                sim = simulator
-            elif _spec(simulator) != loaded.info.spec:
-                sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
-                report(ModelLoaded("simulator", sim.info, n_threads))
-        bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+    # a second writer is refused before the load; a signal during it stops in one line
+    with write_lock(out), signals.handled(), quiet_libraries():
+        try:
+            bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
+        except InterruptedRunError as e:
+            raise stopped_before(e, partial_path(out)) from None
         return cache_extract.extract(bound, loaded, out, options, on_progress=report,
-                                     overwrite=overwrite, extra_attrs=dict(attrs))
+                                     overwrite=overwrite, extra_attrs=dict(attrs),
+                                     checkpoint_seconds=chosen.checkpoint_seconds)
+
+
+def _load_and_bind(
+    env: Environment, chosen: _Models, options: ExtractOptions,
+    report: Callable[[ExtractEvent], None],
+) -> tuple[Environment, LoadedModel, dict[str, str]]:
+    """Load the models of :func:`_extract_here` not loaded yet and bind the environment's
+    generations to them: the environment to run, the model and the attributes to record."""
+    from belieflens.run.generate import bind_run
+    from belieflens.run.generation_log import requires_generator, requires_simulator
+
+    n_threads = _set_threads(options.threads)
+    model, simulator = chosen.model, chosen.simulator
+    if isinstance(model, LoadedModel):
+        loaded = model
+    else:
+        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
+        report(ModelLoaded("model", loaded.info, n_threads))
+    sim: LoadedModel | None = None
+    if requires_generator(env) and requires_simulator(env) and simulator is not None:
+        if isinstance(simulator, LoadedModel):
+            sim = simulator
+        elif _spec(simulator) != loaded.info.spec:
+            sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
+            report(ModelLoaded("simulator", sim.info, n_threads))
+    bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+    return bound, loaded, attrs
 
 
 def _extract_sharded(
@@ -392,7 +432,7 @@ def _extract_sharded(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
         make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
-        threads=options.threads,
+        threads=options.threads, checkpoint_seconds=chosen.checkpoint_seconds,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
                      on_progress=on_event).directory

@@ -39,6 +39,37 @@ class ImportFormatError(BeliefLensError):
     """An imported file (BayesBench JSON, user question set) is malformed."""
 
 
+class StorageError(BeliefLensError):
+    """A filesystem has no room for a write, or failed one (no space left, an I/O error).
+
+    Its line names the filesystem and what was kept: a write checked beforehand wrote nothing;
+    an extraction keeps its partial file and the read-outs marked complete in it, and a
+    rerun resumes. The CLI exits with code 2, as for any :class:`BeliefLensError`.
+    """
+
+
+class InterruptedRunError(BeliefLensError):
+    """SIGINT or SIGTERM stopped a run, after what was complete had been saved.
+
+    The line says what was saved and how to go on; the CLI prints it as
+    ``interrupted: <message>`` and exits with ``128 + signal`` (130 for SIGINT, 143 for
+    SIGTERM), the shell's code for a process a signal stopped.
+    """
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+    def __reduce__(self) -> tuple[type[InterruptedRunError], tuple[str, int]]:
+        """Pickled with its signal (a Dask task's error crosses processes)."""
+        return type(self), (str(self), self.signum)
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + signal``: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+
 C = TypeVar("C", bound=str)
 
 

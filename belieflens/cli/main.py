@@ -105,6 +105,9 @@ ExtractCluster = Annotated[str | None, typer.Option(
 ShardEpisodes = Annotated[int, typer.Option(
     help="with --cluster: about K episodes per shard, rounded to whole windows (0 = about "
     "three shards per worker)")]
+CheckpointSeconds = Annotated[float, typer.Option(
+    help="save finished read-outs at least every N seconds of compute, at batch boundaries "
+    "(a kill loses at most that; 0 = after every batch)")]
 
 
 @app.command()
@@ -133,12 +136,14 @@ def extract(
     window: Window = 1024,
     cluster: ExtractCluster = None,
     shard_episodes: ShardEpisodes = 0,
+    checkpoint_seconds: CheckpointSeconds = 60.0,
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
     If ``OUT.partial`` holds an interrupted run of the same study, it is resumed. With
     ``--cluster``, shards of the study run as Dask tasks into the study directory OUT;
-    rerunning the same command resumes it.
+    rerunning the same command resumes it. Ctrl-C or SIGTERM saves what is finished and
+    exits with 130 or 143; a full disk keeps it too (exit 2).
     """
     with one_line_errors():
         options = ExtractOptions.of(
@@ -153,6 +158,7 @@ def extract(
                 env, out=out, params=params, model=model, simulator=simulator, options=options,
                 device=device, dtype=dtype, kernels=kernels, overwrite=overwrite,
                 on_event=report, client=cluster, shard_episodes=shard_episodes,
+                checkpoint_seconds=checkpoint_seconds,
             )
     wrote(path)
 

@@ -14,16 +14,21 @@ from typing import Annotated
 
 import typer
 
-from belieflens.errors import BeliefLensError
+from belieflens.errors import BeliefLensError, InterruptedRunError
 from belieflens.types import DebiasMethod, DeviceName
 
 
 @contextmanager
 def one_line_errors() -> Iterator[None]:
     """A :class:`BeliefLensError` raised inside becomes ``error: <message>`` on stderr and
-    exit code 2; no traceback."""
+    exit code 2; no traceback. A run stopped by SIGINT or SIGTERM
+    (:class:`InterruptedRunError`) becomes ``interrupted: <message>`` and exit code 130 or
+    143."""
     try:
         yield
+    except InterruptedRunError as e:
+        typer.echo(f"interrupted: {e}", err=True)
+        raise typer.Exit(e.exit_code) from None
     except BeliefLensError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

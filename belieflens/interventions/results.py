@@ -23,6 +23,7 @@ import xarray as xr
 from belieflens.errors import ParameterError
 from belieflens.interventions.study import Study
 from belieflens.model.load import LoadedModel
+from belieflens.store import space
 from belieflens.store.provenance import git_commit
 from belieflens.store.results import KIND_ATTR, Kind
 
@@ -79,10 +80,21 @@ def _attr(v: Any) -> Any:
     return v
 
 
+RESULT_METADATA_BYTES = 1 << 20
+"""What :func:`write_result`'s space check allows besides the Dataset's own bytes (HDF5's
+headers, attributes and the text's heap)."""
+
+
 def write_result(ds: xr.Dataset, out: Path) -> Path:
-    """Write ``ds`` to ``out`` (atomically: a temporary file renamed once whole)."""
+    """Write ``ds`` to ``out`` (atomically: a temporary file renamed once whole).
+
+    The free space is checked first (the Dataset's bytes and :data:`RESULT_METADATA_BYTES`:
+    one :class:`~belieflens.errors.StorageError` line if short, nothing written); a full
+    disk or an I/O error while writing removes the temporary file and is one line too.
+    """
     tmp = out.with_name(out.name + ".tmp")
     tmp.unlink(missing_ok=True)
+    space.require(out, int(ds.nbytes) + RESULT_METADATA_BYTES)
     ds = ds.copy()
     ds.attrs = {k: _attr(v) for k, v in ds.attrs.items()}
     for name in ds.variables:
@@ -95,6 +107,12 @@ def write_result(ds: xr.Dataset, out: Path) -> Path:
     try:
         ds.to_netcdf(tmp, engine="h5netcdf", invalid_netcdf=True, encoding=encoding)
         os.replace(tmp, out)
+    except Exception as e:
+        kind = space.fault(e)
+        if kind is None:
+            raise
+        raise space.fault_error(kind, out, f"while writing {out}",
+                                "rerun the same command") from None
     finally:
         tmp.unlink(missing_ok=True)
     return out

@@ -19,10 +19,12 @@ from belieflens.analysis.compare import (
     compare,
 )
 from belieflens.dims import LAYER, TURN
+from belieflens.report.atomic import final, staged
 from belieflens.report.figures import pyplot, save
 from belieflens.report.study import Analysis
 from belieflens.report.tables import pm
-from belieflens.report.viewer import compare_page
+from belieflens.report.viewer import compare_payload, render_html
+from belieflens.store import space
 from belieflens.types import DebiasMethod
 
 
@@ -260,6 +262,14 @@ of one Latin-square rotation and the debiased belief (0: the model ignores answe
 """
 
 
+FIGURE_BYTES = 1_000_000
+"""What ``compare --out``'s space check allows for each figure (its PNGs measure under
+0.2 MB)."""
+
+NETCDF_BYTES = 1 << 20
+"""What it allows for ``compare.nc``'s metadata beside the Dataset's own bytes."""
+
+
 def compare_report(
     files: Sequence[CacheLike],
     out_dir: str | Path | None = None,
@@ -273,7 +283,10 @@ def compare_report(
     ``compare_depth.png``, ``compare_turns.png``, ``compare_updating.png``, ``compare.md``,
     the Dataset as ``compare.nc`` and, with ``html``, the interactive page ``compare.html``
     (:func:`belieflens.report.viewer.compare_page`). With ``out_dir``, every file's chunks
-    are checked against their checksums before anything is written."""
+    are checked against their checksums before anything is written, and so is the free
+    space on its filesystem (the pages and the Dataset's bytes, :data:`FIGURE_BYTES` per
+    figure: one line if short); the report is written beside ``out_dir`` and moved into
+    place once whole (:func:`belieflens.report.atomic.staged`)."""
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         from belieflens.store.integrity import verify_file
@@ -289,19 +302,33 @@ def compare_report(
     text = (f"env {cmp.attrs['env_name']} {cmp.attrs['env_params']} | episodes "
             f"{cmp.attrs['episodes']} | seed {cmp.attrs['seed']} | models "
             f"{', '.join(map(str, cmp[MODEL].values))}\n\n{turns}\n{table}\n{head}\n")
-    written: list[Path] = []
+    written: tuple[Path, ...] = ()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        written = [
-            depth_plot(cmp, out / "compare_depth.png"),
-            turns_plot(cmp, out / "compare_turns.png"),
-            updating_plot(cmp, out / "compare_updating.png"),
-        ]
-        nc = out / "compare.nc"
-        cmp.to_netcdf(nc, engine="h5netcdf")
-        md = out / "compare.md"
-        md.write_text(_markdown(cmp, table, turns, head))
-        written += [nc, md]
-        if html:
-            written.append(compare_page(cmp, table, head, out / "compare.html").path)
-    return Analysis(text=text, headline=head, files=tuple(written))
+        written = _write(cmp, out, _markdown(cmp, table, turns, head),
+                         _page(cmp, table, head) if html else None)
+    return Analysis(text=text, headline=head, files=written)
+
+
+def _page(cmp: xr.Dataset, table: str, head: str) -> str:
+    """The text of ``compare.html``."""
+    payload = compare_payload(cmp, table, head)
+    return render_html(payload, str(payload["title"]))
+
+
+def _write(cmp: xr.Dataset, out: Path, md: str, page: str | None) -> tuple[Path, ...]:
+    """Write the report into ``out`` whole or not at all, once its size is checked."""
+    figures = ((depth_plot, "compare_depth.png"), (turns_plot, "compare_turns.png"),
+               (updating_plot, "compare_updating.png"))
+    pages = len(md.encode()) + (len((page or "").encode()))
+    space.require(out, cmp.nbytes + NETCDF_BYTES + pages + FIGURE_BYTES * len(figures))
+    with staged(out) as stage:
+        assert stage is not None
+        folder = stage.folder
+        written = [plot(cmp, folder / name) for plot, name in figures]
+        cmp.to_netcdf(folder / "compare.nc", engine="h5netcdf")
+        (folder / "compare.md").write_text(md)
+        written += [folder / "compare.nc", folder / "compare.md"]
+        if page is not None:
+            (folder / "compare.html").write_text(page, encoding="utf-8")
+            written.append(folder / "compare.html")
+    return final(stage, written)

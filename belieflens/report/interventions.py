@@ -6,6 +6,7 @@ docstring); here they are printed, plotted and written as ``report.md``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from belieflens.analysis.interventions import (
     steer_summary,
 )
 from belieflens.dims import LAYER, POSITIONS
+from belieflens.report.atomic import final, staged
 from belieflens.report.figures import pyplot, save
 from belieflens.report.study import Analysis
 from belieflens.report.viewer import (
@@ -185,12 +187,20 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
            method: DebiasMethod = "geometric", html: bool = True) -> Analysis:
     """Analyse an intervention result file: tables (``text``), and with ``out_dir`` a heatmap
     or layer plot, ``report.md`` holding the section and, with ``html``, the interactive
-    page ``intervention.html`` (:func:`belieflens.report.viewer.intervention_page`)."""
+    page ``intervention.html`` (:func:`belieflens.report.viewer.intervention_page`), written
+    into a folder beside ``out_dir`` and moved into place once whole
+    (:func:`belieflens.report.atomic.staged`): a failed run leaves the previous report."""
     ds = open_result(path)
+    with staged(Path(out_dir) if out_dir is not None else None) as stage:
+        done = _report(ds, stage.folder if stage is not None else None, method=method,
+                       html=html)
+    return dataclasses.replace(done, files=final(stage, done.files))
+
+
+def _report(ds: xr.Dataset, out: Path | None, *, method: DebiasMethod,
+            html: bool) -> Analysis:
+    """:func:`report` of the opened result ``ds``, its files written into ``out``."""
     kind = str(ds.attrs["kind"])
-    out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     page = out is not None and html
     data: dict[str, object] = {}

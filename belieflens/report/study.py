@@ -9,6 +9,7 @@ printed, plotted and written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from belieflens.analysis.study import study_results
 from belieflens.errors import CacheFileError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
+from belieflens.report.atomic import final, staged
 from belieflens.report.figures import (
     calibration_plot,
     layer_profile_plot,
@@ -100,8 +102,11 @@ def analyze(
 
     With ``out_dir``, every chunk of the file is read against its checksum before
     anything is written: a damaged file raises :class:`CacheFileError` (one line) and
-    leaves no partial report. With ``out_dir`` and ``html`` (the default), the interactive
-    viewer ``study.html`` is written there too (:func:`belieflens.report.viewer.study_page`).
+    leaves no partial report. The report is written into a folder beside ``out_dir`` and
+    moved into place once whole (:func:`belieflens.report.atomic.staged`): a full disk, a
+    signal or any error leaves the previous report untouched and no partial one. With
+    ``out_dir`` and ``html`` (the default), the interactive viewer ``study.html`` is written
+    there too (:func:`belieflens.report.viewer.study_page`).
     """
     run = _Run(_lens(lens), method, probes, seed, sections, html)
     if client is None:
@@ -154,20 +159,22 @@ class _Run:
             except CacheFileError:
                 ds.close()
                 raise
-            out.mkdir(parents=True, exist_ok=True)
         # verification's read buffers and the opening's copies, freed but fragmenting the
         # heap: handed back here and after each stage, so that each stage's peak starts from
         # what is held rather than from the last stage's high-water mark
         release_freed_memory()
-        try:
-            results = study_results(ds, method=self.method, lens=self.tuned,
-                                    probes=self.probes, seed=self.seed,
-                                    episodes=out is not None and self.html)
-            env = str(ds.attrs.get("env_name"))
-            extra = [fn(ds, out, method=self.method) for fn in self.sections(env)]
-        finally:
-            ds.close()
-        return _present(results, extra, out, self.tuned, self.probes)
+        with staged(out) as stage:  # written whole into place, or not at all
+            folder = stage.folder if stage is not None else None
+            try:
+                results = study_results(ds, method=self.method, lens=self.tuned,
+                                        probes=self.probes, seed=self.seed,
+                                        episodes=out is not None and self.html)
+                env = str(ds.attrs.get("env_name"))
+                extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
+            finally:
+                ds.close()
+            done = _present(results, extra, folder, self.tuned, self.probes)
+        return dataclasses.replace(done, files=final(stage, done.files))
 
 
 @dataclass(frozen=True)

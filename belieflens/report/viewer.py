@@ -327,8 +327,15 @@ def intervention_page(kind: str, title: str, prov: str, headline: str, body: str
 def compare_page(cmp: xr.Dataset, table: str, head: str, path: Path) -> Page:
     """Write the page of :func:`belieflens.analysis.compare.compare`: every model's TVD to
     the oracle against relative depth at the chosen turn, and its output per turn."""
+    payload = compare_payload(cmp, table, head)
+    write_page(path, payload, str(payload["title"]))
+    return Page(path, (), "")
+
+
+def compare_payload(cmp: xr.Dataset, table: str, head: str) -> dict[str, Any]:
+    """What :func:`compare_page` embeds (its ``title`` is the page's)."""
     grid = ("model", "delivery", "probe", "turn", "depth", "source")
-    payload = {
+    return {
         "kind": "compare",
         "title": f"belieflens: {cmp.sizes['model']} models on {cmp.attrs.get('env_name')}",
         "provenance": (f"env {cmp.attrs.get('env_name')} {cmp.attrs.get('env_params')} · "
@@ -346,5 +353,3 @@ def compare_page(cmp: xr.Dataset, table: str, head: str, path: Path) -> Page:
         "output_tvd_mean": encode(cmp["output_tvd_mean"], ("model", "delivery", "probe", "turn")),
         "output_tvd_sem": encode(cmp["output_tvd_sem"], ("model", "delivery", "probe", "turn")),
     }
-    write_page(path, payload, str(payload["title"]))
-    return Page(path, (), "")

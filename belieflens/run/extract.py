@@ -14,12 +14,13 @@ import numpy as np
 
 from belieflens.dims import QUERY
 from belieflens.episodes.base import Environment, Query
-from belieflens.errors import ParameterError, at_least, choice
+from belieflens.errors import InterruptedRunError, ParameterError, at_least, choice
 from belieflens.heap import release_freed_memory
 from belieflens.lens.head import final_norm, unembedding
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render, token_texts
-from belieflens.run import resume, runner
+from belieflens.run import resume, runner, signals
+from belieflens.run.checkpoint import CHECKPOINT_SECONDS, Saver, stopped_before
 from belieflens.run.generation_log import log_columns
 from belieflens.store.file import (
     STR,
@@ -27,9 +28,11 @@ from belieflens.store.file import (
     Sizes,
     StoreDType,
     VarSpec,
+    allocation_bytes,
     chunk_rows,
     create_partial,
     partial_path,
+    text_bytes,
 )
 from belieflens.store.fingerprint import (
     FINGERPRINT_ATTR,
@@ -378,16 +381,21 @@ def extract(
     overwrite: bool = False,
     rows: tuple[int, int] | None = None,
     prepared: Prepared | None = None,
+    checkpoint_seconds: float = CHECKPOINT_SECONDS,
 ) -> Path:
     """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
 
     Returns the path of the finished file. Queries are rendered first (cheap),
-    the file is allocated with every static value, then the model runs window
-    by window; each window is written and synced before the next. If
-    ``<out>.partial`` holds an interrupted run of the same study, only its
-    unfinished windows run (see :mod:`belieflens.run.resume`); a partial file
-    of another study raises :class:`CacheFileError` unless ``overwrite``.
-    A second process writing ``out`` is refused (:mod:`belieflens.store.lock`).
+    the file is allocated with every static value (after checking its filesystem has
+    room: else one line, nothing written), then the model runs window by window, batch by
+    batch; finished read-outs are committed at batch boundaries at least every
+    ``checkpoint_seconds`` and at each window's end (:mod:`belieflens.run.checkpoint`). If
+    ``<out>.partial`` holds an interrupted run of the same study, only its rows not marked
+    complete run (see :mod:`belieflens.run.resume`); a partial file of another study raises
+    :class:`CacheFileError` unless ``overwrite``. A second process writing ``out`` is
+    refused (:mod:`belieflens.store.lock`). SIGINT or SIGTERM finish the batch, save and
+    raise :class:`~belieflens.errors.InterruptedRunError`; no space left or an I/O error
+    keep the partial file and raise :class:`~belieflens.errors.StorageError` (one line each).
 
     ``rows`` writes only the query rows ``[start, stop)`` of the study, a run of whole
     windows: a shard of a study directory (:mod:`belieflens.run.shards`). The shard is
@@ -395,32 +403,39 @@ def extract(
     ``query`` equal the file of one process bit for bit. ``prepared`` reuses
     :func:`prepare`'s result.
     """
-    p = prepared if prepared is not None else prepare(env, model, options)
+    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
+    partial = partial_path(out)
+    with signals.handled():
+        try:
+            p = prepared if prepared is not None else prepare(env, model, options)
+        except InterruptedRunError as e:  # rendering: nothing of this run written yet
+            raise stopped_before(e, partial) from None
     lo, hi = (0, len(p.recs)) if rows is None else rows
     if rows is not None:
         check_rows(rows, len(p.recs), options.window)
     the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
     wins = [(a - lo, b - lo) for a, b in resume.windows(len(p.recs), options.window)
             if lo <= a < hi]
-    with write_lock(out):
-        state = resume.resumable(partial_path(out), the_study, overwrite=overwrite)
-        if state is not None:
-            done = resume.done_windows(state.complete, wins)
-        else:
-            done = set()
-            _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
-        writer = PartialFile(partial_path(out))
-        progress = _Counter(on_progress, hi - lo,
-                            sum(b - a for i, (a, b) in enumerate(wins) if i in done))
-        for wi, (start, stop) in enumerate(wins):
-            if wi in done:
-                continue
-            values = _run_window(model, p, options, p.tqs[lo + start:lo + stop], progress)
-            writer.write_rows(start, values)
-            progress.window_done(stop - start)
-            del values
-            release_freed_memory()
-        return writer.finish(out)
+    with write_lock(out), signals.handled() as stop:
+        try:
+            state = resume.resumable(partial, the_study, overwrite=overwrite)
+            if state is None:
+                _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
+        except InterruptedRunError as e:
+            raise stopped_before(e, partial) from None
+        saver = Saver(PartialFile(partial),
+                      np.zeros(hi - lo, bool) if state is None else state.complete,
+                      seconds=checkpoint_seconds, stop=stop,
+                      stack=lambda outs: _model_rows(outs, p.sizes, options.save_logits))
+        progress = _Counter(on_progress, hi - lo, saver.saved)
+        with saver.faults(partial):
+            for start, stop_at in wins:
+                saved = saver.window(start, stop_at)
+                if saved is not None:
+                    _run_window(model, p, options, p.tqs[lo + start:lo + stop_at], saved,
+                                progress, saver)
+                    release_freed_memory()
+            return saver.writer.finish(out)
 
 
 class _Counter:
@@ -429,7 +444,7 @@ class _Counter:
     def __init__(self, on_progress: Callable[[Progress], None] | None, total: int,
                  resumed: int) -> None:
         self.on_progress, self.total, self.resumed = on_progress, total, resumed
-        self.finished, self.tokens, self.t0 = resumed, 0, time.perf_counter()
+        self.tokens, self.t0 = 0, time.perf_counter()
         self.report(resumed, started=True)
 
     def report(self, done: int, *, started: bool = False) -> None:
@@ -439,15 +454,12 @@ class _Counter:
             self.on_progress(Progress(done, self.total, self.tokens, elapsed,
                                       resumed=self.resumed))
 
-    def window_done(self, n: int) -> None:
-        """A window of ``n`` read-outs was written."""
-        self.finished += n
-
 
 def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractOptions,
               p: Prepared, the_study: Study, rows: tuple[int, int],
               extra_attrs: dict[str, Any] | None) -> None:
-    """Create ``out``'s partial file: provenance, the lens's head, and every static row."""
+    """Create ``out``'s partial file: provenance, the lens's head, and every static row (its
+    size checked against the free space first: the text is rendered once to measure it)."""
     import torch
 
     lo, hi = rows
@@ -479,8 +491,11 @@ def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractO
             values.update({k: v[a:b] for k, v in gvalues.items()})
             yield start, values
 
+    sizes, extra = dataclasses.replace(p.sizes, query=hi - lo), (*tschema, *gschema)
+    text = text_bytes(p.texts) + sum(text_bytes(v.ravel()) for _, values in slabs()
+                                     for v in values.values() if v.dtype == object)
     create_partial(
-        out, dataclasses.replace(p.sizes, query=hi - lo), attrs,
+        out, sizes, attrs,
         static={
             "lens_token_id": unemb.token_ids.astype(np.int32),
             "unembed": unemb.weight.astype(np.float32),
@@ -491,25 +506,28 @@ def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractO
             "token_text": np.array(p.texts, dtype=object),
         },
         row_slabs=slabs(), resid_dtype=options.resid_dtype,
-        rows_per_chunk=chunk_rows(options.window), extra=(*tschema, *gschema),
+        rows_per_chunk=chunk_rows(options.window), extra=extra,
+        needed=allocation_bytes(sizes, resid_dtype=options.resid_dtype, extra=extra, text=text,
+                                rows_per_chunk=chunk_rows(options.window)),
     )
 
 
 def _run_window(model: LoadedModel, p: Prepared, options: ExtractOptions,
-                w_tqs: Sequence[TokenizedQuery], progress: _Counter) -> dict[str, np.ndarray]:
-    """The model rows of one window's read-outs (``resid``, ``option_logprob``, ...)."""
-    results: list[runner.ReadOut | None] = [None] * len(w_tqs)
+                w_tqs: Sequence[TokenizedQuery], saved: set[int], progress: _Counter,
+                saver: Saver) -> None:
+    """Compute one window's read-outs but those ``saved`` already, handing each batch's to
+    ``saver`` (which commits them at batch boundaries and at the window's end)."""
     for batch, outs, n_tok in runner.run_queries(
         model, w_tqs, max_rows=p.max_rows, max_tokens=p.max_tokens,
         row_tokens=options.row_tokens,
         save_logits=options.save_logits, padding_side=options.padding_side,
-        reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid,
+        reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid, skip=saved,
     ):
-        for i, o in zip(batch, outs, strict=True):
-            results[i] = o
+        saver.add(batch, outs)
         progress.tokens += n_tok
-        progress.report(progress.finished + sum(r is not None for r in results))
-    return _model_rows([r for r in results if r is not None], p.sizes, options.save_logits)
+        progress.report(saver.done)
+        saver.batch_done()
+    saver.commit()
 
 
 def _model_rows(done: Sequence[runner.ReadOut], sizes: Sizes,

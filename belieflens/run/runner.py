@@ -12,7 +12,7 @@ option's tokens but the last), and log P(option) sums over all its tokens.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -274,6 +274,7 @@ def run_queries(
     padding_side: PaddingSide = "right",
     reuse_prefix: bool = True,
     cont_resid: bool = False,
+    skip: Collection[int] = (),
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
 
@@ -282,13 +283,21 @@ def run_queries(
     (:func:`belieflens.run.trie_runner.run_trie`), its edges packed into rows of up
     to ``row_tokens`` tokens; otherwise as padded batches of
     whole prompts, sorted by length.
+
+    ``skip``: queries whose read-outs are not wanted (saved by an interrupted run): they are
+    not yielded, and batches of nothing else do not run. The batches that run are composed
+    as in a run without ``skip``, so their read-outs are the same bit for bit.
     """
     if reuse_prefix and model.info.prefix_reuse:
         yield from run_trie(model, tqs, max_rows=max_rows, max_tokens=max_tokens,
-                            row_tokens=row_tokens,
-                            save_logits=save_logits, cont_resid=cont_resid)
+                            row_tokens=row_tokens, save_logits=save_logits,
+                            cont_resid=cont_resid, skip=skip)
         return
     for batch in plan_batches(tqs, max_rows=max_rows, max_tokens=max_tokens):
+        if all(i in skip for i in batch):
+            continue
         outs = run_batch(model, [tqs[i] for i in batch], save_logits=save_logits,
                          padding_side=padding_side, cont_resid=cont_resid)
-        yield batch, outs, sum(len(r.ids) for r in forward_rows([tqs[i] for i in batch]))
+        wanted = [k for k, i in enumerate(batch) if i not in skip]
+        yield ([batch[k] for k in wanted], [outs[k] for k in wanted],
+               sum(len(r.ids) for r in forward_rows([tqs[i] for i in batch])))

@@ -35,9 +35,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,8 +48,10 @@ from typing import Any
 import numpy as np
 
 from belieflens.episodes.base import Environment
-from belieflens.errors import CacheFileError, ParameterError
+from belieflens.errors import CacheFileError, InterruptedRunError, ParameterError, StorageError
 from belieflens.model.load import LoadedModel
+from belieflens.run import signals
+from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractOptions, Prepared, Progress, check_rows
 from belieflens.run.generation_log import GeneratingEnvironment, GenerationRecord
@@ -56,8 +61,9 @@ from belieflens.store.study import shard_attrs
 from belieflens.types import DeviceName, DTypeName, KernelName
 
 RETRIES = 2
-"""Times the scheduler reruns a shard task that raised (a dead worker's tasks are always
-rescheduled, up to distributed's ``allowed-failures``)."""
+"""Times the driving process reruns a shard task that raised (a dead worker's tasks are always
+rescheduled by the scheduler, up to distributed's ``allowed-failures``); never one that found
+no space left or an I/O error."""
 
 @dataclass(frozen=True)
 class ShardJob:
@@ -76,6 +82,8 @@ class ShardJob:
     kernels: KernelName = "auto"
     threads: int = 0
     """torch threads per worker; 0: the worker's thread count."""
+    checkpoint_seconds: float = CHECKPOINT_SECONDS
+    """The most seconds of compute between two saves of a shard's finished read-outs."""
 
     def key(self) -> str:
         """A canonical text of the job (what a worker's cached preparation is keyed by)."""
@@ -249,14 +257,67 @@ def shard_task(
         if _finished_shard(out, fingerprint, rows):
             return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
                                load_s, prep_s, rows[1] - rows[0], 0, replayed[0])
-        cache_extract.extract(
-            env, model, out, job.options, rows=rows, prepared=prep, on_progress=seen.append,
-            extra_attrs={**attrs, "shard_of": fingerprint, "shard_index": index,
-                         "shard_rows": list(rows)},
-        )
+        with _worker_signals():
+            cache_extract.extract(
+                env, model, out, job.options, rows=rows, prepared=prep, on_progress=seen.append,
+                extra_attrs={**attrs, "shard_of": fingerprint, "shard_index": index,
+                             "shard_rows": list(rows)},
+                checkpoint_seconds=job.checkpoint_seconds,
+            )
         last = seen[-1] if seen else Progress(0, 0, 0, 0.0)
         return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
                            load_s, prep_s, last.resumed, last.tokens, replayed[0])
+
+
+def _worker_loop() -> Any:
+    """The event loop of the Dask worker running this task (``None`` outside a worker)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().loop
+    except (ImportError, ValueError):
+        return None
+
+
+def _on_loop(loop: Any, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in the worker's main thread (its event loop's) and return its result."""
+    done: Future[Any] = Future()
+
+    def call() -> None:
+        try:
+            done.set_result(fn())
+        except BaseException as e:  # handed to the waiting task thread
+            done.set_exception(e)
+
+    loop.add_callback(call)
+    return done.result(timeout=30)
+
+
+@contextmanager
+def _worker_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM handled in this worker process for the task's length, as in one
+    process: the shard finishes its batch, saves what is finished, prints the line of what
+    was saved (:class:`~belieflens.errors.InterruptedRunError`) and the worker then goes at
+    once as the signal asked, with the handler it had before. The scheduler sees a lost
+    worker and runs the task again elsewhere, from the saved rows. (Not by failing the task
+    and living on for a moment: the task run again could land on this worker and take the
+    worker's own signal for a new one.) Outside a worker, nothing is installed."""
+    loop = _worker_loop()
+    if loop is None:
+        yield
+        return
+    previous = _on_loop(loop, lambda: signals.install(signals.STOP, raising=False))
+    try:
+        yield
+    except InterruptedRunError as e:
+        print(f"interrupted: worker pid {os.getpid()}: {e}", file=sys.stderr, flush=True)
+        raise
+    finally:
+        signum = signals.STOP.signum
+        _on_loop(loop, lambda: signals.restore(previous))
+        signals.STOP.reset()
+        if signum is not None:  # what was finished is synced: the worker goes now
+            os.kill(os.getpid(), signum)
 
 
 # --- driving process ---------------------------------------------------------------------
@@ -397,8 +458,11 @@ def _run_shards(
 ) -> tuple[mf.Manifest, list[ShardResult]]:
     """Run the ``pending`` shards, marking each done in the manifest as it finishes.
 
-    Returns the final manifest and the shards' results in order of completion; on any
-    error (or interrupt) the shards not yet finished are cancelled.
+    Returns the final manifest and the shards' results in order of completion. A task that
+    fails is run again up to ``RETRIES`` times, but not one that found no space left or an
+    I/O error (:class:`StorageError`: its line is raised here, as rerunning into the same
+    disk would fail again). On any error the shards not yet finished are cancelled; SIGINT
+    or SIGTERM give one line of what is done (:class:`InterruptedRunError`).
     """
     import distributed
 
@@ -407,28 +471,50 @@ def _run_shards(
     finished = sum(s.rows[1] - s.rows[0] for s in manifest.shards if s.state == "done")
     if on_progress is not None:
         on_progress(Progress(finished, total, 0, 0.0, resumed=finished))
-    futures = [
-        client.submit(shard_task, job, i, manifest.shards[i].rows, str(directory),
-                      plan.fingerprint, bool(plan.generations), pure=False, retries=RETRIES,
-                      resources=job.resources())
-        for i in pending
-    ]
+
+    def submit(i: int) -> Any:
+        return client.submit(shard_task, job, i, manifest.shards[i].rows, str(directory),
+                             plan.fingerprint, bool(plan.generations), pure=False,
+                             resources=job.resources())
+
+    futures = {submit(i): i for i in pending}
+    tries = dict.fromkeys(pending, 1)
     results: list[ShardResult] = []
     tokens = 0
-    try:
-        for fut in dd.as_completed(futures):
-            r: ShardResult = fut.result()
-            results.append(r)
-            manifest = manifest.with_shard(r.index, "done")
-            mf.write_manifest(directory, manifest)
-            finished += r.rows[1] - r.rows[0]
-            tokens += r.tokens
-            if on_progress is not None:
-                on_progress(Progress(finished, total, tokens, time.perf_counter() - t0))
-    except BaseException:
-        client.cancel(futures)
-        raise
+    with signals.handled():
+        try:
+            done = dd.as_completed(list(futures))
+            for fut in done:
+                i = futures[fut]
+                if fut.status == "error" and _retry(fut.exception(), tries[i]):
+                    tries[i] += 1
+                    again = submit(i)
+                    futures[again] = i
+                    done.add(again)
+                    continue
+                r: ShardResult = fut.result()
+                results.append(r)
+                manifest = manifest.with_shard(r.index, "done")
+                mf.write_manifest(directory, manifest)
+                finished += r.rows[1] - r.rows[0]
+                tokens += r.tokens
+                if on_progress is not None:
+                    on_progress(Progress(finished, total, tokens, time.perf_counter() - t0))
+        except InterruptedRunError as e:
+            client.cancel(list(futures))
+            done_shards = sum(s.state == "done" for s in manifest.shards)
+            raise InterruptedRunError(
+                f"{done_shards} of {len(manifest.shards)} shards done in {directory} ({finished} "
+                f"of {total} read-outs); rerun the same command to resume", e.signum) from None
+        except BaseException:
+            client.cancel(list(futures))
+            raise
     return manifest, results
+
+
+def _retry(error: BaseException | None, tries: int) -> bool:
+    """Whether a shard task that failed with ``error`` after ``tries`` runs runs again."""
+    return tries <= RETRIES and not isinstance(error, StorageError)
 
 
 # --- reading -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -441,6 +441,7 @@ def run_trie(
     hooks_once: bool = True,
     row_tokens: int = ROW_TOKENS,
     norms: bool = True,
+    skip: Collection[int] = (),
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
@@ -460,6 +461,11 @@ def run_trie(
     step-by-step recomputation for hooks nobody attached (:mod:`belieflens.model.norms`).
     The last five exist so that ``bench/floor_steps.py`` can measure each step; the
     results agree within 1e-4 either way (tested).
+
+    ``skip``: queries whose read-outs are not wanted (saved by an interrupted run). Only the
+    calls that read a position of another query run, with the calls that compute their past
+    (:func:`needed_calls`); each is the call of the whole run, rows and read positions
+    alike, so what it computes is the same bit for bit.
     """
     if not tqs:
         return
@@ -470,8 +476,8 @@ def run_trie(
     pad = pad_token_id(model.tokenizer)
     names = resid_hook_names(model.info.n_layers)
     reads = plan.reads_by_edge()
-    book = _Book(plan, tqs)
-    caches = _Caches(trie)
+    live = set(range(len(tqs))).difference(skip)
+    book = _Book(plan, tqs, live)
     fwd = _Forward(
         model, names, attention=attention, hooks_once=hooks_once,
         fast=fast_modules(bridge) if attention == "sdpa" else [],
@@ -480,11 +486,15 @@ def run_trie(
     if not _packable(bridge):
         row_tokens = 0
     rows = pack(trie, row_tokens)
+    calls = schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens)
+    if len(live) < len(tqs):
+        calls = needed_calls(plan, rows, calls, live)
+    caches = _Caches(trie, [rows[r] for call in calls for r in call])
     dtype = next(bridge.original_model.parameters()).dtype
     with contextlib.ExitStack() as stack:
         if hooks_once:  # one registration for every forward call below
             stack.enter_context(bridge.hooks(fwd_hooks=fwd.hooks()))
-        for call in schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens):
+        for call in calls:
             crows = [rows[r] for r in call]
             ids, kwargs = _call_inputs(trie, crows, caches.by_edge, pad, device,
                                        n_layers=len(names) - 1, dtype=dtype, prealloc=prealloc)
@@ -496,11 +506,27 @@ def run_trie(
             logits = fwd(ids, kwargs, unembed=bool(keys))
             book.record(keys, r_keys, logits, fwd.resid() if r_keys else None)
             if kwargs["use_cache"]:
-                caches.by_edge.update(
-                    _child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
+                caches.keep(_child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
             caches.ran(crows)
             done, outs = book.finished(keys)
             yield done, outs, sum(r.length for r in crows)
+
+
+def needed_calls(plan: _Plan, rows: Sequence[Row], calls: Sequence[list[int]],
+                 live: set[int]) -> list[list[int]]:
+    """The ``calls`` (of ``rows``) that read a position of a query in ``live``, and those that
+    compute their rows' past, in schedule order."""
+    trie = plan.trie
+    row_of = {e: r for r, row in enumerate(rows) for e in row.edges}
+    call_of = {r: c for c, call in enumerate(calls) for r in call}
+    need = {call_of[row_of[edge]] for q in live for edge, _ in plan.keys_of(q)}
+    for c in range(len(calls) - 1, -1, -1):  # a row's past is computed by an earlier call
+        if c in need:
+            for r in calls[c]:
+                parent = trie.edges[rows[r].root].parent
+                if parent >= 0:
+                    need.add(call_of[row_of[parent]])
+    return [call for c, call in enumerate(calls) if c in need]
 
 
 class _Forward:
@@ -563,12 +589,21 @@ class _Forward:
 
 
 class _Caches:
-    """The KV cache of each edge whose children have not all run yet."""
+    """The KV cache of each edge whose children that run have not all run yet."""
 
-    def __init__(self, trie: Trie) -> None:
+    def __init__(self, trie: Trie, running: Sequence[Row]) -> None:
         self.trie = trie
         self.by_edge: dict[int, list[tuple[Any, Any]]] = {}  # per layer (keys, values)
-        self.open_children = {e.index: len(e.children) for e in trie.edges}
+        self.open_children = dict.fromkeys(range(len(trie.edges)), 0)
+        for r in running:
+            for e in r.edges:
+                if trie.edges[e].parent >= 0:
+                    self.open_children[trie.edges[e].parent] += 1
+
+    def keep(self, caches: dict[int, list[tuple[Any, Any]]]) -> None:
+        """Keep the caches of edges with children still to run (a call keeps others too:
+        children that a resumed run skips)."""
+        self.by_edge.update((e, c) for e, c in caches.items() if self.open_children[e] > 0)
 
     def ran(self, rows: list[Row]) -> None:
         """The edges of ``rows`` ran: drop each parent cache whose last child that was."""
@@ -584,10 +619,11 @@ class _Caches:
 class _Book:
     """What each read position gave, and which queries still wait for positions."""
 
-    def __init__(self, plan: _Plan, tqs: Sequence[TokenizedQuery]) -> None:
+    def __init__(self, plan: _Plan, tqs: Sequence[TokenizedQuery], live: set[int]) -> None:
         self.plan, self.tqs = plan, tqs
-        self.waiting = {q: len(plan.keys_of(q)) for q in range(len(tqs))}  # positions to run
-        self.readers = {k: len(n.queries) for k, n in plan.needs.items()}  # queries to read k
+        self.waiting = {q: len(plan.keys_of(q)) for q in live}  # positions to run
+        self.readers = {k: n for k, need in plan.needs.items()  # wanted queries to read k
+                        if (n := len(need.queries & live))}
         self.got: dict[Key, _Got] = {}
 
     def record(self, keys: list[tuple[int, Key, int]], r_keys: list[tuple[int, Key, int]],
@@ -596,6 +632,8 @@ class _Book:
         logp, lse = logits
         r_at = {k: i for i, (_, k, _) in enumerate(r_keys)}
         for i, (_, key, _) in enumerate(keys):
+            if key not in self.readers:  # read only for queries not wanted
+                continue
             n = self.plan.needs[key]
             t = sorted(n.targets)
             vals = logp[i, t].double().numpy() if t else np.zeros(0)
@@ -614,6 +652,8 @@ class _Book:
         done: list[int] = []
         for _, key, _ in keys:
             for q in self.plan.needs[key].queries:
+                if q not in self.waiting:
+                    continue
                 self.waiting[q] -= 1
                 if self.waiting[q] == 0:
                     done.append(q)

@@ -424,15 +424,18 @@ def open_checked(path: Path, chunks: dict[str, int] | None = None) -> xr.Dataset
     return xr.open_dataset(path, engine=CheckedBackend, chunks=chunks)
 
 
-def fill_chunk(dset: h5py.Dataset) -> bytes:
-    """The stored bytes of one chunk of ``dset`` holding only its fill value, checksum
-    included (built by HDF5 itself in an in-memory file)."""
+def rechecksummed(dset: h5py.Dataset, raw: bytes) -> bytes:
+    """The stored bytes of a chunk of ``dset`` whose data are the first bytes of ``raw`` (a
+    chunk as stored), with its checksum computed again (by HDF5 itself, in an in-memory
+    file)."""
     chunks = dset.chunks
     if chunks is None:
         raise ValueError(f"{dset.name} is not chunked")
-    with h5py.File("fill", "w", driver="core", backing_store=False) as mem:
+    size = int(np.prod(chunks)) * dset.dtype.itemsize
+    values = np.frombuffer(raw[:size], dtype=dset.dtype).reshape(chunks)
+    with h5py.File("chunk", "w", driver="core", backing_store=False) as mem:
         tmp = mem.create_dataset("x", shape=chunks, chunks=chunks, dtype=dset.dtype,
                                  fletcher32=checksummed(dset), fillvalue=dset.fillvalue)
-        tmp[...] = np.full(chunks, dset.fillvalue, dtype=dset.dtype)
-        _, raw = tmp.id.read_direct_chunk((0,) * len(chunks))
-        return bytes(raw)
+        tmp[...] = values
+        _, out = tmp.id.read_direct_chunk((0,) * len(chunks))
+        return bytes(out)

@@ -57,8 +57,9 @@ def _acquire(path: Path, out: Path) -> int:
         except FileNotFoundError:
             same = False
         if same:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            with suppress(OSError):  # the holder's pid is a courtesy: a full disk keeps it out
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
             return fd
         os.close(fd)
 

@@ -22,6 +22,7 @@ import xarray as xr
 from belieflens.dims import QUERY, dim
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.store import manifest as mf
+from belieflens.store import space
 from belieflens.store.file import (
     MODEL_ROWS,
     SCHEMA,
@@ -30,9 +31,11 @@ from belieflens.store.file import (
     Sizes,
     StoreDType,
     VarSpec,
+    allocation_bytes,
     chunk_rows,
     create_partial,
     partial_path,
+    text_bytes,
 )
 from belieflens.store.file import open_cache as open_file
 from belieflens.store.fingerprint import FINGERPRINT_ATTR, STUDY_ATTR
@@ -216,7 +219,10 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
 
     Its variables equal the single-process file's bit for bit; its attributes are the first
     shard's provenance with the whole study's ``study`` and ``study_fingerprint``. Every
-    shard's chunks are checked first. ``belieflens.merge`` is this function.
+    shard's chunks are checked first, then the free space for the merged file (one
+    :class:`~belieflens.errors.StorageError` line if short, nothing written); a full disk or
+    an I/O error on the way removes what was written and is one line too.
+    ``belieflens.merge`` is this function.
 
     Args:
         directory: the study directory (shard files and ``manifest.json``).
@@ -266,10 +272,24 @@ def merge(directory: str | os.PathLike[str], out: str | os.PathLike[str], *,
         attrs[FINGERPRINT_ATTR] = m.study_fingerprint
         rows = [s.rows for s in m.shards]
         step = max(window, 1024)
-        create_partial(target, sizes, attrs, static=static,
-                       row_slabs=_slabs(paths, rows, row_names, step), resid_dtype=resid_dtype,
-                       rows_per_chunk=chunk_rows(window), extra=extra)
-        writer = PartialFile(partial_path(target))
-        for start, values in _slabs(paths, rows, model_names, window):
-            writer.write_rows(start, values)
-        return writer.finish(target)
+        text = sum(text_bytes(v.ravel()) for v in static.values() if v.dtype == object)
+        text += sum(text_bytes(v.ravel()) for _, values in _slabs(paths, rows, row_names, step)
+                    for v in values.values() if v.dtype == object)
+        needed = allocation_bytes(sizes, resid_dtype=resid_dtype, extra=extra, text=text,
+                                  rows_per_chunk=chunk_rows(window))
+        try:
+            create_partial(target, sizes, attrs, static=static,
+                           row_slabs=_slabs(paths, rows, row_names, step),
+                           resid_dtype=resid_dtype, rows_per_chunk=chunk_rows(window),
+                           extra=extra, needed=needed)
+            writer = PartialFile(partial_path(target))
+            for start, values in _slabs(paths, rows, model_names, window):
+                writer.write_rows(start, values)
+            return writer.finish(target)
+        except BaseException as e:  # a merge does not resume: nothing of it is kept
+            kind = space.fault(e)
+            partial_path(target).unlink(missing_ok=True)
+            if kind is None:
+                raise
+            raise space.fault_error(kind, target, f"while merging into {target}",
+                                    "rerun the same command") from None

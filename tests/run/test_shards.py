@@ -386,3 +386,60 @@ def test_a_shard_task_replays_and_generates_nothing(
             xr.open_dataset(gen_reference, engine="h5netcdf") as b:
         for name in ("resid", "option_logprob", "input_ids", "prompt", "generation_log"):
             assert _same(a[name].values, b[name].values[4:8]), name
+
+
+def test_sigterm_to_a_worker_saves_its_shard_and_the_study_resumes(
+    client: Any, tiny_dir: Path, reference: Path, tmp_path: Path
+) -> None:
+    """A worker sent SIGTERM mid-shard commits the batch it finished and fails its task
+    (the driver runs it again elsewhere, from the saved rows) and then stops itself."""
+    directory = tmp_path / "study"
+    stopped: list[tuple[int, int]] = []
+
+    def sigterm_first_writer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stopped:
+            for lock in sorted(directory.glob("shard-*.h5.lock")):
+                partial = lock.with_name(lock.name.removesuffix(".lock") + ".partial")
+                pid = lock.read_text().strip()
+                try:
+                    saved = int(read_partial(partial).complete.sum()) if partial.exists() else 0
+                except CacheFileError:
+                    saved = 0
+                if saved and pid.isdigit():
+                    os.kill(int(pid), signal.SIGTERM)
+                    stopped.append((int(pid), saved))
+                    return
+            time.sleep(0.01)
+
+    workers = set(client.run(os.getpid).values())
+    stopper = threading.Thread(target=sigterm_first_writer)
+    stopper.start()
+    run = run_study(client, dataclasses.replace(_job(tiny_dir), checkpoint_seconds=0.0), directory,
+                    shard_episodes=2)
+    stopper.join()
+    assert stopped and stopped[0][0] in workers
+    assert any(r.resumed >= stopped[0][1] for r in run.shards)  # nothing saved was redone
+    assert_same_data(merge(directory, tmp_path / "merged.h5"), reference)
+
+
+def test_a_full_disk_fails_the_shard_once_and_is_one_line(
+    client: Any, tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belieflens.errors import StorageError
+    from belieflens.run import shards
+    from tests.smallfs import small_fs
+
+    decisions: list[bool] = []
+    retry = shards._retry
+
+    def recorded(error: BaseException | None, tries: int) -> bool:
+        decisions.append(retry(error, tries))
+        return decisions[-1]
+
+    monkeypatch.setattr(shards, "_retry", recorded)
+    with small_fs(tmp_path / "small", "256k") as fs:
+        with pytest.raises(StorageError, match=r"^not enough space on .* needed, .* free"):
+            run_study(client, _job(tiny_dir), fs / "study", shard_episodes=2)
+        assert decisions[:1] == [False]  # the first failed task was not run again
+        assert not list(fs.glob("study/*.partial*"))
