@@ -223,12 +223,15 @@ def _check_out(out: Path, overwrite: bool) -> None:
         )
 
 
-def _check_target(out: Path, sharded: bool, overwrite: bool, shard_episodes: int) -> None:
+def _check_target(out: Path, sharded: bool, overwrite: bool, shard_episodes: int,
+                  checkpoint_seconds: float) -> None:
     """``out`` may be written: a cache file (:func:`_check_out`), or with a cluster a study
-    directory, not a file, in an existing folder (one line)."""
+    directory, not a file, in an existing folder; checkpoints are >= 0 s apart (one line)."""
     if not sharded:
         _check_out(out, overwrite)
+        at_least("--checkpoint-seconds", checkpoint_seconds, 0)
         return
+    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
     if out.exists() and not out.is_dir():
         raise ParameterError(
             f"option '--out' = '{out}' is not allowed: with a cluster it is a study directory, "
@@ -287,29 +290,23 @@ def extract(
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
     **keywords: Unpack[ExtractKeywords],
 ) -> Path:
-    """Run every read-out of ``episodes`` episodes of an environment through a model and
-    write the cache file ``out``; returns its path.
+    """Run every read-out of ``episodes`` episodes of an environment through a model into
+    the cache file ``out``; returns its path.
 
     Every input is checked, and the models found, before anything heavy runs; the write lock
     of ``out`` is held from before the load to the end. An interrupted run of the same study
-    in ``<out>.partial`` is resumed (:mod:`belieflens.run.resume`). With ``client``, ``out``
-    is a *study directory* of shard files written by the cluster's workers
-    (:mod:`belieflens.run.shards`; ``model`` and ``simulator`` must then be names or paths).
-
-    Finished read-outs are saved at batch boundaries at least every ``checkpoint_seconds``
-    of compute (:mod:`belieflens.run.checkpoint`). The file's filesystem is checked for
-    room before anything is written; no space left or an I/O error on the way keep what
-    was saved and raise :class:`~belieflens.errors.StorageError`; SIGINT or SIGTERM finish
-    the batch, save it and raise :class:`~belieflens.errors.InterruptedRunError` (one line
-    each: rerunning resumes).
+    in ``<out>.partial`` is resumed (:mod:`belieflens.run.resume`); finished read-outs are
+    saved at least every ``checkpoint_seconds`` (:mod:`belieflens.run.checkpoint`). Storage
+    faults and SIGINT/SIGTERM keep what was saved and raise a one-line
+    :class:`~belieflens.errors.StorageError` or :class:`~belieflens.errors.InterruptedRunError`.
+    With ``client``, ``out`` is a study directory of shards (:mod:`belieflens.run.shards`).
 
     Args:
         env: an environment or its registered name.
         out: the cache file to write (a study directory with ``client``).
         params: the environment's parameters, typed or as strings.
         model: the model to run.
-        simulator: the model that plays the user under active engagement (default
-            ``model``).
+        simulator: the model that plays the user under active engagement (or ``model``).
         options: the run's options (or, not both, their keywords: ``episodes``, ``seed``,
             ``batch_size``, ... as :class:`~belieflens.run.extract.ExtractKeywords`).
         device: where a model loaded here runs.
@@ -318,30 +315,27 @@ def extract(
         overwrite: replace ``out``, or a partial file of another study.
         on_event: called with each :data:`ExtractEvent`.
         client: a Dask client or a ``--cluster`` value (``local[:N]``, ``tcp://HOST:PORT``,
-            ``PATH/scheduler.json``: connected after every check, closed at the end).
-        shard_episodes: about this many episodes per shard, in whole windows (0: about
-            three shards per worker).
+            ``PATH/scheduler.json``); ``model`` and ``simulator`` must then be names or paths.
+        shard_episodes: about this many episodes per shard (0: about three per worker).
         checkpoint_seconds: the most seconds of compute between two saves.
         **keywords: the options as keywords.
 
     Returns:
         The path written. Its Dataset (:func:`open_cache`) has one row per read-out:
-        ``resid[query, layer, d_model]``, ``option_logprob[query, option]``,
-        ``oracle[query, outcome]``, ...
+        ``resid[query, layer, d_model]``, ``option_logprob[query, option]``, ...
 
     Examples:
+        With ``model = belieflens.load("smollm2-135m")`` (:func:`load`):
+
         >>> path = belieflens.extract("coin-flip", params={"turns": 1}, out="small.h5",
-        ...                           episodes=1, seed=0)
+        ...                           episodes=1, seed=0, model=model)
         >>> belieflens.open_cache(path).sizes["query"]   # 2 turns x 2 deliveries x 7 rotations
         28
     """
-    if options is not None and keywords:
-        raise ParameterError("pass the options as an ExtractOptions or as keywords, not both")
-    opts = options if options is not None else ExtractOptions.of(**keywords)
+    opts = _options(options, keywords)
     _check_load(device, dtype, kernels)
     path = Path(out)
-    _check_target(path, client is not None, overwrite, shard_episodes)
-    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
+    _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
     _resolve(model)
     if simulator is not None:
@@ -358,6 +352,13 @@ def extract(
     finally:
         if isinstance(client, str):
             cluster.close(connected)
+
+
+def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> ExtractOptions:
+    """``options``, or the record its keywords make (one line if both are given)."""
+    if options is not None and keywords:
+        raise ParameterError("pass the options as an ExtractOptions or as keywords, not both")
+    return options if options is not None else ExtractOptions.of(**keywords)
 
 
 def _extract_here(
@@ -689,7 +690,9 @@ def patch(
         ``base_logprob`` and ``source_logprob[pair, option]``.
 
     Examples:
-        >>> out = belieflens.patch("study.h5", out="patch.h5",
+        With ``model = belieflens.load("smollm2-135m")`` (:func:`load`):
+
+        >>> out = belieflens.patch("study.h5", out="patch.h5", model=model,
         ...                        options=belieflens.PatchOptions(layers=(30,),
         ...                                                        positions=("answer",)),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
@@ -719,7 +722,9 @@ def steer(
         option]``.
 
     Examples:
-        >>> out = belieflens.steer("study.h5", out="steer.h5",
+        With ``model = belieflens.load("smollm2-135m")`` (:func:`load`):
+
+        >>> out = belieflens.steer("study.h5", out="steer.h5", model=model,
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
@@ -748,7 +753,9 @@ def erase(
         The path written: ``erased_logprob`` and ``control_logprob[query, layer, option]``.
 
     Examples:
-        >>> out = belieflens.erase("study.h5", out="erase.h5",
+        With ``model = belieflens.load("smollm2-135m")`` (:func:`load`):
+
+        >>> out = belieflens.erase("study.h5", out="erase.h5", model=model,
         ...                        options=belieflens.EraseOptions(layers=(15,), n_folds=2),
         ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
         >>> import xarray as xr

@@ -222,10 +222,11 @@ def _in_folder(study: Path, folder: Path) -> None:
 
 @pytest.mark.real_model
 @pytest.mark.slow
-def test_api_examples_run(docs_study: Path, tmp_path: Path,
+def test_api_examples_run(docs_study: Path, smol_model: LoadedModel, tmp_path: Path,
                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The examples of the facade and of ``ds.bl``, next to the study of Getting started
-    (``study.h5``; ``ds`` is it, opened)."""
+    (``study.h5``; ``ds`` is it, opened; ``model`` is the embedded model, loaded once for the
+    session rather than once per example)."""
     import belieflens
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
@@ -234,7 +235,7 @@ def test_api_examples_run(docs_study: Path, tmp_path: Path,
     objects = [(n, o) for n, o in public_objects() if not n.startswith("belieflens.envs.")]
     objects += [(m.__name__, m) for m in rendered_modules()]
     with belieflens.open_cache("study.h5") as ds:
-        run_doctests(objects, {"belieflens": belieflens, "ds": ds})
+        run_doctests(objects, {"belieflens": belieflens, "ds": ds, "model": smol_model})
 
 
 @pytest.mark.real_model

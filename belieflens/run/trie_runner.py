@@ -445,9 +445,8 @@ def run_trie(
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
-    Needs a model whose KV cache passed the self-check at load
-    (``model.info.prefix_reuse``) and whose cache keeps every position (no sliding
-    window); a cache of another layout raises :class:`BeliefLensError` (one line).
+    Needs a model whose KV cache passed the self-check at load (``model.info.prefix_reuse``)
+    and keeps every position; a cache of another layout raises :class:`BeliefLensError`.
 
     ``attention``: SDPA where the bridge's attention allows it
     (:mod:`belieflens.model.attention`) or the bridge's eager steps.
@@ -462,10 +461,9 @@ def run_trie(
     The last five exist so that ``bench/floor_steps.py`` can measure each step; the
     results agree within 1e-4 either way (tested).
 
-    ``skip``: queries whose read-outs are not wanted (saved by an interrupted run). Only the
-    calls that read a position of another query run, with the calls that compute their past
-    (:func:`needed_calls`); each is the call of the whole run, rows and read positions
-    alike, so what it computes is the same bit for bit.
+    ``skip``: queries saved by an interrupted run. Only the calls that read another query's
+    position run, with those computing their past (:func:`needed_calls`), each as in the
+    whole run, so what they compute is the same bit for bit.
     """
     if not tqs:
         return
