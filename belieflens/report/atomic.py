@@ -25,6 +25,7 @@ from pathlib import Path
 from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.run import signals
 from belieflens.store import space
+from belieflens.store.file import fsync
 
 
 @dataclass(frozen=True)
@@ -66,26 +67,18 @@ def _clear_stale(out: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _move(folder: Path, out: Path) -> None:
     """Move the staged report into ``out`` (see the module's docstring); ``folder`` goes."""
     if not out.exists():
         os.rename(folder, out)
-        _fsync_dir(out.parent)
+        fsync(out.parent)
         return
     for entry in sorted(folder.iterdir(), key=lambda p: (p.suffix in (".md", ".html"), p.name)):
         target = out / entry.name
         if target.is_dir() and not target.is_symlink():
             os.rename(target, folder / f".previous-{entry.name}")  # removed with the folder
         os.replace(entry, target)
-    _fsync_dir(out)
+    fsync(out)
     shutil.rmtree(folder, ignore_errors=True)
 
 

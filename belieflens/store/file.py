@@ -219,7 +219,8 @@ def chunk_rows(window: int, cap: int = 64) -> int:
     return max(d for d in range(1, min(window, cap) + 1) if window % d == 0)
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder's entries) to its device."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -285,9 +286,9 @@ def create_partial(
     try:
         _build(tmp, sizes, attrs, static=static, row_slabs=row_slabs, resid_dtype=resid_dtype,
                rows_per_chunk=rows_per_chunk, extra=extra, checksums=checksums)
-        _fsync(tmp)
+        fsync(tmp)
         os.replace(tmp, target)
-        _fsync(target.parent)
+        fsync(target.parent)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
         kind = space.fault(e)
@@ -565,7 +566,7 @@ class PartialFile:
             h.flush()
             os.fsync(h.id.get_vfd_handle())
         os.replace(self.path, out)
-        _fsync(out.parent)
+        fsync(out.parent)
         return out
 
 
