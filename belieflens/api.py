@@ -38,6 +38,7 @@ from belieflens.heap import limit_arenas
 from belieflens.interventions import (
     DEFAULT_ALPHAS,
     POSITION_SETS,
+    DirectionKind,
     EraseAt,
     EraseOptions,
     Pair,
@@ -737,6 +738,7 @@ __all__ = [
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",
+    "DirectionKind",
     "EnvironmentInfo",
     "EraseAt",
     "EraseOptions",

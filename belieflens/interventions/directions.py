@@ -66,6 +66,27 @@ def probe_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any], rng: n
     return Direction(unit=unit, scale=scale, r2=r2, lam=float(probe.provenance.lam))
 
 
+def diff_means_direction(x: F64, y: F64) -> Direction:
+    """The difference of means of ``x [n, d]`` between the rows whose concept ``y [n]`` lies
+    above its median and the others, normalised (zero when either side is empty or the means
+    coincide), as a :class:`Direction` (``r2`` NaN, ``lam`` 0: no probe is fitted).
+
+    Examples:
+        >>> x = np.array([[0.0, 1.0], [0.0, 3.0], [2.0, 1.0], [2.0, 3.0]])
+        >>> diff_means_direction(x, np.array([0.1, 0.2, 0.8, 0.9])).unit.tolist()
+        [1.0, 0.0]
+    """
+    high = y > np.median(y)
+    if high.all() or not high.any():
+        w = np.zeros(x.shape[1])
+    else:
+        w = x[high].mean(axis=0) - x[~high].mean(axis=0)
+    norm = float(np.linalg.norm(w))
+    unit = np.asarray(w / norm if norm > 0 else w, dtype=np.float64)
+    scale = float(np.std(x @ unit)) if norm > 0 else 0.0
+    return Direction(unit=unit, scale=scale, r2=float("nan"), lam=0.0)
+
+
 def random_unit(d: int, rng: np.random.Generator) -> F64:
     """A direction drawn uniformly on the unit sphere of ``R^d``."""
     v = rng.standard_normal(d)
