@@ -128,9 +128,16 @@ def leace(x: F64, z: F64) -> Eraser:
     fitter = LeaceFitter(x.shape[1], zz.shape[1], dtype=torch.float64)
     fitter.update(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(zz,
                                                                            dtype=torch.float64))
+    return eraser_of(fitter, x.shape[1])
+
+
+def eraser_of(fitter: Any, d: int) -> Eraser:
+    """The :class:`Eraser` of a ``concept_erasure.LeaceFitter`` that has seen its data
+    (streamed: the fit over every position of many read-outs)."""
+    import torch
+
     eraser = fitter.eraser
-    bias = eraser.bias if eraser.bias is not None else torch.zeros(x.shape[1],
-                                                                   dtype=torch.float64)
+    bias = eraser.bias if eraser.bias is not None else torch.zeros(d, dtype=torch.float64)
     return Eraser(left=eraser.proj_left.numpy().astype(np.float64),
                   right=eraser.proj_right.numpy().astype(np.float64),
                   bias=bias.numpy().astype(np.float64))
@@ -139,9 +146,14 @@ def leace(x: F64, z: F64) -> Eraser:
 def random_eraser(x: F64, rank: int, rng: np.random.Generator) -> Eraser:
     """Orthogonal erasure of a random ``rank``-dimensional subspace around the mean of ``x``
     (the control for an eraser of that rank)."""
-    q, _ = np.linalg.qr(rng.standard_normal((x.shape[1], max(rank, 1))))
+    return random_eraser_at(x.mean(axis=0), rank, rng)
+
+
+def random_eraser_at(mean: F64, rank: int, rng: np.random.Generator) -> Eraser:
+    """Orthogonal erasure of a random ``rank``-dimensional subspace around ``mean``."""
+    q, _ = np.linalg.qr(rng.standard_normal((mean.size, max(rank, 1))))
     q = q[:, :rank]
-    return Eraser(left=q, right=q.T.copy(), bias=x.mean(axis=0))
+    return Eraser(left=q, right=q.T.copy(), bias=np.asarray(mean, dtype=np.float64))
 
 
 def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,
