@@ -678,8 +678,9 @@ def steer(
     study: str | os.PathLike[str], *, out: str | os.PathLike[str],
     options: SteerOptions | None = None, **run: Unpack[RunKeywords],
 ) -> Path:
-    """Steering (:mod:`belieflens.interventions.steer`): alpha times the ridge probe's
-    direction added per layer, against a random direction of equal norm; writes ``out``. The
+    """Steering (:mod:`belieflens.interventions.steer`): alpha times the concept's direction
+    (the ridge probe's or the difference of means, cross-fitted by episode) added per layer,
+    against a random direction of equal norm; writes ``out``. The
     keywords (``model``, ``select``, ...) are :func:`intervene`'s.
 
     Args:
@@ -696,7 +697,7 @@ def steer(
         >>> out = belieflens.steer("study.h5", out="steer.h5",
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
-        ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
+        ...                        select=belieflens.Selection(probes=("next-flip",)))
         >>> import xarray as xr
         >>> xr.open_dataset(out, engine="h5netcdf")["steered_logprob"].dims
         ('query', 'layer', 'alpha', 'option')

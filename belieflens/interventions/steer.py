@@ -157,9 +157,16 @@ def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: St
                              "read-outs need at least 2 episodes")
     full = fit_directions(study, rows, layers, rng, n_folds=options.n_folds, lam=options.lam,
                           kind=options.direction)
+    target = oracle_mean(study.table)[rows]
     by_fold: list[list[Direction]] = [[] for _ in layers]
     for f in range(k):
-        for li, d in enumerate(fit_directions(study, rows[folds != f], layers, rng,
+        train = rows[folds != f]
+        if np.unique(target[folds != f][np.isfinite(target[folds != f])]).size < 2:
+            raise ParameterError(
+                f"steering cross-fits its direction by episode: without fold {f} the selected "
+                "read-outs hold fewer than 2 distinct oracle values, nothing to fit a direction "
+                "on (select more turns or episodes, or fewer --folds)")
+        for li, d in enumerate(fit_directions(study, train, layers, rng,
                                               n_folds=options.n_folds, lam=options.lam,
                                               kind=options.direction)):
             by_fold[li].append(d)
