@@ -45,6 +45,7 @@ from belieflens.heap import limit_arenas
 from belieflens.interventions import (
     DEFAULT_ALPHAS,
     POSITION_SETS,
+    DirectionKind,
     EraseAt,
     EraseOptions,
     Pair,
@@ -707,8 +708,9 @@ def steer(
     study: str | os.PathLike[str], *, out: str | os.PathLike[str],
     options: SteerOptions | None = None, **run: Unpack[RunKeywords],
 ) -> Path:
-    """Steering (:mod:`belieflens.interventions.steer`): alpha times the ridge probe's
-    direction added per layer, against a random direction of equal norm; writes ``out``. The
+    """Steering (:mod:`belieflens.interventions.steer`): alpha times the concept's direction
+    (the ridge probe's or the difference of means, cross-fitted by episode) added per layer,
+    against a random direction of equal norm; writes ``out``. The
     keywords (``model``, ``select``, ...) are :func:`intervene`'s.
 
     Args:
@@ -727,7 +729,7 @@ def steer(
         >>> out = belieflens.steer("study.h5", out="steer.h5", model=model,
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
-        ...                        select=belieflens.Selection(turns=(1,), probes=("next-flip",)))
+        ...                        select=belieflens.Selection(probes=("next-flip",)))
         >>> import xarray as xr
         >>> xr.open_dataset(out, engine="h5netcdf")["steered_logprob"].dims
         ('query', 'layer', 'alpha', 'option')
@@ -771,6 +773,7 @@ __all__ = [
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",
+    "DirectionKind",
     "EnvironmentInfo",
     "EraseAt",
     "EraseOptions",

@@ -24,8 +24,8 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``style``, ``case``, ``type``: analysis groupings (a simulator's story style, a judgment
   case, a recommender user type)
 - ``model``: one model of several compared on the same study
-- ``pair``, ``positions``, ``alpha``: interventions (a base/source pair of a patch, which
-  positions are patched, a steering strength)
+- ``pair``, ``positions``, ``alpha``, ``fold``: interventions (a base/source pair of a patch,
+  which positions are patched, a steering strength, a fold of a cross-fitted direction)
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ Dim = Literal[
     "pair",
     "positions",
     "alpha",
+    "fold",
 ]
 """Every dimension name (the type of a dimension label)."""
 
@@ -88,6 +89,7 @@ MODEL: Final = "model"
 PAIR: Final = "pair"
 POSITIONS: Final = "positions"
 ALPHA: Final = "alpha"
+FOLD: Final = "fold"
 
 ALL: Final[tuple[Dim, ...]] = get_args(Dim)
 """Every dimension name, in glossary order."""

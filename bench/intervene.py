@@ -81,7 +81,7 @@ def main() -> None:
         chunk = pairs[start : start + args.batch_pairs]
         base = RowBatch.of([study.queries[p.base] for p in chunk])
         source = RowBatch.of([study.queries[p.source] for p in chunk])
-        masks = position_masks(base, source)
+        masks, where = position_masks(base, source)
         t0 = time.perf_counter()
         cs = clean_run(model, source)  # both paths need the source's residuals once
         t_src = time.perf_counter() - t0
@@ -93,8 +93,9 @@ def main() -> None:
         mask = torch.tensor(np.concatenate([masks[s] for s in POSITION_SETS]))[:, :, None]
         for layer in range(n_layers + 1):
             k = len(POSITION_SETS)
-            resid = torch.where(mask, cs.resid[layer].repeat(k, 1, 1),
-                                cb.resid[layer].repeat(k, 1, 1))
+            aligned = cs.resid[layer][torch.arange(where.shape[0])[:, None],
+                                      torch.as_tensor(np.maximum(where, 0))]  # by role
+            resid = torch.where(mask, aligned.repeat(k, 1, 1), cb.resid[layer].repeat(k, 1, 1))
             t0 = time.perf_counter()
             a = run_from(model, tiled, layer, resid)
             t_reuse += time.perf_counter() - t0

@@ -18,6 +18,7 @@ import typer
 from belieflens.api import (
     DEFAULT_ALPHAS,
     POSITION_SETS,
+    DirectionKind,
     EraseAt,
     EraseOptions,
     PatchOptions,
@@ -162,17 +163,22 @@ def steer_cmd(
     at: Annotated[SteerAt, typer.Option(
         parser=str, help="add the vector at the answer position, or at every position after "
         "the evidence (after-evidence)")] = "answer",
+    direction: Annotated[DirectionKind, typer.Option(
+        parser=str, help="the steering direction: the ridge probe's weights, or the difference "
+        "of means (diff-means); cross-fitted by episode either way")] = "ridge",
     batch_size: BatchSize = 8,
     seed: Seed = 0,
     device: Device = "cpu",
     overwrite: Overwrite = False,
     quiet: Quiet = False,
 ) -> None:
-    """Steering: add alpha times the ridge probe's direction at the answer position (or every
-    position after the evidence), per layer, against a random direction of equal norm."""
+    """Steering: add alpha times the concept's direction (fitted without the read-out's
+    episode) at the answer position (or every position after the evidence), per layer,
+    against a random direction of equal norm."""
     with one_line_errors():
         options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
-                               n_folds=folds, batch_size=batch_size, seed=seed, at=at)
+                               n_folds=folds, batch_size=batch_size, seed=seed, at=at,
+                               direction=direction)
     _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
          device=device, overwrite=overwrite, quiet=quiet)
 

@@ -29,7 +29,9 @@ from belieflens.interventions.patch import PatchOptions, patch_logprobs
 from belieflens.interventions.run import Intervention, Plan, RunKeywords, intervene
 from belieflens.interventions.steer import (
     DEFAULT_ALPHAS,
+    DIRECTIONS,
     STEER_AT,
+    DirectionKind,
     SteerAt,
     SteerOptions,
     steer_logprobs,
@@ -38,9 +40,11 @@ from belieflens.interventions.study import Selection, Study, read_study
 
 __all__ = [
     "DEFAULT_ALPHAS",
+    "DIRECTIONS",
     "ERASE_AT",
     "POSITION_SETS",
     "STEER_AT",
+    "DirectionKind",
     "EraseAt",
     "EraseOptions",
     "Intervention",

@@ -66,6 +66,27 @@ def probe_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any], rng: n
     return Direction(unit=unit, scale=scale, r2=r2, lam=float(probe.provenance.lam))
 
 
+def diff_means_direction(x: F64, y: F64) -> Direction:
+    """The difference of means of ``x [n, d]`` between the rows whose concept ``y [n]`` lies
+    above its median and the others, normalised (zero when either side is empty or the means
+    coincide), as a :class:`Direction` (``r2`` NaN, ``lam`` 0: no probe is fitted).
+
+    Examples:
+        >>> x = np.array([[0.0, 1.0], [0.0, 3.0], [2.0, 1.0], [2.0, 3.0]])
+        >>> diff_means_direction(x, np.array([0.1, 0.2, 0.8, 0.9])).unit.tolist()
+        [1.0, 0.0]
+    """
+    high = y > np.median(y)
+    if high.all() or not high.any():
+        w = np.zeros(x.shape[1])
+    else:
+        w = x[high].mean(axis=0) - x[~high].mean(axis=0)
+    norm = float(np.linalg.norm(w))
+    unit = np.asarray(w / norm if norm > 0 else w, dtype=np.float64)
+    scale = float(np.std(x @ unit)) if norm > 0 else 0.0
+    return Direction(unit=unit, scale=scale, r2=float("nan"), lam=0.0)
+
+
 def random_unit(d: int, rng: np.random.Generator) -> F64:
     """A direction drawn uniformly on the unit sphere of ``R^d``."""
     v = rng.standard_normal(d)
@@ -107,9 +128,16 @@ def leace(x: F64, z: F64) -> Eraser:
     fitter = LeaceFitter(x.shape[1], zz.shape[1], dtype=torch.float64)
     fitter.update(torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(zz,
                                                                            dtype=torch.float64))
+    return eraser_of(fitter, x.shape[1])
+
+
+def eraser_of(fitter: Any, d: int) -> Eraser:
+    """The :class:`Eraser` of a ``concept_erasure.LeaceFitter`` that has seen its data
+    (streamed: the fit over every position of many read-outs)."""
+    import torch
+
     eraser = fitter.eraser
-    bias = eraser.bias if eraser.bias is not None else torch.zeros(x.shape[1],
-                                                                   dtype=torch.float64)
+    bias = eraser.bias if eraser.bias is not None else torch.zeros(d, dtype=torch.float64)
     return Eraser(left=eraser.proj_left.numpy().astype(np.float64),
                   right=eraser.proj_right.numpy().astype(np.float64),
                   bias=bias.numpy().astype(np.float64))
@@ -118,9 +146,14 @@ def leace(x: F64, z: F64) -> Eraser:
 def random_eraser(x: F64, rank: int, rng: np.random.Generator) -> Eraser:
     """Orthogonal erasure of a random ``rank``-dimensional subspace around the mean of ``x``
     (the control for an eraser of that rank)."""
-    q, _ = np.linalg.qr(rng.standard_normal((x.shape[1], max(rank, 1))))
+    return random_eraser_at(x.mean(axis=0), rank, rng)
+
+
+def random_eraser_at(mean: F64, rank: int, rng: np.random.Generator) -> Eraser:
+    """Orthogonal erasure of a random ``rank``-dimensional subspace around ``mean``."""
+    q, _ = np.linalg.qr(rng.standard_normal((mean.size, max(rank, 1))))
     q = q[:, :rank]
-    return Eraser(left=q, right=q.T.copy(), bias=x.mean(axis=0))
+    return Eraser(left=q, right=q.T.copy(), bias=np.asarray(mean, dtype=np.float64))
 
 
 def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,

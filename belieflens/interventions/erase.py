@@ -2,11 +2,14 @@
 
 At each layer the concept (each read-out's oracle point estimate,
 :func:`belieflens.interventions.study.oracle_mean`) is erased from the residual stream at the
-answer position (``at="all"``: at every position) with LEACE (``concept_erasure``), fitted
-on the study's own residuals with folds grouped by episode and **cross-fitted**: a read-out
-is erased by the eraser fitted on the other folds' episodes. The control erases a random
-subspace of the same rank (an orthogonal projection around the training mean), seeded. Only
-blocks ``l..L-1`` run on the erased residual.
+answer position with LEACE (``concept_erasure``), fitted on the study's own residuals there,
+with folds grouped by episode and **cross-fitted**: a read-out is erased by the eraser fitted
+on the other folds' episodes. ``at="all"`` erases every position of a read-out's forward rows,
+with an eraser fitted on the positions it edits: every position of the other folds'
+read-outs, each labelled with its read-out's concept (:func:`fit_every_position`; the
+residuals come from the model, streamed into one LEACE fit per layer and fold). The control
+erases a random subspace of the same rank (an orthogonal projection around the training
+mean), seeded. Only blocks ``l..L-1`` run on the erased residual.
 
 Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
 ``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn
@@ -31,9 +34,11 @@ from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.directions import (
     Eraser,
     episode_folds,
+    eraser_of,
     heldout_r2,
     leace,
     random_eraser,
+    random_eraser_at,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
 from belieflens.interventions.model import layer_list
@@ -136,6 +141,49 @@ def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: Eras
     return folds, [fit_erasers(study, rows, folds, k, layer, rng) for layer in layers]
 
 
+def fit_every_position(model: LoadedModel, study: Study, rows: np.ndarray, folds: np.ndarray,
+                       fitted: list[LayerErasers], batch_size: int, rng: np.random.Generator,
+                       ) -> list[LayerErasers]:
+    """``fitted`` with its erasers and controls refitted on every position (``at="all"``):
+    eraser ``k`` of a layer on the residuals at every real position of every forward row of
+    the rows outside fold ``k`` that have an oracle, each position labelled with its
+    read-out's concept; the controls around those positions' mean. The held-out R² stay the
+    answer position's."""
+    import torch
+    from concept_erasure import LeaceFitter
+
+    target = oracle_mean(study.table)[rows]
+    ok = np.flatnonzero(np.isfinite(target))
+    # standardised: LEACE's rank cut (svd_tol) is absolute, and the concept is one signal
+    # among every position's variance; erasing z or a z + b erases the same subspace
+    target = (target - np.mean(target[ok])) / max(float(np.std(target[ok])), 1e-12)
+    n_folds, d = len(fitted[0].erasers), model.info.d_model
+    fitters = [[LeaceFitter(d, 1, dtype=torch.float64) for _ in range(n_folds)] for _ in fitted]
+    sums, counts = np.zeros((len(fitted), n_folds, d)), np.zeros(n_folds)
+    for start in range(0, ok.size, batch_size):
+        idx = ok[start : start + batch_size]
+        batch = RowBatch.of([study.queries[q] for q in rows[idx]])
+        run = clean_run(model, batch)
+        for b, (r, n) in enumerate(zip(batch.rows, batch.lengths(), strict=True)):
+            i = int(idx[r.query])
+            train = [k for k in range(n_folds) if n_folds == 1 or folds[i] != k]
+            z = torch.full((int(n), 1), float(target[i]), dtype=torch.float64)
+            counts[train] += n
+            for li, f in enumerate(fitted):
+                x = run.resid[f.layer][b, : int(n)].to(torch.float64).cpu()
+                for k in train:
+                    fitters[li][k].update(x, z)
+                    sums[li, k] += x.sum(0).numpy()
+        del run
+    out = []
+    for li, f in enumerate(fitted):
+        erasers = tuple(eraser_of(fitters[li][k], d) for k in range(n_folds))
+        controls = tuple(random_eraser_at(sums[li, k] / max(counts[k], 1.0), e.rank, rng)
+                         for k, e in enumerate(erasers))
+        out.append(LayerErasers(f.layer, erasers, controls, f.r2_clean, f.r2_erased))
+    return out
+
+
 def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
     """For each row, the study query at turn 0 with the same episode, delivery, probe and
     rotation (-1 where there is none)."""
@@ -160,6 +208,9 @@ def erase_logprobs(
 
     layers = layer_list(options.layers, model.info.n_layers)
     folds, fitted = fit_all(study, rows, layers, options)
+    if options.at == "all":
+        fitted = fit_every_position(model, study, rows, folds, fitted, options.batch_size,
+                                    np.random.default_rng([options.seed, 1]))
     n_opt = max(len(study.queries[q].option_ids) for q in rows)
     erased = np.full((rows.size, len(layers), n_opt), np.nan)
     control = np.full_like(erased, np.nan)
@@ -212,9 +263,11 @@ def erase_logprobs(
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32)},
     )
+    where = "the answer position" if options.at == "answer" else "every position"
+    ds.attrs["at"] = options.at
     ds["erased_logprob"].attrs["description"] = (
-        "log P(option) with the oracle concept LEACE-erased at the answer position of layer l "
-        "(eraser fitted on the other folds' episodes)")
+        f"log P(option) with the oracle concept LEACE-erased at {where} of layer l "
+        f"(eraser fitted at {where} of the other folds' episodes)")
     ds["control_logprob"].attrs["description"] = (
         "log P(option) with a random subspace of equal rank erased instead")
     ds["prior_logprob"].attrs["description"] = (

@@ -1,24 +1,27 @@
 """Pairs of read-outs for interchange patching, and the position sets patched.
 
-A pair ``(base, source)`` names two queries of one study (indices into its ``query``). It
-is **aligned** when their token sequences match position by position: the same context
-length (so the same answer position) and the same option continuations; only then does
-"the source's residual at position ``p``" have a place in the base run. Misaligned pairs
-are refused in one line naming the first one (:func:`check_aligned`).
+A pair ``(base, source)`` names two queries of one study (indices into its ``query``). Its
+positions are **aligned by role** (:mod:`belieflens.interventions.align`): the shared
+template position by position, each evidence span from its end, the answer position with
+the answer position, so contexts of different lengths pair too; a base position with no
+counterpart is never patched and is listed in the file. A pair whose options differ or whose
+answer positions hold different tokens cannot be aligned, and is refused in one line naming
+the first (:func:`check_aligned`).
 
 :func:`pair_instances` builds pairs from a study: within each (delivery, probe, turn), the
 queries of every episode are paired, rotation by rotation, with those of the next episode
-(in episode order, cyclically) whose read-outs are aligned for every rotation and differ in
-at least one token — for coin flip, episodes with different flips so far at the same turn.
-Whole probe instances are paired so that a pair's beliefs can be debiased over rotations.
+(in episode order, cyclically) whose read-outs can be aligned for every rotation and differ
+in at least one token — for coin flip, episodes with different flips so far at the same
+turn, whatever their lengths. Whole probe instances are paired so that a pair's beliefs can
+be debiased over rotations.
 
 Position sets (:data:`POSITION_SETS`):
 
 - ``answer``: the answer position (the last context token, where the answer is read);
-- ``evidence``: the context positions where the base and source tokens differ — the tokens
-  that carry the evidence in which the two episodes differ (for coin flip, the flips and
-  their counts); empty for a self-patch;
-- ``all``: every position of the row.
+- ``evidence``: the base context positions in evidence spans that have a counterpart — the
+  tokens that carry the evidence in which the two episodes differ (for coin flip, the flips
+  and their counts); empty for a self-patch;
+- ``all``: every position of the row that has a counterpart.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from belieflens.errors import ParameterError
+from belieflens.interventions.align import align, why_unaligned
 from belieflens.interventions.forward import RowBatch
 from belieflens.interventions.study import Selection, Study
 from belieflens.readouts.render import TokenizedQuery
@@ -59,12 +63,8 @@ class Pair:
 
 
 def misalignment(base: TokenizedQuery, source: TokenizedQuery) -> str:
-    """Why two read-outs are not aligned position by position, or ``''``."""
-    if len(base.context_ids) != len(source.context_ids):
-        return f"context lengths {len(base.context_ids)} and {len(source.context_ids)} differ"
-    if base.option_ids != source.option_ids:
-        return "their option continuations differ"
-    return ""
+    """Why two read-outs cannot be aligned by role, or ``''``."""
+    return why_unaligned(base, source)
 
 
 def check_aligned(study: Study, pairs: Sequence[Pair]) -> None:
@@ -84,8 +84,8 @@ def check_aligned(study: Study, pairs: Sequence[Pair]) -> None:
         why = misalignment(study.queries[pair.base], study.queries[pair.source])
         if why:
             raise ParameterError(
-                f"pair {i} (base query {pair.base}, source query {pair.source}) is not aligned "
-                f"position by position: {why}"
+                f"pair {i} (base query {pair.base}, source query {pair.source}) cannot be "
+                f"aligned by role: {why}"
             )
 
 
@@ -138,16 +138,28 @@ def _instances_pair(study: Study, base: dict[int, int], source: dict[int, int]) 
     return any(qs[base[r]].context_ids != qs[source[r]].context_ids for r in base)
 
 
-def position_masks(base: RowBatch, source: RowBatch) -> dict[PositionSet, NDArray[np.bool_]]:
-    """Each position set as a mask ``[row, position]`` over the base batch's rows."""
+def position_masks(base: RowBatch, source: RowBatch
+                   ) -> tuple[dict[PositionSet, NDArray[np.bool_]], NDArray[np.int64]]:
+    """Each position set as a mask ``[row, position]`` over the base batch's rows, and the
+    source position aligned with each base position ``[row, position]`` (-1: none)."""
     n, w = len(base.rows), base.width
     masks: dict[PositionSet, NDArray[np.bool_]] = {
         s: np.zeros((n, w), dtype=bool) for s in POSITION_SETS
     }
-    for i, (rb, rs) in enumerate(zip(base.rows, source.rows, strict=True)):
+    where = np.full((n, w), -1, dtype=np.int64)
+    for i, rb in enumerate(base.rows):
+        qb, qs = base.queries[rb.query], source.queries[rb.query]
+        a = align(qb, qs)
+        where[i] = a.row_map(len(rb.ids), len(qs.context_ids), w)
+        ctx = len(qb.context_ids)
         masks["answer"][i, rb.answer_pos] = True
-        ctx = rb.answer_pos + 1
-        diff = np.asarray(rb.ids[:ctx]) != np.asarray(rs.ids[:ctx])
-        masks["evidence"][i, :ctx] = diff
-        masks["all"][i, :] = True
-    return masks
+        masks["evidence"][i, :ctx] = a.evidence & (a.source_of >= 0)
+        masks["all"][i] = where[i] >= 0
+    return masks, where
+
+
+def same_length(study: Study, pairs: Sequence[Pair]) -> int:
+    """How many of ``pairs`` have contexts of one length (the pairs position-by-position
+    alignment alone would allow)."""
+    qs = study.queries
+    return sum(len(qs[p.base].context_ids) == len(qs[p.source].context_ids) for p in pairs)

@@ -16,6 +16,13 @@ layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pai
 ``base_query`` / ``source_query[pair]`` (indices into the study's ``query``),
 ``n_patched[pair, positions]`` and the base read-out's coordinates, outcomes and oracle
 (plus ``source_episode`` and ``source_oracle``), so that analysis needs no study file.
+
+Positions are aligned by role (:mod:`belieflens.interventions.align`): the source's residual
+patched in at base position ``p`` is the one at ``p``'s counterpart, so pairs whose contexts
+differ in length are patched too. ``unaligned_positions[pair]`` lists the base positions
+without a counterpart (never patched; ``n_unaligned``), and the attributes
+``pairs_same_length`` and ``pairs_gained`` count the pairs of one context length and those
+the alignment adds.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import xarray as xr
 
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
 from belieflens.errors import ParameterError, at_least
+from belieflens.interventions.align import align
 from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.pairs import (
@@ -38,6 +46,7 @@ from belieflens.interventions.pairs import (
     check_aligned,
     pair_instances,
     position_masks,
+    same_length,
 )
 from belieflens.interventions.run import Plan
 from belieflens.interventions.study import Selection, Study, with_table
@@ -123,7 +132,7 @@ def patch_logprobs(
         sl = slice(start, start + len(chunk))
         base = RowBatch.of([study.queries[p.base] for p in chunk])
         source = RowBatch.of([study.queries[p.source] for p in chunk])
-        masks = position_masks(base, source)
+        masks, where = position_masks(base, source)
         cb, cs = clean_run(model, base), clean_run(model, source)
         base_lp[sl, : cb.logprob.shape[1]] = cb.logprob
         source_lp[sl, : cs.logprob.shape[1]] = cs.logprob
@@ -136,16 +145,36 @@ def patch_logprobs(
         tiled = base.tile(len(sets))
         mask = torch.tensor(np.concatenate([masks[s] for s in sets]),
                             device=cb.resid.device)[:, :, None]
+        rows_ = torch.arange(where.shape[0], device=cb.resid.device)[:, None]
+        at = torch.as_tensor(np.maximum(where, 0), device=cb.resid.device)
         for li, layer in enumerate(layers):
             b_res = cb.resid[layer].repeat(len(sets), 1, 1)
-            s_res = cs.resid[layer].repeat(len(sets), 1, 1)
+            s_res = cs.resid[layer][rows_, at].repeat(len(sets), 1, 1)
             lp = run(model, tiled, layer, torch.where(mask, s_res, b_res))
             patched[sl, li, :, : lp.shape[1]] = lp.reshape(len(sets), len(chunk), -1
                                                            ).transpose(1, 0, 2)
         del cb, cs
         if on_progress is not None:
             on_progress(start + len(chunk), len(pairs))
-    return _dataset(study, pairs, layers, sets, patched, base_lp, source_lp, n_patched)
+    ds = _dataset(study, pairs, layers, sets, patched, base_lp, source_lp, n_patched)
+    return _with_alignment(ds, study, pairs)
+
+
+def _with_alignment(ds: xr.Dataset, study: Study, pairs: Sequence[Pair]) -> xr.Dataset:
+    """``ds`` with each pair's base positions that have no counterpart in the source
+    (``unaligned_positions``, comma-separated; ``n_unaligned``) and, in its attributes, how
+    many pairs have one context length (``pairs_same_length``) and how many more the role
+    alignment admits (``pairs_gained``)."""
+    lists = [align(study.queries[p.base], study.queries[p.source]).unaligned for p in pairs]
+    ds["unaligned_positions"] = (PAIR, np.array([",".join(map(str, u)) for u in lists],
+                                                dtype=object))
+    ds["n_unaligned"] = (PAIR, np.array([len(u) for u in lists], dtype=np.int32))
+    ds["unaligned_positions"].attrs["description"] = (
+        "base context positions with no counterpart in the source (never patched)")
+    same = same_length(study, pairs)
+    ds.attrs["pairs_same_length"] = same
+    ds.attrs["pairs_gained"] = len(pairs) - same
+    return ds
 
 
 def _first_rows(batch: RowBatch) -> np.ndarray:

@@ -8,17 +8,24 @@ every position after it (the question, the answer position, and a multi-token op
 tokens) is steered. A read-out with no such comparison (one episode, or no other of its
 length) is refused in one line (:func:`evidence_end`).
 
-``w_l`` is the unit direction of the ridge probe of the oracle's point estimate fitted on the
-study's own residuals at layer ``l`` (:func:`belieflens.interventions.directions.probe_direction`),
-``σ_l`` the standard deviation of those residuals along ``w_l``, so ``α`` is in units of the
-residuals' own spread along the direction. The control adds ``α·σ_l·r_l`` along a random unit
-direction ``r_l`` (seeded), the same norm. Only blocks ``l..L-1`` run on the steered residual,
-every α and the control of a layer in one batch.
+``w_l`` is the unit direction of the oracle's point estimate in the study's own residuals at
+layer ``l``: the ridge probe's (``direction=ridge``,
+:func:`belieflens.interventions.directions.probe_direction`) or the difference of means
+between read-outs above and below the concept's median (``direction=diff-means``,
+:func:`~belieflens.interventions.directions.diff_means_direction`); ``σ_l`` the standard
+deviation of those residuals along ``w_l``, so ``α`` is in units of the residuals' own spread
+along the direction. **Cross-fitted by episode**, as erasure is: the selected read-outs are
+split into ``n_folds`` folds grouped by episode (seeded), and a read-out is steered along the
+direction (and σ) fitted on the other folds' read-outs, never on its own. The control adds
+``α·σ·r_l`` along a random unit direction ``r_l`` (seeded), the same norm. Only blocks
+``l..L-1`` run on the steered residual, every α and the control of a layer in one batch.
 
 Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``, the clean
-``clean_logprob[query, option]``, ``study_query[query]``, per layer ``direction`` and
-``control_direction[layer, d_model]``, ``resid_std``, ``probe_r2``, ``probe_lam``, and the
-read-outs' coordinates, outcomes and oracle.
+``clean_logprob[query, option]``, ``study_query[query]``, ``query_fold[query]``, the directions
+applied ``fold_direction[layer, fold, d_model]`` and their ``fold_resid_std[layer, fold]``;
+per layer the direction fitted on all the selected read-outs, for reference (``direction``,
+``resid_std``, ``probe_r2``: its held-out R² under grouped cross-validation, ``probe_lam``),
+``control_direction[layer, d_model]``; and the read-outs' coordinates, outcomes and oracle.
 """
 
 from __future__ import annotations
@@ -30,9 +37,15 @@ from typing import Any, ClassVar, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.dims import ALPHA, D_MODEL, LAYER, OPTION, QUERY
+from belieflens.dims import ALPHA, D_MODEL, FOLD, LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError, at_least, choice
-from belieflens.interventions.directions import Direction, probe_direction, random_unit
+from belieflens.interventions.directions import (
+    Direction,
+    diff_means_direction,
+    episode_folds,
+    probe_direction,
+    random_unit,
+)
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.run import Plan
@@ -51,6 +64,11 @@ SteerAt = Literal["answer", "after-evidence"]
 
 STEER_AT: tuple[SteerAt, ...] = get_args(SteerAt)
 
+DirectionKind = Literal["ridge", "diff-means"]
+"""How a steering direction is fitted."""
+
+DIRECTIONS: tuple[DirectionKind, ...] = get_args(DirectionKind)
+
 DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 """Steering strengths, in standard deviations of the residuals along the direction."""
 
@@ -60,13 +78,15 @@ class SteerOptions:
     """How to steer: layers, strengths, folds of the probe, batch size, seed, positions.
 
     Passed to :func:`belieflens.steer`; the result file holds
-    ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. The ridge
-    probe's folds are grouped by episode: ``n_folds`` needs as many episodes in the study.
+    ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. Directions are
+    cross-fitted over ``n_folds`` folds grouped by episode (a read-out is steered along a
+    direction fitted without its episode): ``n_folds`` needs as many episodes in the study.
+    ``direction`` is ``ridge`` (the ridge probe's weights) or ``diff-means``.
 
     Examples:
         >>> options = belieflens.SteerOptions(layers=(15,), alphas=(-2.0, 0.0, 2.0), n_folds=2)
-        >>> options.alphas, options.at
-        ((-2.0, 0.0, 2.0), 'answer')
+        >>> options.alphas, options.at, options.direction
+        ((-2.0, 0.0, 2.0), 'answer', 'ridge')
     """
 
     kind: ClassVar[Kind] = "intervention-steer"
@@ -79,10 +99,12 @@ class SteerOptions:
     batch_size: int = 8
     seed: int = 0
     at: SteerAt = "answer"
+    direction: DirectionKind = "ridge"
 
     def __post_init__(self) -> None:
         at_least("--batch-size", self.batch_size, 1)
         choice("--at", self.at, STEER_AT)
+        choice("--direction", self.direction, DIRECTIONS)
         if not self.alphas:
             raise ParameterError("option '--alphas' is empty")
         at_least("--folds", self.n_folds, 2)
@@ -96,8 +118,8 @@ class SteerOptions:
 
 def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
                    rng: np.random.Generator, *, n_folds: int = 5, lam: float | None = None,
-                   ) -> list[Direction]:
-    """The probe direction of each layer, fitted on the selected rows with an oracle."""
+                   kind: DirectionKind = "ridge") -> list[Direction]:
+    """The direction of each layer, fitted on the rows ``rows`` that have an oracle."""
     target = oracle_mean(study.table)[rows]
     ok = np.isfinite(target)
     if ok.sum() < 3:
@@ -108,8 +130,47 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
     out = []
     for layer in layers:
         x = study_resid(study, [layer], list(fit_rows))[:, 0, :]
-        out.append(probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
+        out.append(diff_means_direction(x, target[ok]) if kind == "diff-means" else
+                   probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class CrossFit:
+    """Cross-fitted directions: ``by_fold[l][k]`` was fitted without fold ``k``'s episodes;
+    ``full[l]`` on every selected read-out (reported, never applied)."""
+
+    folds: np.ndarray
+    """Fold of each selected read-out."""
+    by_fold: list[list[Direction]]
+    full: list[Direction]
+
+
+def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: SteerOptions,
+              rng: np.random.Generator) -> CrossFit:
+    """The fold of each row (grouped by episode) and each layer's direction per fold, fitted
+    on the other folds' rows; one line when the rows span a single episode."""
+    groups = np.asarray(study.table["episode"].values)[rows]
+    folds, k = episode_folds(groups, options.n_folds, rng)
+    if k < 2:
+        raise ParameterError("steering cross-fits its direction by episode: the selected "
+                             "read-outs need at least 2 episodes")
+    full = fit_directions(study, rows, layers, rng, n_folds=options.n_folds, lam=options.lam,
+                          kind=options.direction)
+    target = oracle_mean(study.table)[rows]
+    by_fold: list[list[Direction]] = [[] for _ in layers]
+    for f in range(k):
+        train = rows[folds != f]
+        if np.unique(target[folds != f][np.isfinite(target[folds != f])]).size < 2:
+            raise ParameterError(
+                f"steering cross-fits its direction by episode: without fold {f} the selected "
+                "read-outs hold fewer than 2 distinct oracle values, nothing to fit a direction "
+                "on (select more turns or episodes, or fewer --folds)")
+        for li, d in enumerate(fit_directions(study, train, layers, rng,
+                                              n_folds=options.n_folds, lam=options.lam,
+                                              kind=options.direction)):
+            by_fold[li].append(d)
+    return CrossFit(folds, by_fold, full)
 
 
 def evidence_end(study: Study, rows: np.ndarray) -> np.ndarray:
@@ -149,6 +210,35 @@ def _after_mask(batch: RowBatch, ends: np.ndarray, width: int) -> np.ndarray:
     return mask
 
 
+def _shifts(res: Any, batch: RowBatch, mask: np.ndarray | None, vecs: list[Any],
+            alphas: np.ndarray) -> Any:
+    """The residual ``res`` shifted by ``α·vec`` for each vector of ``vecs`` (``[row, d]``, one
+    per row: its fold's) and each α, at the answer position or under ``mask``."""
+    import torch
+
+    out: list[Any] = []
+    ans = at_answer(res, batch)
+    for vec in vecs:
+        if mask is None:
+            out.extend(with_answer(res, batch, ans + float(a) * vec) for a in alphas)
+        else:
+            m = torch.as_tensor(mask, device=res.device, dtype=res.dtype)[:, :, None]
+            out.extend(res + float(a) * m * vec[:, None, :] for a in alphas)
+    return torch.cat(out)
+
+
+def _row_vectors(fit: CrossFit, li: int, folds: np.ndarray, control: np.ndarray,
+                 like: Any) -> list[Any]:
+    """Per row of a batch (its ``folds``): σ·w of its fold's direction, and σ·r of the
+    control, as tensors like ``like``."""
+    import torch
+
+    dirs = [fit.by_fold[li][int(f)] for f in folds]
+    steer = np.stack([d.unit * d.scale for d in dirs])
+    ctrl = np.stack([control * d.scale for d in dirs])
+    return [torch.as_tensor(v, device=like.device, dtype=like.dtype) for v in (steer, ctrl)]
+
+
 def steer_logprobs(
     model: LoadedModel,
     study: Study,
@@ -157,14 +247,12 @@ def steer_logprobs(
     *,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> xr.Dataset:
-    """Steer the study's read-outs ``rows`` at every layer and α of ``options``."""
-    import torch
-
+    """Steer the study's read-outs ``rows`` at every layer and α of ``options``, each along
+    the direction fitted without its episode (:func:`cross_fit`)."""
     layers = layer_list(options.layers, model.info.n_layers)
     rng = np.random.default_rng(options.seed)
-    dirs = fit_directions(study, rows, layers, rng, n_folds=options.n_folds, lam=options.lam)
-    d = model.info.d_model
-    controls = [random_unit(d, rng) for _ in layers]
+    fit = cross_fit(study, rows, layers, options, rng)
+    controls = [random_unit(model.info.d_model, rng) for _ in layers]
     alphas = np.asarray(options.alphas, dtype=np.float64)
     n_a = alphas.size
     n_opt = max(len(study.queries[q].option_ids) for q in rows)
@@ -182,42 +270,48 @@ def steer_logprobs(
         mask = None if ends is None else _after_mask(batch, ends[sl], run.resid.shape[2])
         for li, layer in enumerate(layers):
             res = run.resid[layer]
-            ans = at_answer(res, batch)
-            dev, dt = res.device, res.dtype
-            shifts: list[Any] = []
-            for unit in (dirs[li].unit, controls[li]):
-                vec = torch.as_tensor(unit * dirs[li].scale, device=dev, dtype=dt)
-                if mask is None:
-                    shifts.extend(with_answer(res, batch, ans + float(a) * vec) for a in alphas)
-                else:
-                    m = torch.as_tensor(mask, device=dev, dtype=dt)[:, :, None]
-                    shifts.extend(res + float(a) * m * vec for a in alphas)
-            lp = run_from(model, tiled, layer, torch.cat(shifts))
+            vecs = _row_vectors(fit, li, fit.folds[sl], controls[li], res)
+            lp = run_from(model, tiled, layer, _shifts(res, batch, mask, vecs, alphas))
             lp = lp.reshape(2, n_a, chunk.size, -1).transpose(0, 2, 1, 3)
             steered[sl, li, :, : lp.shape[-1]] = lp[0]
             control[sl, li, :, : lp.shape[-1]] = lp[1]
         del run
         if on_progress is not None:
             on_progress(start + chunk.size, rows.size)
-    ds = xr.Dataset(
+    ds = _steer_dataset(fit, layers, alphas, controls, rows, steered, control, clean)
+    where = ("the answer position" if options.at == "answer"
+             else "every position after the evidence")
+    ds.attrs["at"] = options.at
+    ds.attrs["direction_kind"] = options.direction
+    ds["steered_logprob"].attrs["description"] = (
+        f"log P(option) with alpha * fold_resid_std * fold_direction (fitted without the "
+        f"read-out's episode) added at {where}")
+    ds["control_logprob"].attrs["description"] = (
+        "log P(option) with alpha * fold_resid_std * control_direction (random) added instead")
+    return with_table(ds, study.select(rows), n_opt)
+
+
+def _steer_dataset(fit: CrossFit, layers: Sequence[int], alphas: np.ndarray,
+                   controls: list[np.ndarray], rows: np.ndarray, steered: np.ndarray,
+                   control: np.ndarray, clean: np.ndarray) -> xr.Dataset:
+    """The result variables of :func:`steer_logprobs` (module docstring)."""
+    full = fit.full
+    return xr.Dataset(
         {
             "steered_logprob": ((QUERY, LAYER, ALPHA, OPTION), steered),
             "control_logprob": ((QUERY, LAYER, ALPHA, OPTION), control),
             "clean_logprob": ((QUERY, OPTION), clean),
             "study_query": (QUERY, rows.astype(np.int32)),
-            "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in dirs])),
+            "query_fold": (QUERY, fit.folds.astype(np.int32)),
+            "fold_direction": ((LAYER, FOLD, D_MODEL),
+                               np.stack([np.stack([d.unit for d in by]) for by in fit.by_fold])),
+            "fold_resid_std": ((LAYER, FOLD),
+                               np.array([[d.scale for d in by] for by in fit.by_fold])),
+            "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in full])),
             "control_direction": ((LAYER, D_MODEL), np.stack(controls)),
-            "resid_std": (LAYER, np.array([x.scale for x in dirs])),
-            "probe_r2": (LAYER, np.array([x.r2 for x in dirs])),
-            "probe_lam": (LAYER, np.array([x.lam for x in dirs])),
+            "resid_std": (LAYER, np.array([x.scale for x in full])),
+            "probe_r2": (LAYER, np.array([x.r2 for x in full])),
+            "probe_lam": (LAYER, np.array([x.lam for x in full])),
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32), ALPHA: alphas},
     )
-    where = ("the answer position" if options.at == "answer"
-             else "every position after the evidence")
-    ds.attrs["at"] = options.at
-    ds["steered_logprob"].attrs["description"] = (
-        f"log P(option) with alpha * resid_std * direction added at {where}")
-    ds["control_logprob"].attrs["description"] = (
-        "log P(option) with alpha * resid_std * control_direction (random) added instead")
-    return with_table(ds, study.select(rows), n_opt)

@@ -52,6 +52,20 @@ def _patch_text(summ: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+def _alignment_text(ds: xr.Dataset) -> str:
+    """The pairs the role alignment gained in this study's environment, and the base
+    positions left without a counterpart ('' for a file without them)."""
+    if "pairs_gained" not in ds.attrs:
+        return ""
+    env = ", ".join(sorted({str(e) for e in np.asarray(ds["env"].values).tolist()})
+                    ) if "env" in ds.variables else "this study"
+    n = int(ds.sizes["pair"])
+    lost = int(ds["n_unaligned"].sum()) if "n_unaligned" in ds else 0
+    return (f"\n\npairs ({env}): {n}, of which {int(ds.attrs['pairs_gained'])} have contexts "
+            "of different lengths, aligned by role (answer position, evidence spans, shared "
+            f"template); base positions without a counterpart, never patched: {lost}")
+
+
 def _patch_headline(summ: xr.Dataset) -> str:
     """Where patching moves half of the belief: the first layer at the answer position and
     the last layer at the evidence tokens (mean transfer over probes, deliveries, turns)."""
@@ -208,7 +222,7 @@ def _report(ds: xr.Dataset, out: Path | None, *, method: DebiasMethod,
         beliefs = patch_beliefs(ds, method=method)
         per_pair = patch_transfer(ds, method=method, beliefs=beliefs)
         summ = patch_summary(per_pair)
-        body = _patch_text(summ)
+        body = _patch_text(summ) + _alignment_text(ds)
         headline = _patch_headline(summ)
         if out is not None:
             files.append(_patch_heatmap(summ, out / "patch_transfer.png"))

@@ -16,6 +16,10 @@ DEFAULT_ENVS: tuple[str, ...] = (
 )
 """Environments whose queries supply training contexts by default."""
 
+CONTEXT_PARAMS: dict[str, dict[str, object]] = {"recommender": {"delivery": "all"}}
+"""Parameters of the environments whose defaults generate text (the recommender's
+``multi-turn-self``): training contexts are rendered without a model, as they were before."""
+
 
 @dataclass(frozen=True)
 class Positions:
@@ -45,7 +49,7 @@ def _contexts(
 
     pools = []
     for name in envs:
-        recs = list(records(registry.get(name), episodes, seed))
+        recs = list(records(registry.get(name, **CONTEXT_PARAMS.get(name, {})), episodes, seed))
         pools.append([recs[i] for i in rng.permutation(len(recs))])
     bos = bos_policy(model.tokenizer)
     seen: set[tuple[int, ...]] = set()

@@ -17,7 +17,7 @@ GENERATING = {"recommender", "social-judgment", "medical-triage", "protein-world
 SIMULATING = {"social-judgment", "medical-triage", "twenty-questions"}
 MODEL_DRIVEN = {"twenty-questions"}
 """Environments played by the model itself: they need a model (and its simulator) always."""
-OWN_ANSWERS = {"belief-attribution"}
+OWN_ANSWERS = {"belief-attribution", "recommender", "protein-world"}
 """Environments whose published protocol (the default) runs on the model's own replies: they
 need a model by default, but no simulator."""
 GRIDS = {"dice", "coins", "preference", "choice", "case-study"}

@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import xarray as xr
 from typer.testing import CliRunner
@@ -38,10 +39,21 @@ def test_a_study_without_needed_variables_is_refused(tiny_study: Path, tmp_path:
 
 def test_misaligned_pair_is_refused_naming_it(tiny_study: Path, tmp_path: Path) -> None:
     out = tmp_path / "p.h5"
-    r = runner.invoke(app, ["patch", str(tiny_study), "--out", str(out), "--pair", "5:5",
-                            "--pair", "0:47"])
+    import shutil
+
+    import h5py
+
+    changed = tmp_path / "changed.h5"  # query 1 reads other option tokens
+    shutil.copy(tiny_study, changed)
+    with h5py.File(changed, "r+") as f:
+        opt = f["option_ids"][1]
+        f["option_ids"][1] = np.where(opt >= 0, opt + 1, opt)
+    b = 1
+    r = runner.invoke(app, ["patch", str(changed), "--out", str(out), "--pair", "5:5",
+                            "--pair", f"0:{b}", "--pair", f"{b}:0"])
     line = _one_line_error(r)
-    assert "pair 1 (base query 0, source query 47) is not aligned" in line
+    assert r.exit_code == 2
+    assert f"pair 1 (base query 0, source query {b}) cannot be aligned by role" in line
     assert not out.exists()
 
 

@@ -51,15 +51,42 @@ def test_erased_forward_equals_the_eraser_matrix_applied(tiny_model: Any,
     assert (ds["eraser_rank"].values == 1).all()
 
 
-def test_erasing_every_position_at_the_last_layer_is_erasing_the_answer(
-    tiny_model: Any, tiny_study: Path
-) -> None:
+def test_erasing_every_position_fits_on_every_position(tiny_model: Any,
+                                                       tiny_study: Path) -> None:
+    """``--at all`` fits its eraser on the positions it edits (issue 31: the answer
+    position's eraser was applied at every position): after fold k's eraser no position of
+    the other folds' read-outs covaries with the concept (LEACE's guarantee on its own data),
+    which the answer position's eraser does not give."""
+    import torch
+
+    from belieflens.interventions.erase import fit_all, fit_every_position
+    from belieflens.interventions.forward import RowBatch, clean_run
+    from belieflens.interventions.study import oracle_mean
+
     study = read_study(tiny_study)
-    rows = Selection(turns=(2,)).rows(study)
-    last = tiny_model.info.n_layers
-    at_answer_ = erase_logprobs(tiny_model, study, rows,
-                                EraseOptions(layers=(last,), n_folds=2, batch_size=32))
-    at_all = erase_logprobs(tiny_model, study, rows,
-                            EraseOptions(layers=(last,), n_folds=2, batch_size=32, at="all"))
-    for var in ("erased_logprob", "control_logprob"):
-        np.testing.assert_allclose(at_all[var].values, at_answer_[var].values, atol=1e-4)
+    rows = Selection(turns=(1, 2)).rows(study)
+    options = EraseOptions(layers=(2,), n_folds=2, batch_size=32, at="all")
+    folds, at_answer_ = fit_all(study, rows, (2,), options)
+    (every,) = fit_every_position(tiny_model, study, rows, folds, at_answer_, 32,
+                                  np.random.default_rng(0))
+    target = oracle_mean(study.table)[rows]
+    batch = RowBatch.of([study.queries[q] for q in rows])
+    with torch.inference_mode():
+        resid = clean_run(tiny_model, batch).resid[2].double().numpy()
+    for k in range(2):
+        xs, zs = [], []
+        for b, (r, n) in enumerate(zip(batch.rows, batch.lengths(), strict=True)):
+            if folds[r.query] != k:
+                xs.append(resid[b, :n])
+                zs.append(np.full(n, target[r.query]))
+        x, z = np.concatenate(xs), np.concatenate(zs)
+        before = np.linalg.norm((x - x.mean(0)).T @ (z - z.mean()))
+        left = [np.linalg.norm((e - e.mean(0)).T @ (z - z.mean())) / before
+                for e in (every.erasers[k].apply(x), at_answer_[0].erasers[k].apply(x))]
+        assert left[0] < 1e-6 and left[1] > 0.5, left
+        assert every.controls[k].rank == every.erasers[k].rank
+    assert every.r2_clean == at_answer_[0].r2_clean  # the held-out R² stay the answer's
+    ds = erase_logprobs(tiny_model, study, rows, options)
+    assert ds.attrs["at"] == "all" and "every position" in ds["erased_logprob"].attrs[
+        "description"]
+    assert float(abs(ds["erased_logprob"] - ds["clean_logprob"]).max()) > 1e-5

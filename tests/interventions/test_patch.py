@@ -31,7 +31,8 @@ def test_pairs_are_aligned_and_differ(tiny_study: Path) -> None:
     t = study.table
     for p in pairs:
         b, s = study.queries[p.base], study.queries[p.source]
-        assert len(b.context_ids) == len(s.context_ids) and b.context_ids != s.context_ids
+        assert b.option_ids == s.option_ids and b.context_ids != s.context_ids
+        assert b.context_ids[-1] == s.context_ids[-1]
         for name in ("turn", "rotation", "probe", "delivery"):
             assert t[name].values[p.base] == t[name].values[p.source]
         assert t["episode"].values[p.base] != t["episode"].values[p.source]
@@ -73,12 +74,18 @@ def test_reuse_equals_full_forwards(tiny_model: Any, tiny_study: Path) -> None:
 
 
 def test_misaligned_pairs_are_refused_naming_the_first(tiny_study: Path) -> None:
+    import dataclasses
+
+    from belieflens.interventions.align import why_unaligned
+
     study = read_study(tiny_study)
-    lengths = [len(q.context_ids) for q in study.queries]
-    a = 0
-    b = next(i for i, n in enumerate(lengths) if n != lengths[a])
+    a, b = 0, 1  # query 1 reads other option tokens: no role is shared at the answer
+    other = dataclasses.replace(study.queries[b], option_ids=tuple(
+        tuple(t + 1 for t in o) for o in study.queries[b].option_ids))
+    study = dataclasses.replace(study, queries=(study.queries[0], other, *study.queries[2:]))
+    assert why_unaligned(study.queries[a], other) == "their option continuations differ"
     with pytest.raises(ParameterError, match=r"^pair 1 \(base query 0, source query "
-                       rf"{b}\) is not aligned position by position: context lengths"):
+                       rf"{b}\) cannot be aligned by role: "):
         check_aligned(study, [Pair(a, a), Pair(a, b), Pair(b, a)])
     with pytest.raises(ParameterError, match="not in the study"):
         check_aligned(study, [Pair(0, 10_000)])
@@ -113,3 +120,32 @@ def test_patch_writes_a_file_plain_xarray_opens(tiny_model: Any, tiny_study: Pat
         patch(tiny_study, out=tmp_path / "x.h5", model=tiny_model,
               options=PatchOptions(layers=(9,)))
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_contexts_of_different_lengths_align_by_role(tiny_model: Any, tiny_study: Path) -> None:
+    """Issue 31: pairs whose contexts differ in length were refused, so patching kept a
+    length-selected subset. Aligned by role, the answer position meets the answer position:
+    patched there at the last layer the base reads exactly the source's output; the base
+    positions with no counterpart are listed and never patched."""
+    import dataclasses
+
+    study = read_study(tiny_study)
+    pair = pair_instances(study, Selection(turns=(2,)))[0]
+    base = study.queries[pair.base]
+    ids = base.context_ids
+    k = len(ids) // 2  # one extra token in the middle of the base's evidence
+    longer = dataclasses.replace(base, context_ids=(*ids[:k], ids[k], *ids[k:]))
+    queries = tuple(longer if i == pair.base else q for i, q in enumerate(study.queries))
+    study = dataclasses.replace(study, queries=queries)
+    check_aligned(study, [pair])
+    last = tiny_model.info.n_layers
+    ds = patch_logprobs(tiny_model, study, [pair],
+                        PatchOptions(layers=(0, last), positions=("answer", "all")))
+    np.testing.assert_allclose(ds["patched_logprob"].sel(layer=last, positions="answer").values,
+                               ds["source_logprob"].values, atol=1e-4)
+    unaligned = [int(x) for x in str(ds["unaligned_positions"].values[0]).split(",")]
+    assert int(ds["n_unaligned"].values[0]) == len(unaligned) >= 1
+    assert len(ids) not in unaligned  # the answer position always has its counterpart
+    n_all = int(ds["n_patched"].sel(positions="all").values[0])
+    assert n_all == len(longer.context_ids) - len(unaligned)
+    assert ds.attrs["pairs_same_length"] == 0 and ds.attrs["pairs_gained"] == 1

@@ -102,3 +102,61 @@ def test_after_evidence_needs_another_episode(tiny_study: Path) -> None:
                  for p in range(study.n_query))
     with pytest.raises(ParameterError, match="evidence cannot be located"):
         evidence_end(dataclasses.replace(study, queries=same), np.array([q]))
+
+
+@pytest.fixture(scope="module")
+def diff_means(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
+    study = read_study(tiny_study)
+    rows = Selection(turns=(1, 2)).rows(study)
+    return steer_logprobs(tiny_model, study, rows,
+                          SteerOptions(alphas=(0.0, 2.0), n_folds=2, batch_size=16,
+                                       direction="diff-means"))
+
+
+def test_directions_are_cross_fitted_by_episode(steered: xr.Dataset, diff_means: xr.Dataset,
+                                                tiny_study: Path) -> None:
+    """A read-out is steered along a direction fitted without its episode's read-outs
+    (issue 31: the direction was fitted on the very rows it steered)."""
+    from belieflens.interventions.directions import diff_means_direction
+    from belieflens.interventions.study import oracle_mean, study_resid
+
+    for ds in (steered, diff_means):
+        fold = ds["query_fold"].values
+        episodes = ds["episode"].values
+        for e in np.unique(episodes):  # an episode's read-outs share one fold
+            assert np.unique(fold[episodes == e]).size == 1
+        assert np.unique(fold).size == ds.sizes["fold"] >= 2
+        units = ds["fold_direction"].sel(layer=2).values
+        np.testing.assert_allclose(np.linalg.norm(units, axis=1), 1.0)
+    # the diff-of-means direction of fold k is the other folds' difference of means
+    study = read_study(tiny_study)
+    rows = diff_means["study_query"].values
+    fold = diff_means["query_fold"].values
+    target = oracle_mean(study.table)[rows]
+    x = study_resid(study, [2], list(rows))[:, 0, :]
+    for k in range(diff_means.sizes["fold"]):
+        train = (fold != k) & np.isfinite(target)
+        want = diff_means_direction(x[train], target[train])
+        np.testing.assert_allclose(diff_means["fold_direction"].sel(layer=2).values[k],
+                                   want.unit, atol=1e-9)
+        assert float(diff_means["fold_resid_std"].sel(layer=2).values[k]) == \
+            pytest.approx(want.scale)
+        full = diff_means_direction(x[np.isfinite(target)], target[np.isfinite(target)])
+        assert not np.allclose(want.unit, full.unit)  # not the direction of all the rows
+    assert diff_means.attrs["direction_kind"] == "diff-means"
+    got = diff_means["steered_logprob"].sel(alpha=0.0).values
+    clean = diff_means["clean_logprob"].values[:, None, :]
+    np.testing.assert_allclose(got, np.broadcast_to(clean, got.shape), atol=1e-5)
+    assert float(abs(diff_means["steered_logprob"].sel(alpha=2.0, layer=2)
+                     - diff_means["clean_logprob"]).max()) > 1e-4
+
+
+def test_cross_fitting_needs_two_episodes(tiny_model: Any, tiny_study: Path) -> None:
+    from belieflens.errors import ParameterError
+
+    study = read_study(tiny_study)
+    rows = Selection(turns=(1, 2), episodes=(0,)).rows(study)
+    with pytest.raises(ParameterError, match="at least 2 episodes"):
+        steer_logprobs(tiny_model, study, rows, SteerOptions(alphas=(0.0,), n_folds=2))
+    with pytest.raises(ParameterError, match="--direction"):
+        SteerOptions(direction="pca")  # type: ignore[arg-type]

@@ -54,7 +54,11 @@ def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
 
 
 def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
-    env = envs.get("protein-world", classes=2, attributes=2, steps=1, delivery="single-turn")
+    from belieflens.run.generate import bind_model
+
+    # the published protocol: the model chooses the experiment and states its posterior
+    env = bind_model(envs.get("protein-world", classes=2, attributes=2, steps=1,
+                              delivery="single-turn", stated_tokens=32), smol_model)
     path = extract(env, smol_model, tmp_path / "pw.h5", ExtractOptions(episodes=1, max_rows=8))
     ds = belieflens.open_cache(path)
     try:
@@ -66,6 +70,11 @@ def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> No
         assert np.all(m["eig_regret"].sel(turn=0).values >= -1e-12)
         # before any experiment the active experimenter knows only the prior
         np.testing.assert_allclose(m["p_active_true"].sel(turn=0), m["p_passive_true"].sel(turn=0))
+        # every stated reply is counted, parsed or not; a parsed one has a KL
+        parsed = m["stated_parsed"].values
+        assert set(parsed.ravel().tolist()) <= {0.0, 1.0}
+        assert np.array_equal(np.isfinite(m["kl_stated"].values), parsed > 0.5)
+        assert ds["truth_model_choice_valid_0"].values.size
     finally:
         ds.close()
 

@@ -123,7 +123,8 @@ def test_bind_recommender_and_log_per_episode() -> None:
     env = envs.get("recommender", types=2, movies=2, targets=1, turns=1,
                    delivery="multi-turn-self", conditional=False)
     assert requires_generator(env) and not requires_simulator(env)
-    assert not requires_generator(envs.get("recommender", turns=1))
+    assert not requires_generator(envs.get("recommender", turns=1, delivery="all"))
+    assert requires_generator(envs.get("recommender", turns=1))  # multi-turn-self by default
     log = GenerationLog()
     bound = bind_generators(env, LoggingFake(log, "reply", "reply {seed}"), log=log)
     assert isinstance(bound, GeneratingEnvironment) and bound.name == "recommender"

@@ -20,11 +20,19 @@ proteins belong to (MCQ over the classes, oracle: the passive exact posterior)
 and which experiment to run next (MCQ over the experiments, no oracle: the
 model's choice is read out; the max-EIG choice is in the episode's ``truth``).
 
-The sequence is seeded (``sequence=random`` or ``cycle``), the active oracle's
-(``active``), or the model's own (``model``: at each step the bound generator --
+The sequence is the model's own under the paper preset (``sequence=model``, App. F.3: "We
+use the LLM to update beliefs and choose experiments": at each step the bound generator --
 ``belieflens extract`` binds the evaluated model -- answers the next-experiment MCQ
 greedily after the single-turn context; a reply naming no option falls back to
-the seeded draw and ``truth["model_choice_valid_k"]`` is 0).
+the seeded draw and ``truth["model_choice_valid_k"]`` is 0), or seeded (``random`` or
+``cycle``, the ``belieflens`` preset's ``random``), or the active oracle's (``active``).
+
+Beside the revealed read-out (the ``class`` MCQ's option log-probs) the paper preset records
+the stated posterior of App. F.3.2 (``stated=sampled``, :mod:`.stated`): at each turn the
+model writes a distribution over the classes, sampled at τ = 1.0 and parsed, in
+``truth["stated_k_c"]`` (NaN when no reply parsed), ``truth["stated_valid_k"]`` and
+``truth["stated_sum_k"]``; ``unparsed`` says whether an unparsed reply is retried twice
+(``retry``, the paper's) or only counted (``count``).
 ``truth`` also records, per step ``k``, the active experimenter's posterior on
 the true class (``p_active_true_k``), for the downstream gap
 ``p_active(theta*) - p_model(theta*)``.
@@ -48,6 +56,7 @@ from belieflens.envs.protein_world.oracle import (
     posterior,
 )
 from belieflens.envs.protein_world.report import protein_world_section
+from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
@@ -59,7 +68,8 @@ from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
 ACK = "Understood."
-CLASS_Q = "Which class do the proteins most likely belong to?"
+CLASS_Q = "Which class do you believe the proteins belong to?"
+"""The class MCQ: it asks for the model's belief, not for the most likely class (an argmax)."""
 NEXT_Q = "Which experiment should be run next to find out the class as quickly as possible?"
 DECIMALS = 2
 """Results are shown (and conditioned on) rounded to this many decimals (``belieflens``
@@ -73,10 +83,12 @@ the true class drawn from it)."""
 PRESETS: dict[str, dict[str, object]] = {
     "paper": {"classes": 8, "attributes": 8, "experiments": 6, "steps": 6, "spread": 1.0,
               "decimals": 4, "scales": "drawn", "prior": "uniform", "truth": "each-class",
-              "observation": {"simple": "exact", "hard": "mixed"}},
+              "observation": {"simple": "exact", "hard": "mixed"}, "sequence": "model",
+              "stated": "sampled"},
     "belieflens": {"classes": 4, "attributes": 3, "experiments": 0, "steps": 5, "spread": 2.0,
                    "decimals": DECIMALS, "scales": "fixed", "prior": "random", "truth": "prior",
-                   "observation": {"simple": "gaussian", "hard": "gaussian"}},
+                   "observation": {"simple": "gaussian", "hard": "gaussian"}, "sequence": "random",
+                   "stated": "off"},
 }
 """What each preset puts in place of a parameter left at its ``0`` / ``auto`` default
 (``experiments`` 0 under ``belieflens``: one per attribute)."""
@@ -136,11 +148,20 @@ class ProteinWorldParams:
                 "every class is the truth once per world) or drawn from the prior; auto = "
                 "paper: each-class, belieflens: prior"
     )
-    sequence: Literal["random", "cycle", "active", "model"] = param(
-        "random",
+    sequence: Literal["auto", "random", "cycle", "active", "model"] = param(
+        "auto",
         "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, or the "
-        "model's own greedy MCQ choices",
+        "model's own greedy MCQ choices; auto = paper: model (App. F.3), belieflens: random",
     )
+    stated: Literal["auto", "sampled", "off"] = param(
+        "auto", "the stated posterior of App. F.3.2 (verbalised, sampled at τ = 1.0, parsed) "
+                "beside the revealed read-out; auto = paper: sampled, belieflens: off",
+    )
+    unparsed: Literal["retry", "count"] = param(
+        "retry", "a stated reply that does not parse: retry (twice more with another seed, "
+                 "App. F.3.2, then counted) or count (counted at once); never dropped",
+    )
+    stated_tokens: int = param(160, "max new tokens of a stated posterior (16..2048)")
     delivery: Literal["single-turn", "multi-turn", "all"] = param(
         "all", "how evidence is delivered"
     )
@@ -151,7 +172,7 @@ class ProteinWorldParams:
         for name in ("classes", "attributes", "steps", "spread", "decimals"):
             if getattr(self, name) == 0:
                 fill(self, name, preset[name])
-        for name in ("scales", "prior", "truth"):
+        for name in ("scales", "prior", "truth", "sequence", "stated"):
             if getattr(self, name) == "auto":
                 fill(self, name, preset[name])
         if self.observation == "auto":
@@ -175,6 +196,7 @@ class ProteinWorldParams:
             raise bad("rho", self.rho, "a number in -5..5")
         int_in("mc_samples", self.mc_samples, 100, 100_000)
         int_in("decimals", self.decimals, 1, 8)
+        int_in("stated_tokens", self.stated_tokens, 16, 2048)
 
     @property
     def deliveries(self) -> tuple[Delivery, ...]:
@@ -341,7 +363,8 @@ def result_text(world: World, step: int, j: int, y: float) -> str:
 class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     """Sequential Bayesian experiments on procedurally generated protein worlds.
 
-    Probes per turn: ``class`` (MCQ over the classes, oracle: exact posterior; for
+    Probes per turn: ``class`` (MCQ over the classes asking for the model's belief, oracle:
+    exact posterior; for
     ``hard`` worlds the likelihood is Monte Carlo and ``truth["oracle_se_max"]``
     bounds its standard error) and ``next-experiment`` (MCQ over the experiments,
     no oracle; ``truth["best_experiment_k"]`` is the max-EIG choice at turn k and
@@ -350,8 +373,13 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     Parameters are the fields of its ``Params`` record. Beliefs have dims ``(delivery, probe,
     episode, turn, outcome)``; the outcomes of ``class`` are the world's classes.
 
+    The published protocol needs a model (the model chooses the experiments and states its
+    posterior); the seeded sequence without the stated read-out does not.
+
     Examples:
-        >>> env = belieflens.envs.get("protein-world")
+        >>> belieflens.envs.get("protein-world").requires_generator
+        True
+        >>> env = belieflens.envs.get("protein-world", sequence="random", stated="off")
         >>> episode = next(env.episodes(1, seed=0))
         >>> len(episode.turns), [p.name for p in episode.turns[1].probes][:2]
         (7, ['class', 'next-experiment'])
@@ -370,8 +398,13 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
 
     @property
     def requires_generator(self) -> bool:
-        """Whether the experiment sequence is the model's own (``sequence=model``)."""
-        return self._params.sequence == "model"
+        """Whether the experiment sequence is the model's own (``sequence=model``) or the
+        stated posterior is read (``stated=sampled``)."""
+        return self._params.sequence == "model" or self._params.stated == "sampled"
+
+    def _need(self) -> str:
+        """What needs the generator, for the error that none is bound."""
+        return "sequence=model" if self._params.sequence == "model" else "stated=sampled"
 
     def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
         """The experiment the bound generator picks by letter after ``context``, or ``None``.
@@ -417,7 +450,7 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         episodes, depend only on the seed and the index).
         """
         if self.requires_generator:
-            require_generator("sequence=model", self._generator, self.name)
+            require_generator(self._need(), self._generator, self.name)
         for i in range(n):
             yield self._episode(i, np.random.default_rng([seed, i]), seed)
 
@@ -454,6 +487,8 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
             post = posterior(world, seen)
             se_max = max(se_max, *post.se)
             info[f"p_active_true_{t}"] = active.posteriors[t][truth]
+            if p.stated == "sampled":
+                info |= self._stated(world, intro, seen, t, derive_seed(seed, index))
             messages: dict[Delivery, tuple[Message, ...]] = {
                 "single-turn": (Message("user", _single_text(world, intro, seen)),),
                 "multi-turn": multi,
@@ -465,6 +500,21 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
                     info[f"eig_{t}_{e}"] = eig(post.probs, g)
         info["oracle_se_max"] = se_max
         return Episode(index=index, turns=tuple(turns), truth=info)
+
+    def _stated(self, world: World, intro: str, seen: list[tuple[int, float]], t: int,
+                seed: int) -> dict[str, float | str]:
+        """Turn ``t``'s stated posterior (:mod:`.stated`) as truth entries."""
+        gen = require_generator("stated=sampled", self._generator, self.name)
+        results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
+        got = stated_posterior(gen, intro, results, world.classes, seed=seed, turn=t,
+                               policy=self._params.unparsed,
+                               max_new_tokens=self._params.stated_tokens)
+        probs = got.probs or (float("nan"),) * len(world.classes)
+        out: dict[str, float | str] = {f"stated_{t}_{c}": v for c, v in enumerate(probs)}
+        out[f"stated_valid_{t}"] = float(got.probs is not None)
+        out[f"stated_sum_{t}"] = got.raw_sum
+        out[f"stated_attempts_{t}"] = float(len(got.replies))
+        return out
 
     def _world_of(
         self, index: int, rng: np.random.Generator, seed: int

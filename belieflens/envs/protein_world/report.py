@@ -3,7 +3,11 @@
 Per step ``k`` (turn ``k`` = after ``k`` experiments), per delivery, mean ± SEM over episodes:
 
 - ``KL(passive ‖ model)``: the exact posterior on the stated history (the
-  ``class`` probe's oracle) against the model's debiased class belief (oracle first).
+  ``class`` probe's oracle) against the model's debiased class belief (oracle first): the
+  revealed read-out.
+- where the file holds the stated posterior of App. F.3.2 (``truth_stated_k_c``), the same KL
+  against it (``kl_stated``, the verbalised read-out) and the share of its replies that parsed
+  (``stated_parsed``): an unparsed reply is counted there, and has no KL.
 - the downstream gap ``p_active(θ*) − p_model(θ*)``: the active (max-EIG)
   experimenter's posterior on the true class after ``k`` of its own experiments
   (``truth_p_active_true_k``) minus the model's belief in the true class.
@@ -52,8 +56,9 @@ def _per_turn(ds: xr.Dataset, key: str, turns: xr.DataArray) -> xr.DataArray:
 
 def step_metrics(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """Per (delivery, episode, turn): ``kl``, ``p_model_true``, ``p_passive_true``,
-    ``p_active_true``, ``gap`` and, at turns with a next-experiment probe, ``choice_match``,
-    ``p_best`` and (if stored) ``eig_regret``."""
+    ``p_active_true``, ``gap``; with a stated posterior, ``kl_stated``, ``p_stated_true`` and
+    ``stated_parsed`` (1 / 0; NaN where a turn has no stated read-out); and, at turns with a
+    next-experiment probe, ``choice_match``, ``p_best`` and (if stored) ``eig_regret``."""
     b = output_beliefs(ds, method=method)
     cls = b.sel(probe=CLASS)
     k = int((cls["outcome_label"] != "").sum())
@@ -72,6 +77,11 @@ def step_metrics(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
             "gap": p_active - p_model,
         }
     )
+    if has_truth(ds, "stated_valid_0"):
+        stated = stated_beliefs(ds, cls[TURN], k)
+        out["kl_stated"] = kl(oracle, stated, OUTCOME)
+        out["p_stated_true"] = stated.isel({OUTCOME: theta})
+        out["stated_parsed"] = _per_turn(ds, "stated_valid", cls[TURN])
     if NEXT in b["probe"].values:
         nxt = b.sel(probe=NEXT)
         j = int((nxt["outcome_label"] != "").sum())
@@ -93,6 +103,21 @@ def step_metrics(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
             regret = gains.max(OUTCOME) - gains.isel({OUTCOME: pick})
             out["eig_regret"] = regret.where(valid & gains.notnull().all(OUTCOME))
     return out
+
+
+def stated_beliefs(ds: xr.Dataset, turns: xr.DataArray, k: int) -> xr.DataArray:
+    """The stated posteriors ``truth_stated_<turn>_<class>`` as ``(episode, turn, outcome)``
+    over the ``k`` classes (NaN where a reply did not parse or a turn has none)."""
+    per_class = []
+    for c in range(k):
+        per_turn = []
+        for t in turns.values:
+            name = f"stated_{int(t)}_{c}"
+            col = (episode_truth(ds, name) if has_truth(ds, name) else
+                   xr.full_like(episode_truth(ds, "theta_index"), np.nan))
+            per_turn.append(col.astype(np.float64))
+        per_class.append(xr.concat(per_turn, dim=TURN).assign_coords({TURN: turns.values}))
+    return xr.concat(per_class, dim=OUTCOME).transpose(EPISODE, TURN, OUTCOME)
 
 
 def _eig(ds: xr.Dataset, experiment: int, turns: xr.DataArray) -> xr.DataArray:
@@ -126,6 +151,8 @@ def _fmt(m: float, s: float) -> str:
 
 COLUMNS = (
     ("kl", "KL(oracle‖model)"),
+    ("kl_stated", "KL(oracle‖stated)"),
+    ("stated_parsed", "stated parsed"),
     ("gap", "p_act−p_mod(θ*)"),
     ("p_model_true", "p_model(θ*)"),
     ("p_passive_true", "p_pass(θ*)"),
@@ -153,6 +180,7 @@ def format_steps(summary: xr.Dataset) -> str:
 def _plot(summary: xr.Dataset, out: Path) -> Path:
     plt = pyplot()
     panels = [(n, h) for n, h in (("kl", "KL(passive oracle ‖ model) [nats]"),
+                                  ("kl_stated", "KL(passive oracle ‖ stated) [nats]"),
                                   ("gap", "p_active(θ*) − p_model(θ*)"),
                                   ("choice_match", "model picks the max-EIG experiment"))
               if f"{n}_mean" in summary]
@@ -174,17 +202,32 @@ def _plot(summary: xr.Dataset, out: Path) -> Path:
     return save(fig, out / "protein_world_steps.png", tight=True)
 
 
+def _stated_tally(metrics: xr.Dataset) -> str:
+    """``; stated replies parsed: P of N`` over every (episode, turn) with a stated read-out
+    (an unparsed reply is counted, never dropped), or nothing without one."""
+    if "stated_parsed" not in metrics:
+        return ""
+    valid = np.asarray(metrics["stated_parsed"].values, dtype=np.float64)
+    seen = np.isfinite(valid)
+    return f"; stated replies parsed: {int(np.sum(valid[seen] > 0.5))} of {int(seen.sum())}"
+
+
 def protein_world_section(
     ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod
 ) -> Section:
     """The ``protein-world`` section: per-step KL, downstream gap and experiment choice."""
-    summary = step_summary(step_metrics(ds, method=method))
+    metrics = step_metrics(ds, method=method)
+    summary = step_summary(metrics)
     table = format_steps(summary)
+    stated = ("KL(oracle ‖ stated): against the posterior the model states (App. F.3.2, "
+              "τ = 1.0), over the replies that parsed, 'stated parsed' the share that did; "
+              if "stated_parsed" in metrics else "")
     note = (
-        "KL(passive oracle ‖ model) in nats; gap = active experimenter's p(θ*) after k of its own "
+        "KL(passive oracle ‖ model) in nats (the revealed read-out: the class MCQ's option "
+        f"log-probs); {stated}gap = active experimenter's p(θ*) after k of its own "
         "experiments minus the model's p(θ*) after the stated k; experiment choice = argmax of the "
         "model's debiased next-experiment belief vs the max-EIG experiment (mean ± 1 SEM)"
-    )
+    ) + _stated_tally(metrics)
     md = f"{note}.\n\n```\n{table}\n```\n"
     files: tuple[Path, ...] = ()
     if out_dir is not None:

@@ -71,7 +71,9 @@ class RecommenderParams:
     )
     conditional: bool = param(True, "ask the type-conditional rating probe for every type")
     delivery: Literal["single-turn", "multi-turn", "multi-turn-self", "all", "all+self"] = param(
-        "all", "single-turn, multi-turn, multi-turn-self, all (single and multi) or all+self"
+        "multi-turn-self",
+        "multi-turn-self (the model writes its own replies between turns: BayesBench's main "
+        "results, App. 10), single-turn, multi-turn, all (single and multi) or all+self",
     )
     temperature: float = param(0.7, "sampling temperature of generated replies (multi-turn-self)")
     reply_tokens: int = param(96, "max new tokens of a generated reply (multi-turn-self)")
@@ -166,8 +168,14 @@ class Recommender(Configured[RecommenderParams], GeneratorBinding):
     turn: ``type`` (the user types), ``rating`` and ``rating|type=k`` (the rating scale); in a
     cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
 
+    The default delivery is ``multi-turn-self``, as BayesBench reports its main results: the
+    evaluated model writes its own reply after every rating, so a generator must be bound
+    (``belieflens extract`` binds the model); ``delivery=all`` needs none.
+
     Examples:
-        >>> env = belieflens.envs.get("recommender", turns=3)
+        >>> belieflens.envs.get("recommender").requires_generator
+        True
+        >>> env = belieflens.envs.get("recommender", turns=3, delivery="all")
         >>> episode = next(env.episodes(1, seed=0))
         >>> len(episode.turns), episode.turns[1].probes[0].name
         (4, 'type')

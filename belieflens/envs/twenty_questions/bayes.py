@@ -85,13 +85,29 @@ def _entropy(p: Float[np.ndarray, " n"]) -> Float[np.ndarray, " n"]:
     return np.asarray(h)
 
 
-def eig(p_yes_matrix: Float[np.ndarray, "question theta"]) -> Float[np.ndarray, " question"]:
-    """Expected information gain of each question over its outcomes (F.2.4), with θ uniform
-    over the sampled hypotheses: H[mean_θ p(y | θ, ξ)] − mean_θ H[p(y | θ, ξ)], in nats
-    (0 for every question when no hypothesis is sampled)."""
+def eig(
+    p_yes_matrix: Float[np.ndarray, "question theta"],
+    weights: Float[np.ndarray, " theta"] | None = None,
+) -> Float[np.ndarray, " question"]:
+    """Expected information gain of each question over its outcomes (F.2.4):
+    H[E_θ p(y | θ, ξ)] − E_θ H[p(y | θ, ξ)] in nats, with θ uniform over the sampled hypotheses
+    (the model's game) or distributed as ``weights`` (normalised here: the active oracle's
+    posterior); 0 for every question when no hypothesis is sampled."""
     m = np.asarray(p_yes_matrix, dtype=np.float64)
     if m.ndim != 2:
         raise ValueError("EIG needs a (question, theta) matrix")
     if m.shape[1] == 0:
         return np.zeros(m.shape[0])
-    return np.asarray(_entropy(m.mean(axis=1)) - _entropy(m).mean(axis=1))
+    if weights is None:
+        return np.asarray(_entropy(m.mean(axis=1)) - _entropy(m).mean(axis=1))
+    w = np.asarray(weights, dtype=np.float64) / float(np.sum(weights))
+    return np.asarray(_entropy(m @ w) - _entropy(m) @ w)
+
+
+def mass_on(theta: Sequence[str], post: Float[np.ndarray, " theta"], secret: str) -> float:
+    """A posterior ``post`` over ``theta``'s mass on ``secret`` (names compared
+    case-insensitively; 0 when it is not in Θ, NaN when Θ is empty)."""
+    if not len(theta):
+        return float("nan")
+    at = [j for j, t in enumerate(theta) if t.casefold() == secret.casefold()]
+    return float(np.sum(np.asarray(post, dtype=np.float64)[at]))

@@ -43,6 +43,7 @@ by the ``compat/j`` and ``likelihood/i/j`` read-outs), ``question`` / ``answer``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,27 +51,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from belieflens.envs.twenty_questions.active import ActiveGame
 from belieflens.envs.twenty_questions.animals import select_animals
-from belieflens.envs.twenty_questions.bayes import (
-    THRESHOLD,
-    eig,
-    keep_compatible,
-    likelihood,
-    p_yes,
-)
+from belieflens.envs.twenty_questions.bayes import THRESHOLD, eig, keep_compatible, likelihood
+from belieflens.envs.twenty_questions.player import Player, candidates_of
 from belieflens.envs.twenty_questions.prompts import (
     CORRECT,
     NO,
     YES,
-    answer_prompt,
     compat_query,
     guess,
-    hypotheses_prompt,
     likelihood_query,
-    parse_answer,
-    parse_hypotheses,
-    parse_questions,
-    questions_prompt,
 )
 from belieflens.envs.twenty_questions.report import twenty_questions_section
 from belieflens.episodes.base import Configured, Episode, Probe, Query, Turn
@@ -87,9 +78,6 @@ LABELS = (YES, NO)
 
 DELIVERY: Delivery = "single-turn"
 """Every read-out is one fresh chat holding the history it needs."""
-
-# what each generation of a step is for (the last key of its seed)
-_HYPOTHESES, _QUESTIONS, _ANSWER = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -111,6 +99,11 @@ class TwentyQuestionsParams:
     answer_temperature: float = param(0.7, "sampling temperature of the answerer")
     list_tokens: int = param(256, "max new tokens of a generated list (8..2048)")
     answer_tokens: int = param(8, "max new tokens of an answer (1..64)")
+    active: bool = param(
+        True, "also play the active oracle's game (§4.2: Bayes' rule on the model's likelihoods "
+              "updates its beliefs, its questions are chosen on them), for the downstream gap "
+              "p_ora-act(θ*) − p_LLM(θ*) of Fig. 4",
+    )
 
     def __post_init__(self) -> None:
         int_in("steps", self.steps, 1, 50)
@@ -191,39 +184,33 @@ class TwentyQuestions(Configured[TwentyQuestionsParams], SimulatorBinding):
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` games; game ``i`` plays ``animals[i % len]``, samples with
         ``np.random.default_rng([seed, i])`` and seeds its generations with
-        ``derive_seed(seed, i, step, what)``."""
+        ``derive_seed(seed, i, step, what)``; with ``active``, the active oracle's game
+        follows it (its seeds offset, :mod:`.player`) and joins the episode's truth."""
         gen, scorer, sim = self._bound()
+        p = self._params
         for i in range(n):
-            yield _Game(self._params, self._animals[i % len(self._animals)], gen, scorer, sim,
-                        np.random.default_rng([seed, i]), derive_seed(seed, i)).play(i)
+            secret = self._animals[i % len(self._animals)]
+            game = _Game(p, secret, gen, scorer, sim, np.random.default_rng([seed, i]),
+                         derive_seed(seed, i))
+            episode = game.play(i)
+            if p.active:
+                oracle = ActiveGame(p, secret, gen, scorer, sim, derive_seed(seed, i),
+                                    hypotheses=p.hypotheses, eig_sample=p.eig_sample)
+                truth = {**episode.truth, **oracle.play(game.theta0, p.steps)}
+                episode = dataclasses.replace(episode, truth=truth)
+            yield episode
 
 
-class _Game:
-    """One game being played (mutable accumulator of its turns)."""
+class _Game(Player):
+    """The model's own game (mutable accumulator of its turns)."""
 
     def __init__(self, p: TwentyQuestionsParams, secret: str, gen: TextGenerator,
                  scorer: OptionScorer, sim: TextGenerator, rng: np.random.Generator,
                  seed: int) -> None:
-        self.p, self.secret, self.gen, self.scorer, self.sim = p, secret, gen, scorer, sim
-        self.rng, self.seed = rng, seed
-        self.history: list[tuple[str, str]] = []
+        super().__init__(p, secret, gen, scorer, sim, seed)
+        self.params, self.rng = p, rng
         self.p_yes_of: dict[tuple[str, int], float] = {}  # (θ, i) -> P(Yes | θ, ξ_i)
-
-    def _generate(self, messages: Any, step: int, what: int, *, answer: bool = False) -> str:
-        p = self.p
-        if answer:
-            return self.sim(messages, seed=derive_seed(self.seed, step, what),
-                            max_new_tokens=p.answer_tokens, temperature=p.answer_temperature)
-        return self.gen(messages, seed=derive_seed(self.seed, step, what),
-                        max_new_tokens=p.list_tokens, temperature=p.temperature)
-
-    def _p_yes(self, queries: list[Query]) -> list[float]:
-        scores = self.scorer.score(queries) if queries else ()
-        return [p_yes(s[0], s[1]) for s in scores]
-
-    def _new_hypotheses(self, step: int) -> list[str]:
-        text = self._generate(hypotheses_prompt(self.history, self.p.propose), step, _HYPOTHESES)
-        return parse_hypotheses(text, max_chars=self.p.max_chars)
+        self.theta0: list[str] = []
 
     def _choose(self, theta: list[str], turn: int, info: dict[str, Any]) -> tuple[str | None,
                                                                                  list[Probe]]:
@@ -232,16 +219,14 @@ class _Game:
             q = guess(theta[0])
             info.update(questions=[q], eig_sample=[], eig=[], asked=q)
             return q, []
-        text = self._generate(questions_prompt(theta, self.history, self.p.candidates),
-                              turn, _QUESTIONS)
-        cands = parse_questions(text, self.p.candidates)
-        m = min(len(theta), self.p.eig_sample)
+        cands = self.questions(theta, turn)
+        m = min(len(theta), self.params.eig_sample)
         sample = [theta[int(j)] for j in self.rng.choice(len(theta), size=m, replace=False)]
         if not cands:
             info.update(questions=[], eig_sample=sample, eig=[], asked=None)
             return None, []
         queries = [likelihood_query(s, c) for c in cands for s in sample]
-        py = self._p_yes(queries)
+        py = self.p_yes(queries)
         gains = eig(np.asarray(py, dtype=np.float64).reshape(len(cands), m))
         best = int(np.argmax(gains))
         probes = [_probe(f"eig/{c}/{s}", queries[c * m + s])
@@ -253,22 +238,17 @@ class _Game:
     def _update(self, theta: list[str], k: int, info: dict[str, Any]) -> tuple[list[str],
                                                                                list[Probe]]:
         """Θ_k from Θ_{k-1} and Θ_new after the k-th answer, with the read-outs at turn k."""
-        seen = {t.casefold() for t in theta}
-        cands = list(theta)
-        for t in self._new_hypotheses(k):
-            if t.casefold() not in seen:
-                seen.add(t.casefold())
-                cands.append(t)
+        cands = candidates_of(theta, self.propose(k))
         compat_qs = [compat_query(t, self.history) for t in cands]
-        compat = self._p_yes(compat_qs)
+        compat = self.p_yes(compat_qs)
         probes = [_probe(f"compat/{j}", q) for j, q in enumerate(compat_qs)]
         need = [(j, i) for j, t in enumerate(cands) for i in range(1, k + 1)
                 if (t, i) not in self.p_yes_of]
         lik_qs = [likelihood_query(cands[j], self.history[i - 1][0]) for j, i in need]
-        for (j, i), q, v in zip(need, lik_qs, self._p_yes(lik_qs), strict=True):
+        for (j, i), q, v in zip(need, lik_qs, self.p_yes(lik_qs), strict=True):
             self.p_yes_of[(cands[j], i)] = v
             probes.append(_probe(f"likelihood/{i}/{j}", q))
-        kept = keep_compatible(compat, threshold=THRESHOLD, limit=self.p.hypotheses)
+        kept = keep_compatible(compat, threshold=THRESHOLD, limit=self.params.hypotheses)
         new_theta = [cands[j] for j in kept]
         lik = [[likelihood(self.p_yes_of[(t, i)], self.history[i - 1][1])
                 for i in range(1, k + 1)] for t in new_theta]
@@ -276,8 +256,8 @@ class _Game:
         return new_theta, probes
 
     def play(self, index: int) -> Episode:
-        p = self.p
-        theta = self._new_hypotheses(0)[: p.hypotheses]
+        p = self.params
+        theta = self.theta0 = self.propose(0)[: p.hypotheses]
         steps: list[dict[str, Any]] = [{"hypotheses": theta}]
         turn_probes: list[list[Probe]] = [[]]
         solved_at = -1
@@ -286,13 +266,9 @@ class _Game:
             turn_probes[k - 1] += probes
             if question is None:
                 break
-            raw = self._generate(answer_prompt(self.secret, question), k, _ANSWER, answer=True)
-            answer, valid = parse_answer(raw)
-            self.history.append((question, answer))
-            info: dict[str, Any] = {"question": question, "answer": answer,
-                                    "raw_answer": raw, "answer_valid": valid}
+            info = self.ask(question, k)
             steps.append(info)
-            if answer == CORRECT:
+            if info["answer"] == CORRECT:
                 solved_at = k
                 turn_probes.append([])
                 break
@@ -302,6 +278,7 @@ class _Game:
             "secret": self.secret,
             "solved_at": float(solved_at),
             "steps_run": float(len(self.history)),
+            "steps": float(p.steps),
         }
         truth |= {f"step_{t}": json.dumps(s, ensure_ascii=False) for t, s in enumerate(steps)}
         turns = tuple(

@@ -156,14 +156,40 @@ def parse_questions(text: str, n: int) -> list[str]:
     return out
 
 
-_ANSWER = re.compile(r"\b(correct|yes|no)\b", re.IGNORECASE)
+_WORD = re.compile(r"\b(yes|no|incorrect|correct)\b", re.IGNORECASE)
+
+
+def _negated(before: str) -> bool:
+    """Whether one of the last three words before a word negates it (``not``, ``never``,
+    ``...n't``)."""
+    words = [w.strip(".,;:!?\"'").lower() for w in before.split()[-3:]]
+    return any(w in ("not", "never") or w.endswith(("n't", "n’t")) for w in words)
 
 
 def parse_answer(text: str) -> tuple[str, bool]:
-    """The result in the answerer's text: the first of ``Correct`` / ``Yes`` / ``No`` as a
-    word, and whether one was found (text with none of them reads as ``No``)."""
-    found = _ANSWER.search(text)
-    if found is None:
+    """The result in the answerer's reply, and whether the reply states one.
+
+    The first of *yes*, *no*, *correct* and *incorrect* as a word decides: *correct*
+    un-negated is ``Correct!`` (the guess names the entity and the run ends, F.2.5), and so is
+    *yes* followed by an un-negated *correct* (``Yes, correct!``, ``Yes, that's correct.``);
+    *no*, *incorrect* and a negated *correct* (``not correct``, ``isn't correct``) are ``No``
+    (``No, but close``; ``No. The correct answer is...``); *yes* alone is ``Yes``. A reply
+    with none of them (empty, or off the point) reads as ``No`` with ``False``.
+
+    Examples:
+        >>> parse_answer("Yes, correct!"), parse_answer("No, but close")
+        (('Correct!', True), ('No', True))
+        >>> parse_answer("That's not correct."), parse_answer("")
+        (('No', True), ('No', False))
+    """
+    words = list(_WORD.finditer(text))
+    if not words:
         return NO, False
-    word = found.group(1).lower()
-    return (CORRECT if word == "correct" else YES if word == "yes" else NO), True
+    first = words[0].group(1).lower()
+    if first == "yes":
+        later = [w for w in words[1:] if w.group(1).lower() == "correct"]
+        confirmed = any(not _negated(text[: w.start()]) for w in later)
+        return (CORRECT if confirmed else YES), True
+    if first == "correct" and not _negated(text[: words[0].start()]):
+        return CORRECT, True
+    return NO, True

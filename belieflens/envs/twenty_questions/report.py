@@ -1,5 +1,5 @@
-"""The ``twenty-questions`` analysis section: posterior fidelity per step (From Prompts to
-Posteriors, §4.2), KL(oracle ‖ model) with the oracle first.
+"""The ``twenty-questions`` analysis section: posterior fidelity (From Prompts to Posteriors,
+§4.2), KL(oracle ‖ model) with the oracle first, and the downstream gap of Fig. 4.
 
 At turn k of each game, from the stored read-outs (P(Yes) normalised over Yes/No) and the
 episode's ``step_k`` truth (Θ_k and the candidates C_k the read-outs index):
@@ -8,7 +8,11 @@ episode's ``step_k`` truth (Θ_k and the candidates C_k the read-outs index):
 - the oracle's: uniform over Θ_k times ∏_{i ≤ k} p(y_i | θ, ξ_i) from the ``likelihood/i/j``
   read-outs (wherever in the game each was first read), θ dropped where one is ≤ 0.2;
 - ``kl`` = KL(oracle ‖ model) in nats (NaN where Θ_k is empty or no θ survives the oracle's
-  filter; turns after ``Correct!`` are not recorded, as in the paper).
+  filter; turns after ``Correct!`` are not recorded, as in the paper);
+- the downstream gap p_ora-act(θ*) − p_LLM(θ*): the active oracle's posterior mass on the
+  secret after k of its own questions (its game, :mod:`.active`, stored as
+  ``p_active_true_k``) minus the model's; after a game's ``Correct!`` its p(θ*) is 1 for every
+  later step (App. F.2.5: "we set p(θ*)_j = 1 ∀ j ≥ k+1").
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ import xarray as xr
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, TURN
+from belieflens.envs.twenty_questions.active import P_ACTIVE
 from belieflens.envs.twenty_questions.bayes import (
     kl_divergence,
     likelihood,
+    mass_on,
     model_posterior,
     oracle_posterior,
     p_yes,
@@ -70,90 +76,167 @@ def _steps(ds: xr.Dataset, turns: list[int]) -> dict[int, list[dict[str, Any] | 
     return out
 
 
+METRICS = ("kl", "n_hypotheses", "oracle_support", "p_model_secret", "p_oracle_secret",
+           "p_active_secret", "gap")
+"""The variables of :func:`step_kl`."""
+
+
+def _turns(ds: xr.Dataset) -> list[int]:
+    """Turns 0..T: T the games' ``steps`` where the file records it, else the last turn with
+    a read-out or a ``step_k`` record."""
+    last = max(int(t) for t in np.asarray(ds[TURN].values).tolist())
+    if has_truth(ds, "steps"):
+        last = max(last, int(np.nanmax(episode_truth(ds, "steps").values)))
+    while has_truth(ds, f"step_{last + 1}"):
+        last += 1
+    return list(range(last + 1))
+
+
+def _game_row(e: int, steps: list[dict[str, Any] | None], turns: list[int], secret: str,
+              reads: dict[tuple[int, int, str], float]) -> dict[str, np.ndarray]:
+    """The per-turn metrics of episode ``e``'s own game (no active oracle, no Correct! rule)."""
+    out = {n: np.full(len(turns), np.nan) for n in METRICS}
+    answers: dict[int, str] = {}
+    p_of: dict[tuple[str, int], float] = {}
+    for t, info in zip(turns, steps, strict=True):
+        if info is None:
+            continue
+        if t == 0:  # an empty history fits every θ: both posteriors are uniform over Θ0
+            theta0 = [str(h) for h in info.get("hypotheses", [])]
+            uniform = np.full(len(theta0), 1.0 / max(len(theta0), 1))
+            out["p_model_secret"][0] = out["p_oracle_secret"][0] = mass_on(theta0, uniform,
+                                                                            secret)
+            continue
+        answers[t] = str(info["answer"])
+        cands = [str(c) for c in info.get("candidates", [])]
+        for j, c in enumerate(cands):
+            for i in range(1, t + 1):
+                v = reads.get((e, t, f"likelihood/{i}/{j}"))
+                if v is not None:
+                    p_of.setdefault((c, i), v)
+        if "hypotheses" not in info:
+            continue  # answered Correct!: the run ends, nothing recorded
+        theta = [str(h) for h in info["hypotheses"]]
+        index = {c: j for j, c in enumerate(cands)}
+        compat = np.asarray([reads[(e, t, f"compat/{index[h]}")] for h in theta])
+        lik = np.asarray([[likelihood(p_of[(h, i)], answers[i]) for i in range(1, t + 1)]
+                          for h in theta]).reshape(len(theta), t)
+        pm, po = model_posterior(compat), oracle_posterior(lik)
+        out["kl"][t] = kl_divergence(po, pm) if len(theta) else np.nan
+        out["n_hypotheses"][t] = len(theta)
+        out["oracle_support"][t] = float(np.sum(np.nan_to_num(po) > 0))
+        out["p_model_secret"][t] = mass_on(theta, pm, secret)
+        out["p_oracle_secret"][t] = mass_on(theta, po, secret)
+    return out
+
+
 def step_kl(ds: xr.Dataset) -> xr.Dataset:
     """Per (episode, turn): ``kl`` = KL(oracle ‖ model), ``n_hypotheses`` = |Θ_k|,
-    ``oracle_support`` (hypotheses the oracle's filter keeps) and the two posteriors' mass on
-    the secret animal, ``p_model_secret`` / ``p_oracle_secret`` (0 where it is not in Θ_k)."""
+    ``oracle_support`` (hypotheses the oracle's filter keeps), the mass on the secret animal
+    of the model's posterior (``p_model_secret``, p_LLM(θ*)) and of the oracle's on the same
+    history (``p_oracle_secret``, p_ora-pas(θ*)), 0 where θ* is not in Θ_k and uniform over Θ0
+    at turn 0; the active oracle's (``p_active_secret``, p_ora-act(θ*), from its own game) and
+    the downstream ``gap`` = p_ora-act(θ*) − p_LLM(θ*) (Fig. 4).
+
+    After a game's ``Correct!`` its p(θ*) is 1 at that turn and every later one up to T, and
+    its KL is not recorded (App. F.2.5); turns after a game that stopped without a question
+    are NaN."""
     if not has_truth(ds, "step_0") or not has_truth(ds, "secret"):
         raise CacheFileError("cache file is not a twenty-questions file (no step_0 truth)")
-    turns = sorted({int(t) for t in np.asarray(ds[TURN].values).tolist()} | {0})
-    last = max(turns)
-    turns = list(range(last + 1))
-    while has_truth(ds, f"step_{turns[-1] + 1}"):
-        turns.append(turns[-1] + 1)
+    turns = _turns(ds)
     steps = _steps(ds, turns)
     reads = _readouts(ds)
     secrets = episode_truth(ds, "secret")
+    solved = episode_truth(ds, "solved_at")
+    active = [_truth_per_turn(ds, f"{P_ACTIVE}{t}") for t in turns]
     episodes = sorted(steps)
-    names = ("kl", "n_hypotheses", "oracle_support", "p_model_secret", "p_oracle_secret")
-    data = {n: np.full((len(episodes), len(turns)), np.nan) for n in names}
+    data = {n: np.full((len(episodes), len(turns)), np.nan) for n in METRICS}
     for a, e in enumerate(episodes):
-        secret = str(secrets.sel({EPISODE: e}).item()).casefold()
-        answers: dict[int, str] = {}
-        p_of: dict[tuple[str, int], float] = {}
-        for t, info in zip(turns, steps[e], strict=True):
-            if info is None or t == 0:
-                continue
-            answers[t] = str(info["answer"])
-            cands = [str(c) for c in info.get("candidates", [])]
-            for j, c in enumerate(cands):
-                for i in range(1, t + 1):
-                    v = reads.get((e, t, f"likelihood/{i}/{j}"))
-                    if v is not None:
-                        p_of.setdefault((c, i), v)
-            if "hypotheses" not in info:
-                continue  # answered Correct!: the run ends, nothing recorded
-            theta = [str(h) for h in info["hypotheses"]]
-            index = {c: j for j, c in enumerate(cands)}
-            compat = np.asarray([reads[(e, t, f"compat/{index[h]}")] for h in theta])
-            lik = np.asarray([[likelihood(p_of[(h, i)], answers[i]) for i in range(1, t + 1)]
-                              for h in theta]).reshape(len(theta), t)
-            pm, po = model_posterior(compat), oracle_posterior(lik)
-            at = [j for j, h in enumerate(theta) if h.casefold() == secret]
-            data["kl"][a, t] = kl_divergence(po, pm) if len(theta) else np.nan
-            data["n_hypotheses"][a, t] = len(theta)
-            data["oracle_support"][a, t] = float(np.sum(np.nan_to_num(po) > 0))
-            data["p_model_secret"][a, t] = float(pm[at].sum()) if len(theta) else np.nan
-            data["p_oracle_secret"][a, t] = float(po[at].sum()) if len(theta) else np.nan
+        row = _game_row(e, steps[e], turns, str(secrets.sel({EPISODE: e}).item()), reads)
+        s = float(solved.sel({EPISODE: e}).item())
+        if s > 0:
+            after = np.asarray(turns) >= s
+            row["p_model_secret"][after] = row["p_oracle_secret"][after] = 1.0
+            row["kl"][after] = np.nan
+        row["p_active_secret"] = np.array([np.nan if col is None else
+                                           float(col.sel({EPISODE: e}).item()) for col in active])
+        row["gap"] = row["p_active_secret"] - row["p_model_secret"]
+        for n in METRICS:
+            data[n][a] = row[n]
     coords = {EPISODE: episodes, TURN: turns}
     return xr.Dataset({n: ((EPISODE, TURN), v) for n, v in data.items()}, coords=coords)
+
+
+def _truth_per_turn(ds: xr.Dataset, key: str) -> xr.DataArray | None:
+    return episode_truth(ds, key) if has_truth(ds, key) else None
+
+
+def _cell(x: xr.DataArray, t: int) -> tuple[str, int]:
+    """``mean ± SEM`` over games of ``x`` at turn ``t`` (``-`` where no game has a value)."""
+    at = x.sel({TURN: t})
+    n = int(at.notnull().sum())
+    if not n:
+        return "-", 0
+    stats = mean_sem(at.expand_dims(TURN))
+    mu, se = float(stats["mean"].values[0]), float(stats["sem"].values[0])
+    return (f"{mu:.4f}" if np.isnan(se) else f"{mu:.4f} ± {se:.4f}"), n
+
+
+def _plot(m: xr.Dataset, var: str, label: str, title: str, path: Path) -> Path:
+    """Mean ± SEM over games of ``m[var]`` per step k ≥ 1."""
+    plt = pyplot()
+    stats = mean_sem(m[var])
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    x = m[TURN].values[1:]
+    ax.errorbar(x, stats["mean"].values[1:], yerr=stats["sem"].values[1:], marker="o")
+    if var == "gap":
+        ax.axhline(0.0, color="k", lw=0.8)
+    ax.set_xlabel("step k")
+    ax.set_ylabel(label)
+    ax.set_title(title)
+    return save(fig, path, dpi=100, tight=True)
 
 
 def twenty_questions_section(
     ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod = "geometric"
 ) -> Section:
-    """KL(oracle ‖ model) per step (mean ± SEM over games), |Θ_k| and the games solved.
+    """Per step (mean ± SEM over games): KL(oracle ‖ model), the downstream gap
+    p_ora-act(θ*) − p_LLM(θ*) where the file holds the active oracle's game, and |Θ_k|; the
+    games solved.
 
     ``method`` is unused: every read-out is a single Yes/No query (no rotations to pool)."""
     del method
     m = step_kl(ds)
-    stats = mean_sem(m["kl"])
+    active = bool(m["p_active_secret"].notnull().any())
     size = m["n_hypotheses"].mean(EPISODE, skipna=True)
-    solved = episode_truth(ds, "solved_at")
-    lines = [f"{'step':>4}  {'games':>5}  {'KL(oracle||model)':>20}  {'mean |Θk|':>9}"]
-    rows = ["| step k | games | KL(oracle ‖ model), nats | mean \\|Θk\\| |", "|---|---|---|---|"]
+    head = ["step k", "games", "KL(oracle ‖ model), nats"]
+    head += ["games", "gap p_ora-act(θ*) − p_LLM(θ*)"] if active else []
+    lines = ["  ".join([*head, "mean |Θk|"])]
+    rows = ["| " + " | ".join([*head, "mean \\|Θk\\|"]) + " |", "|---" * (len(head) + 1) + "|"]
     for t in m[TURN].values.tolist()[1:]:
-        n = int(m["kl"].sel({TURN: t}).notnull().sum())
-        mu, se = float(stats["mean"].sel({TURN: t})), float(stats["sem"].sel({TURN: t}))
-        sz = float(size.sel({TURN: t}))
-        cell = "-" if not n else f"{mu:.4f}" if np.isnan(se) else f"{mu:.4f} ± {se:.4f}"
-        lines.append(f"{t:>4}  {n:>5}  {cell:>20}  {sz:>9.1f}")
-        rows.append(f"| {t} | {n} | {cell} | {sz:.1f} |")
-    won = int((solved.values > 0).sum())
-    tail = f"games answered Correct!: {won} of {solved.sizes[EPISODE]}"
+        kl, n = _cell(m["kl"], t)
+        cells = [str(t), str(n), kl]
+        if active:
+            gap, n_gap = _cell(m["gap"], t)
+            cells += [str(n_gap), gap]
+        cells.append(f"{float(size.sel({TURN: t})):.1f}")
+        lines.append("  ".join(cells))
+        rows.append("| " + " | ".join(cells) + " |")
+    solved = episode_truth(ds, "solved_at")
+    tail = f"games answered Correct!: {int((solved.values > 0).sum())} of {solved.sizes[EPISODE]}"
+    if has_truth(ds, "active_solved_at"):
+        won = int((episode_truth(ds, "active_solved_at").values > 0).sum())
+        tail += f"; by the active oracle: {won}"
     lines.append(tail)
     files: list[Path] = []
     md = "\n".join(rows) + f"\n\n{tail}."
     if out_dir is not None and m.sizes[TURN] > 1:
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(5, 3.2))
-        x = m[TURN].values[1:]
-        ax.errorbar(x, stats["mean"].values[1:], yerr=stats["sem"].values[1:], marker="o")
-        ax.set_xlabel("step k")
-        ax.set_ylabel("KL(oracle ‖ model), nats")
-        ax.set_title("20 Questions: posterior fidelity")
-        path = Path(out_dir) / "twenty_questions_kl.png"
-        save(fig, path, dpi=100, tight=True)
-        files.append(path)
-        md += f"\n\n![KL per step]({path.name})"
+        out = Path(out_dir)
+        files.append(_plot(m, "kl", "KL(oracle ‖ model), nats", "20 Questions: posterior "
+                           "fidelity", out / "twenty_questions_kl.png"))
+        md += "\n\n![KL per step](twenty_questions_kl.png)"
+        if active:
+            files.append(_plot(m, "gap", "p_ora-act(θ*) − p_LLM(θ*)", "20 Questions: downstream "
+                               "gap", out / "twenty_questions_gap.png"))
+            md += "\n\n![downstream gap per step](twenty_questions_gap.png)"
     return Section(title=TITLE, text="\n".join(lines), markdown=md, files=tuple(files))

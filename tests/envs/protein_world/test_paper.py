@@ -171,7 +171,7 @@ def test_eig_grid_matches_monte_carlo_for_each_model(obs: Observation) -> None:
 
 
 def test_paper_preset_has_the_papers_sizes_and_each_class_once_per_world() -> None:
-    env = envs.get("protein-world", delivery="single-turn")
+    env = envs.get("protein-world", delivery="single-turn", sequence="random", stated="off")
     assert isinstance(env, ProteinWorld)
     p = env.params
     sizes = FIXTURE["sizes"]
@@ -197,7 +197,7 @@ def test_paper_preset_has_the_papers_sizes_and_each_class_once_per_world() -> No
             assert (f"{world.attributes[i]} | {world.classes[c]} | {world.means[c, i]:.4f} | "
                     f"{world.variances[c, i]:.4f}") in text
     hard = envs.get("protein-world", difficulty="hard", mc_samples=200, steps=1,
-                    delivery="single-turn")
+                    delivery="single-turn", sequence="random", stated="off")
     assert hard.params.observation == "mixed"  # type: ignore[attr-defined]
     (ep,) = list(hard.episodes(1, seed=0))
     assert ep.truth["observations"] == "gaussian,uniform,bernoulli,gaussian,uniform,bernoulli"
@@ -223,8 +223,8 @@ def test_numbers_are_written_exactly() -> None:
     assert "standard deviation 1.23456789" in text and "deviation 0.123456789" in text
 
 
-@pytest.mark.parametrize("setting", ["preset=published", "observation=poisson"])
-def test_unknown_preset_or_observation_model_exits_2_and_writes_nothing(
+@pytest.mark.parametrize("setting", ["preset=published", "observation=poisson", "unparsed=drop"])
+def test_unknown_preset_observation_model_or_reply_policy_exits_2_and_writes_nothing(
     tmp_path: Path, setting: str
 ) -> None:
     out = tmp_path / "study.h5"

@@ -82,7 +82,8 @@ def test_env_oracle_on_their_world() -> None:
 
 
 def test_explicit_titles_are_theirs() -> None:
-    env = envs.get("recommender", world=str(PEER), turns=1, titles="explicit")
+    env = envs.get("recommender", world=str(PEER), turns=1, titles="explicit",
+                   delivery="single-turn")
     text = next(env.episodes(1, 0)).turns[1].messages["single-turn"][0].content
     assert "Cinderella (1950)" in text
 

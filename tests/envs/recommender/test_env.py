@@ -75,7 +75,7 @@ def test_posterior_matches_brute_force_property(seed: int, ratings: list[int]) -
 
 
 def test_probes_rotations_and_labels() -> None:
-    env = envs.get("recommender", turns=2)
+    env = envs.get("recommender", turns=2, delivery="all")
     ep = next(env.episodes(1, seed=0))
     assert len(ep.turns) == 3
     turn = ep.turns[1]
@@ -86,7 +86,7 @@ def test_probes_rotations_and_labels() -> None:
         assert len(p.queries) == len(p.labels)
         assert sorted(q.outcome[0] for q in p.queries) == list(range(len(p.labels)))
     assert {p.delivery for p in turn.probes} == {"single-turn", "multi-turn"}
-    no_cond = envs.get("recommender", turns=2, conditional="false")
+    no_cond = envs.get("recommender", turns=2, conditional="false", delivery="all")
     assert [p.name for p in next(no_cond.episodes(1, 0)).turns[0].probes] == [
         "type",
         "rating",
@@ -96,7 +96,7 @@ def test_probes_rotations_and_labels() -> None:
 
 
 def test_prior_turn_and_messages() -> None:
-    env = envs.get("recommender", turns=3)
+    env = envs.get("recommender", turns=3, delivery="all")
     assert isinstance(env, Recommender)
     ep = next(env.episodes(1, seed=2))
     t0 = ep.turns[0]
@@ -114,7 +114,7 @@ def test_prior_turn_and_messages() -> None:
 
 
 def test_deterministic_in_seed() -> None:
-    env = envs.get("recommender", turns=4)
+    env = envs.get("recommender", turns=4, delivery="all")
     a = list(env.episodes(3, seed=11))
     b = list(env.episodes(3, seed=11))
     c = list(env.episodes(3, seed=12))
@@ -138,14 +138,14 @@ def test_default_world_separates_types_by_genre_not_generosity() -> None:
 def test_titles_anonymised_by_default_and_explicit_on_request() -> None:
     names = load_titles()
     shipped = {t for t, _ in names.titles}
-    anon = envs.get("recommender", turns=3)
+    anon = envs.get("recommender", turns=3, delivery="all")
     text = next(anon.episodes(1, 0)).turns[3].messages["single-turn"][0].content
     assert "- Movie 1: " in text and not any(t in text for t in shipped)
     assert not any(g in text for g in names.genres)  # no genres by default (BayesBench)
-    with_genres = envs.get("recommender", turns=3, titles="anonymised+genres")
+    with_genres = envs.get("recommender", turns=3, titles="anonymised+genres", delivery="all")
     text = next(with_genres.episodes(1, 0)).turns[3].messages["single-turn"][0].content
     assert "Movie 1 (" in text and not any(t in text for t in shipped)
-    explicit = envs.get("recommender", turns=3, titles="explicit")
+    explicit = envs.get("recommender", turns=3, titles="explicit", delivery="all")
     text = next(explicit.episodes(1, 0)).turns[3].messages["single-turn"][0].content
     assert any(t in text for t in shipped)
 

@@ -17,6 +17,7 @@ from belieflens.cli.main import app
 from belieflens.envs.recommender.env import Recommender
 from belieflens.envs.recommender.shown import round_distribution, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
+from belieflens.episodes.base import Message
 
 FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "recommender_bayesbench.json")
                      .read_text(encoding="utf-8"))
@@ -99,6 +100,28 @@ def test_anonymised_labels_without_genres_by_default() -> None:
     explicit = envs.get("recommender", turns=4, delivery="single-turn", titles="explicit")
     text = next(explicit.episodes(1, seed=1)).turns[4].messages["single-turn"][0].content
     assert any(f"{t} (" in text for t, _ in names.titles)
+
+
+def test_the_default_delivery_is_the_papers_self_anchored_one() -> None:
+    """BayesBench, App. 10: "The main paper reports results under multi-turn self-anchored
+    delivery": by default the model writes its own reply after every rating; the other
+    deliveries stay options."""
+    assert "multi-turn self-anchored delivery" in FIXTURE["delivery"]
+    env = envs.get("recommender", turns=2)
+    assert isinstance(env, Recommender)
+    assert env.params.delivery == "multi-turn-self" and env.requires_generator
+
+    def reply(messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+              temperature: float) -> str:
+        return f"So far {len(messages)} messages."
+
+    ep = next(env.bind_generator(reply).episodes(1, seed=0))
+    conv = ep.turns[2].messages["multi-turn-self"]
+    assert [m.role for m in conv] == ["user", "assistant"] * 3
+    assert conv[-1].content == "So far 5 messages."  # the model's own reply, in context
+    assert {p.delivery for p in ep.turns[2].probes} == {"multi-turn-self"}
+    for other in ("single-turn", "multi-turn", "all", "all+self"):
+        assert envs.get("recommender", delivery=other).params.delivery == other  # type: ignore[attr-defined]
 
 
 def test_the_earlier_prompt_stays_by_name() -> None:

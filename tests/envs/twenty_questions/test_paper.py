@@ -68,6 +68,18 @@ PAPER: dict[str, object] = {
     "guess": "Is it {}?",
     # §5.1: "e.g. ξ = "Does it swim?", y ∈ {Yes, No}"
     "example_question": "Does it swim?",
+    # App. F.2.5
+    "correct_rule": (
+        "If the experimental result is Correct!, we set $p(\\theta^{\\star})_{j}=1$ "
+        "$\\forall j\\geq k+1$, and finish the current run without recording the KL on any "
+        "further questions."
+    ),
+    # §4.2
+    "active": (
+        "we let an active Bayesian agent update beliefs $p^{\\,k}_{\\text{ora-act}}$ using Eq. 1 "
+        "and choose experiments based on those beliefs."
+    ),
+    "gap": "p^{\\,k}_{\\text{ora-act}}(\\theta^{\\star})-p^{k}_{\\text{LLM}}(\\theta^{\\star})",
     # App. F.2.6
     "animals": (
         "Coyote, Rhinoceros beetle, Wolverine, Saiga antelope, Yak, Kiwi, Zebra, Golden jackal, "
@@ -164,6 +176,45 @@ def test_answers_are_parsed() -> None:
     assert parse_answer("no") == ("No", True)
     assert parse_answer("Correct! It is a zebra.") == ("Correct!", True)
     assert parse_answer("Maybe") == ("No", False)
+
+
+@pytest.mark.parametrize(("reply", "result"), [
+    # the guess confirmed, in the words a model uses: the run ends (F.2.5's "Correct!")
+    ("Yes, correct!", ("Correct!", True)),
+    ("Yes, that's correct.", ("Correct!", True)),
+    ("Correct!", ("Correct!", True)),
+    ("correct, it is a Zebra", ("Correct!", True)),
+    # a No, however it goes on
+    ("No, but close", ("No", True)),
+    ("No. The correct answer is a horse.", ("No", True)),
+    ("Not correct.", ("No", True)),
+    ("That isn't correct", ("No", True)),
+    ("Incorrect.", ("No", True)),
+    ("Yes, it has stripes", ("Yes", True)),
+    # nothing stated: read as No, and recorded as not valid
+    ("", ("No", False)),
+    ("   \n", ("No", False)),
+    ("I am not sure.", ("No", False)),
+])
+def test_the_replies_a_model_gives_are_parsed(reply: str, result: tuple[str, bool]) -> None:
+    """The answerer is a model: "Yes, correct!" is the guess confirmed, not a Yes that lets
+    the game go on (App. F.2.5: "If the experimental result is Correct!, ... finish the
+    current run")."""
+    assert "finish the current run" in str(PAPER["correct_rule"])
+    assert parse_answer(reply) == result
+
+
+def test_eig_under_a_belief_weighs_the_hypotheses() -> None:
+    """The active oracle chooses "experiments based on those beliefs" (§4.2): its EIG takes
+    θ distributed as its posterior instead of uniformly."""
+    assert "choose experiments based on those beliefs" in str(PAPER["active"])
+    split = np.array([[0.9, 0.1, 0.5]])
+    assert eig(split, np.ones(3)).tolist() == pytest.approx(eig(split).tolist())
+    assert eig(split, np.array([2.0, 2.0, 0.0]))[0] == pytest.approx(
+        eig(split[:, :2])[0])  # weights are normalised; a weight of 0 drops θ
+    # certain of one θ: no question is informative
+    assert eig(np.array([[1.0, 0.0], [0.3, 0.6]]), np.array([1.0, 0.0])).tolist() == \
+        pytest.approx([0.0, 0.0], abs=1e-12)
 
 
 @pytest.mark.parametrize(
