@@ -31,7 +31,8 @@ def pages(tiny_model: Any, tiny_study: Path, tmp_path_factory: pytest.TempPathFa
     mp.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
     tmp = tmp_path_factory.mktemp("intervention-pages")
     args = {"patch": ["--turn", "2", "--layers", "0,2"],
-            "steer": ["--turn", "2", "--layers", "1,2", "--alphas=-2,0,2", "--folds", "2"],
+            # steering cross-fits by episode: turn 2 alone leaves a fold one oracle value
+            "steer": ["--layers", "1,2", "--alphas=-2,0,2", "--folds", "2"],
             "erase": ["--layers", "2", "--folds", "2"]}
     out: dict[str, Path] = {}
     try:
