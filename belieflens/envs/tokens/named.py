@@ -228,13 +228,14 @@ class HMMFileParams:
 
     path: str | None = param(
         None, "a .npz (array 'T', optional 'symbols', 'states') or .json ({\"T\": [...], "
-        "optional \"symbols\", \"states\"}, or the bare nested list) file of T[token, from, to]"
+        "optional \"symbols\", \"states\"}, or the bare nested list) file of T[token, from, to]; "
+        "none: the packaged example, the golden-mean process"
     )
     length: int = param(10, "tokens per sequence (>= 1)")
 
     def __post_init__(self) -> None:
-        if self.path is None or not isinstance(self.path, str) or not self.path:
-            raise bad("path", self.path, "the path of a .npz or .json file (required)")
+        if self.path is not None and (not isinstance(self.path, str) or not self.path):
+            raise bad("path", self.path, "the path of a .npz or .json file, or none")
         _check_length(self.length)
 
 
@@ -270,14 +271,18 @@ class Z1R(HMMProcess):
                          ("0", "1", "R"), params.length)
 
 
+EXAMPLE_HMM = Path(__file__).resolve().parents[2] / "data" / "hmm" / "golden-mean.json"
+"""``hmm``'s default file: the golden-mean process (no two 0s in a row), 2 states."""
+
+
 class HMMFile(HMMProcess):
     """A hidden Markov process read from a user file of ``T[token, from, to]``."""
 
     Params: ClassVar[type[HMMFileParams]] = HMMFileParams
 
     def __init__(self, params: HMMFileParams) -> None:
-        assert params.path is not None
-        tensor, symbols, states = read_tensor(Path(params.path))
+        tensor, symbols, states = read_tensor(
+            Path(params.path) if params.path is not None else EXAMPLE_HMM)
         try:
             hmm = HMM(tensor)
         except ParameterError as e:

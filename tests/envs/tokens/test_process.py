@@ -261,6 +261,13 @@ def test_hidden_paths_are_consistent_with_the_tokens(name: str) -> None:
 
 
 # ------------------------------------------------------------------------------ files
+def test_hmm_default_is_the_packaged_golden_mean() -> None:
+    proc = P.get("hmm", length=200)
+    tokens = proc.sample(20, 0).tokens
+    assert proc.states == ("A", "B") and tokens.shape == (20, 200)
+    assert not ((tokens[:, 1:] == 0) & (tokens[:, :-1] == 0)).any()  # no two 0s in a row
+
+
 def test_hmm_from_npz_and_json(tmp_path: Path) -> None:
     t = mess3_tensor(0.05, 0.85)
     np.savez(tmp_path / "m.npz", T=t, symbols=np.array(["a", "b", "c"]))
@@ -316,7 +323,7 @@ def test_bad_files_and_names_are_one_line(tmp_path: Path) -> None:
         ({"length": 0}, "rrxor", "parameter 'length'"),
         ({"a": -1.0}, "coin-tokens", "parameter 'a'"),
         ({"bins": 1}, "coin-tokens", "parameter 'bins'"),
-        ({}, "hmm", "parameter 'path'"),
+        ({"path": ""}, "hmm", "parameter 'path'"),
         ({"path": str(tmp_path / "missing.npz")}, "hmm", "existing .npz or .json"),
         ({"path": _bad_tensor(tmp_path, [], "t.txt")}, "hmm", "a .npz or .json file"),
         ({"path": _bad_tensor(tmp_path, [], "t.npz")}, "hmm", "not a readable .npz"),
