@@ -308,8 +308,10 @@ class BeliefLensAccessor:
             A Dataset over ``layer`` and ``lag`` (and scalars for the concatenation).
 
         Examples:
-            >>> ds = belieflens.open_cache("mess3.h5")
-            >>> ds.bl.geometry(n_folds=2)["r2"].dims
+            Not run here (the doc study is a text environment; a token-level file comes
+            from e.g. ``belieflens extract mess3 --model mess3-toy``):
+
+            >>> belieflens.open_cache("mess3.h5").bl.geometry()["r2"].dims  # doctest: +SKIP
             ('layer',)
         """
         return geometry(self._ds, np.random.default_rng(seed), target=target,

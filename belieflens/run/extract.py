@@ -342,6 +342,18 @@ class Prepared:
     """Each of ``text_ids`` decoded alone (the file's ``token_text``)."""
 
 
+def _check_context(tqs: Sequence[TokenizedQuery], model: LoadedModel) -> None:
+    """A toy's read-outs must fit its context (a toy has as many positions as it was trained
+    on); a longer one is one line (:class:`ParameterError`)."""
+    n_ctx = int(getattr(model.bridge.cfg, "n_ctx", 0) or 0)
+    longest = max(len(tq.context_ids) for tq in tqs)
+    if model.info.source == "toy" and 0 < n_ctx < longest:
+        raise ParameterError(
+            f"the read-outs need {longest} positions but model {model.info.spec!r} has "
+            f"{n_ctx}: ask for sequences of at most {n_ctx - 1} tokens (--set length=...)"
+        )
+
+
 def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Prepared:
     """Render every read-out of the study and size its file (no forward runs)."""
     recs = list(records(env, options.episodes, options.seed))
@@ -352,6 +364,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
     labels = state_labels(recs)
     bos = bos_policy(model.tokenizer)
     tqs = [render(model.tokenizer, r.query, bos=bos) for r in recs]
+    _check_context(tqs, model)
     lens_ids = sorted({t for tq in tqs for cont in tq.option_ids for t in cont})
     text_ids = sorted(set(lens_ids).union(*(tq.context_ids for tq in tqs)))
     sizes = Sizes(

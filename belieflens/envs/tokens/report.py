@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.geometry import DEFAULT_LAGS, cross_entropy, geometry, regressed
-from belieflens.dims import TURN
+from belieflens.analysis.compare import updating_slope
+from belieflens.analysis.geometry import (
+    DEFAULT_LAGS,
+    cross_entropy,
+    geometry,
+    next_token_features,
+    regressed,
+)
+from belieflens.dims import EPISODE, TURN
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
 from belieflens.types import DebiasMethod
@@ -66,6 +73,26 @@ def format_cross_entropy(ce: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+def output_agreement(ds: xr.Dataset) -> xr.Dataset:
+    """The output's next-token distribution against the oracle: mean TVD over every read-out
+    (``tvd_mean``), and the updating slope of the first symbol's probability (the coin's
+    P(heads)) on the oracle's, with its episode-clustered SE (``slope``, ``slope_se``;
+    :func:`~belieflens.analysis.compare.updating_slope`)."""
+    k = len([s for s in np.asarray(ds["outcome_label"].values)[0] if str(s)])
+    model = next_token_features(ds)[:, :k]
+    oracle = np.asarray(ds["oracle"].values, dtype=np.float64)[:, :k]
+    tvd = 0.5 * np.abs(model - oracle).sum(axis=1)
+    ep, turn = np.asarray(ds[EPISODE].values), np.asarray(ds[TURN].values)
+    eps, turns = np.unique(ep), np.unique(turn)
+    grid_m = np.full((eps.size, turns.size), np.nan)
+    grid_o = np.full_like(grid_m, np.nan)
+    grid_m[np.searchsorted(eps, ep), np.searchsorted(turns, turn)] = model[:, 0]
+    grid_o[np.searchsorted(eps, ep), np.searchsorted(turns, turn)] = oracle[:, 0]
+    slope, se, n = updating_slope(grid_m, grid_o)
+    return xr.Dataset({"tvd_mean": float(tvd.mean()), "slope": slope, "slope_se": se,
+                       "steps": n})
+
+
 def simplex_figure(ds: xr.Dataset, out: Path, *, target: str, seed: int = 0) -> Path:
     """The true beliefs beside the held-out regressed ones (all layers concatenated), both
     coloured by the true belief: the 2-simplex for 3 states, else the true beliefs' first two
@@ -105,7 +132,11 @@ def tokens_section(ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod
     (``method`` is unused: a token read-out has no rotations)."""
     target, lags = settings(ds)
     g = geometry(ds, np.random.default_rng(0), target=target, lags=lags)
-    text = (format_cross_entropy(cross_entropy(ds)) + "\n\n" + format_geometry(g))
+    agree = output_agreement(ds)
+    text = (f"output vs oracle: mean TVD {float(agree.tvd_mean):.4f}; updating slope of "
+            f"P(first symbol) {float(agree.slope):.3f} ± {float(agree.slope_se):.3f} "
+            f"({int(agree.steps)} steps)\n\n"
+            + format_cross_entropy(cross_entropy(ds)) + "\n\n" + format_geometry(g))
     md = f"```\n{text}\n```\n"
     files: tuple[Path, ...] = ()
     if out_dir is not None:
