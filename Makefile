@@ -50,11 +50,10 @@ demo: setup
 
 # The positive control (issue 27): the shipped toy transformers, which hold beliefs, read out
 # by the same pipeline (extract + analyze) at 2,000 sequences each; tables on stdout, the
-# belief-geometry figures and reports under runs/positive-control/ (rrxor-toy: add rrxor:rrxor-toy
-# once it is shipped).
+# belief-geometry figures and reports under runs/positive-control/.
 positive-control: setup
 	mkdir -p $(POSITIVE)
-	for toy in coin-tokens:coin-toy mess3:mess3-toy; do \
+	for toy in coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy; do \
 		env=$${toy%%:*}; model=$${toy##*:}; \
 		$(VENV)/bin/belieflens extract $$env --model $$model --episodes 2000 --seed 0 \
 			--out $(POSITIVE)/$$model.h5 --overwrite && \
