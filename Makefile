@@ -6,9 +6,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
+POSITIVE := runs/positive-control
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -46,6 +47,19 @@ demo: setup
 	$(VENV)/bin/belieflens extract coin-flip --set turns=10 --episodes 3 --seed 0 \
 		--out $(DEMO)/coin-flip.h5 --overwrite
 	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
+
+# The positive control (issue 27): the shipped toy transformers, which hold beliefs, read out
+# by the same pipeline (extract + analyze) at 2,000 sequences each; tables on stdout, the
+# belief-geometry figures and reports under runs/positive-control/.
+positive-control: setup
+	mkdir -p $(POSITIVE)
+	for toy in coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy; do \
+		env=$${toy%%:*}; model=$${toy##*:}; \
+		$(VENV)/bin/belieflens extract $$env --model $$model --episodes 2000 --seed 0 \
+			--out $(POSITIVE)/$$model.h5 --overwrite && \
+		$(VENV)/bin/belieflens analyze $(POSITIVE)/$$model.h5 --out $(POSITIVE)/$$model \
+			|| exit 1; \
+	done
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says

@@ -20,6 +20,9 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``text_token``: the vocabulary ids of a study (every id of ``input_ids`` and
   ``option_ids``) whose decoded text is stored, so that a viewer shows tokens without a
   tokenizer
+- ``state``: a hidden state of a token-level process (or a bin of a coin's bias), the
+  coordinates of the hidden-state belief ``belief_state``
+- ``lag``: how many recent tokens a baseline of the belief-state geometry sees
 - ``source``: where a belief is read (the output, the logit lens, a tuned lens, a probe)
 - ``style``, ``case``, ``type``: analysis groupings (a simulator's story style, a judgment
   case, a recommender user type)
@@ -51,6 +54,8 @@ Dim = Literal[
     "vocab",
     "lens_token",
     "text_token",
+    "state",
+    "lag",
     "source",
     "style",
     "case",
@@ -81,6 +86,8 @@ CONT_EXTRA: Final = "cont_extra"
 VOCAB: Final = "vocab"
 LENS_TOKEN: Final = "lens_token"
 TEXT_TOKEN: Final = "text_token"
+STATE: Final = "state"
+LAG: Final = "lag"
 SOURCE: Final = "source"
 STYLE: Final = "style"
 CASE: Final = "case"

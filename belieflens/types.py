@@ -10,8 +10,9 @@ Role = Literal["system", "user", "assistant"]
 Delivery = Literal["single-turn", "multi-turn", "multi-turn-self"]
 """How evidence reaches the model: all at once, or as a running conversation."""
 
-PromptFormat = Literal["chat", "raw"]
-"""``chat`` applies the model's chat template; ``raw`` is plain text completion."""
+PromptFormat = Literal["chat", "raw", "tokens"]
+"""``chat`` applies the model's chat template; ``raw`` is plain text completion; ``tokens``
+is a space-separated sequence of vocabulary words fed as their ids (token-level processes)."""
 
 DebiasMethod = Literal["geometric", "arithmetic"]
 """How beliefs are pooled over Latin-square rotations."""

@@ -116,6 +116,9 @@ def _example(name: str) -> str:
             lines += [f"**{m.role}**", "", _text_block(m.content), ""]
         lines += [f"**assistant** (prefill, continued by the options): `{query.prefill}`"
                   if query.prefill else "**assistant** (no prefill)", ""]
+    elif query.format == "tokens":
+        lines += ["**tokens** (each symbol one vocabulary id after the BOS; no text, no chat "
+                  "template), continued by the options:", "", _text_block(query.prefill), ""]
     else:
         lines += ["**raw prompt** (no chat template), continued by the options:", "",
                   _text_block(query.prefill), ""]

@@ -31,6 +31,7 @@ import xarray as xr
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
 from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
+from belieflens.analysis.geometry import DEFAULT_LAGS, geometry
 from belieflens.analysis.lens import MultiToken, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
@@ -288,6 +289,33 @@ class BeliefLensAccessor:
         else:
             tgt = sub[target]
         return decoder_layers(sub["resid"], tgt, np.random.default_rng(seed), **kwargs)
+
+    def geometry(self, *, target: str = "belief_state", seed: int = 0, n_folds: int = 5,
+                 lags: tuple[int, ...] = DEFAULT_LAGS) -> xr.Dataset:
+        """The belief-state geometry of a token-level file (Shai et al.): held-out R² and
+        MSE of an affine map from the residual to the belief, per layer and on all layers
+        concatenated, beside a shuffled control, recent-token baselines and the model's own
+        next-token distribution (:func:`~belieflens.analysis.geometry.geometry`).
+
+        Args:
+            target: ``belief_state`` (the hidden-state belief) or ``oracle`` (the
+                next-token distribution; for ``coin-tokens`` the posterior mean).
+            seed: seeds the folds (whole episodes) and the shuffled control.
+            n_folds: held-out folds.
+            lags: the ``k`` of the last-``k``-token baselines.
+
+        Returns:
+            A Dataset over ``layer`` and ``lag`` (and scalars for the concatenation).
+
+        Examples:
+            Not run here (the doc study is a text environment; a token-level file comes
+            from e.g. ``belieflens extract mess3 --model mess3-toy``):
+
+            >>> belieflens.open_cache("mess3.h5").bl.geometry()["r2"].dims  # doctest: +SKIP
+            ('layer',)
+        """
+        return geometry(self._ds, np.random.default_rng(seed), target=target,
+                        n_folds=n_folds, lags=lags)
 
 
 def _source_name(source: BeliefSource | Lens) -> str:

@@ -28,6 +28,7 @@ from belieflens.envs.judgment.env import MedicalTriage, SocialJudgment
 from belieflens.envs.protein_world.env import ProteinWorld
 from belieflens.envs.recommender.env import Recommender
 from belieflens.envs.revealed.env import CaseStudy, Choice, Coins, Dice, Preference
+from belieflens.envs.tokens.env import CoinTokensEnv, HMMEnv, Mess3Env, RRXOREnv, Z1REnv
 from belieflens.envs.twenty_questions.env import TwentyQuestions
 from belieflens.episodes.base import Environment, Episode, Message, Probe, Query, Turn
 from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
@@ -62,6 +63,11 @@ _REGISTRY: dict[str, EnvironmentClass] = {
     "belief-attribution": BeliefAttribution,
     "case-study": CaseStudy,
     "twenty-questions": TwentyQuestions,
+    "coin-tokens": CoinTokensEnv,
+    "mess3": Mess3Env,
+    "rrxor": RRXOREnv,
+    "z1r": Z1REnv,
+    "hmm": HMMEnv,
 }
 """name -> environment class, built as ``Class(params)`` from its ``Params`` dataclass."""
 

@@ -30,13 +30,15 @@ class Query:
     """One read-out: a context and the option continuations in position order.
 
     Attributes:
-        messages: the conversation (ignored for ``format="raw"``).
-        prefill: text the assistant turn starts with (``chat``) or the whole raw
-            prompt (``raw``); the options continue it.
+        messages: the conversation (ignored for ``format="raw"`` and ``"tokens"``).
+        prefill: text the assistant turn starts with (``chat``), the whole raw
+            prompt (``raw``), or the space-separated vocabulary words fed as ids after
+            the BOS (``tokens``); the options continue it.
         options: continuation text of each option, in position order.
         outcome: outcome index shown at each position (one row of a Latin square).
         rotation: which rotation this is.
-        format: ``chat`` applies the model's chat template, ``raw`` does not.
+        format: ``chat`` applies the model's chat template, ``raw`` does not, ``tokens``
+            renders no text: each word is one vocabulary id.
         terminator: appended to every option when one option is a string prefix
             of another (e.g. "1" and "12"), so each continuation ends unambiguously.
     """
@@ -66,7 +68,11 @@ class Probe:
         oracle: exact Bayesian distribution over outcomes, or ``None``.
         queries: one read-out per rotation.
         delivery: the delivery whose conversation the queries extend.
-        kind: how the read-out is taken (``mcq`` letters or ``completion`` text).
+        kind: how the read-out is taken (``mcq`` letters, ``completion`` text, or
+            ``next-token``: the next symbol of a token-level process).
+        state: the exact belief over the hidden states of a token-level process at this
+            read-out (stored as ``belief_state``), or ``None``.
+        state_labels: the label of each entry of ``state``.
     """
 
     name: str
@@ -75,9 +81,13 @@ class Probe:
     queries: tuple[Query, ...]
     delivery: Delivery
     kind: str = "mcq"
+    state: tuple[float, ...] | None = None
+    state_labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         k = len(self.labels)
+        if self.state is not None and len(self.state) != len(self.state_labels):
+            raise ValueError(f"probe {self.name}: state and state_labels differ in length")
         if self.oracle is not None and len(self.oracle) != k:
             raise ValueError(
                 f"probe {self.name}: oracle has {len(self.oracle)} entries for {k} labels"

@@ -43,7 +43,7 @@ from belieflens.types import DeviceName, DTypeName, KernelName
 DEFAULT_MODEL = "smollm2-135m"
 """The model used when ``--model`` is not given."""
 
-SourceKind = Literal["embedded", "gguf", "directory", "hub-cache"]
+SourceKind = Literal["embedded", "gguf", "directory", "hub-cache", "toy"]
 
 
 @dataclass(frozen=True)
@@ -214,6 +214,20 @@ class LoadedModel:
     info: ModelInfo
 
 
+TOY_MODELS: tuple[str, ...] = ("coin-toy", "mess3-toy", "rrxor-toy")
+"""The toy transformers shipped in the package (``belieflens/data/toys/<name>/``, trained by
+:mod:`belieflens.train.toy` on ``coin-tokens``, ``mess3`` and ``rrxor``): Hugging Face folders
+with a word-level tokenizer over the process's symbols."""
+
+TOY_INFO = "toy.json"
+"""The file that marks a model folder as a toy (its process and training record)."""
+
+
+def toy_folder(name: str) -> Path:
+    """The folder of the shipped toy ``name`` (it may not exist in a source checkout)."""
+    return Path(__file__).resolve().parents[1] / "data" / "toys" / name
+
+
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
@@ -233,6 +247,14 @@ def resolve(spec: str) -> ModelSource:
             assert path is not None
             return ModelSource(spec, "embedded", path.parent, em.official_id, path.name)
         return ModelSource(spec, "embedded", assembled_dir(), em.official_id, em.filename)
+    if spec in TOY_MODELS:
+        folder = toy_folder(spec)
+        if not (folder / TOY_INFO).is_file():
+            raise ModelNotFoundError(
+                f"toy model {spec!r} is not in this installation ({folder} has no {TOY_INFO}): "
+                "train it with `python bench/toy_ship.py " + spec + "`"
+            )
+        return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()
     if spec.endswith(".gguf"):
         if not path.is_file():
@@ -247,7 +269,8 @@ def resolve(spec: str) -> ModelSource:
             raise ModelNotFoundError(
                 f"{spec} has no weights (*.safetensors or *.bin): not a complete model folder"
             )
-        return ModelSource(spec, "directory", path, _official_id(path) or path.name)
+        kind: SourceKind = "toy" if (path / TOY_INFO).is_file() else "directory"
+        return ModelSource(spec, kind, path, _official_id(path) or path.name)
     if _HF_ID.match(spec):
         local = _hub_cache_dir(spec)
         if local is None:
@@ -258,7 +281,7 @@ def resolve(spec: str) -> ModelSource:
             )
         return ModelSource(spec, "hub-cache", local, spec)
     raise ModelNotFoundError(
-        f"unknown model {spec!r}: use an embedded name ({', '.join(EMBEDDED)}), "
+        f"unknown model {spec!r}: use an embedded name ({', '.join((*EMBEDDED, *TOY_MODELS))}), "
         "a Hugging Face id, a local model folder or a .gguf file"
     )
 

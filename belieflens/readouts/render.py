@@ -17,6 +17,10 @@ Rules (see DESIGN.md, "Correctness rules"):
    empty.
 4. **BOS.** If the tokenizer prepends a BOS token by default and the rendered
    text does not already start with it, it is prepended once; never doubled.
+5. **Tokens.** A ``format="tokens"`` query (a token-level process) renders no text: each
+   space-separated word of its prefill, and each option, is one vocabulary id
+   (:func:`symbol_ids`), after the tokenizer's BOS (else its EOS). A vocabulary without
+   one of the words is one line (:class:`BeliefLensError`).
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ class TokenizedQuery:
 
 def context_text(tokenizer: Any, query: Query) -> str:
     """The context string of ``query`` under this tokenizer's chat template."""
-    if query.format == "raw":
+    if query.format in ("raw", "tokens"):
         return query.prefill
     if getattr(tokenizer, "chat_template", None) is None:
         raise BeliefLensError(
@@ -104,11 +108,48 @@ def _intern(token: int) -> int:
     return _INTS.setdefault(token, token)
 
 
+def symbol_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
+    """The vocabulary id of each word, each one whole token (rule 5); a word the vocabulary
+    does not hold is one line (:class:`BeliefLensError`)."""
+    ids = tokenizer.convert_tokens_to_ids(list(words))
+    unk = getattr(tokenizer, "unk_token_id", None)
+    for word, i in zip(words, ids, strict=True):
+        if i is None or (i == unk and word != getattr(tokenizer, "unk_token", None)):
+            raise BeliefLensError(
+                f"this model's vocabulary cannot hold the symbol {word!r} as one token: a "
+                "token-level environment needs a model over its symbols (e.g. a toy model)"
+            )
+    return [int(i) for i in ids]
+
+
+def start_id(tokenizer: Any) -> int:
+    """The id a ``tokens`` query starts with: the tokenizer's BOS, else its EOS (rule 5)."""
+    for name in ("bos_token_id", "eos_token_id"):
+        i = getattr(tokenizer, name, None)
+        if i is not None:
+            return int(i)
+    raise BeliefLensError("this model's tokenizer has neither a BOS nor an EOS token to start "
+                          "a token-level sequence with")
+
+
+def _render_tokens(tokenizer: Any, query: Query) -> TokenizedQuery:
+    words = query.prefill.split()
+    ids = symbol_ids(tokenizer, [*words, *query.options])
+    return TokenizedQuery(
+        context_ids=tuple(_intern(t) for t in (start_id(tokenizer), *ids[: len(words)])),
+        option_ids=tuple((i,) for i in ids[len(words):]),
+        outcome=query.outcome,
+        context_text=query.prefill,
+    )
+
+
 def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> TokenizedQuery:
     """Render and align one query (rules in the module docstring).
 
     ``bos`` is the id to prepend (from :func:`bos_policy`), computed once per tokenizer.
     """
+    if query.format == "tokens":
+        return _render_tokens(tokenizer, query)
     ctx = context_text(tokenizer, query)
     options = disambiguate(query.options, query.terminator)
     seqs: list[list[int]] = []

@@ -61,6 +61,9 @@ class QueryRecord:
     oracle: tuple[float, ...] | None
     query: Query
     truth: Mapping[str, float | str] = field(default_factory=dict)
+    state: tuple[float, ...] | None = None
+    """The hidden-state belief of a token-level process (``belief_state``), or ``None``."""
+    state_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ def records(env: Environment, episodes: int, seed: int) -> Iterator[QueryRecord]
                         episode=ep.index, turn=turn.index, probe=probe.name, kind=probe.kind,
                         delivery=probe.delivery, rotation=q.rotation, labels=probe.labels,
                         oracle=probe.oracle, query=q, truth=ep.truth,
+                        state=probe.state, state_labels=probe.state_labels,
                     )
 
 
@@ -272,7 +276,38 @@ def _static_rows(
         "kind": np.array([r.kind for r in recs], dtype=object),
         "env": np.array([env_name] * n, dtype=object),
         "delivery": np.array([r.delivery for r in recs], dtype=object),
+        **({"belief_state": _state_rows(recs, sizes.state)} if sizes.state else {}),
     }
+
+
+def _state_rows(recs: Sequence[QueryRecord], n_state: int) -> np.ndarray:
+    """The ``belief_state`` rows of ``recs`` (NaN where a read-out has none)."""
+    out = np.full((len(recs), n_state), np.nan)
+    for i, r in enumerate(recs):
+        if r.state is not None:
+            out[i, : len(r.state)] = r.state
+    return out
+
+
+def state_labels(recs: Sequence[QueryRecord]) -> tuple[str, ...]:
+    """The hidden-state labels of a study's read-outs (``()`` when none has a state); read-outs
+    with different labels are one line (:class:`ParameterError`)."""
+    found = {r.state_labels for r in recs if r.state is not None}
+    if len(found) > 1:
+        raise ParameterError("the read-outs' hidden-state beliefs have different state labels")
+    return found.pop() if found else ()
+
+
+def check_formats(recs: Sequence[QueryRecord], model: LoadedModel, env_name: str) -> None:
+    """A text environment asked of a toy model (a vocabulary of symbols, no chat template) is
+    one line (:class:`ParameterError`); a token-level one on a text model is checked token by
+    token when rendered (:func:`belieflens.readouts.render.symbol_ids`)."""
+    if model.info.source == "toy" and any(r.query.format != "tokens" for r in recs):
+        raise ParameterError(
+            f"environment {env_name!r} is a text environment, but model {model.info.spec!r} is "
+            "a toy over a process's symbols (no chat template): use a token-level environment "
+            "(coin-tokens, mess3, rrxor, z1r, hmm)"
+        )
 
 
 def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Iterator[list[Any]]:
@@ -281,7 +316,7 @@ def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> I
                None if r.oracle is None else [float(x) for x in r.oracle],
                {k: r.truth[k] for k in sorted(r.truth)},
                list(tq.context_ids), [list(c) for c in tq.option_ids], list(tq.outcome),
-               tq.context_text]
+               tq.context_text, *([] if r.state is None else [[float(x) for x in r.state]])]
 
 
 @dataclass(frozen=True)
@@ -310,13 +345,29 @@ class Prepared:
     """Each of ``text_ids`` decoded alone (the file's ``token_text``)."""
 
 
+def _check_context(tqs: Sequence[TokenizedQuery], model: LoadedModel) -> None:
+    """A toy's read-outs must fit its context (a toy has as many positions as it was trained
+    on); a longer one is one line (:class:`ParameterError`)."""
+    n_ctx = int(getattr(model.bridge.cfg, "n_ctx", 0) or 0)
+    longest = max(len(tq.context_ids) for tq in tqs)
+    if model.info.source == "toy" and 0 < n_ctx < longest:
+        raise ParameterError(
+            f"the read-outs need {longest} positions but model {model.info.spec!r} has "
+            f"{n_ctx}: ask for sequences of at most {n_ctx - 1} tokens (--set length=...)"
+        )
+
+
 def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Prepared:
     """Render every read-out of the study and size its file (no forward runs)."""
     recs = list(records(env, options.episodes, options.seed))
     if not recs:
         raise ParameterError("the environment produced no read-outs for these parameters")
+    env_name = getattr(env, "name", type(env).__name__)
+    check_formats(recs, model, env_name)
+    labels = state_labels(recs)
     bos = bos_policy(model.tokenizer)
     tqs = [render(model.tokenizer, r.query, bos=bos) for r in recs]
+    _check_context(tqs, model)
     lens_ids = sorted({t for tq in tqs for cont in tq.option_ids for t in cont})
     text_ids = sorted(set(lens_ids).union(*(tq.context_ids for tq in tqs)))
     sizes = Sizes(
@@ -333,6 +384,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
             max(len(c) for tq in tqs for c in tq.option_ids) - 1 if options.cont_resid else 0
         ),
         text_token=len(text_ids),
+        state=len(labels),
     )
     max_rows, max_tokens = options.max_rows, options.max_tokens
     if max_rows == 0:
@@ -340,7 +392,6 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
 
         budget = auto_budget(model, sizes.token + sizes.cont_token)
         max_rows, max_tokens = budget.max_rows, budget.max_tokens
-    env_name = getattr(env, "name", type(env).__name__)
     env_params = dataclasses.asdict(env.params)
     reuse = options.reuse_prefix and model.info.prefix_reuse
     the_study = Study(
@@ -504,6 +555,8 @@ def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractO
             "final_norm_bias": norm.bias,
             "token_text_id": np.array(p.text_ids, dtype=np.int32),
             "token_text": np.array(p.texts, dtype=object),
+            **({"state_label": np.array(state_labels(recs), dtype=object)}
+               if p.sizes.state else {}),
         },
         row_slabs=slabs(), resid_dtype=options.resid_dtype,
         rows_per_chunk=chunk_rows(options.window), extra=extra,

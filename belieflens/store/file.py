@@ -49,6 +49,7 @@ from belieflens.dims import (
     PROBE,
     QUERY,
     ROTATION,
+    STATE,
     TEXT_TOKEN,
     TOKEN,
     TURN,
@@ -153,6 +154,10 @@ SCHEMA: Mapping[str, VarSpec] = _schema(
             "every vocabulary id of input_ids and option_ids, ascending"),
     VarSpec("token_text", (TEXT_TOKEN,), STR,
             "the tokenizer's decoding of token_text_id alone (for viewers; no tokenizer needed)"),
+    VarSpec("belief_state", (QUERY, STATE), "f8",
+            "exact belief over the hidden states of a token-level process after the read-out's "
+            "tokens (NaN: none)"),
+    VarSpec("state_label", (STATE,), STR, "the label of each hidden state of belief_state"),
     VarSpec("cont_resid", (QUERY, OPTION, CONT_EXTRA, LAYER, D_MODEL), "resid",
             "residual at continuation token i of each option's own row (predicts token "
             "i+1); only with --cont-resid, NaN where the option is shorter"),
@@ -186,6 +191,8 @@ class Sizes:
     vocab: int = 0
     cont_extra: int = 0
     text_token: int = 0
+    state: int = 0
+    """Hidden states of a token-level process's belief (0: no ``belief_state``)."""
 
     def of(self, d: Dim) -> int:
         """The size of dimension ``d``; 0 for a dimension a cache file does not have."""

@@ -111,8 +111,10 @@ class Study:
             # the token-text table is the tokenizer's decoding of ids both fingerprinted
             # already (model, queries_sha256): its size stays out, so fingerprints are those
             # of files written before the table
+            # ``state`` only where a file has one (token-level processes), so other files'
+            # fingerprints are unchanged
             "sizes": {k: v for k, v in dataclasses.asdict(self.sizes).items()
-                      if k != "text_token"},
+                      if k != "text_token" and not (k == "state" and v == 0)},
             "queries_sha256": self.queries_sha256,
             **({} if self.rows is None else {"rows": list(self.rows)}),
         }

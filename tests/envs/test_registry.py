@@ -11,6 +11,7 @@ from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.revealed.report import revealed_section
+from belieflens.envs.tokens.report import tokens_section
 from belieflens.envs.twenty_questions.report import twenty_questions_section
 from belieflens.report.section import SectionFn
 
@@ -36,6 +37,7 @@ def test_sections_per_environment_as_before() -> None:
         "medical-triage": judgment_section,
         "twenty-questions": twenty_questions_section,
         **{e: revealed_section for e in ("dice", "coins", "preference", "choice", "case-study")},
+        **{e: tokens_section for e in ("coin-tokens", "mess3", "rrxor", "z1r", "hmm")},
     }
     for name in envs.names():
         want = (expected[name],) if name in expected else ()
