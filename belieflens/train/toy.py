@@ -404,6 +404,29 @@ def _threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _step(model: Any, optim: Any, process: TokenProcess, config: ToyConfig, step: int,
+          vocab: int) -> tuple[float, int]:
+    """One optimiser step on training batch ``step``; its loss and input tokens."""
+    import torch
+
+    inputs, targets = training_batch(process, config, step)
+    for group in optim.param_groups:
+        group["lr"] = learning_rate(config, step)
+    logits = fast_logits(model, torch.from_numpy(inputs))
+    loss = _loss(logits, torch.from_numpy(targets), vocab)
+    optim.zero_grad(set_to_none=True)
+    loss.backward()  # type: ignore[no-untyped-call]
+    optim.step()
+    return float(loss.detach()), int(inputs.size)
+
+
+def _checkpoint(fp: str, step: int, model: Any, optim: Any, losses: list[float],
+                seconds: float) -> dict[str, Any]:
+    """What a checkpoint holds: enough to resume at ``step`` bit for bit."""
+    return {"fingerprint": fp, "step": step, "model": model.state_dict(),
+            "optim": optim.state_dict(), "losses": losses, "seconds": seconds}
+
+
 def _read_info(out: Path) -> dict[str, Any] | None:
     try:
         info: dict[str, Any] = json.loads((out / INFO_FILE).read_text())
@@ -412,36 +435,11 @@ def _read_info(out: Path) -> dict[str, Any] | None:
     return info
 
 
-def train(
-    config: ToyConfig,
-    out: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    threads: int = 0,
-    progress: bool = True,
-    on_step: Callable[[Progress], None] | None = None,
-    stop_after: int | None = None,
-) -> TrainResult:
-    """Train ``config``'s toy into the folder ``out`` (created; resumed if it holds a
-    checkpoint of the same configuration).
-
-    ``overwrite`` discards a folder of another configuration (else one line,
-    :class:`ParameterError`); a folder already holding this configuration's finished toy is
-    returned as is. ``threads``: torch CPU threads (0: keep). ``progress``: a rich progress
-    bar with the loss next to the optimal cross-entropy. ``stop_after``: stop (with a
-    checkpoint) after that many steps of this call, as a kill would (for tests).
-    """
+def _resume_state(out: Path, ckpt_path: Path, fp: str, overwrite: bool) -> dict[str, Any] | None:
+    """The checkpoint to resume from (``None``: start afresh, clearing ``out`` if
+    ``overwrite``); one line if ``out`` holds something else and ``overwrite`` is off."""
     import torch
 
-    out = Path(out)
-    process = make_process(config)
-    fp = config.fingerprint()
-    info = _read_info(out)
-    ckpt_path = out / CHECKPOINT
-    if out.exists() and not out.is_dir():
-        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a file")
-    if info is not None and info.get("fingerprint") == fp and not ckpt_path.exists():
-        return _result_from_info(out, config, info)
     state: dict[str, Any] | None = None
     if ckpt_path.exists():
         try:
@@ -466,6 +464,39 @@ def train(
         )
     if state is None and out.is_dir() and overwrite:
         shutil.rmtree(out)
+    return state
+
+
+def train(
+    config: ToyConfig,
+    out: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    threads: int = 0,
+    progress: bool = True,
+    on_step: Callable[[Progress], None] | None = None,
+    stop_after: int | None = None,
+) -> TrainResult:
+    """Train ``config``'s toy into the folder ``out`` (created; resumed if it holds a
+    checkpoint of the same configuration).
+
+    ``overwrite`` discards a folder of another configuration (else one line,
+    :class:`ParameterError`); a folder already holding this configuration's finished toy is
+    returned as is. ``threads``: torch CPU threads (0: keep). ``progress``: a rich progress
+    bar with the loss next to the optimal cross-entropy. ``stop_after``: stop (with a
+    checkpoint) after that many steps of this call, as a kill would (for tests).
+    """
+
+    out = Path(out)
+    process = make_process(config)
+    fp = config.fingerprint()
+    info = _read_info(out)
+    ckpt_path = out / CHECKPOINT
+    if out.exists() and not out.is_dir():
+        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a file")
+    if info is not None and info.get("fingerprint") == fp and not ckpt_path.exists():
+        return _result_from_info(out, config, info)
+    state = _resume_state(out, ckpt_path, fp, overwrite)
     out.mkdir(parents=True, exist_ok=True)
 
     model = build_model(config, process)
@@ -490,18 +521,11 @@ def train(
         while step < config.steps:
             if stop_after is not None and done_here >= stop_after:
                 break
-            inputs, targets = training_batch(process, config, step)
-            for group in optim.param_groups:
-                group["lr"] = learning_rate(config, step)
-            logits = fast_logits(model, torch.from_numpy(inputs))
-            loss = _loss(logits, torch.from_numpy(targets), vocab)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()  # type: ignore[no-untyped-call]
-            optim.step()
-            losses.append(float(loss.detach()))
+            loss, n_tokens = _step(model, optim, process, config, step, vocab)
+            losses.append(loss)
             step += 1
             done_here += 1
-            tokens_done += inputs.size
+            tokens_done += n_tokens
             elapsed = time.perf_counter() - t0
             report = Progress(step, config.steps, losses[-1], optimal,
                               tokens_done / elapsed if elapsed > 0 else 0.0)
@@ -509,18 +533,13 @@ def train(
             if on_step is not None:
                 on_step(report)
             if step % config.checkpoint_every == 0 and step < config.steps:
-                _atomic_torch_save({
-                    "fingerprint": fp, "step": step, "model": model.state_dict(),
-                    "optim": optim.state_dict(), "losses": losses,
-                    "seconds": seconds_before + time.perf_counter() - t0,
-                }, ckpt_path)
+                _atomic_torch_save(_checkpoint(fp, step, model, optim, losses,
+                                               seconds_before + time.perf_counter() - t0),
+                                   ckpt_path)
         seconds = time.perf_counter() - t0
     if step < config.steps:  # stopped early: leave a checkpoint at the step reached
-        _atomic_torch_save({
-            "fingerprint": fp, "step": step, "model": model.state_dict(),
-            "optim": optim.state_dict(), "losses": losses,
-            "seconds": seconds_before + seconds,
-        }, ckpt_path)
+        _atomic_torch_save(_checkpoint(fp, step, model, optim, losses, seconds_before + seconds),
+                           ckpt_path)
         return TrainResult(out, config, seconds, start, _tail_mean(losses), optimal)
     info = _save(model, process, config, out, losses=losses, optimal=optimal_per_pos,
                  seconds=seconds_before + seconds, threads=threads, resumed_from=start)
