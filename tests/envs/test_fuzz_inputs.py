@@ -40,7 +40,10 @@ def _small(v: object) -> bool:
     return not math.isfinite(x) or abs(x) <= 12
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomized: the same 150 draws in every run, so CI cannot turn red by the luck of one draw
+# (a random draw found world_seed=-1 below; its case is now a test of the recommender)
+@settings(max_examples=150, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_environment_parameters_raise_only_parameter_errors(data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(envs.names()))

@@ -83,6 +83,8 @@ class RecommenderParams:
             raise bad(
                 "world", self.world, f"'default' or a directory holding {FITTED} and {SELECTION}"
             )
+        if self.world_seed < 0:
+            raise bad("world_seed", self.world_seed, "an integer >= 0")
         int_in("types", self.types, 2, 8)
         int_in("movies", self.movies, 1, 30)
         int_in("targets", self.targets, 1, 10)

@@ -161,6 +161,7 @@ def test_titles_anonymised_by_default_and_explicit_on_request() -> None:
         ("world", "/no/such/dir"),
         ("targets", "0"),
         ("delivery", "telepathy"),
+        ("world_seed", "-1"),  # numpy refused it with a bare ValueError
     ],
 )
 def test_bad_params(name: str, value: str) -> None:
