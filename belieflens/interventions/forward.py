@@ -131,15 +131,21 @@ def _identity(*args: Any, **kwargs: Any) -> Any:
 
 
 @contextlib.contextmanager
-def bypass_blocks(model: LoadedModel, n: int) -> Iterator[None]:
-    """Inside the block, blocks ``0 .. n-1`` return their input unchanged (no compute).
+def bypass_blocks(model: LoadedModel, n: int, last: Tensor | None = None) -> Iterator[None]:
+    """Inside the block, blocks ``0 .. n-1`` return their input unchanged (no compute), and
+    block ``n-1`` returns ``last`` instead where it is given.
 
-    The bypass is set on the bridge's block modules themselves (``object.__setattr__``: the
-    bridge forwards ordinary attribute writes to the wrapped HF layer) and removed after.
+    ``last`` is how a residual reaches the final norm when no block runs (``n = L``): the
+    model's own input of block ``L-1`` is the embedding of what it was fed, to which GPT-2
+    adds its position embeddings (Llama adds nothing), and a bypassed block never swaps in
+    ``start_at_layer``'s residual. The bypass is set on the bridge's block modules
+    themselves (``object.__setattr__``: the bridge forwards ordinary attribute writes to the
+    wrapped HF layer) and removed after.
     """
     blocks = [model.bridge.blocks[i] for i in range(n)]
-    for blk in blocks:
-        object.__setattr__(blk, "forward", _identity)
+    for i, blk in enumerate(blocks):
+        object.__setattr__(blk, "forward", _identity if last is None or i < n - 1
+                           else lambda *args, **kwargs: last)
     try:
         yield
     finally:
@@ -192,7 +198,8 @@ def run_from(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
     if not 0 <= layer <= n_layers:
         raise ValueError(f"layer {layer} is outside 0..{n_layers}")
     plan = _read_plan(batch)
-    with torch.inference_mode(), bypass_blocks(model, layer):
+    last = resid if layer == n_layers else None
+    with torch.inference_mode(), bypass_blocks(model, layer, last):
         logits = model.bridge(
             resid, start_at_layer=min(layer, n_layers - 1),
             logits_to_keep=torch.tensor(plan[2], device=_device(model)),

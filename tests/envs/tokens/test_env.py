@@ -123,10 +123,9 @@ def test_patching_between_sequences_moves_the_output_to_the_source(
     study = belieflens.extract(env, out=tmp_path / "m.h5", model=toy, episodes=6, seed=2)
     out = belieflens.patch(
         study, out=tmp_path / "p.h5", model=toy,
-        # full forwards: with prefix reuse, a GPT-2 toy's layer-L patch is off by ~0.016 nats
-        # (open: TransformerBridge's start_at_layer on GPT-2)
-        options=belieflens.PatchOptions(layers=(0, 2), positions=("answer", "evidence"),
-                                        reuse=False),
+        # the default path: at layer L no block runs, and the patched residual (not GPT-2's
+        # input embeddings plus position embeddings) must reach the final norm
+        options=belieflens.PatchOptions(layers=(0, 2), positions=("answer", "evidence")),
         select=belieflens.Selection(turns=(3,)))
     with xr.open_dataset(out, engine="h5netcdf") as res:
         assert res.sizes["pair"] > 0
