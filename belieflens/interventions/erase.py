@@ -40,7 +40,7 @@ from belieflens.interventions.directions import (
     random_eraser,
     random_eraser_at,
 )
-from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
+from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.run import Plan
 from belieflens.interventions.study import (
@@ -163,7 +163,7 @@ def fit_every_position(model: LoadedModel, study: Study, rows: np.ndarray, folds
     for start in range(0, ok.size, batch_size):
         idx = ok[start : start + batch_size]
         batch = RowBatch.of([study.queries[q] for q in rows[idx]])
-        run = clean_run(model, batch)
+        run = clean_run(model, batch, keep_cache=False)
         for b, (r, n) in enumerate(zip(batch.rows, batch.lengths(), strict=True)):
             i = int(idx[r.query])
             train = [k for k in range(n_folds) if n_folds == 1 or folds[i] != k]
@@ -240,7 +240,8 @@ def erase_logprobs(
                                     for r in range(ans.shape[0])])
                     edited.append(with_answer(res, batch, torch.as_tensor(new,
                                                                            device=res.device)))
-            lp = run_from(model, tiled, layer, torch.cat(edited)).reshape(2, chunk.size, -1)
+            lp = run_edited(model, tiled, layer, torch.cat(edited), run)
+            lp = lp.reshape(2, chunk.size, -1)
             erased[sl, li, : lp.shape[-1]] = lp[0]
             control[sl, li, : lp.shape[-1]] = lp[1]
         del run

@@ -21,6 +21,7 @@ vocabulary, summed over a multi-token option's tokens).
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,16 +100,22 @@ def _read_plan(batch: RowBatch) -> tuple[list[int], list[int], list[int]]:
     return read_b, read_p, sorted(set(read_p))
 
 
-def _option_logprobs(logits: Tensor, batch: RowBatch, plan: tuple[list[int], list[int],
-                     list[int]]) -> NDArray[np.float64]:
-    """``[query, option]`` log P(option) from logits at the kept positions (NaN padding)."""
+def _select(logits: Tensor, plan: tuple[list[int], list[int], list[int]]) -> Tensor:
+    """The logits of every read, in the plan's order, from logits at the kept positions."""
     import torch
 
     read_b, read_p, keep = plan
     col = {p: i for i, p in enumerate(keep)}
     dev = logits.device
-    sel = logits[torch.tensor(read_b, device=dev), torch.tensor([col[p] for p in read_p],
-                                                                  device=dev)]
+    return logits[torch.tensor(read_b, device=dev), torch.tensor([col[p] for p in read_p],
+                                                                   device=dev)]
+
+
+def _option_logprobs(sel: Tensor, batch: RowBatch) -> NDArray[np.float64]:
+    """``[query, option]`` log P(option) from the logits of every read ``sel [read, vocab]``
+    (the order of :func:`_read_plan`; NaN padding)."""
+    import torch
+
     logp = torch.log_softmax(sel.float(), dim=-1).double().cpu()
     out = np.full((len(batch.queries), batch.n_options), np.nan)
     k = 0
@@ -155,17 +162,27 @@ def bypass_blocks(model: LoadedModel, n: int, last: Tensor | None = None) -> Ite
 
 @dataclass(frozen=True)
 class CleanRun:
-    """A clean run: residuals at every layer and position, and the option log-probs."""
+    """A clean run: residuals at every layer and position, the option log-probs, and the
+    key/value cache that :func:`run_edited` reuses for each row's unedited prefix."""
 
     resid: Tensor
     """``[layer, row, position, d_model]`` on the model's device (layer 0 = embeddings)."""
     logprob: NDArray[np.float64]
     """``[query, option]`` log P(option) (NaN past a query's options)."""
+    batch: RowBatch
+    """The batch that ran."""
+    cache: Any = None
+    """The run's key/value cache (a ``DynamicCache``: every layer, every position), or
+    ``None`` where the model's cache cannot be reused (the self-check at load failed, or a
+    layer does not keep every position)."""
 
 
-def clean_run(model: LoadedModel, batch: RowBatch) -> CleanRun:
-    """Run ``batch`` unedited, keeping the residual stream of every layer at every position."""
+def clean_run(model: LoadedModel, batch: RowBatch, *, keep_cache: bool = True) -> CleanRun:
+    """Run ``batch`` unedited, keeping the residual stream of every layer at every position
+    and (``keep_cache``, where the model allows it) the key/value cache."""
     import torch
+
+    from belieflens.model.kv_cache import keeps_every_position
 
     n_layers = model.info.n_layers
     captured: dict[int, Tensor] = {}
@@ -179,13 +196,19 @@ def clean_run(model: LoadedModel, batch: RowBatch) -> CleanRun:
 
     hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
     plan = _read_plan(batch)
+    keep = keep_cache and model.info.prefix_reuse
+    kwargs: dict[str, Any] = {"return_type": "logits_and_cache", "use_cache": True} if keep else {}
     with torch.inference_mode():
-        logits = model.bridge.run_with_hooks(
+        out = model.bridge.run_with_hooks(
             _ids(model, batch), fwd_hooks=hooks,
-            logits_to_keep=torch.tensor(plan[2], device=_device(model)),
+            logits_to_keep=torch.tensor(plan[2], device=_device(model)), **kwargs,
         )
+        logits, cache = out if keep else (out, None)
         resid = torch.stack([captured[i] for i in range(n_layers + 1)])
-    return CleanRun(resid=resid, logprob=_option_logprobs(logits, batch, plan))
+    if cache is not None and not keeps_every_position(cache):
+        cache = None
+    return CleanRun(resid=resid, logprob=_option_logprobs(_select(logits, plan), batch),
+                    batch=batch, cache=cache)
 
 
 def run_from(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
@@ -204,7 +227,7 @@ def run_from(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
             resid, start_at_layer=min(layer, n_layers - 1),
             logits_to_keep=torch.tensor(plan[2], device=_device(model)),
         )
-    return _option_logprobs(logits, batch, plan)
+    return _option_logprobs(_select(logits, plan), batch)
 
 
 def run_replaced(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
@@ -224,7 +247,97 @@ def run_replaced(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
             _ids(model, batch), fwd_hooks=[(name, hook)],
             logits_to_keep=torch.tensor(plan[2], device=_device(model)),
         )
-    return _option_logprobs(logits, batch, plan)
+    return _option_logprobs(_select(logits, plan), batch)
+
+
+def edit_starts(batch: RowBatch, layer: int, resid: Tensor, clean: CleanRun
+                ) -> NDArray[np.int64]:
+    """Each row's first position that must run again when the layer-``layer`` residual is
+    ``resid``: its first real position where ``resid`` differs from the clean run's, or its
+    answer position (read there) if that comes first ``[row]``. Every position before it
+    is, at every layer, what the clean run computed (causal attention).
+
+    ``batch`` is ``clean.batch`` tiled ``k`` times (:meth:`RowBatch.tile`); anything else
+    raises ``ValueError``.
+    """
+    import torch
+
+    base = clean.batch
+    n = len(base.rows)
+    if len(batch.rows) % n or batch.width != base.width or any(
+            (r.ids, r.answer_pos) != (base.rows[i % n].ids, base.rows[i % n].answer_pos)
+            for i, r in enumerate(batch.rows)):
+        raise ValueError("the batch is not the clean run's batch, tiled")
+    ref = clean.resid[layer]
+    changed = (resid.reshape(-1, *ref.shape) != ref[None]).any(-1).reshape(len(batch.rows), -1)
+    changed &= (torch.arange(batch.width, device=ref.device)[None, :]
+                < torch.as_tensor(batch.lengths(), device=ref.device)[:, None])
+    first = torch.where(changed.any(1), changed.int().argmax(1), batch.width).cpu().numpy()
+    out: NDArray[np.int64] = np.minimum(first, batch.answer_positions()).astype(np.int64)
+    return out
+
+
+def run_edited(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor,
+               clean: CleanRun) -> NDArray[np.float64]:
+    """Option log-probs ``[query, option]`` of ``batch`` (``clean.batch`` tiled) when the
+    residual stream at ``layer`` is ``resid [row, position, d_model]``, reusing the clean
+    run's keys and values for each row's unedited prefix: blocks ``layer .. L-1`` run only
+    on the positions from each row's :func:`edit_starts` on (an answer-position edit: the
+    answer position and a multi-token option's continuation), rows of one start in one
+    forward. The same numbers as :func:`run_from` and :func:`run_replaced`; without a
+    cache (``clean.cache is None``) it is :func:`run_from`."""
+    import torch
+
+    n_layers = model.info.n_layers
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"layer {layer} is outside 0..{n_layers}")
+    if clean.cache is None:
+        return run_from(model, batch, layer, resid)
+    starts = edit_starts(batch, layer, resid, clean)
+    read_b, read_p, _ = _read_plan(batch)
+    lengths = batch.lengths()
+    n = len(clean.batch.rows)
+    picked: list[tuple[list[int], Tensor]] = []
+    for start in (int(s) for s in np.unique(starts)):
+        rows = np.flatnonzero(starts == start)
+        local = {int(b): i for i, b in enumerate(rows)}
+        reads = [i for i, b in enumerate(read_b) if starts[b] == start]
+        plan = ([local[read_b[i]] for i in reads], [read_p[i] - start for i in reads],
+                sorted({read_p[i] - start for i in reads}))
+        src = None if len(rows) == n and (rows == np.arange(n)).all() else torch.as_tensor(
+            rows % n, device=resid.device)
+        suffix = resid[torch.as_tensor(rows, device=resid.device),
+                       start : int(lengths[rows].max())]
+        logits = _run_suffix(model, layer, suffix, clean.cache, start, src, plan[2])
+        picked.append((reads, _select(logits, plan)))
+    sel = torch.empty((len(read_b), picked[0][1].shape[-1]), dtype=picked[0][1].dtype,
+                      device=picked[0][1].device)
+    for reads, got in picked:
+        sel[torch.as_tensor(reads, device=sel.device)] = got
+    return _option_logprobs(sel, batch)
+
+
+def _run_suffix(model: LoadedModel, layer: int, suffix: Tensor, cache: Any, start: int,
+                rows: Tensor | None, keep: list[int]) -> Tensor:
+    """Logits at the ``keep`` positions of ``suffix`` (the layer-``layer`` residual of
+    positions ``start ..``), the first ``start`` positions read from ``cache`` (its rows
+    ``rows``; ``None``: all, in order); blocks ``0 .. layer-1`` are bypassed."""
+    import torch
+
+    from belieflens.model.kv_cache import prefix_cache
+
+    n_layers = model.info.n_layers
+    kwargs: dict[str, Any] = {}
+    if start > 0 and layer < n_layers:  # at layer L no block attends to the past
+        kwargs["past_key_values"] = prefix_cache(cache, start, rows)
+    last = suffix if layer == n_layers else None
+    with torch.inference_mode(), bypass_blocks(model, layer, last), warnings.catch_warnings():
+        # transformers 5 renames GPT-2's `past_key_values`; the bridge still passes that name
+        warnings.filterwarnings("ignore", message="`past_key_values` is deprecated")
+        logits: Tensor = model.bridge(
+            suffix, start_at_layer=min(layer, n_layers - 1),
+            logits_to_keep=torch.tensor(keep, device=suffix.device), **kwargs)
+    return logits
 
 
 def at_answer(resid: Tensor, batch: RowBatch) -> Tensor:

@@ -37,7 +37,7 @@ import xarray as xr
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
 from belieflens.errors import ParameterError, at_least
 from belieflens.interventions.align import align
-from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
+from belieflens.interventions.forward import RowBatch, clean_run, run_edited, run_replaced
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.pairs import (
     POSITION_SETS,
@@ -126,14 +126,14 @@ def patch_logprobs(
     base_lp = np.full((len(pairs), n_opt), np.nan)
     source_lp = np.full((len(pairs), n_opt), np.nan)
     n_patched = np.zeros((len(pairs), len(sets)), dtype=np.int32)
-    run = run_from if options.reuse else run_replaced
     for start in range(0, len(pairs), options.batch_pairs):
         chunk = pairs[start : start + options.batch_pairs]
         sl = slice(start, start + len(chunk))
         base = RowBatch.of([study.queries[p.base] for p in chunk])
         source = RowBatch.of([study.queries[p.source] for p in chunk])
         masks, where = position_masks(base, source)
-        cb, cs = clean_run(model, base), clean_run(model, source)
+        cb = clean_run(model, base, keep_cache=options.reuse)
+        cs = clean_run(model, source, keep_cache=False)
         base_lp[sl, : cb.logprob.shape[1]] = cb.logprob
         source_lp[sl, : cs.logprob.shape[1]] = cs.logprob
         first_row = _first_rows(base)
@@ -150,7 +150,9 @@ def patch_logprobs(
         for li, layer in enumerate(layers):
             b_res = cb.resid[layer].repeat(len(sets), 1, 1)
             s_res = cs.resid[layer][rows_, at].repeat(len(sets), 1, 1)
-            lp = run(model, tiled, layer, torch.where(mask, s_res, b_res))
+            res = torch.where(mask, s_res, b_res)
+            lp = (run_edited(model, tiled, layer, res, cb) if options.reuse
+                  else run_replaced(model, tiled, layer, res))
             patched[sl, li, :, : lp.shape[1]] = lp.reshape(len(sets), len(chunk), -1
                                                            ).transpose(1, 0, 2)
         del cb, cs

@@ -46,7 +46,7 @@ from belieflens.interventions.directions import (
     probe_direction,
     random_unit,
 )
-from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
+from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.run import Plan
 from belieflens.interventions.study import (
@@ -271,7 +271,7 @@ def steer_logprobs(
         for li, layer in enumerate(layers):
             res = run.resid[layer]
             vecs = _row_vectors(fit, li, fit.folds[sl], controls[li], res)
-            lp = run_from(model, tiled, layer, _shifts(res, batch, mask, vecs, alphas))
+            lp = run_edited(model, tiled, layer, _shifts(res, batch, mask, vecs, alphas), run)
             lp = lp.reshape(2, n_a, chunk.size, -1).transpose(0, 2, 1, 3)
             steered[sl, li, :, : lp.shape[-1]] = lp[0]
             control[sl, li, :, : lp.shape[-1]] = lp[1]

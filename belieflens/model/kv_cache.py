@@ -11,6 +11,7 @@ when it does.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 _INSTALLED = False
@@ -67,3 +68,61 @@ def prefix_reuse_works(bridge: Any, *, tol: float = 1e-3) -> bool:
         cache = encode_prefix(bridge, ids[:cut])
         part = bridge(torch.tensor([ids[cut:]], device=device), past_key_values=cache)[0, -1]
     return bool((full - part.float()).abs().max().item() < tol)
+
+
+def keeps_every_position(cache: Any) -> bool:
+    """Whether ``cache`` (a ``DynamicCache``) holds every position of every layer: plain
+    ``DynamicLayer`` layers, none sliding or offloaded, so a prefix of it is a whole past."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers: list[Any] = list(getattr(cache, "layers", None) or [])
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+@functools.cache
+def _prefix_layer() -> type:
+    """A read-only cache layer: the first ``length`` positions of another cache's layer,
+    at some of its rows.
+
+    ``update`` returns that past with the new keys and values appended and keeps nothing:
+    the cache it reads is never written, so one clean run's cache serves any number of
+    forwards (a forward on a ``DynamicLayer`` would grow it instead).
+    """
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    base: Any = DynamicLayer
+
+    class PrefixLayer(base):  # type: ignore[misc]
+        def __init__(self, keys: Any, values: Any, length: int, rows: Any) -> None:
+            super().__init__()
+            self._k, self._v, self._n, self._rows = keys, values, length, rows
+            self.keys, self.values = keys[..., :length, :], values[..., :length, :]
+            self.device, self.is_initialized = keys.device, True
+
+        def _past(self, x: Any) -> Any:
+            x = x[..., : self._n, :]
+            return x if self._rows is None else x.index_select(0, self._rows)
+
+        def update(self, key_states: Any, value_states: Any, *args: Any,
+                   **kwargs: Any) -> tuple[Any, Any]:
+            return (torch.cat([self._past(self._k), key_states], dim=-2),
+                    torch.cat([self._past(self._v), value_states], dim=-2))
+
+        def get_seq_length(self) -> int:
+            return int(self._n)
+
+    return PrefixLayer
+
+
+def prefix_cache(cache: Any, length: int, rows: Any = None) -> Any:
+    """A cache whose row ``i`` is the first ``length`` positions of ``cache``'s row
+    ``rows[i]`` (``rows``: a long tensor on the cache's device; ``None``: every row, in
+    order), read-only (:func:`_prefix_layer`): nothing is copied until a forward reads it.
+    ``cache`` must keep every position (:func:`keeps_every_position`)."""
+    from transformers import DynamicCache
+
+    out = DynamicCache()
+    out.layers = [_prefix_layer()(layer.keys, layer.values, length, rows)
+                  for layer in cache.layers]
+    return out
