@@ -1,36 +1,52 @@
-"""Interchange patching: a full layer sweep with reuse against one full forward per patch.
+"""Interventions over every layer, three ways: the clean run's cache, blocks l..L-1, naive.
 
 A random Llama with the default model's shape (SmolLM2-135M: 30 layers, d_model 576, MLP
-1536, 9 heads of 64, 3 key/value heads) and its tokenizer extracts a small coin-flip study;
-then every layer 0..30 and every position set (answer, evidence, all) is patched for
-``--pairs`` pairs, twice:
+1536, 9 heads of 64, 3 key/value heads) and its tokenizer extracts a small coin-flip study
+(``--real``: the embedded model itself). Two workloads run over every layer 0..30:
 
-- (a) as :func:`belieflens.interventions.patch_logprobs` runs it: one clean run of base and
-  source per batch of pairs, then blocks ``l..L-1`` only on the patched residual, the
-  position sets of a layer batched;
-- (b) naive: one full forward per (pair, layer, position set), a hook replacing the
-  layer-``l`` residual with the patched one (the source's residual cached once per pair),
-  run with the same batching.
+- **patching** at the answer position, for ``--pairs`` pairs (``--batch-pairs`` a batch);
+- **steering** at the answer position, ``--steer-rows`` read-outs (``--batch-rows`` a batch),
+  each shifted by ``α·v`` for every α of ``--alphas`` along a random unit vector and a
+  second random one (the control), all in one batch per layer as ``steer`` runs them.
 
-The two paths alternate layer by layer on the same patched residuals (so that load changes
-on a shared machine hit both alike). Prints both wall times, the largest difference between
-their log-probs, and ``speedup_vs_naive=``. ``--real`` uses the embedded model itself
-instead (slower to load).
+Each is timed three ways on the same edited residuals:
+
+- **kv** (:func:`belieflens.interventions.forward.run_edited`, what ``patch``, ``steer`` and
+  ``erase`` run): the clean run keeps its key/value cache, and blocks ``l..L-1`` run only
+  from each row's first edited position (here its answer position) on;
+- **from** (:func:`~belieflens.interventions.forward.run_from`, the path before issue 32):
+  blocks ``l..L-1`` on every position;
+- **naive** (:func:`~belieflens.interventions.forward.run_replaced`): one full forward per
+  layer, a hook replacing the layer-``l`` residual.
+
+What each path needs is charged to it: the clean runs of the base (with its cache for kv,
+without for from) and, for patching, of the source (all three need the source's
+residuals). Naive steering is charged no clean run (a hook would add the vector). The
+three paths alternate layer by layer in a rotating order (so that load changes on a shared
+machine hit all alike), ``--repeats`` times; per repeat the script prints each path's time,
+the largest log-prob difference from naive (and the log-prob it is at: float32 rounds a
+log-prob of -50 to 4e-6), and the ratios, then the median ratios:
+``patch_kv_vs_naive``, ``patch_kv_vs_from``, ``steer_kv_vs_naive``, ``steer_kv_vs_from``
+(gates of issue 32: >= 4 and >= 3 over naive). ``--clock cpu`` times this process's CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
-import time
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._lib import smol_shaped_random
+from bench._lib import add_clock_options, apply_clock, now, smol_shaped_random
+
+PATHS = ("kv", "from", "naive")
 
 
 def random_model() -> Any:
@@ -38,76 +54,164 @@ def random_model() -> Any:
     return smol_shaped_random(narrow=False, kernels="default")
 
 
+class Tally:
+    """Seconds charged to each path and the largest log-prob difference from naive."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(PATHS, 0.0)
+        self.diff = dict.fromkeys(PATHS, 0.0)
+        self.at = dict.fromkeys(PATHS, 0.0)
+
+    def timed(self, path: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``, charging its time to ``path``."""
+        t0 = now()
+        out = fn()
+        self.seconds[path] += now() - t0
+        return out
+
+    def layer(self, step: int, runs: dict[str, Callable[[], Any]]) -> None:
+        """One layer: the three paths in an order rotated by ``step``, compared to naive."""
+        import numpy as np
+
+        order = PATHS[step % 3 :] + PATHS[: step % 3]
+        got = {p: self.timed(p, runs[p]) for p in order}
+        for p in PATHS:
+            d = np.nan_to_num(np.abs(got[p] - got["naive"]), nan=-1.0)
+            if d.max() > self.diff[p]:
+                i = np.unravel_index(int(d.argmax()), d.shape)
+                self.diff[p], self.at[p] = float(d[i]), float(got["naive"][i])
+
+    def report(self, name: str) -> tuple[float, float]:
+        """Print the times and ratios; return (kv vs naive, kv vs from)."""
+        s = self.seconds
+        print(f"  {name}: kv {s['kv']:.1f} s, from {s['from']:.1f} s, naive {s['naive']:.1f} s;"
+              f" max |kv - naive| {self.diff['kv']:.1e} (at log-prob {self.at['kv']:.1f}),"
+              f" |from - naive| {self.diff['from']:.1e}")
+        ratios = (s["naive"] / s["kv"], s["from"] / s["kv"])
+        print(f"  {name}_kv_vs_naive={ratios[0]:.2f} {name}_kv_vs_from={ratios[1]:.2f} "
+              f"{name}_from_vs_naive={s['naive'] / s['from']:.2f}")
+        return ratios
+
+
+def patch_round(model: Any, study: Any, pairs: Sequence[Any], batch_pairs: int) -> Tally:
+    """Answer-position patching of ``pairs`` over every layer, three ways."""
+    import torch
+
+    from belieflens.interventions.forward import (
+        RowBatch,
+        clean_run,
+        run_edited,
+        run_from,
+        run_replaced,
+    )
+    from belieflens.interventions.pairs import position_masks
+
+    t = Tally()
+    for start in range(0, len(pairs), batch_pairs):
+        chunk = pairs[start : start + batch_pairs]
+        base = RowBatch.of([study.queries[p.base] for p in chunk])
+        source = RowBatch.of([study.queries[p.source] for p in chunk])
+        masks, where = position_masks(base, source)
+        t0 = now()
+        cs = clean_run(model, source, keep_cache=False)
+        for p in PATHS:
+            t.seconds[p] += now() - t0
+        cb = t.timed("kv", partial(clean_run, model, base))
+        t.timed("from", partial(clean_run, model, base, keep_cache=False))
+        mask = torch.tensor(masks["answer"])[:, :, None]
+        rows = torch.arange(where.shape[0])[:, None]
+        at = torch.as_tensor(where.clip(min=0))
+        for layer in range(model.info.n_layers + 1):
+            res = torch.where(mask, cs.resid[layer][rows, at], cb.resid[layer])
+            t.layer(layer, {"kv": partial(run_edited, model, base, layer, res, cb),
+                            "from": partial(run_from, model, base, layer, res),
+                            "naive": partial(run_replaced, model, base, layer, res)})
+    return t
+
+
+def steer_round(model: Any, study: Any, rows: Sequence[int], batch_rows: int,
+                alphas: Sequence[float]) -> Tally:
+    """Answer-position steering of ``rows`` over every layer, three ways."""
+    import torch
+
+    from belieflens.interventions.forward import (
+        RowBatch,
+        at_answer,
+        clean_run,
+        run_edited,
+        run_from,
+        run_replaced,
+        with_answer,
+    )
+
+    t = Tally()
+    gen = torch.Generator().manual_seed(0)
+    for start in range(0, len(rows), batch_rows):
+        batch = RowBatch.of([study.queries[q] for q in rows[start : start + batch_rows]])
+        run = t.timed("kv", partial(clean_run, model, batch))
+        t.timed("from", partial(clean_run, model, batch, keep_cache=False))
+        tiled = batch.tile(2 * len(alphas))
+        for layer in range(model.info.n_layers + 1):
+            res = run.resid[layer]
+            ans = at_answer(res, batch)
+            vecs = torch.randn(2, 1, res.shape[-1], generator=gen)
+            vecs = vecs / vecs.norm(dim=-1, keepdim=True) * ans.norm(dim=-1).mean()
+            res = torch.cat([with_answer(res, batch, ans + a * v)
+                             for v in vecs for a in alphas])
+            t.layer(layer, {"kv": partial(run_edited, model, tiled, layer, res, run),
+                            "from": partial(run_from, model, tiled, layer, res),
+                            "naive": partial(run_replaced, model, tiled, layer, res)})
+    return t
+
+
 def main() -> None:
-    """Extract a small study, patch it both ways, print the comparison."""
+    """Extract a small study, patch and steer it three ways, print the comparison."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=3)
     ap.add_argument("--turns", type=int, default=1)
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--batch-pairs", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steer-rows", type=int, default=2)
+    ap.add_argument("--batch-rows", type=int, default=2)
+    ap.add_argument("--alphas", type=float, nargs="+", default=[-2.0, 0.0, 2.0])
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
+    add_clock_options(ap)
     args = ap.parse_args()
 
     import numpy as np
-    import torch
 
     import belieflens.envs as envs
-    from belieflens.interventions.forward import RowBatch, clean_run, run_from, run_replaced
-    from belieflens.interventions.pairs import POSITION_SETS, pair_instances, position_masks
+    from belieflens.interventions.pairs import pair_instances
     from belieflens.interventions.study import Selection, read_study
     from belieflens.model.load import load, quiet_libraries
     from belieflens.run.extract import ExtractOptions, extract
 
-    torch.set_num_threads(args.threads)
+    apply_clock(args)
     with quiet_libraries():
         model = load("smollm2-135m", kernels="default") if args.real else random_model()
-    env = envs.get("coin-flip", turns=args.turns, bins=2, delivery="multi-turn")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = extract(env, model, Path(tmp) / "study.h5",
-                       ExtractOptions(episodes=args.episodes, seed=0))
-        study = read_study(path)
-    pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]
-    tokens = sum(len(study.queries[p.base].context_ids) for p in pairs)
-    n_layers = model.info.n_layers
-    print(f"model {model.info.official_id}: {n_layers} layers; {len(pairs)} pairs, "
-          f"{tokens / len(pairs):.0f} tokens each; {n_layers + 1} layers x 3 position sets")
-    # The two paths alternate layer by layer on the same inputs, so that a change in the
-    # machine's load during the run hits both alike.
-
-    t_reuse = t_naive = 0.0
-    diff = 0.0
-    for start in range(0, len(pairs), args.batch_pairs):
-        chunk = pairs[start : start + args.batch_pairs]
-        base = RowBatch.of([study.queries[p.base] for p in chunk])
-        source = RowBatch.of([study.queries[p.source] for p in chunk])
-        masks, where = position_masks(base, source)
-        t0 = time.perf_counter()
-        cs = clean_run(model, source)  # both paths need the source's residuals once
-        t_src = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cb = clean_run(model, base)  # only the reuse path needs the base's
-        t_reuse += t_src + time.perf_counter() - t0
-        t_naive += t_src
-        tiled = base.tile(len(POSITION_SETS))
-        mask = torch.tensor(np.concatenate([masks[s] for s in POSITION_SETS]))[:, :, None]
-        for layer in range(n_layers + 1):
-            k = len(POSITION_SETS)
-            aligned = cs.resid[layer][torch.arange(where.shape[0])[:, None],
-                                      torch.as_tensor(np.maximum(where, 0))]  # by role
-            resid = torch.where(mask, aligned.repeat(k, 1, 1), cb.resid[layer].repeat(k, 1, 1))
-            t0 = time.perf_counter()
-            a = run_from(model, tiled, layer, resid)
-            t_reuse += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            b = run_replaced(model, tiled, layer, resid)
-            t_naive += time.perf_counter() - t0
-            diff = max(diff, float(np.nanmax(np.abs(a - b))))
-    print(f"(a) reuse (clean base + source runs, blocks l..L-1 per layer): {t_reuse:.1f} s")
-    print(f"(b) naive (clean source run, one full forward per pair x layer x set): "
-          f"{t_naive:.1f} s")
-    print(f"max |a - b| log-prob: {diff:.2e}")
-    print(f"speedup_vs_naive={t_naive / t_reuse:.2f}")
+        env = envs.get("coin-flip", turns=args.turns, bins=2, delivery="multi-turn")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = extract(env, model, Path(tmp) / "study.h5",
+                           ExtractOptions(episodes=args.episodes, seed=0))
+            study = read_study(path)
+        pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]
+        rows = list(range(study.n_query))[: args.steer_rows]
+        tokens = np.mean([len(study.queries[p.base].context_ids) for p in pairs])
+        print(f"model {model.info.official_id}: {model.info.n_layers} layers, prefix reuse "
+              f"{model.info.prefix_reuse}; {len(pairs)} pairs and {len(rows)} read-outs of "
+              f"about {tokens:.0f} tokens; {len(args.alphas)} alphas x 2 directions; "
+              f"clock {args.clock}, {args.threads} threads")
+        ratios: list[tuple[float, float, float, float]] = []
+        for r in range(args.repeats):
+            print(f"repeat {r + 1}:")
+            pk = patch_round(model, study, pairs, args.batch_pairs).report("patch")
+            sk = steer_round(model, study, rows, args.batch_rows, args.alphas).report("steer")
+            ratios.append((*pk, *sk))
+    med = [statistics.median(x[i] for x in ratios) for i in range(4)]
+    print(f"median of {args.repeats}: patch_kv_vs_naive={med[0]:.2f} "
+          f"patch_kv_vs_from={med[1]:.2f} steer_kv_vs_naive={med[2]:.2f} "
+          f"steer_kv_vs_from={med[3]:.2f}")
 
 
 if __name__ == "__main__":
