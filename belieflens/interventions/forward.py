@@ -11,6 +11,14 @@ cost nothing. At ``l = L`` no block runs; the final norm and the unembedding rea
 residual. :func:`run_replaced` is the reference: one full forward in which a hook replaces
 the layer-``l`` residual (what a patching loop without reuse runs).
 
+:func:`run_edited`, what patching, steering and erasure run, goes further: the clean run
+also keeps its key/value cache, and blocks ``l .. L-1`` run only on the positions from each
+row's first edited one (:func:`edit_starts`; at most its answer position) on. The positions
+before it are, at every layer, what the clean run computed (causal attention), so their keys
+and values come from the clean cache (:func:`belieflens.model.kv_cache.prefix_cache`, read,
+never written). An answer-position edit thus runs the answer position (and a multi-token
+option's continuation) through blocks ``l .. L-1``, whatever the context's length.
+
 Rows are those of the extraction runner (:func:`belieflens.run.rows.forward_rows`: one per
 query with single-token options, else one per option), right-padded into one batch; the
 unembedding runs only at the positions read (``logits_to_keep``). Option log-probabilities

@@ -6,7 +6,8 @@ only reads ``past_key_values`` / ``layer_past`` (see DESIGN.md, "Known pitfalls"
 :func:`install_cache_fix` maps ``cache`` to ``past_key_values`` there (idempotent),
 and :func:`prefix_reuse_works` checks on the loaded model that a prefix run
 followed by a suffix run reproduces the full run; extraction reuses prefixes only
-when it does.
+when it does. :func:`prefix_cache` reads a prefix of a finished run's cache without
+writing it, for the interventions' edits (:mod:`belieflens.interventions.forward`).
 """
 
 from __future__ import annotations
