@@ -9,7 +9,8 @@ with an eraser fitted on the positions it edits: every position of the other fol
 read-outs, each labelled with its read-out's concept (:func:`fit_every_position`; the
 residuals come from the model, streamed into one LEACE fit per layer and fold). The control
 erases a random subspace of the same rank (an orthogonal projection around the training
-mean), seeded. Only blocks ``l..L-1`` run on the erased residual.
+mean), seeded. Only blocks ``l..L-1`` run on the erased residual, from the first erased
+position on (:func:`belieflens.interventions.forward.run_edited`).
 
 Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
 ``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn

@@ -4,9 +4,10 @@ in at one layer over a set of positions, for every layer and position set.
 For each batch of pairs the base and source rows run once, clean, keeping the residual
 stream of every layer at every position (:func:`belieflens.interventions.forward.clean_run`).
 A patch at layer ``l`` then takes the base's layer-``l`` residual, puts the source's in at
-the patched positions, and runs only blocks ``l .. L-1`` on top
-(:func:`~belieflens.interventions.forward.run_from`); the position sets of a layer run as one
-batch. ``reuse=False`` runs instead one full forward per (pair, layer, position set) with a
+the patched positions, and runs only blocks ``l .. L-1`` on top, from the first patched
+position on, the earlier positions' keys and values read from the base's clean run
+(:func:`~belieflens.interventions.forward.run_edited`); the position sets of a layer run
+together. ``reuse=False`` runs instead one full forward per (pair, layer, position set) with a
 hook that replaces the layer-``l`` residual
 (:func:`~belieflens.interventions.forward.run_replaced`): the same numbers, the reference
 ``bench/intervene.py`` compares against.
@@ -77,7 +78,8 @@ class PatchOptions:
     batch_pairs: int = 8
     """Pairs run together (each costs residuals of every layer at every position, twice)."""
     reuse: bool = True
-    """Run only blocks ``l..L-1`` on the patched residual (``False``: full forwards)."""
+    """Run only blocks ``l..L-1``, from the first patched position on, reusing the clean
+    run's keys and values before it (``False``: full forwards)."""
     pairs: tuple[Pair, ...] | None = None
     """Explicit (base, source) query pairs; ``None``:
     :func:`~belieflens.interventions.pairs.pair_instances` over the selected read-outs."""

@@ -18,7 +18,10 @@ along the direction. **Cross-fitted by episode**, as erasure is: the selected re
 split into ``n_folds`` folds grouped by episode (seeded), and a read-out is steered along the
 direction (and σ) fitted on the other folds' read-outs, never on its own. The control adds
 ``α·σ·r_l`` along a random unit direction ``r_l`` (seeded), the same norm. Only blocks
-``l..L-1`` run on the steered residual, every α and the control of a layer in one batch.
+``l..L-1`` run on the steered residual, and only from the first steered position on (the
+clean run's keys and values serve the positions before it:
+:func:`belieflens.interventions.forward.run_edited`), every α and the control of a layer
+together.
 
 Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``, the clean
 ``clean_logprob[query, option]``, ``study_query[query]``, ``query_fold[query]``, the directions
