@@ -38,8 +38,9 @@ would take).
 Run: ``.venv/bin/python bench/floor_gap.py [--env choice --episodes 15] [--threads 1
 --clock cpu]``; the default is the coin flip, 4 episodes of 6 turns, 2 threads, wall clock.
 The long-context workload (issue 32) is the recommender on BayesBench's fitted world:
-``--env recommender --set world=../shared/peers/bayesbench/recommender --episodes 1
---max-queries 120`` (its first read-outs, about 1,400 tokens each).
+``--env recommender --set world=../shared/peers/bayesbench/recommender --set delivery=all
+--episodes 1 --max-queries 120``: its first read-outs, of about 2,500 tokens each (the
+default deliveries add the model's own replies, which need generation, so are left out).
 """
 
 from __future__ import annotations
