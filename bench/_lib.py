@@ -175,13 +175,26 @@ def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedM
 # Extraction workloads and the compute floor -----------------------------------------------
 
 
-def bench_env(name: str, turns: int) -> Environment:
-    """``coin-flip`` (multi-turn delivery, ``turns`` turns each), or a revealed-belief grid."""
+def bench_env(name: str, turns: int, params: dict[str, str] | None = None) -> Environment:
+    """``coin-flip`` (multi-turn delivery, ``turns`` turns each), or any environment with
+    ``params`` (``--set NAME=VALUE``: e.g. the recommender on BayesBench's fitted world)."""
     import belieflens.envs as envs
 
     if name == "coin-flip":
-        return envs.get("coin-flip", turns=turns, delivery="multi-turn")
-    return envs.get(name)
+        return envs.get("coin-flip", **{"turns": turns, "delivery": "multi-turn",
+                                        **(params or {})})
+    return envs.get(name, **(params or {}))
+
+
+def parse_sets(items: list[str]) -> dict[str, str]:
+    """``--set NAME=VALUE`` options as a dict (the CLI's form, for the bench scripts)."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"error: --set wants NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
 
 
 def queries(loaded: LoadedModel, env: Environment, episodes: int) -> list[TokenizedQuery]:

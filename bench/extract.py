@@ -23,7 +23,10 @@ runs (a) and (f) only.
 
 The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...`` and then
 ``ratio_vs_floor=a/f write_share=... ratio_vs_sustained=a/s grid_ratio_vs_floor=a/f
-grid_ratio_vs_sustained=a/s`` (the grid's, against (s)'s rate).
+grid_ratio_vs_sustained=a/s`` (the grid's, against (s)'s rate), then ``coin_extract_vs_past
+coin_past_vs_peak grid_extract_vs_past grid_past_vs_peak``: bench/floor_gap.py's paired
+breakdown of each workload (``--breakdown-rounds``, median of 3 by default), the measure
+issue 32's floor goal is stated on.
 Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
 a 2-core machine; the naive loop dominates the run time).
 """
@@ -128,6 +131,21 @@ def timed_extract(
     return a, writes.seconds
 
 
+def paired(loaded: LoadedModel, plain: PreTrainedModel,
+           workloads: dict[str, list[TokenizedQuery]], rounds: int) -> str:
+    """``extract_vs_past`` and ``past_vs_peak`` of each workload (bench/floor_gap.py's paired
+    measure: the runner over the plain model's own forward of the same calls, and those
+    calls over the peak floor), as ``NAME_extract_vs_past=... NAME_past_vs_peak=...``."""
+    from bench.floor_gap import breakdown
+
+    out = ""
+    for name, tqs in workloads.items():
+        r = breakdown(loaded, plain, tqs, label=name, rounds=rounds)
+        out += (f" {name}_extract_vs_past={r['extract_vs_past']:.2f}"
+                f" {name}_past_vs_peak={r['past_vs_peak']:.2f}")
+    return out
+
+
 def main() -> None:
     """Run the three measurements and print the ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -144,6 +162,9 @@ def main() -> None:
                     help="rows per forward call of (a) (default: extraction's default)")
     ap.add_argument("--window", type=int, default=ExtractOptions().window,
                     help="queries per window of (a) (default: extraction's default)")
+    ap.add_argument("--breakdown-rounds", type=int, default=3,
+                    help="rounds of bench/floor_gap.py's paired breakdown on each workload "
+                         "(0: skip it)")
     args = ap.parse_args()
     apply_clock(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
@@ -156,8 +177,8 @@ def main() -> None:
                                args.batch_size, args.window)
     if args.grid != "none":
         grid_env = envs.get(args.grid)
-        _, _, grid_unique, _ = workload(loaded, grid_env, args.grid_episodes,
-                                        f"{args.grid} grid")
+        grid_tqs, _, grid_unique, _ = workload(loaded, grid_env, args.grid_episodes,
+                                               f"{args.grid} grid")
         grid_a, _ = timed_extract(loaded, grid_env, args.grid_episodes,
                                   f"(a) belieflens extract, {args.grid} grid", args.batch_size)
 
@@ -180,6 +201,9 @@ def main() -> None:
         print(f"(f) compute floor, {args.grid} grid: {grid_f:.1f}s")
         ratios += (f" grid_ratio_vs_floor={grid_a / grid_f:.2f}"
                  f" grid_ratio_vs_sustained={grid_a * held / grid_unique:.2f}")
+    if args.breakdown_rounds > 0:
+        ratios += paired(loaded, plain, {"coin": tqs, **(
+            {"grid": grid_tqs} if args.grid != "none" else {})}, args.breakdown_rounds)
     del plain
     if args.skip_naive:
         c = float("nan")

@@ -37,6 +37,10 @@ own time for extraction's calls over the peak floor, the least a runner adding n
 would take).
 Run: ``.venv/bin/python bench/floor_gap.py [--env choice --episodes 15] [--threads 1
 --clock cpu]``; the default is the coin flip, 4 episodes of 6 turns, 2 threads, wall clock.
+The long-context workload (issue 32) is the recommender on BayesBench's fitted world:
+``--env recommender --set world=../shared/peers/bayesbench/recommender --set delivery=all
+--episodes 1 --max-queries 120``: its first read-outs, of about 2,500 tokens each (the
+default deliveries add the model's own replies, which need generation, so are left out).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -66,9 +70,13 @@ from bench._lib import (
     bench_env,
     floor_rate,
     now,
+    parse_sets,
     queries,
     sustained_rate,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def run_windows(model: LoadedModel, tqs: list[TokenizedQuery], window: int) -> float:
@@ -129,23 +137,10 @@ def timed_forwards(plain: torch.nn.Module, batches: list[torch.Tensor],
     return seconds
 
 
-def main() -> None:
-    """Run the five measurements in rotating order and print the ratios."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--env", default="coin-flip", help="coin-flip, or a revealed-belief grid")
-    ap.add_argument("--episodes", type=int, default=4)
-    ap.add_argument("--turns", type=int, default=6)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--floor-repeat", type=int, default=3)
-    add_clock_options(ap)
-    args = ap.parse_args()
-    apply_clock(args)
-    from transformers import AutoModelForCausalLM
-
-    model = load("smollm2-135m")
-    plain = AutoModelForCausalLM.from_pretrained(model.info.weights_cache,
-                                                 dtype=torch.float32).eval()  # type: ignore[no-untyped-call]
-    tqs = queries(model, bench_env(args.env, args.turns), args.episodes)
+def breakdown(model: LoadedModel, plain: PreTrainedModel, tqs: list[TokenizedQuery], *,
+              label: str, rounds: int = 3, floor_repeat: int = 3) -> dict[str, float]:
+    """The five measurements over ``tqs``, ``rounds`` times in rotating order; the ratios
+    (medians of per-round ratios) by name, each printed as it is measured."""
     window = ExtractOptions().window
     computed = unique_tokens(tqs, window)
     unique = build([r.ids for r in forward_rows(tqs)]).tokens
@@ -155,38 +150,71 @@ def main() -> None:
     vocab = int(plain.config.vocab_size)
     fresh = [torch.randint(0, vocab, (n, w), generator=gen) for n, w, _ in shapes]
     pasts = [p for _, _, p in shapes]
-    print(f"workload ({args.env}): {len(tqs)} queries, {computed} tokens computed in "
+    print(f"workload ({label}): {len(tqs)} queries, {computed} tokens computed in "
           f"{len(shapes)} calls of {slots} token slots (padding "
-          f"{100 * (1 - computed / slots):.1f}%); kernels={model.info.kernels} "
-          f"clock={args.clock} threads={torch.get_num_threads()}")
-    rates: dict[str, list[float]] = {n: [] for n in ("peak", "sustained", "shapes", "past",
-                                                     "extract")}
+          f"{100 * (1 - computed / slots):.1f}%, longest past {max(pasts)}); "
+          f"kernels={model.info.kernels} threads={torch.get_num_threads()}", flush=True)
     steps: dict[str, Callable[[], float]] = {
-        "peak": lambda: floor_rate(plain, repeat=args.floor_repeat),
+        "peak": lambda: floor_rate(plain, repeat=floor_repeat),
         "sustained": lambda: sustained_rate(plain, computed),
         "shapes": lambda: computed / timed_forwards(plain, fresh),
         "past": lambda: computed / timed_forwards(plain, fresh, pasts),
         "extract": lambda: computed / run_windows(model, tqs, window),
     }
+    rates: dict[str, list[float]] = {n: [] for n in steps}
     timed_forwards(plain, fresh[:2])  # warm-up
     names = list(steps)
-    for r in range(args.rounds):
+    for r in range(rounds):
         for n in names[r % len(names):] + names[: r % len(names)]:
             rates[n].append(steps[n]())
-            print(f"round {r} {n}: {rates[n][-1]:.0f} tok/s", flush=True)
+            print(f"{label} round {r} {n}: {rates[n][-1]:.0f} tok/s", flush=True)
 
     def ratio(slow: str, fast: str) -> float:
         """Median over rounds of time(slow)/time(fast) for the same tokens."""
         return statistics.median(f / s for s, f in zip(rates[slow], rates[fast], strict=True))
 
-    print(f"extract_vs_peak={ratio('extract', 'peak'):.2f} "
-          f"sustained_vs_peak={ratio('sustained', 'peak'):.2f} "
-          f"shapes_vs_sustained={ratio('shapes', 'sustained'):.2f} "
-          f"past_vs_shapes={ratio('past', 'shapes'):.2f} "
-          f"extract_vs_past={ratio('extract', 'past'):.2f} "
-          f"past_vs_peak={ratio('past', 'peak'):.2f} "
-          f"extract_vs_sustained={ratio('extract', 'sustained'):.2f} "
-          f"windows_vs_unique={computed / unique:.2f}")
+    pairs = {"extract_vs_peak": ("extract", "peak"), "sustained_vs_peak": ("sustained", "peak"),
+             "shapes_vs_sustained": ("shapes", "sustained"), "past_vs_shapes": ("past", "shapes"),
+             "extract_vs_past": ("extract", "past"), "past_vs_peak": ("past", "peak"),
+             "extract_vs_sustained": ("extract", "sustained")}
+    out = {name: ratio(*pair) for name, pair in pairs.items()}
+    out["windows_vs_unique"] = computed / unique
+    return out
+
+
+def plain_model(model: LoadedModel) -> PreTrainedModel:
+    """The plain transformers model of ``model``'s weights (float32, eval mode)."""
+    from transformers import AutoModelForCausalLM
+
+    plain: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model.info.weights_cache,
+                                                                  dtype=torch.float32)
+    plain.eval()  # type: ignore[no-untyped-call]
+    return plain
+
+
+def main() -> None:
+    """Run the five measurements in rotating order and print the ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--env", default="coin-flip", help="coin-flip, or any environment")
+    ap.add_argument("--set", dest="params", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment parameter (repeatable), as extract's --set")
+    ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--turns", type=int, default=6)
+    ap.add_argument("--max-queries", type=int, default=0,
+                    help="keep the first N queries (0: all): a long-context workload's slice")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--floor-repeat", type=int, default=3)
+    add_clock_options(ap)
+    args = ap.parse_args()
+    apply_clock(args)
+    model = load("smollm2-135m")
+    tqs = queries(model, bench_env(args.env, args.turns, parse_sets(args.params)), args.episodes)
+    if args.max_queries > 0:
+        tqs = tqs[: args.max_queries]
+    print(f"clock={args.clock}")
+    out = breakdown(model, plain_model(model), tqs, label=args.env, rounds=args.rounds,
+                    floor_repeat=args.floor_repeat)
+    print(" ".join(f"{k}={v:.2f}" for k, v in out.items()))
 
 
 if __name__ == "__main__":

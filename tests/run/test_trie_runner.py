@@ -42,6 +42,15 @@ def _full(model: LoadedModel, tqs: list[TokenizedQuery], **kw: Any) -> list[rows
     return [runner.run_batch(model, [tq], **kw)[0] for tq in tqs]
 
 
+@pytest.fixture(scope="module")
+def reference(tiny_model: LoadedModel
+              ) -> tuple[list[TokenizedQuery], list[rows.ReadOut]]:
+    """The queries and their full-prompt run, one query at a time (computed once: every
+    packing below is compared with the same reference)."""
+    tqs = _queries(tiny_model)
+    return tqs, _full(tiny_model, tqs, cont_resid=True, save_logits=True)
+
+
 def _close(a: rows.ReadOut, b: rows.ReadOut) -> None:
     scale = max(1.0, float(np.abs(a.resid).max()))
     assert np.abs(a.resid - b.resid).max() <= 1e-4 * scale
@@ -53,11 +62,11 @@ def _close(a: rows.ReadOut, b: rows.ReadOut) -> None:
                          [(1, 1, 0), (3, 200, 0), (64, 100_000, 0), (1, 1, 512), (3, 200, 9),
                           (3, 400, 40), (64, 100_000, 512)])
 def test_trie_run_equals_full_prompt_run(
-    tiny_model: LoadedModel, max_rows: int, max_tokens: int, row_tokens: int
+    tiny_model: LoadedModel, reference: tuple[list[TokenizedQuery], list[rows.ReadOut]],
+    max_rows: int, max_tokens: int, row_tokens: int
 ) -> None:
     """Every edge in a row of its own, or edges packed into rows under a tree mask."""
-    tqs = _queries(tiny_model)
-    full = _full(tiny_model, tqs, cont_resid=True, save_logits=True)
+    tqs, full = reference
     seen: dict[int, rows.ReadOut] = {}
     tokens = 0
     for batch, outs, n in run_trie(tiny_model, tqs, max_rows=max_rows, max_tokens=max_tokens,
