@@ -120,8 +120,11 @@ class SteerOptions:
     def plan(self, study: Study, select: Selection) -> Plan:
         """Steer the selected read-outs (:func:`steer_logprobs`)."""
         rows = select.rows(study)
-        if self.direction.startswith("belief"):
-            study_beliefs(study)  # one line now, before the model loads, if it has none
+        if self.direction.startswith("belief"):  # one line now, before the model loads
+            n_state = study_beliefs(study).shape[1]
+            if self.state >= n_state:
+                raise ParameterError(f"--state = {self.state} is not allowed: the study's "
+                                     f"process has hidden states 0..{n_state - 1}")
         return Plan({**asdict(self), **asdict(select)}, lambda model, progress: steer_logprobs(
             model, study, rows, self, on_progress=progress))
 

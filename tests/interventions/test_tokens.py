@@ -106,10 +106,14 @@ def test_belief_direction_moves_the_read_toward_the_state() -> None:
         belief_direction(x, b, 3, groups, rng)
 
 
-def test_belief_direction_needs_a_token_level_study(tiny_study: Path) -> None:
+def test_belief_direction_needs_a_token_level_study(tiny_study: Path, mess3_study: Path
+                                                    ) -> None:
     options = belieflens.SteerOptions(direction="belief", n_folds=2)
     with pytest.raises(ParameterError, match="no belief_state"):
         options.plan(read_study(tiny_study), belieflens.Selection())
+    with pytest.raises(ParameterError, match=r"--state = 3 is not allowed.*0\.\.2"):
+        belieflens.SteerOptions(direction="belief", state=3).plan(read_study(mess3_study),
+                                                                   belieflens.Selection())
 
 
 def test_project_simplex() -> None:
