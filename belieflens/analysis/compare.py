@@ -333,7 +333,7 @@ def compare(
         "episodes": str(first.get("episodes")),
         "positive_controls": "; ".join(
             f"{n}: {a.get('env_name')} {a.get('env_params')}, {a.get('episodes')} episodes"
-            for n, a, c in zip(names, attrs, is_control, strict=True) if c),
+            for n, a, c in zip(model_names(attrs), attrs, is_control, strict=True) if c),
         "debias": method,
         "probes": int(probes),
         "probe_seed": seed,
