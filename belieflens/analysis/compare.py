@@ -26,7 +26,17 @@ parameters, seed and episodes) extracted from different models and returns one
   / ``position_excess_sem`` ``(model, delivery, probe, option)``: position bias
   (:func:`belieflens.analysis.position_bias.position_bias`) per model.
 - ``n_layers (model)``, ``weights_hash (model)``, ``model_id (model)``, ``source_file
-  (model)``: what each model is and where it came from.
+  (model)``: what each model is and where it came from; ``positive_control (model)``: whether
+  it is a positive control.
+
+**Positive controls.** A token-level study of a toy trained here on the token form of the
+study's environment (:data:`POSITIVE_CONTROLS`: ``coin-tokens`` beside ``coin-flip``, e.g.
+``coin-toy``) may join the comparison although its environment, parameters and episodes
+differ: it is a model known to update like the posterior, shown beside the language models in
+the same tables and figures, and labelled ``NAME (positive control)``. Its read-out after
+``k`` flips stands at the study's turn ``k / per_turn`` (turns past the study's last dropped),
+its ``next-token`` probe as ``next-flip``, and, having no chat to deliver evidence in, it
+takes the same values in each of the study's deliveries.
 
 :func:`belieflens.report.compare.compare_report` adds the text tables, the figures and
 ``compare.md`` (``belieflens compare FILE... --out DIR``).
@@ -64,6 +74,16 @@ LAYER_SOURCES: tuple[str, ...] = ("logit-lens", "probe")
 STUDY_KEYS: tuple[str, ...] = ("env_name", "env_params", "seed", "episodes")
 """Root attributes that must be equal for files to be one study."""
 
+POSITIVE_CONTROLS: dict[str, tuple[str, dict[str, str]]] = {
+    "coin-tokens": ("coin-flip", {"next-token": "next-flip"}),
+}
+"""Token-level environments whose studies may stand beside a study of another environment as
+its positive control: control environment -> (that environment, the control's probe names
+there)."""
+
+CONTROL_LABEL = " (positive control)"
+"""Appended to a positive control's ``model`` name."""
+
 CacheLike = str | os.PathLike[str]
 
 
@@ -77,18 +97,30 @@ def _study_key(attrs: dict[str, Any], key: str) -> object:
     return str(value)
 
 
+def controls(attrs: Sequence[dict[str, Any]]) -> list[bool]:
+    """Which files are positive controls (:data:`POSITIVE_CONTROLS`) of the study of the
+    first file that is not one; none where every file is of one token-level environment."""
+    envs = [str(a.get("env_name")) for a in attrs]
+    study = next((e for e in envs if e not in POSITIVE_CONTROLS), None)
+    return [study is not None and e in POSITIVE_CONTROLS and POSITIVE_CONTROLS[e][0] == study
+            for e in envs]
+
+
 def check_same_study(files: Sequence[CacheLike], attrs: Sequence[dict[str, Any]]) -> None:
     """One line (:class:`ParameterError`) unless every file is the same study from a
-    different model: same environment, parameters, seed and episodes, different weights."""
+    different model: same environment, parameters, seed and episodes, different weights
+    (a positive control, :func:`controls`, is exempt from the first four)."""
     if len(files) < 2:
         raise ParameterError("compare needs at least two cache files (one per model)")
-    first = attrs[0]
-    for f, a in zip(files[1:], attrs[1:], strict=True):
+    is_control = controls(attrs)
+    same = [(f, a) for f, a, c in zip(files, attrs, is_control, strict=True) if not c]
+    first = same[0][1]
+    for f, a in same[1:]:
         for key in STUDY_KEYS:
             u, v = _study_key(first, key), _study_key(a, key)
             if u != v:
                 raise ParameterError(
-                    f"{os.fspath(files[0])} and {os.fspath(f)} are different studies ({key} "
+                    f"{os.fspath(same[0][0])} and {os.fspath(f)} are different studies ({key} "
                     f"{_short(u)} vs {_short(v)}): compare needs one environment, parameters, "
                     "seed and episodes extracted from different models"
                 )
@@ -209,6 +241,37 @@ def _one_model(
     return out
 
 
+def control_view(ds: xr.Dataset, study: dict[str, Any]) -> xr.Dataset:
+    """A positive control's read-outs as the study ``study`` (its root attributes) has them:
+    after ``k`` flips at turn ``k / per_turn`` (other read-outs and turns past the study's
+    ``turns`` dropped), probes renamed (:data:`POSITIVE_CONTROLS`)."""
+    names = POSITIVE_CONTROLS[str(ds.attrs.get("env_name"))][1]
+    params = _study_key(study, "env_params")
+    params = params if isinstance(params, dict) else {}
+    per_turn, turns = int(params.get("per_turn", 1)), int(params.get("turns", 10))
+    turn = np.asarray(ds[TURN].values, dtype=np.int64)
+    keep = np.flatnonzero((turn % per_turn == 0) & (turn // per_turn <= turns))
+    sub = ds.isel({"query": keep})
+    probe = [names.get(str(p), str(p)) for p in np.asarray(sub["probe"].values)]
+    return sub.assign_coords({TURN: ("query", turn[keep] // per_turn),
+                              "probe": ("query", np.asarray(probe))})
+
+
+def _each_delivery(part: xr.Dataset, deliveries: Sequence[str]) -> xr.Dataset:
+    """A positive control's part with its one delivery's values under each of
+    ``deliveries`` (it has no chat to deliver evidence in)."""
+    src = str(part["delivery"].values[0])
+    dim = xr.DataArray(list(deliveries), dims="delivery", name="delivery")
+    data: dict[str, Any] = {}
+    for name, var in part.data_vars.items():
+        if "delivery" in var.dims:
+            one = var.sel(delivery=src, drop=True)
+            data[str(name)] = xr.concat([one] * len(deliveries), dim=dim).transpose(*var.dims)
+        else:
+            data[str(name)] = var
+    return xr.Dataset(data, attrs=part.attrs)
+
+
 def compare(
     files: Sequence[CacheLike],
     *,
@@ -233,16 +296,25 @@ def compare(
         try:
             attrs.append(dict(ds.attrs))
             attrs[-1]["_n_layers"] = ds.sizes[LAYER] - 1
+            attrs[-1]["_deliveries"] = sorted({str(d) for d in ds["delivery"].values})
         finally:
             ds.close()
     check_same_study(paths, attrs)
-    names = model_names(attrs)
+    is_control = controls(attrs)
+    study = attrs[is_control.index(False)]
+    names = [n + CONTROL_LABEL if c else n
+             for n, c in zip(model_names(attrs), is_control, strict=True)]
     depth = depth_grid([int(a["_n_layers"]) for a in attrs])
     parts = []
-    for f in paths:
+    for f, control in zip(paths, is_control, strict=True):
         ds = open_cache(f)
         try:
-            parts.append(_one_model(ds, depth, method=method, probes=probes, seed=seed))
+            if control:
+                part = _one_model(control_view(ds, study), depth, method=method,
+                                  probes=probes, seed=seed)
+                parts.append(_each_delivery(part, study["_deliveries"]))
+            else:
+                parts.append(_one_model(ds, depth, method=method, probes=probes, seed=seed))
         finally:
             ds.close()
     out = xr.concat(parts, dim=xr.DataArray(names, dims=MODEL, name=MODEL), join="outer",
@@ -252,12 +324,16 @@ def compare(
     out["model_id"] = (MODEL, [str(a.get("model_id", "")) for a in attrs])
     out["weights_hash"] = (MODEL, [str(a.get("weights_hash", "")) for a in attrs])
     out["source_file"] = (MODEL, [os.fspath(f) for f in paths])
-    first = attrs[0]
+    out["positive_control"] = (MODEL, np.asarray(is_control, dtype=np.int8))
+    first = study
     out.attrs.update({
         "env_name": str(first.get("env_name")),
         "env_params": str(first.get("env_params")),
         "seed": str(first.get("seed")),
         "episodes": str(first.get("episodes")),
+        "positive_controls": "; ".join(
+            f"{n}: {a.get('env_name')} {a.get('env_params')}, {a.get('episodes')} episodes"
+            for n, a, c in zip(model_names(attrs), attrs, is_control, strict=True) if c),
         "debias": method,
         "probes": int(probes),
         "probe_seed": seed,

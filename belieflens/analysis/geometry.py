@@ -75,16 +75,38 @@ def target_of(ds: xr.Dataset, target: str = "belief_state") -> Target:
     raise ParameterError(f"target = {target!r} is not allowed: belief_state or oracle")
 
 
-def ridge_predict(x_train: F64, y_train: F64, x_test: F64, lam: float = DEFAULT_LAM) -> F64:
-    """Affine ridge regression fitted on ``(x_train, y_train)``, predicted at ``x_test``; the
-    penalty is ``lam`` times the mean feature variance (scale-free)."""
+@dataclass(frozen=True, eq=False)
+class AffineMap:
+    """An affine regression ``y = (x - x_mean) @ weight + y_mean`` (:func:`ridge_fit`)."""
+
+    x_mean: F64
+    """``[d]``."""
+    weight: F64
+    """``[d, k]``."""
+    y_mean: F64
+    """``[k]``."""
+
+    def __call__(self, x: F64) -> F64:
+        """The map at rows ``x [n, d]`` -> ``[n, k]``."""
+        out: F64 = (x - self.x_mean) @ self.weight + self.y_mean
+        return out
+
+
+def ridge_fit(x_train: F64, y_train: F64, lam: float = DEFAULT_LAM) -> AffineMap:
+    """Affine ridge regression fitted on ``(x_train, y_train)``; the penalty is ``lam`` times
+    the mean feature variance (scale-free)."""
     mx, my = x_train.mean(axis=0), y_train.mean(axis=0)
     xc = x_train - mx
     gram = xc.T @ xc
     ridge = lam * max(float(np.trace(gram)) / max(gram.shape[0], 1), 1e-12)
     w = np.linalg.solve(gram + ridge * np.eye(gram.shape[0]), xc.T @ (y_train - my))
-    out: F64 = (x_test - mx) @ w + my
-    return out
+    return AffineMap(mx, w, my)
+
+
+def ridge_predict(x_train: F64, y_train: F64, x_test: F64, lam: float = DEFAULT_LAM) -> F64:
+    """Affine ridge regression fitted on ``(x_train, y_train)`` (:func:`ridge_fit`), predicted
+    at ``x_test``."""
+    return ridge_fit(x_train, y_train, lam)(x_test)
 
 
 def heldout(x: F64, y: F64, folds: NDArray[np.int64], lam: float = DEFAULT_LAM) -> F64:

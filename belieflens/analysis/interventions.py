@@ -79,7 +79,7 @@ def patch_beliefs(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.D
         rows = np.array(sorted(rows_list, key=lambda r: rot[r]))
         n_k = ks[g] = int(n_out[rows[0]])
         shown = outcome[rows][:, :n_k]
-        if np.any(shown < 0) or len(set(shown[:, 0].tolist())) < n_k:
+        if np.any(shown < 0) or np.unique(shown).size < n_k:
             continue  # not every outcome shown: the instance's rotations are incomplete
         pb[g, :n_k] = debias(base[rows][:, :n_k], shown, method=method)
         ps[g, :n_k] = debias(source[rows][:, :n_k], shown, method=method)

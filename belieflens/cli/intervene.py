@@ -164,8 +164,13 @@ def steer_cmd(
         parser=str, help="add the vector at the answer position, or at every position after "
         "the evidence (after-evidence)")] = "answer",
     direction: Annotated[DirectionKind, typer.Option(
-        parser=str, help="the steering direction: the ridge probe's weights, or the difference "
-        "of means (diff-means); cross-fitted by episode either way")] = "ridge",
+        parser=str, help="the steering direction: the ridge probe's weights, the difference "
+        "of means (diff-means), or, on a token-level study, the direction raising the "
+        "regressed belief in hidden state --state: its pattern in the residuals (belief) or the "
+        "regression's least-norm shift (belief-decoder); cross-fitted by episode")
+    ] = "ridge",
+    state: Annotated[int, typer.Option(
+        help="--direction belief: the hidden state whose belief the direction raises")] = 0,
     batch_size: BatchSize = 8,
     seed: Seed = 0,
     device: Device = "cpu",
@@ -178,7 +183,7 @@ def steer_cmd(
     with one_line_errors():
         options = SteerOptions(layers=parse_layers(layers), alphas=parse_alphas(alphas),
                                n_folds=folds, batch_size=batch_size, seed=seed, at=at,
-                               direction=direction)
+                               direction=direction, state=state)
     _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
          device=device, overwrite=overwrite, quiet=quiet)
 

@@ -17,6 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from belieflens.analysis.decoders import RidgeFitter, group_folds
+from belieflens.analysis.geometry import DEFAULT_LAM, heldout, ridge_fit, scores
+from belieflens.errors import ParameterError
 
 F64 = NDArray[np.float64]
 
@@ -85,6 +87,50 @@ def diff_means_direction(x: F64, y: F64) -> Direction:
     unit = np.asarray(w / norm if norm > 0 else w, dtype=np.float64)
     scale = float(np.std(x @ unit)) if norm > 0 else 0.0
     return Direction(unit=unit, scale=scale, r2=float("nan"), lam=0.0)
+
+
+def belief_direction(x: F64, beliefs: F64, state: int, groups: Sequence[int] | NDArray[Any],
+                     rng: np.random.Generator, *, n_folds: int = 5, lam: float = DEFAULT_LAM,
+                     decoder: bool = False) -> Direction:
+    """The direction that raises the regressed belief in hidden state ``state``.
+
+    The regression is ``ds.bl.geometry``'s: an affine ridge map ``W`` from the residuals
+    ``x [n, d]`` to the beliefs ``beliefs [n, S]``
+    (:func:`~belieflens.analysis.geometry.ridge_fit`). The target move is ``t = e_state -
+    1/S`` (toward the simplex vertex of ``state``, the sum unchanged). The direction is
+
+    - by default the **pattern**: how the residuals move with the belief, the least-squares
+      ``P [S, d]`` of ``x`` on the beliefs, at ``t @ P`` (the residual change that comes with
+      the belief change ``t`` in the data);
+    - with ``decoder``, the least-norm residual shift whose read is ``t``: ``t @ pinv(W)``,
+      which may lie along directions of little variance that the model never reads.
+
+    Normalised; ``r2`` is the map's held-out R² over folds of ``groups`` (NaN with fewer than
+    3 folds); ``lam`` the ridge penalty, relative to the mean feature variance.
+
+    Examples:
+        >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
+        >>> b = np.stack([0.5 + 0.25 * (x[:, 0] - x[:, 1]), 0.5 - 0.25 * (x[:, 0] - x[:, 1])], 1)
+        >>> d = belief_direction(x, b, 0, [0, 1, 2, 3], np.random.default_rng(0), n_folds=2)
+        >>> np.round(d.unit, 6).tolist()
+        [0.707107, -0.707107]
+    """
+    n_state = beliefs.shape[1]
+    if not 0 <= state < n_state:
+        raise ParameterError(f"--state = {state} is not allowed: a hidden state 0..{n_state - 1}")
+    target = np.full(n_state, -1.0 / n_state)
+    target[state] += 1.0
+    if decoder:
+        w = target @ np.linalg.pinv(ridge_fit(x, beliefs, lam).weight)
+    else:
+        bc = beliefs - beliefs.mean(axis=0)
+        w = target @ np.linalg.lstsq(bc, x - x.mean(axis=0), rcond=None)[0]
+    norm = float(np.linalg.norm(w))
+    unit = np.asarray(w / norm if norm > 0 else w, dtype=np.float64)
+    scale = float(np.std(x @ unit)) if norm > 0 else 0.0
+    folds, k = episode_folds(groups, n_folds, rng)
+    r2 = scores(beliefs, heldout(x, beliefs, folds, lam))[0] if k >= 3 else float("nan")
+    return Direction(unit=unit, scale=scale, r2=r2, lam=lam)
 
 
 def random_unit(d: int, rng: np.random.Generator) -> F64:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, TypedDict
 import xarray as xr
 
 from belieflens.errors import choice
+from belieflens.interventions.belief import with_belief_reads
 from belieflens.interventions.model import layer_list, model_for
 from belieflens.interventions.results import check_out, provenance, write_result
 from belieflens.interventions.study import Selection, Study, check_model, read_study
@@ -97,6 +98,6 @@ def intervene(
     check_model(st, loaded)
     layer_list(options.layers, loaded.info.n_layers)
     with quiet_libraries():
-        ds = plan.compute(loaded, on_progress)
+        ds = with_belief_reads(plan.compute(loaded, on_progress), st, options.kind)
     ds.attrs.update(provenance(options.kind, st, loaded, plan.settings))
     return write_result(ds, path)

@@ -42,8 +42,10 @@ import xarray as xr
 
 from belieflens.dims import ALPHA, D_MODEL, FOLD, LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError, at_least, choice
+from belieflens.interventions.belief import study_beliefs
 from belieflens.interventions.directions import (
     Direction,
+    belief_direction,
     diff_means_direction,
     episode_folds,
     probe_direction,
@@ -67,7 +69,7 @@ SteerAt = Literal["answer", "after-evidence"]
 
 STEER_AT: tuple[SteerAt, ...] = get_args(SteerAt)
 
-DirectionKind = Literal["ridge", "diff-means"]
+DirectionKind = Literal["ridge", "diff-means", "belief", "belief-decoder"]
 """How a steering direction is fitted."""
 
 DIRECTIONS: tuple[DirectionKind, ...] = get_args(DirectionKind)
@@ -84,7 +86,10 @@ class SteerOptions:
     ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. Directions are
     cross-fitted over ``n_folds`` folds grouped by episode (a read-out is steered along a
     direction fitted without its episode): ``n_folds`` needs as many episodes in the study.
-    ``direction`` is ``ridge`` (the ridge probe's weights) or ``diff-means``.
+    ``direction`` is ``ridge`` (the ridge probe's weights), ``diff-means``, or, on a
+    token-level study, ``belief`` / ``belief-decoder``: the direction raising the regressed
+    belief in hidden state ``state`` (its pattern in the residuals, or the regression's
+    least-norm shift; :func:`~belieflens.interventions.directions.belief_direction`).
 
     Examples:
         >>> options = belieflens.SteerOptions(layers=(15,), alphas=(-2.0, 0.0, 2.0), n_folds=2)
@@ -103,6 +108,8 @@ class SteerOptions:
     seed: int = 0
     at: SteerAt = "answer"
     direction: DirectionKind = "ridge"
+    state: int = 0
+    """The hidden state whose belief ``direction="belief"`` raises."""
 
     def __post_init__(self) -> None:
         at_least("--batch-size", self.batch_size, 1)
@@ -111,17 +118,23 @@ class SteerOptions:
         if not self.alphas:
             raise ParameterError("option '--alphas' is empty")
         at_least("--folds", self.n_folds, 2)
+        at_least("--state", self.state, 0)
 
     def plan(self, study: Study, select: Selection) -> Plan:
         """Steer the selected read-outs (:func:`steer_logprobs`)."""
         rows = select.rows(study)
+        if self.direction.startswith("belief"):  # one line now, before the model loads
+            n_state = study_beliefs(study).shape[1]
+            if self.state >= n_state:
+                raise ParameterError(f"--state = {self.state} is not allowed: the study's "
+                                     f"process has hidden states 0..{n_state - 1}")
         return Plan({**asdict(self), **asdict(select)}, lambda model, progress: steer_logprobs(
             model, study, rows, self, on_progress=progress))
 
 
 def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
                    rng: np.random.Generator, *, n_folds: int = 5, lam: float | None = None,
-                   kind: DirectionKind = "ridge") -> list[Direction]:
+                   kind: DirectionKind = "ridge", state: int = 0) -> list[Direction]:
     """The direction of each layer, fitted on the rows ``rows`` that have an oracle."""
     target = oracle_mean(study.table)[rows]
     ok = np.isfinite(target)
@@ -133,6 +146,10 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
     out = []
     for layer in layers:
         x = study_resid(study, [layer], list(fit_rows))[:, 0, :]
+        if kind in ("belief", "belief-decoder"):
+            out.append(belief_direction(x, study_beliefs(study)[fit_rows], state, groups, rng,
+                                        n_folds=n_folds, decoder=kind == "belief-decoder"))
+            continue
         out.append(diff_means_direction(x, target[ok]) if kind == "diff-means" else
                    probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
     return out
@@ -159,7 +176,7 @@ def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: St
         raise ParameterError("steering cross-fits its direction by episode: the selected "
                              "read-outs need at least 2 episodes")
     full = fit_directions(study, rows, layers, rng, n_folds=options.n_folds, lam=options.lam,
-                          kind=options.direction)
+                          kind=options.direction, state=options.state)
     target = oracle_mean(study.table)[rows]
     by_fold: list[list[Direction]] = [[] for _ in layers]
     for f in range(k):
@@ -171,7 +188,7 @@ def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: St
                 "on (select more turns or episodes, or fewer --folds)")
         for li, d in enumerate(fit_directions(study, train, layers, rng,
                                               n_folds=options.n_folds, lam=options.lam,
-                                              kind=options.direction)):
+                                              kind=options.direction, state=options.state)):
             by_fold[li].append(d)
     return CrossFit(folds, by_fold, full)
 

@@ -35,16 +35,40 @@ def _cells(cmp: xr.Dataset) -> list[tuple[str, str]]:
             if not bool(tv.sel(delivery=d, probe=p).isnull().all())]
 
 
+def _width(cmp: xr.Dataset) -> int:
+    """The model column's width: 22, or wider for a long name (a positive control's)."""
+    return max(22, *(len(str(m)) + 2 for m in cmp[MODEL].values))
+
+
+def _shown(cmp: xr.Dataset, d: str, p: str) -> list[str]:
+    """The models with an output value in cell (delivery ``d``, probe ``p``): a positive
+    control has none in a probe its environment lacks."""
+    tv = cmp["output_tvd_mean"].sel(delivery=d, probe=p)
+    return [str(m) for m in cmp[MODEL].values if not bool(tv.sel({MODEL: m}).isnull().all())]
+
+
+def control_note(cmp: xr.Dataset) -> str:
+    """What the positive controls among the models are ('' without one)."""
+    text = str(cmp.attrs.get("positive_controls", ""))
+    if not text:
+        return ""
+    return ("positive control: a toy transformer trained here on the token form of this "
+            "environment, known to update like the Bayesian posterior, read out by the same "
+            f"pipeline ({text}); its read-out after k flips stands at turn k / per_turn, "
+            "the same values in each delivery\n")
+
+
 def format_compare(cmp: xr.Dataset) -> str:
     """Plain-text tables of :func:`compare`: one block per (delivery, probe), a row per model."""
     lines: list[str] = []
-    head = (f"  {'model':<22}{'blocks':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
+    w = _width(cmp)
+    head = (f"  {'model':<{w}}{'blocks':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
             f"  {'probe: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
     for d, p in _cells(cmp):
         lines.append(f"{d} / {p}: mean over turns; slope ± clustered SE; rotation TVD = "
                      "position bias")
         lines.append(head)
-        for m in cmp[MODEL].values:
+        for m in _shown(cmp, d, p):
             sub = cmp.sel({MODEL: m, "delivery": d, "probe": p})
             out_m = float(sub["output_tvd_mean"].mean(skipna=True))
             out_s = float(np.sqrt((sub["output_tvd_sem"] ** 2).mean(skipna=True)))
@@ -59,7 +83,7 @@ def format_compare(cmp: xr.Dataset) -> str:
             slope = pm(float(sub["slope"]), float(sub["slope_se"]))
             rot = float(sub["rotation_tvd_mean"].mean(skipna=True))
             lines.append(
-                f"  {m!s:<22}{int(cmp['n_layers'].sel({MODEL: m})):>7}  "
+                f"  {m!s:<{w}}{int(cmp['n_layers'].sel({MODEL: m})):>7}  "
                 f"{pm(out_m, out_s):>12}  {best[0]:>26}  {best[1]:>26}  {slope:>15}  "
                 f"{'-' if not np.isfinite(rot) else f'{rot:.3f}':>8}"
             )
@@ -71,12 +95,13 @@ def format_turns(cmp: xr.Dataset) -> str:
     """Output TVD to the oracle per model and turn, one block per (delivery, probe)."""
     lines: list[str] = []
     turns = [int(t) for t in cmp[TURN].values]
+    w = _width(cmp)
     for d, p in _cells(cmp):
         lines.append(f"{d} / {p}: output TVD to oracle per turn (mean over episodes)")
-        lines.append(f"  {'model':<22}" + "".join(f"{t:>7}" for t in turns))
-        for m in cmp[MODEL].values:
+        lines.append(f"  {'model':<{w}}" + "".join(f"{t:>7}" for t in turns))
+        for m in _shown(cmp, d, p):
             v = cmp["output_tvd_mean"].sel({MODEL: m, "delivery": d, "probe": p}).values
-            lines.append(f"  {m!s:<22}" + "".join(
+            lines.append(f"  {m!s:<{w}}" + "".join(
                 f"{'-' if not np.isfinite(x) else f'{x:.3f}':>7}" for x in v))
         lines.append("")
     return "\n".join(lines)
@@ -92,7 +117,7 @@ def headline(cmp: xr.Dataset) -> str:
         slope, se = sub["slope"], sub["slope_se"]
         slopes = ", ".join(
             f"{m} {pm(float(slope.sel({MODEL: m})), float(se.sel({MODEL: m})))}"
-            for m in cmp[MODEL].values)
+            for m in _shown(cmp, d, p))
         parts.append(f"{d} / {p}: closest output to the oracle: {best} "
                      f"(TVD {float(tv.sel({MODEL: best})):.3f}); updating slopes {slopes}")
     return "\n".join(parts)
@@ -215,6 +240,7 @@ def _markdown(cmp: xr.Dataset, table: str, turns: str, head: str) -> str:
 **Environment** `{cmp.attrs['env_name']}` `{cmp.attrs['env_params']}` · **episodes**
 {cmp.attrs['episodes']} · **seed** {cmp.attrs['seed']} · **debias** {cmp.attrs['debias']}
 
+{control_note(cmp)}
 | model | id | blocks | weights sha256 | file |
 |---|---|---|---|---|
 {rows}
@@ -301,7 +327,8 @@ def compare_report(
     head = headline(cmp)
     text = (f"env {cmp.attrs['env_name']} {cmp.attrs['env_params']} | episodes "
             f"{cmp.attrs['episodes']} | seed {cmp.attrs['seed']} | models "
-            f"{', '.join(map(str, cmp[MODEL].values))}\n\n{turns}\n{table}\n{head}\n")
+            f"{', '.join(map(str, cmp[MODEL].values))}\n{control_note(cmp)}\n{turns}\n"
+            f"{table}\n{head}\n")
     written: tuple[Path, ...] = ()
     if out is not None:
         written = _write(cmp, out, _markdown(cmp, table, turns, head),

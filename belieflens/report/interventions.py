@@ -25,6 +25,7 @@ from belieflens.analysis.interventions import (
 )
 from belieflens.dims import LAYER, POSITIONS
 from belieflens.report.atomic import final, staged
+from belieflens.report.belief_check import belief_check_text
 from belieflens.report.figures import pyplot, save
 from belieflens.report.study import Analysis
 from belieflens.report.viewer import (
@@ -244,6 +245,7 @@ def _report(ds: xr.Dataset, out: Path | None, *, method: DebiasMethod,
         if out is not None:
             files.append(_erase_plot(summ, out / "erase_prior.png"))
         data = erase_payload(summ) if page else {}
+    body += belief_check_text(ds)
     title = _TITLES[kind]
     prov = (f"model {ds.attrs.get('model_id')} | study {ds.attrs.get('study_path')} "
             f"(fingerprint {str(ds.attrs.get('study_fingerprint'))[:12]}) | debias {method}")

@@ -11,7 +11,13 @@ import xarray as xr
 from typer.testing import CliRunner
 
 import belieflens
-from belieflens.analysis.compare import compare, depth_grid, nearest_layers, updating_slope
+from belieflens.analysis.compare import (
+    compare,
+    controls,
+    depth_grid,
+    nearest_layers,
+    updating_slope,
+)
 from belieflens.cli.main import app
 from belieflens.errors import ParameterError
 
@@ -156,3 +162,41 @@ def test_cli_compare_writes_report_figures_and_dataset(
     assert r.exit_code == 2
     assert r.output.count("\n") == 1 and r.output.startswith("error: ")
     assert "different studies" in r.output
+
+
+def test_positive_controls_are_those_of_the_study() -> None:
+    attrs = [{"env_name": "coin-tokens"}, {"env_name": "coin-flip"}, {"env_name": "coin-flip"}]
+    assert controls(attrs) == [True, False, False]
+    assert controls([{"env_name": "coin-tokens"}] * 2) == [False, False]  # no study beside
+    assert controls([{"env_name": "mess3"}, {"env_name": "coin-tokens"}]) == [False, False]
+    assert controls([{"env_name": "judgment"}, {"env_name": "coin-tokens"}]) == [False, False]
+
+
+def test_coin_toy_stands_beside_the_models_as_positive_control(
+    studies: dict[str, Path], tmp_path: Path
+) -> None:
+    """A coin-tokens study of coin-toy (another environment, length and episodes) joins the
+    coin-flip comparison, labelled, its read-out after k flips at turn k."""
+    toy = belieflens.extract("coin-tokens", model="coin-toy", episodes=8, seed=3,
+                             out=tmp_path / "toy.h5")
+    cmp = compare([studies["two"], toy], probes=False)
+    name = "coin-toy (positive control)"
+    assert list(cmp["model"].values) == ["tiny-two", name]
+    assert cmp["positive_control"].values.tolist() == [0, 1]
+    assert cmp["turn"].values.tolist() == [0, 1, 2, 3]  # the study's turns only
+    assert cmp.attrs["env_name"] == "coin-flip" and "coin-tokens" in cmp.attrs["positive_controls"]
+    toy_out = cmp["output_tvd_mean"].sel(model=name, delivery="multi-turn", probe="next-flip")
+    assert np.isfinite(toy_out.values).all() and float(toy_out.mean()) < 0.05
+    with belieflens.open_cache(toy) as ds:  # turn t is the file's read-out after t flips
+        own = ds.bl.divergence("tvd").mean("episode").sel(probe="next-token", turn=[0, 1, 2, 3])
+    assert np.allclose(toy_out.values, own.squeeze().values)
+    assert float(cmp["output_tvd_mean"].sel(model="tiny-two", probe="next-flip").mean()) > 0.05
+    assert float(cmp["slope"].sel(model=name, delivery="multi-turn", probe="next-flip")) > 0.5
+    assert bool(cmp["output_tvd_mean"].sel(model=name, probe="bias").isnull().all())
+    assert np.isfinite(cmp["tvd_mean"].sel(model=name, probe="next-flip",
+                                           source="logit-lens").values).all()
+    r = CliRunner().invoke(app, ["compare", str(studies["two"]), str(toy), "--no-probes",
+                                 "--out", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    assert "positive control: a toy transformer" in r.output and name in r.output
+    assert name in (tmp_path / "cmp" / "compare.md").read_text()

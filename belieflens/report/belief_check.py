@@ -1,0 +1,51 @@
+"""The belief check's table in an intervention report (a token-level study's steering or
+patching result; :mod:`belieflens.analysis.belief_check` defines the numbers)."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from belieflens.analysis.belief_check import has_check, patch_belief_check, steer_belief_check
+from belieflens.dims import ALPHA, LAYER, POSITIONS
+
+HEAD = ("\n\nbelief check: TVD of the edited output to the oracle's next-token distribution for "
+        "the belief the regression reads off the edited residual (projected onto the "
+        "simplex), vs the unedited output's TVD to it; follow = 1 - edited/unedited")
+
+
+def belief_check_text(ds: xr.Dataset) -> str:
+    """The table of a result that carries the check ('' for one that does not)."""
+    if not has_check(ds):
+        return ""
+    if "belief_read" in ds.variables:
+        return HEAD + "\n" + steer_check_table(steer_belief_check(ds))
+    return HEAD + "\n" + patch_check_table(patch_belief_check(ds))
+
+
+def steer_check_table(check: xr.Dataset) -> str:
+    """Per layer and α: edited and unedited TVD, follow, and the random control's follow."""
+    lines = ["  layer  alpha   edited  unedited  follow  control follow  predicted move"]
+    for la in check[LAYER].values:
+        for a in check[ALPHA].values:
+            s = check.sel({LAYER: la, ALPHA: a})
+            lines.append(f"  {int(la):>5} {float(a):>6g} {float(s.tvd_edited_mean):8.4f} "
+                         f"{float(s.tvd_unedited_mean):9.4f} {_num(s.follow):>7} "
+                         f"{_num(s.control_follow):>15} {float(s.tvd_predicted_move_mean):15.4f}")
+    return "\n".join(lines)
+
+
+def patch_check_table(check: xr.Dataset) -> str:
+    """Per layer and position set: edited and unedited TVD and follow."""
+    lines = ["  layer  positions   edited  unedited  follow"]
+    for la in check[LAYER].values:
+        for p in check[POSITIONS].values:
+            s = check.sel({LAYER: la, POSITIONS: p})
+            lines.append(f"  {int(la):>5}  {p!s:>9} {float(s.tvd_edited_mean):8.4f} "
+                         f"{float(s.tvd_unedited_mean):9.4f} {_num(s.follow):>7}")
+    return "\n".join(lines)
+
+
+def _num(x: xr.DataArray) -> str:
+    v = float(x)
+    return f"{v:.3f}" if np.isfinite(v) else "n/a"
