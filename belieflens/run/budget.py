@@ -104,8 +104,13 @@ def parse_size(text: str | int) -> int:
 
 
 def format_size(n: int) -> str:
-    """``n`` bytes as the shortest of MiB or GiB a user can pass back to ``--max-memory``."""
-    return f"{n / (1 << 30):.2f}GiB" if n >= 1 << 30 else f"{-(-n // (1 << 20))}MiB"
+    """``n`` bytes in GiB (two decimals), MiB (one) or KiB, rounded up: a size that, passed
+    back as ``--max-memory``, is at least ``n``."""
+    for unit, shift, digits in (("GiB", 30, 100), ("MiB", 20, 10), ("KiB", 10, 1)):
+        if n >= 1 << shift or unit == "KiB":
+            scaled = -(-n * digits // (1 << shift))
+            return f"{scaled / digits:g}{unit}"
+    raise AssertionError("unreachable")
 
 
 def default_memory(device: str) -> int:

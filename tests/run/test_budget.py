@@ -15,6 +15,7 @@ from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render
 from belieflens.run.budget import (
     call_bytes,
+    format_size,
     kv_bytes_per_token,
     parse_size,
     plan_memory,
@@ -133,3 +134,9 @@ def test_eviction_keeps_the_limit_and_the_results(tiny_model: LoadedModel) -> No
         assert a.answer_lse == b.answer_lse
         assert a.logprobs is not None and b.logprobs is not None
         assert np.array_equal(a.logprobs, b.logprobs)
+
+
+@given(st.integers(1, 1 << 44))
+def test_a_size_shown_passes_back_as_at_least_itself(n: int) -> None:
+    shown = format_size(n)
+    assert n <= parse_size(shown) <= n * 1.1 + 1024
