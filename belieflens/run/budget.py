@@ -137,8 +137,8 @@ class MemoryPlan:
     Attributes:
         budget: the whole budget.
         max_tokens: padded tokens per forward call (the options' value, lowered only when
-            one call of it would not fit; batches then differ, so results may differ in
-            the last bits from a run under a larger budget).
+            one call of it would not fit, never below the longest read-out; batches then
+            differ, so results may differ in the last bits from a run under a larger budget).
         call_bytes: one forward call's working set: its padded keys and values and its
             activations at ``max_tokens`` padded tokens.
         window_bytes: the read-outs of one window, held until the window is written.
@@ -182,7 +182,7 @@ def plan_memory(
         raise ParameterError(
             f"option '--max-memory' = {format_size(budget)} is not allowed: one read-out of "
             f"this study ({longest} tokens) needs at least {format_size(minimum)}")
-    tokens = max(longest, min(max_tokens, (budget - window_bytes) // per))
+    tokens = min(max_tokens, max(longest, (budget - window_bytes) // per))
     call = call_bytes(model, tokens, longest)
     retained = max(tokens * kv, budget - call - window_bytes)
     return MemoryPlan(budget=budget, max_tokens=tokens, call_bytes=call,

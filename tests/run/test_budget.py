@@ -89,7 +89,7 @@ def test_plan_fits_the_budget(tiny_model: LoadedModel, longest: int, extra: int,
                        readout_bytes=readout)
     assert plan.minimum == minimum
     assert plan.call_bytes + plan.window_bytes + plan.retained_bytes <= budget
-    assert longest <= plan.max_tokens <= max(longest, max_tokens)
+    assert min(longest, max_tokens) <= plan.max_tokens <= max_tokens
     assert plan.retained_bytes >= plan.max_tokens * kv
     if max_tokens >= longest and budget >= window * readout + max_tokens * per // longest:
         assert plan.max_tokens == max_tokens  # lowered only when a call would not fit
