@@ -97,8 +97,9 @@ class ExtractKeywords(TypedDict, total=False):
     episodes: int
     seed: int
     batch_size: int | str
-    """Rows per forward batch (>= 1), or ``auto``: fit a quarter of the machine's memory
-    (a whole number may come as text, as from ``--batch-size``)."""
+    """Rows per forward batch (>= 1), or ``auto``: fit the ``max_memory`` budget (default a
+    quarter of the machine's memory; a whole number may come as text, as from
+    ``--batch-size``)."""
     max_tokens: int
     row_tokens: int
     threads: int
@@ -165,6 +166,8 @@ class ExtractOptions:
         >>> options = belieflens.ExtractOptions.of(episodes=2, seed=0, batch_size="auto")
         >>> options.episodes, options.max_rows, options.window
         (2, 0, 1024)
+        >>> belieflens.ExtractOptions.of(max_memory="1.5GB").max_memory
+        1500000000
         >>> belieflens.ExtractOptions(episodes=0)
         Traceback (most recent call last):
         belieflens.errors.ParameterError: option '--episodes' = 0 is not allowed: >= 1
