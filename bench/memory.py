@@ -10,12 +10,23 @@ rotation (70 read-outs per episode).
 
 Last line: ``rss_1k_mb=... rss_10k_mb=... growth=+x.x% write_share=y.y%``.
 Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000] [--row-tokens 0]``.
+
+``--long-context`` measures long contexts on SmolLM2-135M instead, under each ``--budget``
+(``--max-memory``; ``auto`` is the default, a quarter of the machine's memory): the
+recommender on BayesBench's fitted world (``../shared/peers/bayesbench/recommender``; 2
+episodes of the default deliveries, about 2,700-token contexts at 10 turns) and a 20-step
+twenty-questions study, each in its own process. One line per run:
+``long_context env=... budget=... peak_rss_mb=... budget_mb=... weights_mb=... wall_s=...``.
+``--episodes``, ``--turns`` and ``--delivery`` reduce the recommender's study (the same
+context lengths with fewer read-outs), ``--envs`` picks the workloads.
+Run: ``.venv/bin/python bench/memory.py --long-context --budget auto 1.5GB``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,8 +62,60 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
                       "wall_s": wall, "write_s": w.seconds}))
 
 
+WORLD = Path(__file__).resolve().parents[2] / "shared" / "peers" / "bayesbench" / "recommender"
+"""BayesBench's fitted recommender world (the peers' data, next to the repository)."""
+
+
+def long_child(env: str, budget: str, args: argparse.Namespace) -> None:
+    """Extract one long-context study under ``budget`` in this process and print JSON."""
+    import torch
+
+    import belieflens
+    from belieflens.model.load import load
+    from belieflens.run.budget import default_memory, parse_size
+
+    torch.set_num_threads(args.threads)
+    model = load("smollm2-135m")
+    weights = sum(p.numel() * p.element_size()
+                  for p in model.bridge.original_model.parameters())
+    params: dict[str, object] = {"steps": 20} if env == "twenty-questions" else {
+        "world": str(args.world), "turns": args.turns}
+    if args.delivery and env == "recommender":
+        params["delivery"] = args.delivery
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        path = belieflens.extract(env, params=params, out=Path(tmp) / "long.h5", model=model,
+                                  episodes=args.episodes, seed=1, max_memory=budget)
+        wall = time.perf_counter() - t0
+        peak = peak_rss_mb()
+        n = belieflens.open_cache(path).sizes["query"]
+        if args.keep:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, Path(args.keep) / f"{env}-{budget}.h5")
+    spent = default_memory("cpu") if budget == "auto" else parse_size(budget)
+    print(json.dumps({"env": env, "budget": budget, "readouts": n, "peak_rss_mb": peak,
+                      "budget_mb": spent / 2**20, "weights_mb": weights / 2**20,
+                      "wall_s": wall}))
+
+
+def long_context(args: argparse.Namespace) -> None:
+    """Each long-context workload under each budget, in its own process."""
+    for env in args.envs:
+        for budget in args.budget:
+            cmd = [sys.executable, __file__, "--long-child", env, "--budget", budget,
+                   "--threads", str(args.threads), "--episodes", str(args.episodes),
+                   "--turns", str(args.turns), "--world", str(args.world)]
+            cmd += ["--delivery", args.delivery] if args.delivery else []
+            cmd += ["--keep", args.keep] if args.keep else []
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            print(f"long_context env={r['env']} budget={r['budget']} readouts={r['readouts']} "
+                  f"peak_rss_mb={r['peak_rss_mb']:.0f} budget_mb={r['budget_mb']:.0f} "
+                  f"weights_mb={r['weights_mb']:.0f} wall_s={r['wall_s']:.1f}", flush=True)
+
+
 def main() -> None:
-    """Run each size in a subprocess and compare the peaks."""
+    """Run each size in a subprocess and compare the peaks (or the long-context runs)."""
     from belieflens.run.extract import ExtractOptions
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -61,7 +124,26 @@ def main() -> None:
     ap.add_argument("--row-tokens", type=int, default=ExtractOptions().row_tokens,
                     help="extraction's --row-tokens (0: one edge per row, as before packing)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--long-context", action="store_true",
+                    help="the long-context workloads on SmolLM2-135M under each --budget")
+    ap.add_argument("--budget", nargs="+", default=["auto", "1.5GB"],
+                    help="--max-memory of each long-context run (auto: the default)")
+    ap.add_argument("--envs", nargs="+", default=["recommender", "twenty-questions"],
+                    choices=["recommender", "twenty-questions"])
+    ap.add_argument("--episodes", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=10, help="the recommender's turns")
+    ap.add_argument("--delivery", default="", help="the recommender's delivery (default: its "
+                    "default, multi-turn-self, which generates the model's replies)")
+    ap.add_argument("--world", type=Path, default=WORLD)
+    ap.add_argument("--keep", default="", help="copy each long-context file into this folder")
+    ap.add_argument("--long-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.long_child is not None:
+        long_child(args.long_child, args.budget[0], args)
+        return
+    if args.long_context:
+        long_context(args)
+        return
     if args.child is not None:
         child(args.child, args.threads, args.row_tokens)
         return

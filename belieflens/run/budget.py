@@ -1,5 +1,11 @@
-"""``--batch-size auto``: a padded-token budget per forward batch that fits in memory.
+"""Memory budgets: ``--max-memory`` (:func:`plan_memory`) and ``--batch-size auto``.
 
+``--max-memory`` (default a quarter of the machine's memory) is split between one
+forward call's working set, the read-outs of one window and the radix tree's retained
+key/value caches, each sized from the model's shape (layers, key/value heads, head
+dimension, d_model, dtype) and the study's longest read-out (:class:`MemoryPlan`).
+
+``--batch-size auto`` fits a padded-token budget per forward batch into the budget.
 Peak memory of one inference forward grows with the padded tokens ``T`` of the
 batch and, through eager attention scores, with ``T * S`` for sequence length
 ``S``. Per padded token this is roughly ``4 bytes * (4 d_model + 2 d_ff +
@@ -12,8 +18,10 @@ the device's total memory on CUDA).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from belieflens.errors import ParameterError
 from belieflens.model.load import LoadedModel
 
 
@@ -54,11 +62,128 @@ def bytes_per_token(model: LoadedModel, seq_len: int) -> int:
 
 
 def auto_budget(
-    model: LoadedModel, longest: int, *, fraction: float = 0.25, cap_tokens: int = 65536
+    model: LoadedModel, longest: int, *, fraction: float = 0.25, cap_tokens: int = 65536,
+    budget: int | None = None,
 ) -> Budget:
-    """A batch budget using ``fraction`` of available memory for sequences up to ``longest``."""
+    """A batch budget using ``budget`` bytes (default ``fraction`` of available memory) for
+    sequences up to ``longest``."""
     avail = available_bytes(model.info.device)
     per = bytes_per_token(model, longest)
-    tokens = max(longest, min(cap_tokens, int(avail * fraction) // per))
+    spend = int(avail * fraction) if budget is None else budget
+    tokens = max(longest, min(cap_tokens, spend // per))
     rows = max(1, min(256, tokens // max(longest, 1)))
     return Budget(max_rows=rows, max_tokens=tokens, bytes_available=avail)
+
+
+# --max-memory ------------------------------------------------------------------------------
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+SIZE_HELP = "a size such as 1.5GB, 800MiB or 2G (KB/MB/GB are powers of 1000, K/M/G and " \
+    "KiB/MiB/GiB of 1024)"
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes of a size written ``1.5GB``, ``800MiB``, ``2G`` or a whole number of bytes.
+
+    ``KB``/``MB``/``GB``/``TB`` are powers of 1000; ``K``/``M``/``G``/``T`` and
+    ``KiB``/``MiB``/``GiB``/``TiB`` powers of 1024. Anything else is one line naming
+    ``--max-memory`` (:class:`~belieflens.errors.ParameterError`).
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text >= 1:
+            return text
+        raise ParameterError(f"option '--max-memory' = {text} is not allowed: {SIZE_HELP}")
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*", str(text))
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    size = int(float(m.group(1)) * unit) if m and unit is not None else 0
+    if size < 1:
+        raise ParameterError(f"option '--max-memory' = {text!r} is not allowed: {SIZE_HELP}")
+    return size
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes in GiB (two decimals), MiB (one) or KiB, rounded up: a size that, passed
+    back as ``--max-memory``, is at least ``n``."""
+    for unit, shift, digits in (("GiB", 30, 100), ("MiB", 20, 10), ("KiB", 10, 1)):
+        if n >= 1 << shift or unit == "KiB":
+            scaled = -(-n * digits // (1 << shift))
+            return f"{scaled / digits:g}{unit}"
+    raise AssertionError("unreachable")
+
+
+def default_memory(device: str) -> int:
+    """The default ``--max-memory``: a quarter of the machine's (or device's) memory."""
+    return available_bytes(device) // 4
+
+
+def kv_bytes_per_token(model: LoadedModel) -> int:
+    """Bytes of one position's keys and values in every layer (``2 L h_kv d_head dtype``)."""
+    cfg = model.bridge.cfg
+    heads = int(getattr(cfg, "n_key_value_heads", 0) or 0) or int(cfg.n_heads)
+    d_head = int(getattr(cfg, "d_head", 0) or 0) or int(cfg.d_model) // int(cfg.n_heads)
+    return 2 * model.info.n_layers * heads * d_head * _itemsize(model)
+
+
+def _itemsize(model: LoadedModel) -> int:
+    return 2 if model.info.dtype in ("bfloat16", "float16") else 4
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """How extraction spends a ``--max-memory`` budget (bytes, the model's weights apart).
+
+    Attributes:
+        budget: the whole budget.
+        max_tokens: padded tokens per forward call (the options' value, lowered only when
+            one call of it would not fit, never below the longest read-out; batches then
+            differ, so results may differ in the last bits from a run under a larger budget).
+        call_bytes: one forward call's working set: its padded keys and values and its
+            activations at ``max_tokens`` padded tokens.
+        window_bytes: the read-outs of one window, held until the window is written.
+        retained_bytes: what the radix tree's retained key/value caches may hold: the rest,
+            at least ``max_tokens`` positions (the past of one call, held while it runs).
+        minimum: the least budget that runs one read-out of the study.
+    """
+
+    budget: int
+    max_tokens: int
+    call_bytes: int
+    window_bytes: int
+    retained_bytes: int
+    minimum: int
+
+
+def call_bytes(model: LoadedModel, tokens: int, longest: int) -> int:
+    """Working set of one forward call of ``tokens`` padded tokens (rows times past plus new)
+    for read-outs of up to ``longest`` tokens: its padded keys and values, activations and
+    one layer's attention scores (:func:`bytes_per_token`)."""
+    return tokens * (kv_bytes_per_token(model) + bytes_per_token(model, longest))
+
+
+def plan_memory(
+    model: LoadedModel, budget: int, *, longest: int, max_tokens: int, window: int,
+    readout_bytes: int,
+) -> MemoryPlan:
+    """Size a call, a window's read-outs and the retained caches under ``budget`` bytes.
+
+    ``longest``: tokens of the study's longest read-out (context and continuation);
+    ``readout_bytes``: the bytes of one read-out's stored values. The retained caches get
+    at least a call's worth of keys and values (a call's past is held while it runs). A
+    budget below what one read-out needs (one call of it, its prefix retained, its values) is
+    one line that says the minimum (:class:`~belieflens.errors.ParameterError`).
+    """
+    kv = kv_bytes_per_token(model)
+    per = 2 * kv + bytes_per_token(model, longest)  # a call's token and its retained past
+    window_bytes = window * readout_bytes
+    minimum = longest * per + readout_bytes
+    if budget < minimum:
+        raise ParameterError(
+            f"option '--max-memory' = {format_size(budget)} is not allowed: one read-out of "
+            f"this study ({longest} tokens) needs at least {format_size(minimum)}")
+    tokens = min(max_tokens, max(longest, (budget - window_bytes) // per))
+    call = call_bytes(model, tokens, longest)
+    retained = max(tokens * kv, budget - call - window_bytes)
+    return MemoryPlan(budget=budget, max_tokens=tokens, call_bytes=call,
+                      window_bytes=window_bytes, retained_bytes=retained, minimum=minimum)

@@ -20,6 +20,14 @@ from belieflens.lens.head import final_norm, unembedding
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render, token_texts
 from belieflens.run import resume, runner, signals
+from belieflens.run.budget import (
+    SIZE_HELP,
+    MemoryPlan,
+    auto_budget,
+    default_memory,
+    parse_size,
+    plan_memory,
+)
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS, Saver, stopped_before
 from belieflens.run.generation_log import log_columns
 from belieflens.store.file import (
@@ -89,8 +97,9 @@ class ExtractKeywords(TypedDict, total=False):
     episodes: int
     seed: int
     batch_size: int | str
-    """Rows per forward batch (>= 1), or ``auto``: fit a quarter of the machine's memory
-    (a whole number may come as text, as from ``--batch-size``)."""
+    """Rows per forward batch (>= 1), or ``auto``: fit the ``max_memory`` budget (default a
+    quarter of the machine's memory; a whole number may come as text, as from
+    ``--batch-size``)."""
     max_tokens: int
     row_tokens: int
     threads: int
@@ -100,6 +109,9 @@ class ExtractKeywords(TypedDict, total=False):
     cont_resid: bool
     prefix_reuse: bool
     window: int
+    max_memory: int | str
+    """The memory budget in bytes, or a size as text (``1.5GB``, ``800MiB``, ``2G``), or
+    ``auto``: a quarter of the machine's memory (:func:`belieflens.run.budget.parse_size`)."""
 
 
 RENAMED: dict[str, str] = {"padding": "padding_side", "prefix_reuse": "reuse_prefix"}
@@ -118,6 +130,12 @@ def max_rows(batch_size: int | str) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ParameterError(f"option '--batch-size' = {batch_size} is not allowed: >= 1, or auto")
     return batch_size
+
+
+def max_memory(size: int | str) -> int:
+    """``--max-memory`` as :attr:`ExtractOptions.max_memory`: ``auto`` is 0, else its bytes
+    (:func:`belieflens.run.budget.parse_size`; anything else is one line)."""
+    return 0 if size == "auto" else parse_size(size)
 
 
 @dataclass(frozen=True)
@@ -139,11 +157,17 @@ class ExtractOptions:
         reuse_prefix: run the token radix tree (``False``: every query on its full prompt,
             ``--no-prefix-reuse``).
         cont_resid: also store residuals at every continuation token (``cont_resid``).
+        max_memory: the memory budget in bytes, the model's weights apart (``--max-memory``;
+            0: a quarter of the machine's memory). It sizes the forward calls and the
+            key/value caches kept for shared prefixes (:func:`belieflens.run.budget.plan_memory`);
+            it is not part of the study, so a run may be resumed under another budget.
 
     Examples:
         >>> options = belieflens.ExtractOptions.of(episodes=2, seed=0, batch_size="auto")
         >>> options.episodes, options.max_rows, options.window
         (2, 0, 1024)
+        >>> belieflens.ExtractOptions.of(max_memory="1.5GB").max_memory
+        1500000000
         >>> belieflens.ExtractOptions(episodes=0)
         Traceback (most recent call last):
         belieflens.errors.ParameterError: option '--episodes' = 0 is not allowed: >= 1
@@ -166,6 +190,7 @@ class ExtractOptions:
     threads: int = 0
     reuse_prefix: bool = True
     cont_resid: bool = False
+    max_memory: int = 0
 
     def __post_init__(self) -> None:
         at_least("--episodes", self.episodes, 1)
@@ -175,6 +200,7 @@ class ExtractOptions:
         at_least("--row-tokens", self.row_tokens, 0)
         at_least("--window", self.window, 1)
         at_least("--threads", self.threads, 0)
+        at_least("--max-memory", self.max_memory, 0, SIZE_HELP)
         choice("--padding", self.padding_side, PADDING_SIDES)
         choice("--resid-dtype", self.resid_dtype, STORE_DTYPE_NAMES)
 
@@ -185,6 +211,8 @@ class ExtractOptions:
         fields: dict[str, Any] = {RENAMED.get(k, k): v for k, v in keywords.items()}
         if "batch_size" in keywords:
             fields["max_rows"] = max_rows(fields.pop("batch_size"))
+        if "max_memory" in keywords:
+            fields["max_memory"] = max_memory(fields["max_memory"])
         return cls(**fields)
 
 
@@ -339,6 +367,8 @@ class Prepared:
     env_name: str
     env_params: dict[str, Any]
     reuse: bool
+    retain_bytes: int
+    """What the radix tree's retained key/value caches may hold (:func:`plan_memory`)."""
     text_ids: list[int]
     """Every id of the study's contexts and options, ascending."""
     texts: list[str]
@@ -386,12 +416,7 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
         text_token=len(text_ids),
         state=len(labels),
     )
-    max_rows, max_tokens = options.max_rows, options.max_tokens
-    if max_rows == 0:
-        from belieflens.run.budget import auto_budget
-
-        budget = auto_budget(model, sizes.token + sizes.cont_token)
-        max_rows, max_tokens = budget.max_rows, budget.max_tokens
+    max_rows, max_tokens, memory = _batches(model, options, sizes)
     env_params = dataclasses.asdict(env.params)
     reuse = options.reuse_prefix and model.info.prefix_reuse
     the_study = Study(
@@ -408,7 +433,30 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
     return Prepared(recs=recs, tqs=tqs, lens_ids=lens_ids, sizes=sizes, study=the_study,
                     text_ids=text_ids, texts=token_texts(model.tokenizer, text_ids),
                     max_rows=max_rows, max_tokens=max_tokens, env_name=env_name,
-                    env_params=env_params, reuse=reuse)
+                    env_params=env_params, reuse=reuse, retain_bytes=memory.retained_bytes)
+
+
+def readout_bytes(sizes: Sizes) -> int:
+    """Bytes one read-out's values take while its window is held: twice what is stored (the
+    runner's copy and the stacked window's)."""
+    values = sizes.layer * sizes.d_model * (1 + sizes.option * sizes.cont_extra)
+    return 2 * 4 * (values + sizes.vocab + 2 * sizes.option + 1)
+
+
+def _batches(model: LoadedModel, options: ExtractOptions,
+             sizes: Sizes) -> tuple[int, int, MemoryPlan]:
+    """Rows and padded tokens per forward call, and the memory plan they fit: ``--batch-size
+    auto`` and ``--max-memory`` (default a quarter of the machine's memory) applied."""
+    budget = options.max_memory or default_memory(model.info.device)
+    longest = sizes.token + sizes.cont_token
+    max_rows, max_tokens = options.max_rows, options.max_tokens
+    if max_rows == 0:
+        auto = auto_budget(model, longest, budget=budget)
+        max_rows, max_tokens = auto.max_rows, auto.max_tokens
+    plan = plan_memory(model, budget, longest=longest, max_tokens=max_tokens,
+                       window=min(options.window, sizes.query),
+                       readout_bytes=readout_bytes(sizes))
+    return max_rows, plan.max_tokens, plan
 
 
 def check_rows(rows: tuple[int, int], n: int, window: int) -> None:
@@ -575,6 +623,7 @@ def _run_window(model: LoadedModel, p: Prepared, options: ExtractOptions,
         row_tokens=options.row_tokens,
         save_logits=options.save_logits, padding_side=options.padding_side,
         reuse_prefix=options.reuse_prefix, cont_resid=options.cont_resid, skip=saved,
+        retain_bytes=p.retain_bytes,
     ):
         saver.add(batch, outs)
         progress.tokens += n_tok

@@ -275,6 +275,7 @@ def run_queries(
     reuse_prefix: bool = True,
     cont_resid: bool = False,
     skip: Collection[int] = (),
+    retain_bytes: int | None = None,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
 
@@ -287,11 +288,13 @@ def run_queries(
     ``skip``: queries whose read-outs are not wanted (saved by an interrupted run): they are
     not yielded, and batches of nothing else do not run. The batches that run are composed
     as in a run without ``skip``, so their read-outs are the same bit for bit.
+    ``retain_bytes``: the most bytes the radix tree's retained key/value caches may hold
+    (``None``: no limit); the read-outs are the same bit for bit under any limit.
     """
     if reuse_prefix and model.info.prefix_reuse:
         yield from run_trie(model, tqs, max_rows=max_rows, max_tokens=max_tokens,
                             row_tokens=row_tokens, save_logits=save_logits,
-                            cont_resid=cont_resid, skip=skip)
+                            cont_resid=cont_resid, skip=skip, retain_bytes=retain_bytes)
         return
     for batch in plan_batches(tqs, max_rows=max_rows, max_tokens=max_tokens):
         if all(i in skip for i in batch):

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Collection, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,10 +200,16 @@ def _empty_cache(n_layers: int, prealloc: bool) -> Any:
     return cache
 
 
+Segment = list[tuple[Any, Any]]
+"""One edge's own keys and values: per layer ``(keys, values)``, each ``[kv heads, tokens,
+d_head]``. An edge's whole prefix is its ancestors' segments and its own, root first."""
+
+
 def _padded_past(
-    kv: list[list[tuple[Any, Any]] | None], width: int, new: int = 0, *, prealloc: bool = True
+    kv: list[list[Segment] | None], width: int, new: int = 0, *, prealloc: bool = True
 ) -> Any:
-    """One cache holding each row's past, left-padded with zeros to ``width``.
+    """One cache holding each row's past (its segments, root first), left-padded with zeros to
+    ``width``.
 
     With ``prealloc`` the buffers have room for ``new`` more positions, which the
     forward writes in place (:func:`_prealloc_layer`); otherwise a ``DynamicCache``
@@ -211,11 +218,11 @@ def _padded_past(
     import torch
     from transformers import DynamicCache
 
-    some = next(x for x in kv if x is not None)
+    some = next(x for x in kv if x is not None)[0]
     size = width + (new if prealloc else 0)
     # each row's past is right-aligned; only the padding left of it needs zeros (masked, but
     # it must be finite); the `new` positions are written by the forward before any read
-    lengths = [0 if x is None else int(x[0][0].shape[1]) for x in kv]
+    lengths = [0 if x is None else sum(int(seg[0][0].shape[1]) for seg in x) for x in kv]
     layers = []
     for layer, (k0, v0) in enumerate(some):
         k = torch.empty((len(kv), k0.shape[0], size, k0.shape[2]), dtype=k0.dtype,
@@ -223,14 +230,16 @@ def _padded_past(
         v = torch.empty((len(kv), v0.shape[0], size, v0.shape[2]), dtype=v0.dtype,
                         device=v0.device)
         for b, x in enumerate(kv):
-            pad = width - lengths[b]
-            if pad:
-                k[b, :, :pad].zero_()
-                v[b, :, :pad].zero_()
-            if x is not None:
-                kb, vb = x[layer]
-                k[b, :, pad:width] = kb
-                v[b, :, pad:width] = vb
+            at = width - lengths[b]
+            if at:
+                k[b, :, :at].zero_()
+                v[b, :, :at].zero_()
+            for seg in x or ():
+                kb, vb = seg[layer]
+                n = int(kb.shape[1])
+                k[b, :, at : at + n] = kb
+                v[b, :, at : at + n] = vb
+                at += n
         layers.append((k, v))
     if not prealloc:
         return DynamicCache(ddp_cache_data=layers)
@@ -341,13 +350,14 @@ def _kept(trie: Trie, row: Row) -> list[int]:
 
 
 def _call_inputs(
-    trie: Trie, rows: list[Row], kv: dict[int, list[tuple[Any, Any]]], pad: int, device: Any,
+    trie: Trie, rows: list[Row], kv: Callable[[int], list[Segment]], pad: int, device: Any,
     *, n_layers: int, dtype: Any, prealloc: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
     """Input ids (right-padded) and forward kwargs (past, positions, mask) for a call of rows.
 
     Rows of one edge each get the plain causal layout (a padding mask where the
-    pasts differ); rows of several edges get a tree mask (:func:`_tree_mask`).
+    pasts differ); rows of several edges get a tree mask (:func:`_tree_mask`). ``kv`` gives
+    the segments of an edge's whole prefix.
     """
     import torch
 
@@ -366,7 +376,7 @@ def _call_inputs(
     kwargs: dict[str, Any] = {"use_cache": keeps_cache}
     if past > 0:
         kwargs["past_key_values"] = _padded_past(
-            [kv[e.parent] if e.parent >= 0 else None for e in roots], past, width,
+            [kv(e.parent) if e.parent >= 0 else None for e in roots], past, width,
             prealloc=prealloc)
     elif keeps_cache:
         kwargs["past_key_values"] = _empty_cache(n_layers, prealloc)
@@ -382,27 +392,20 @@ def _call_inputs(
     return ids.to(device), kwargs
 
 
-def _child_caches(
-    trie: Trie, cache: Any, rows: list[Row], width: int
-) -> dict[int, list[tuple[Any, Any]]]:
-    """The cache (whole prefix) of each edge a later call needs, cut out of the call's cache."""
+def _segments(
+    trie: Trie, cache: Any, rows: list[Row], width: int, want: Collection[int]
+) -> dict[int, Segment]:
+    """The segment of each edge of ``rows`` in ``want``, cut out of the call's cache (copies,
+    so that the call's buffers are freed)."""
     import torch
 
     past = max(trie.edges[r.root].start for r in rows)
-    out: dict[int, list[tuple[Any, Any]]] = {}
+    out: dict[int, Segment] = {}
     for b, r in enumerate(rows):
-        col = dict(zip(r.edges, r.cols, strict=True))
-        for e in _kept(trie, r):
-            chain = []  # the edge and its ancestors in the row, root last
-            i = e
-            while i in col:
-                chain.append(i)
-                i = trie.edges[i].parent
-            start = trie.edges[r.root].start
-            idx = list(range(past - start, past)) + [
-                past + col[a] + j for a in reversed(chain) for j in range(len(trie.edges[a].tokens))
-            ]
-            at = torch.tensor(idx)
+        for e, col in zip(r.edges, r.cols, strict=True):
+            if e not in want:
+                continue
+            at = torch.arange(past + col, past + col + len(trie.edges[e].tokens))
             layers = []
             for layer in cache.layers:
                 if layer.keys.shape[-2] != past + width:
@@ -442,6 +445,8 @@ def run_trie(
     row_tokens: int = ROW_TOKENS,
     norms: bool = True,
     skip: Collection[int] = (),
+    retain_bytes: int | None = None,
+    stats: CacheStats | None = None,
 ) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
@@ -464,6 +469,12 @@ def run_trie(
     ``skip``: queries saved by an interrupted run. Only the calls that read another query's
     position run, with those computing their past (:func:`needed_calls`), each as in the
     whole run, so what they compute is the same bit for bit.
+
+    ``retain_bytes``: the most bytes the key/value caches kept for later calls may hold
+    (``None``: no limit). Each edge's own keys and values are kept once, shared by its
+    descendants; over the limit the one used furthest ahead is evicted and computed again when
+    needed, by the same call as before, so the read-outs are the same bit for bit (:class:`_Store`).
+    ``stats``: filled with the retained bytes' peak and the recomputation (:class:`CacheStats`).
     """
     if not tqs:
         return
@@ -473,7 +484,6 @@ def run_trie(
     device = next(bridge.original_model.parameters()).device
     pad = pad_token_id(model.tokenizer)
     names = resid_hook_names(model.info.n_layers)
-    reads = plan.reads_by_edge()
     live = set(range(len(tqs))).difference(skip)
     book = _Book(plan, tqs, live)
     fwd = _Forward(
@@ -487,27 +497,55 @@ def run_trie(
     calls = schedule_rows(trie, rows, max_rows=max_rows, max_tokens=max_tokens)
     if len(live) < len(tqs):
         calls = needed_calls(plan, rows, calls, live)
-    caches = _Caches(trie, [rows[r] for call in calls for r in call])
+    store = _Store(trie, [[rows[r] for r in call] for call in calls], retain_bytes,
+                   stats if stats is not None else CacheStats())
     dtype = next(bridge.original_model.parameters()).dtype
+    run = _Calls(plan, rows, calls, fwd, store, book, pad=pad, device=device, dtype=dtype,
+                 prealloc=prealloc)
     with contextlib.ExitStack() as stack:
         if hooks_once:  # one registration for every forward call below
             stack.enter_context(bridge.hooks(fwd_hooks=fwd.hooks()))
-        for call in calls:
-            crows = [rows[r] for r in call]
-            ids, kwargs = _call_inputs(trie, crows, caches.by_edge, pad, device,
-                                       n_layers=len(names) - 1, dtype=dtype, prealloc=prealloc)
-            # (row, (edge, offset), column) of every read position of the call
-            keys = [(b, (e, off), c + off) for b, r in enumerate(crows)
-                    for e, c in zip(r.edges, r.cols, strict=True) for off in reads.get(e, [])]
-            r_keys = [(b, k, p) for b, k, p in keys if plan.needs[k].resid]
-            fwd.point(r_keys, keys, device)
-            logits = fwd(ids, kwargs, unembed=bool(keys))
-            book.record(keys, r_keys, logits, fwd.resid() if r_keys else None)
-            if kwargs["use_cache"]:
-                caches.keep(_child_caches(trie, kwargs["past_key_values"], crows, ids.shape[1]))
-            caches.ran(crows)
+        for c in range(len(calls)):
+            keys = run(c, True)
+            store.ran(c)
             done, outs = book.finished(keys)
-            yield done, outs, sum(r.length for r in crows)
+            yield done, outs, sum(rows[r].length for r in calls[c])
+
+
+class _Calls:
+    """The forward calls of :func:`run_trie`, each run with its past made whole first."""
+
+    def __init__(self, plan: _Plan, rows: Sequence[Row], calls: Sequence[list[int]],
+                 fwd: _Forward, store: _Store, book: _Book, *, pad: int, device: Any,
+                 dtype: Any, prealloc: bool) -> None:
+        self.plan, self.rows, self.calls = plan, rows, calls
+        self.fwd, self.store, self.book = fwd, store, book
+        self.pad, self.device, self.dtype, self.prealloc = pad, device, dtype, prealloc
+        self.reads = plan.reads_by_edge()
+
+    def __call__(self, c: int, read: bool) -> list[tuple[int, Key, int]]:
+        """Run call ``c``; with ``read``, record its read positions (returned) in the book,
+        else (a call computed again for an evicted segment) only keep its segments."""
+        trie, store, fwd = self.plan.trie, self.store, self.fwd
+        crows = [self.rows[r] for r in self.calls[c]]
+        store.ensure(c, self)
+        ids, kwargs = _call_inputs(trie, crows, store.prefix, self.pad, self.device,
+                                   n_layers=len(fwd.names) - 1, dtype=self.dtype,
+                                   prealloc=self.prealloc)
+        store.unpin(c)
+        # (row, (edge, offset), column) of every read position of the call
+        keys = [(b, (e, off), col + off) for b, r in enumerate(crows)
+                for e, col in zip(r.edges, r.cols, strict=True) for off in self.reads.get(e, [])
+                if read]
+        r_keys = [(b, k, p) for b, k, p in keys if self.plan.needs[k].resid]
+        fwd.point(r_keys, keys, self.device)
+        logits = fwd(ids, kwargs, unembed=bool(keys))
+        if read:
+            self.book.record(keys, r_keys, logits, fwd.resid() if r_keys else None)
+        if kwargs["use_cache"]:
+            store.keep(_segments(trie, kwargs["past_key_values"], crows, ids.shape[1],
+                                 store.wanted(crows)))
+        return keys
 
 
 def needed_calls(plan: _Plan, rows: Sequence[Row], calls: Sequence[list[int]],
@@ -586,32 +624,125 @@ class _Forward:
         return torch.stack([self.captured[i] for i in range(len(self.names))], dim=1).numpy()
 
 
-class _Caches:
-    """The KV cache of each edge whose children that run have not all run yet."""
+class CacheStats:
+    """What :func:`run_trie`'s retained key/value caches held and cost (for tests and benches).
 
-    def __init__(self, trie: Trie, running: Sequence[Row]) -> None:
-        self.trie = trie
-        self.by_edge: dict[int, list[tuple[Any, Any]]] = {}  # per layer (keys, values)
-        self.open_children = dict.fromkeys(range(len(trie.edges)), 0)
-        for r in running:
-            for e in r.edges:
-                if trie.edges[e].parent >= 0:
-                    self.open_children[trie.edges[e].parent] += 1
+    Attributes:
+        peak_bytes: the most bytes of retained segments after any call (evictions done).
+        recomputed_calls: forward calls run again to recompute evicted segments.
+        recomputed_tokens: tokens of those calls.
+    """
 
-    def keep(self, caches: dict[int, list[tuple[Any, Any]]]) -> None:
-        """Keep the caches of edges with children still to run (a call keeps others too:
-        children that a resumed run skips)."""
-        self.by_edge.update((e, c) for e, c in caches.items() if self.open_children[e] > 0)
+    def __init__(self) -> None:
+        self.peak_bytes = 0
+        self.recomputed_calls = 0
+        self.recomputed_tokens = 0
 
-    def ran(self, rows: list[Row]) -> None:
-        """The edges of ``rows`` ran: drop each parent cache whose last child that was."""
-        for r in rows:
-            for e in r.edges:
-                parent = self.trie.edges[e].parent
-                if parent >= 0:
-                    self.open_children[parent] -= 1
-                    if self.open_children[parent] == 0:
-                        self.by_edge.pop(parent, None)
+
+class _Store:
+    """The segments of the radix tree's edges that later calls read, in at most ``limit`` bytes.
+
+    An edge's segment is kept while a later call's past holds it. Over ``limit`` the segment
+    whose next use is furthest is evicted (Belady's rule; ancestors, used no later than their
+    descendants, go last); a call whose past lost a segment first runs the call that made it
+    again, exactly as it ran (same rows, same batch), so the segment is the same bit for bit.
+    The segments of the call about to run are pinned until its past is built.
+    """
+
+    def __init__(self, trie: Trie, calls: Sequence[Sequence[Row]], limit: int | None,
+                 stats: CacheStats) -> None:
+        self.trie, self.calls, self.limit, self.stats = trie, calls, limit, stats
+        self.seg: dict[int, Segment] = {}
+        self.size: dict[int, int] = {}
+        self.bytes, self.now = 0, 0
+        self.pins: dict[int, int] = {}
+        self.uses: dict[int, deque[int]] = {}  # edge -> calls whose past holds it, ascending
+        self.made_by: dict[int, int] = {}  # edge -> the call that computes it
+        for c, rows in enumerate(calls):
+            for r in rows:
+                for e in r.edges:
+                    self.made_by[e] = c
+            for e in self.past_edges(c):
+                self.uses.setdefault(e, deque()).append(c)
+
+    def past_edges(self, c: int) -> list[int]:
+        """Every edge the past of call ``c``'s rows holds, each once, ancestors first."""
+        out: list[int] = []
+        seen: set[int] = set()
+        for r in self.calls[c]:
+            chain = []
+            p = self.trie.edges[r.root].parent
+            while p >= 0 and p not in seen:
+                seen.add(p)
+                chain.append(p)
+                p = self.trie.edges[p].parent
+            out.extend(reversed(chain))
+        return out
+
+    def next_use(self, e: int) -> float:
+        """The first call from now on whose past holds ``e`` (infinity: none)."""
+        q = self.uses.get(e)
+        while q and q[0] < self.now:
+            q.popleft()
+        return q[0] if q else float("inf")
+
+    def prefix(self, e: int) -> list[Segment]:
+        """The segments of ``e``'s whole prefix, root first."""
+        chain = []
+        while e >= 0:
+            chain.append(self.seg[e])
+            e = self.trie.edges[e].parent
+        return chain[::-1]
+
+    def ensure(self, c: int, run: Callable[[int, bool], object]) -> None:
+        """Pin call ``c``'s past, computing again (``run``) the segments evicted from it."""
+        edges = self.past_edges(c)
+        for e in edges:
+            self.pins[e] = self.pins.get(e, 0) + 1
+        for e in edges:  # ancestors first: a rerun computes an edge against its parents
+            if e not in self.seg:
+                made = self.made_by[e]
+                self.stats.recomputed_calls += 1
+                self.stats.recomputed_tokens += sum(r.length for r in self.calls[made])
+                run(made, False)
+
+    def unpin(self, c: int) -> None:
+        """Call ``c``'s past is built: its segments may go."""
+        for e in self.past_edges(c):
+            self.pins[e] -= 1
+            if not self.pins[e]:
+                del self.pins[e]
+
+    def wanted(self, rows: Sequence[Row]) -> set[int]:
+        """Edges of ``rows`` not kept that a call from now on reads, or a call computed again
+        for it (pinned)."""
+        return {e for r in rows for e in r.edges
+                if e not in self.seg and (e in self.pins or self.next_use(e) < float("inf"))}
+
+    def keep(self, segments: dict[int, Segment]) -> None:
+        """Keep ``segments``, then evict the furthest-used while over the limit."""
+        for e, seg in segments.items():
+            self.seg[e] = seg
+            self.size[e] = sum(k.nbytes + v.nbytes for k, v in seg)
+            self.bytes += self.size[e]
+        if self.limit is not None:
+            while self.bytes > self.limit:
+                free = [e for e in self.seg if e not in self.pins]
+                if not free:
+                    break
+                self.drop(max(free, key=lambda e: (self.next_use(e), self.trie.edges[e].start)))
+        self.stats.peak_bytes = max(self.stats.peak_bytes, self.bytes)
+
+    def drop(self, e: int) -> None:
+        """Forget ``e``'s segment."""
+        del self.seg[e]
+        self.bytes -= self.size.pop(e)
+
+    def ran(self, c: int) -> None:
+        """Call ``c`` ran: forget the segments no later call reads."""
+        self.now = c + 1
+        for e in [e for e in self.seg if self.next_use(e) == float("inf")]:
+            self.drop(e)
 
 
 class _Book:

@@ -93,9 +93,10 @@ def rerun_command(path: str | Path) -> str:
     flags = [("max_rows", "--batch-size"), ("max_tokens", "--max-tokens"),
              ("row_tokens", "--row-tokens"),
              ("threads", "--threads"), ("padding_side", "--padding"),
-             ("resid_dtype", "--resid-dtype"), ("window", "--window")]
-    for key, flag in flags:
-        skip = key == "threads" and opts[key] == 0 if key in opts else True
+             ("resid_dtype", "--resid-dtype"), ("window", "--window"),
+             ("max_memory", "--max-memory")]
+    for key, flag in flags:  # threads 0 and max_memory 0 are the defaults (torch's, a quarter)
+        skip = key in ("threads", "max_memory") and opts[key] == 0 if key in opts else True
         if not skip and _DEFAULTS.get(key) != opts[key]:
             args += [flag, str(opts[key])]
     if opts.get("save_logits"):

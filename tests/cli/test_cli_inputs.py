@@ -34,6 +34,9 @@ runner = CliRunner()
         (["--max-tokens", "0"], "'--max-tokens' = 0"),
         (["--threads", "-1"], "'--threads' = -1"),
         (["--window", "0"], "'--window' = 0"),
+        (["--max-memory", "lots"], "'--max-memory' = 'lots'"),
+        (["--max-memory", "0GB"], "'--max-memory' = '0GB'"),
+        (["--max-memory", "1.5XB"], "'--max-memory' = '1.5XB'"),
         (["--seed", "-1"], "'--seed' = -1"),
         (["--episodes", "-2"], "'--episodes' = -2"),
         (["--padding", "middle"], "'--padding' = 'middle'"),
@@ -53,6 +56,24 @@ def test_bad_options_refused_before_work(args: list[str], fragment: str, tmp_pat
     assert fragment in r.output and r.output.count("\n") == 1, r.output
     assert "allowed" in r.output or "not found" in r.output or "unknown" in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_budget_below_one_readout_says_the_minimum(tiny_dir: Path, tmp_path: Path) -> None:
+    """A budget that is a size but too small for one read-out: one line with the minimum (a
+    size that passes back as --max-memory and runs), exit 2, nothing written."""
+    out = tmp_path / "x.h5"
+    args = ["extract", "coin-flip", "--model", str(tiny_dir), "--set", "turns=1", "--episodes",
+            "1", "--quiet", "--out", str(out)]
+    r = runner.invoke(app, [*args, "--max-memory", "64K"])
+    assert r.exit_code == 2, r.output
+    error = r.output.strip().splitlines()[-1]  # after the line saying the model loaded
+    assert r.output.count("error") == 1 and error.startswith("error: option '--max-memory' = 64KiB")
+    assert "needs at least" in error, r.output
+    assert list(tmp_path.iterdir()) == []
+    minimum = r.output.rsplit(" ", 1)[-1].strip()
+    r = runner.invoke(app, [*args, "--max-memory", minimum])
+    assert r.exit_code == 0, r.output
+    assert out.is_file()
 
 
 def test_out_in_missing_folder_or_a_directory(tmp_path: Path) -> None:

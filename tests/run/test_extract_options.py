@@ -66,6 +66,7 @@ def test_the_record_written_to_the_file_keeps_its_fields() -> None:
     assert list(dataclasses.asdict(ExtractOptions())) == [
         "episodes", "seed", "max_rows", "max_tokens", "row_tokens", "save_logits",
         "padding_side", "resid_dtype", "window", "threads", "reuse_prefix", "cont_resid",
+        "max_memory",
     ]
 
 

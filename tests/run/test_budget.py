@@ -1,0 +1,142 @@
+"""``--max-memory``: sizes as text, the plan of a budget, and retained caches that honour it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import belieflens.envs as envs
+from belieflens.errors import ParameterError
+from belieflens.model.load import LoadedModel
+from belieflens.readouts.render import TokenizedQuery, bos_policy, render
+from belieflens.run.budget import (
+    call_bytes,
+    format_size,
+    kv_bytes_per_token,
+    parse_size,
+    plan_memory,
+)
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.rows import ReadOut
+from belieflens.run.trie_runner import CacheStats, run_trie
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "KiB": 1 << 10,
+         "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "kB": 1000, "MB": 10**6, "GB": 10**9,
+         "gb": 10**9, "TB": 10**12}
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("1.5GB", 1_500_000_000), ("800MiB", 800 << 20), ("2G", 2 << 30), ("2g", 2 << 30),
+    ("1048576", 1 << 20), (" 3 MB ", 3_000_000), ("0.5GiB", 1 << 29), (".5K", 512), (4096, 4096),
+])
+def test_sizes(text: str | int, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@given(st.integers(1, 10**6), st.sampled_from(sorted(UNITS)))
+def test_whole_sizes_in_every_unit(n: int, unit: str) -> None:
+    assert parse_size(f"{n}{unit}") == n * UNITS[unit]
+
+
+@pytest.mark.parametrize("text", ["", "GB", "lots", "1.5XB", "-1GB", "0", "0MB", "1e9", "1 2G",
+                                  "nan", 0, -5])
+def test_not_a_size_is_one_line(text: str | int) -> None:
+    with pytest.raises(ParameterError, match="'--max-memory'") as e:
+        parse_size(text)
+    assert "\n" not in str(e.value) and "1.5GB" in str(e.value)
+
+
+def test_options_take_a_size_or_auto() -> None:
+    assert ExtractOptions.of(max_memory="2G").max_memory == 2 << 30
+    assert ExtractOptions.of(max_memory="auto").max_memory == 0
+    assert ExtractOptions.of(max_memory=1 << 20).max_memory == 1 << 20
+    with pytest.raises(ParameterError, match="'--max-memory'"):
+        ExtractOptions(max_memory=-1)
+
+
+def test_kv_bytes_match_the_models_cache(tiny_model: LoadedModel) -> None:
+    """2 layers x 2 kv heads x head dim 16 x keys and values x 4 bytes, as a forward's cache
+    holds them."""
+    import torch
+
+    with torch.inference_mode():
+        _, cache = tiny_model.bridge(torch.tensor([[1, 2, 3, 4, 5]]), use_cache=True,
+                                     return_type="logits_and_cache")
+    held = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+    assert kv_bytes_per_token(tiny_model) == held // 5 == 512
+
+
+@settings(deadline=None, max_examples=60)
+@given(longest=st.integers(1, 4000), extra=st.integers(0, 1 << 28),
+       max_tokens=st.integers(1, 1 << 16),
+       window=st.integers(1, 2048), readout=st.integers(1, 1 << 16))
+def test_plan_fits_the_budget(tiny_model: LoadedModel, longest: int, extra: int, max_tokens: int,
+                              window: int, readout: int) -> None:
+    """Above the minimum and one window's read-outs the call, the window and the retained caches
+    fit the budget together, the call never grows past the options' and a longest prefix is
+    always retained."""
+    kv = kv_bytes_per_token(tiny_model)
+    minimum = call_bytes(tiny_model, longest, longest) + longest * kv + readout
+    per = minimum - readout
+    budget = minimum + window * readout + extra
+    plan = plan_memory(tiny_model, budget, longest=longest, max_tokens=max_tokens, window=window,
+                       readout_bytes=readout)
+    assert plan.minimum == minimum
+    assert plan.call_bytes + plan.window_bytes + plan.retained_bytes <= budget
+    assert min(longest, max_tokens) <= plan.max_tokens <= max_tokens
+    assert plan.retained_bytes >= plan.max_tokens * kv
+    if max_tokens >= longest and budget >= window * readout + max_tokens * per // longest:
+        assert plan.max_tokens == max_tokens  # lowered only when a call would not fit
+    with pytest.raises(ParameterError, match="at least") as e:
+        plan_memory(tiny_model, minimum - 1, longest=longest, max_tokens=max_tokens,
+                    window=window, readout_bytes=readout)
+    assert "\n" not in str(e.value)
+
+
+def _queries(model: LoadedModel) -> list[TokenizedQuery]:
+    bos = bos_policy(model.tokenizer)
+    env = envs.get("coin-flip", turns=6, delivery="all")
+    return [render(model.tokenizer, q, bos=bos) for ep in env.episodes(2, seed=3)
+            for t in ep.turns for p in t.probes for q in p.queries]
+
+
+def _run(model: LoadedModel, tqs: list[TokenizedQuery], **kw: Any) -> dict[int, ReadOut]:
+    out: dict[int, ReadOut] = {}
+    for batch, outs, _ in run_trie(model, tqs, max_rows=2, max_tokens=2000, save_logits=True,
+                                   **kw):
+        out.update(zip(batch, outs, strict=True))
+    return out
+
+
+def test_eviction_keeps_the_limit_and_the_results(tiny_model: LoadedModel) -> None:
+    """Under a tight limit the retained caches never pass it, evicted prefixes are computed
+    again, and every read-out is the same bit for bit as with every prefix held."""
+    tqs = _queries(tiny_model)
+    free, tight = CacheStats(), CacheStats()
+    whole = _run(tiny_model, tqs, stats=free)
+    longest = max(len(tq.context_ids) for tq in tqs)
+    limit = 2 * longest * kv_bytes_per_token(tiny_model)  # two rows' pasts: one call's
+    assert free.peak_bytes > limit and free.recomputed_calls == 0
+    bounded = _run(tiny_model, tqs, stats=tight, retain_bytes=limit)
+    assert 0 < tight.peak_bytes <= limit
+    assert tight.recomputed_calls > 0
+    assert sorted(bounded) == sorted(whole) == list(range(len(tqs)))
+    for q, a in whole.items():
+        b = bounded[q]
+        assert np.array_equal(a.resid, b.resid)
+        assert np.array_equal(a.option_logprob, b.option_logprob)
+        assert a.answer_lse == b.answer_lse
+        assert a.logprobs is not None and b.logprobs is not None
+        assert np.array_equal(a.logprobs, b.logprobs)
+
+
+@given(st.integers(1, 1 << 44))
+def test_a_size_shown_passes_back_as_at_least_itself(n: int) -> None:
+    shown = format_size(n)
+    assert n <= parse_size(shown) <= n * 1.1 + 1024
