@@ -535,8 +535,8 @@ class _Calls:
         store.unpin(c)
         # (row, (edge, offset), column) of every read position of the call
         keys = [(b, (e, off), col + off) for b, r in enumerate(crows)
-                for e, col in zip(r.edges, r.cols, strict=True) for off in self.reads.get(e, [])
-                if read]
+                for e, col in zip(r.edges, r.cols, strict=True)
+                for off in self.reads.get(e, [])] if read else []
         r_keys = [(b, k, p) for b, k, p in keys if self.plan.needs[k].resid]
         fwd.point(r_keys, keys, self.device)
         logits = fwd(ids, kwargs, unembed=bool(keys))
