@@ -7,10 +7,14 @@ dimension, d_model, dtype) and the study's longest read-out (:class:`MemoryPlan`
 
 ``--batch-size auto`` fits a padded-token budget per forward batch into the budget.
 Peak memory of one inference forward grows with the padded tokens ``T`` of the
-batch and, through eager attention scores, with ``T * S`` for sequence length
-``S``. Per padded token this is roughly ``4 bytes * (4 d_model + 2 d_ff +
-n_heads * S)`` (hidden states, the MLP's two intermediate activations, one layer's
-attention scores); logits are only computed at read positions. The budget is a
+batch and, through the attention mask and eager attention scores, with ``T * S`` for
+sequence length ``S``. Per padded token this is roughly ``4 bytes * (4 d_model + 2 d_ff
++ S + 2 n_heads S)`` (hidden states, the MLP's two intermediate activations, the
+mask, one layer's attention scores and their softmax); fused attention (SDPA, what the
+radix-tree runner uses on plain rotary models: :mod:`belieflens.model.attention`)
+never holds the scores, so its ``2 n_heads S`` term is dropped. ``bench/call_memory.py``
+measures one call against this estimate. Logits are only computed at read positions.
+The budget is a
 fraction of the machine's memory (``MemTotal`` in ``/proc/meminfo`` on CPU, so the
 same machine always gets the same batches and a resumed run computes identically;
 the device's total memory on CUDA).
@@ -22,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from belieflens.errors import ParameterError
+from belieflens.model.attention import AttentionName
 from belieflens.model.load import LoadedModel
 
 
@@ -51,14 +56,24 @@ def available_bytes(device: str) -> int:
     return 4 << 30
 
 
-def bytes_per_token(model: LoadedModel, seq_len: int) -> int:
-    """Estimated peak activation bytes per padded token at sequence length ``seq_len``."""
+def bytes_per_token(model: LoadedModel, seq_len: int,
+                    attention: AttentionName = "eager") -> int:
+    """Estimated peak activation bytes per padded token at sequence length ``seq_len``, with
+    eager attention (scores and softmax held) or fused (``sdpa``: neither held)."""
     cfg = model.bridge.cfg
     d_model = int(cfg.d_model)
     d_ff = int(getattr(cfg, "d_mlp", None) or 4 * d_model)
     heads = int(getattr(cfg, "n_heads", 8))
-    itemsize = 2 if model.info.dtype in ("bfloat16", "float16") else 4
-    return itemsize * (4 * d_model + 2 * d_ff + heads * max(seq_len, 1))
+    scores = 0 if attention == "sdpa" else 2 * heads
+    return _itemsize(model) * (4 * d_model + 2 * d_ff + (1 + scores) * max(seq_len, 1))
+
+
+def runner_attention(model: LoadedModel, reuse: bool) -> AttentionName:
+    """The attention extraction's forward calls use: fused (SDPA) when the radix-tree runner
+    runs (``reuse``) on a model whose attention it can fuse, else the eager steps."""
+    from belieflens.model.attention import fast_modules
+
+    return "sdpa" if reuse and fast_modules(model.bridge) else "eager"
 
 
 def auto_budget(
@@ -130,6 +145,10 @@ def _itemsize(model: LoadedModel) -> int:
     return 2 if model.info.dtype in ("bfloat16", "float16") else 4
 
 
+HELD_SHARE = 0.125
+"""The most of a ``--max-memory`` budget that computed read-outs waiting to be written hold."""
+
+
 @dataclass(frozen=True)
 class MemoryPlan:
     """How extraction spends a ``--max-memory`` budget (bytes, the model's weights apart).
@@ -141,7 +160,10 @@ class MemoryPlan:
             differ, so results may differ in the last bits from a run under a larger budget).
         call_bytes: one forward call's working set: its padded keys and values and its
             activations at ``max_tokens`` padded tokens.
-        window_bytes: the read-outs of one window, held until the window is written.
+        held_rows: read-outs held in memory before they are written: a window's, or fewer
+            when those would take more than :data:`HELD_SHARE` of the budget (they are then
+            written as that many are done; what is computed does not change).
+        window_bytes: the read-outs held (``held_rows`` of them).
         retained_bytes: what the radix tree's retained key/value caches may hold: the rest,
             at least ``max_tokens`` positions (the past of one call, held while it runs).
         minimum: the least budget that runs one read-out of the study.
@@ -150,40 +172,45 @@ class MemoryPlan:
     budget: int
     max_tokens: int
     call_bytes: int
+    held_rows: int
     window_bytes: int
     retained_bytes: int
     minimum: int
 
 
-def call_bytes(model: LoadedModel, tokens: int, longest: int) -> int:
+def call_bytes(model: LoadedModel, tokens: int, longest: int, *,
+               attention: AttentionName = "eager") -> int:
     """Working set of one forward call of ``tokens`` padded tokens (rows times past plus new)
-    for read-outs of up to ``longest`` tokens: its padded keys and values, activations and
-    one layer's attention scores (:func:`bytes_per_token`)."""
-    return tokens * (kv_bytes_per_token(model) + bytes_per_token(model, longest))
+    for read-outs of up to ``longest`` tokens: its padded keys and values, activations, mask
+    and (``eager``) one layer's attention scores (:func:`bytes_per_token`)."""
+    return tokens * (kv_bytes_per_token(model) + bytes_per_token(model, longest, attention))
 
 
 def plan_memory(
     model: LoadedModel, budget: int, *, longest: int, max_tokens: int, window: int,
-    readout_bytes: int,
+    readout_bytes: int, attention: AttentionName = "eager",
 ) -> MemoryPlan:
     """Size a call, a window's read-outs and the retained caches under ``budget`` bytes.
 
     ``longest``: tokens of the study's longest read-out (context and continuation);
-    ``readout_bytes``: the bytes of one read-out's stored values. The retained caches get
-    at least a call's worth of keys and values (a call's past is held while it runs). A
-    budget below what one read-out needs (one call of it, its prefix retained, its values) is
-    one line that says the minimum (:class:`~belieflens.errors.ParameterError`).
+    ``window``: read-outs per window; ``readout_bytes``: the bytes of one read-out's stored
+    values; ``attention``: how the forward calls attend (:func:`runner_attention`). The
+    retained caches get at least a call's worth of keys and values (a call's past is held
+    while it runs). A budget below what one read-out needs (one call of it, its prefix
+    retained, its values) is one line that says the minimum
+    (:class:`~belieflens.errors.ParameterError`).
     """
     kv = kv_bytes_per_token(model)
-    per = 2 * kv + bytes_per_token(model, longest)  # a call's token and its retained past
-    window_bytes = window * readout_bytes
+    per = 2 * kv + bytes_per_token(model, longest, attention)  # a call's token, retained past
+    held = max(1, min(window, int(budget * HELD_SHARE) // max(readout_bytes, 1)))
+    window_bytes = held * readout_bytes
     minimum = longest * per + readout_bytes
     if budget < minimum:
         raise ParameterError(
             f"option '--max-memory' = {format_size(budget)} is not allowed: one read-out of "
             f"this study ({longest} tokens) needs at least {format_size(minimum)}")
     tokens = min(max_tokens, max(longest, (budget - window_bytes) // per))
-    call = call_bytes(model, tokens, longest)
+    call = call_bytes(model, tokens, longest, attention=attention)
     retained = max(tokens * kv, budget - call - window_bytes)
-    return MemoryPlan(budget=budget, max_tokens=tokens, call_bytes=call,
+    return MemoryPlan(budget=budget, max_tokens=tokens, call_bytes=call, held_rows=held,
                       window_bytes=window_bytes, retained_bytes=retained, minimum=minimum)

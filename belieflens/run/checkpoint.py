@@ -65,8 +65,11 @@ class Saver:
     """
 
     def __init__(self, writer: PartialFile, complete: np.ndarray, *, seconds: float,
-                 stop: Stop, stack: Stack) -> None:
+                 stop: Stop, stack: Stack, max_pending: int | None = None) -> None:
         self.writer, self.stop, self.stack, self.seconds = writer, stop, stack, seconds
+        self.max_pending = max_pending
+        """Commit once this many read-outs wait (``None``: the interval and the window's end
+        only), so what is held stays within the memory budget."""
         self.complete = complete.astype(bool)
         self.saved = int(self.complete.sum())
         self.start = 0
@@ -98,8 +101,10 @@ class Saver:
         self.pending.update(zip(rows, outs, strict=True))
 
     def batch_done(self) -> None:
-        """A batch finished: commit if the interval is up or a signal came; stop on one."""
-        if self.stop.requested or time.monotonic() - self.last >= self.seconds:
+        """A batch finished: commit if the interval is up, ``max_pending`` read-outs wait or a
+        signal came; stop on one."""
+        full = self.max_pending is not None and len(self.pending) >= self.max_pending
+        if full or self.stop.requested or time.monotonic() - self.last >= self.seconds:
             self.commit()
         self.stop.check()
 

@@ -17,6 +17,7 @@ from belieflens.episodes.base import Environment, Query
 from belieflens.errors import InterruptedRunError, ParameterError, at_least, choice
 from belieflens.heap import release_freed_memory
 from belieflens.lens.head import final_norm, unembedding
+from belieflens.model.attention import AttentionName
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render, token_texts
 from belieflens.run import resume, runner, signals
@@ -27,6 +28,7 @@ from belieflens.run.budget import (
     default_memory,
     parse_size,
     plan_memory,
+    runner_attention,
 )
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS, Saver, stopped_before
 from belieflens.run.generation_log import log_columns
@@ -369,6 +371,8 @@ class Prepared:
     reuse: bool
     retain_bytes: int
     """What the radix tree's retained key/value caches may hold (:func:`plan_memory`)."""
+    held_rows: int
+    """Read-outs held in memory before they are written (:func:`plan_memory`)."""
     text_ids: list[int]
     """Every id of the study's contexts and options, ascending."""
     texts: list[str]
@@ -416,9 +420,9 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
         text_token=len(text_ids),
         state=len(labels),
     )
-    max_rows, max_tokens, memory = _batches(model, options, sizes)
-    env_params = dataclasses.asdict(env.params)
     reuse = options.reuse_prefix and model.info.prefix_reuse
+    max_rows, max_tokens, memory = _batches(model, options, sizes, runner_attention(model, reuse))
+    env_params = dataclasses.asdict(env.params)
     the_study = Study(
         env_name=env_name, env_params=env_params, seed=options.seed, episodes=options.episodes,
         model=StudyModel.of(model.info),
@@ -433,7 +437,8 @@ def prepare(env: Environment, model: LoadedModel, options: ExtractOptions) -> Pr
     return Prepared(recs=recs, tqs=tqs, lens_ids=lens_ids, sizes=sizes, study=the_study,
                     text_ids=text_ids, texts=token_texts(model.tokenizer, text_ids),
                     max_rows=max_rows, max_tokens=max_tokens, env_name=env_name,
-                    env_params=env_params, reuse=reuse, retain_bytes=memory.retained_bytes)
+                    env_params=env_params, reuse=reuse, retain_bytes=memory.retained_bytes,
+                    held_rows=memory.held_rows)
 
 
 def readout_bytes(sizes: Sizes) -> int:
@@ -443,10 +448,11 @@ def readout_bytes(sizes: Sizes) -> int:
     return 2 * 4 * (values + sizes.vocab + 2 * sizes.option + 1)
 
 
-def _batches(model: LoadedModel, options: ExtractOptions,
-             sizes: Sizes) -> tuple[int, int, MemoryPlan]:
+def _batches(model: LoadedModel, options: ExtractOptions, sizes: Sizes,
+             attention: AttentionName) -> tuple[int, int, MemoryPlan]:
     """Rows and padded tokens per forward call, and the memory plan they fit: ``--batch-size
-    auto`` and ``--max-memory`` (default a quarter of the machine's memory) applied."""
+    auto`` and ``--max-memory`` (default a quarter of the machine's memory) applied, for
+    forward calls attending as ``attention`` does."""
     budget = options.max_memory or default_memory(model.info.device)
     longest = sizes.token + sizes.cont_token
     max_rows, max_tokens = options.max_rows, options.max_tokens
@@ -455,7 +461,7 @@ def _batches(model: LoadedModel, options: ExtractOptions,
         max_rows, max_tokens = auto.max_rows, auto.max_tokens
     plan = plan_memory(model, budget, longest=longest, max_tokens=max_tokens,
                        window=min(options.window, sizes.query),
-                       readout_bytes=readout_bytes(sizes))
+                       readout_bytes=readout_bytes(sizes), attention=attention)
     return max_rows, plan.max_tokens, plan
 
 
@@ -525,7 +531,8 @@ def extract(
         saver = Saver(PartialFile(partial),
                       np.zeros(hi - lo, bool) if state is None else state.complete,
                       seconds=checkpoint_seconds, stop=stop,
-                      stack=lambda outs: _model_rows(outs, p.sizes, options.save_logits))
+                      stack=lambda outs: _model_rows(outs, p.sizes, options.save_logits),
+                      max_pending=p.held_rows)
         progress = _Counter(on_progress, hi - lo, saver.saved)
         with saver.faults(partial):
             for start, stop_at in wins:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,14 +13,18 @@ from hypothesis import strategies as st
 
 import belieflens.envs as envs
 from belieflens.errors import ParameterError
+from belieflens.model.attention import AttentionName
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render
 from belieflens.run.budget import (
+    HELD_SHARE,
+    bytes_per_token,
     call_bytes,
     format_size,
     kv_bytes_per_token,
     parse_size,
     plan_memory,
+    runner_attention,
 )
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.rows import ReadOut
@@ -75,28 +81,74 @@ def test_kv_bytes_match_the_models_cache(tiny_model: LoadedModel) -> None:
 @settings(deadline=None, max_examples=60)
 @given(longest=st.integers(1, 4000), extra=st.integers(0, 1 << 28),
        max_tokens=st.integers(1, 1 << 16),
-       window=st.integers(1, 2048), readout=st.integers(1, 1 << 16))
+       window=st.integers(1, 2048), readout=st.integers(1, 1 << 16),
+       attention=st.sampled_from(["sdpa", "eager"]))
 def test_plan_fits_the_budget(tiny_model: LoadedModel, longest: int, extra: int, max_tokens: int,
-                              window: int, readout: int) -> None:
-    """Above the minimum and one window's read-outs the call, the window and the retained caches
-    fit the budget together, the call never grows past the options' and a longest prefix is
-    always retained."""
+                              window: int, readout: int, attention: AttentionName) -> None:
+    """Above the minimum and one window's read-outs the call, the held read-outs and the
+    retained caches fit the budget together, the call never grows past the options', a longest
+    prefix is always retained, and the read-outs held take at most their share of the budget
+    (or are one)."""
     kv = kv_bytes_per_token(tiny_model)
-    minimum = call_bytes(tiny_model, longest, longest) + longest * kv + readout
+    minimum = call_bytes(tiny_model, longest, longest, attention=attention) + longest * kv + readout
     per = minimum - readout
     budget = minimum + window * readout + extra
     plan = plan_memory(tiny_model, budget, longest=longest, max_tokens=max_tokens, window=window,
-                       readout_bytes=readout)
+                       readout_bytes=readout, attention=attention)
     assert plan.minimum == minimum
     assert plan.call_bytes + plan.window_bytes + plan.retained_bytes <= budget
     assert min(longest, max_tokens) <= plan.max_tokens <= max_tokens
     assert plan.retained_bytes >= plan.max_tokens * kv
+    assert 1 <= plan.held_rows <= window and plan.window_bytes == plan.held_rows * readout
+    assert plan.held_rows == 1 or plan.window_bytes <= budget * HELD_SHARE
     if max_tokens >= longest and budget >= window * readout + max_tokens * per // longest:
         assert plan.max_tokens == max_tokens  # lowered only when a call would not fit
     with pytest.raises(ParameterError, match="at least") as e:
         plan_memory(tiny_model, minimum - 1, longest=longest, max_tokens=max_tokens,
-                    window=window, readout_bytes=readout)
+                    window=window, readout_bytes=readout, attention=attention)
     assert "\n" not in str(e.value)
+
+
+def test_fused_attention_holds_no_scores(tiny_model: LoadedModel) -> None:
+    """SDPA's estimate leaves out the eager path's scores and softmax (two per head and past
+    position); the radix-tree runner fuses a plain rotary model's attention, the plain runner
+    does not."""
+    heads = int(tiny_model.bridge.cfg.n_heads)
+    for seq in (1, 300, 4000):
+        eager = bytes_per_token(tiny_model, seq, "eager")
+        assert eager - bytes_per_token(tiny_model, seq, "sdpa") == 4 * 2 * heads * seq
+    assert runner_attention(tiny_model, reuse=True) == "sdpa"
+    assert runner_attention(tiny_model, reuse=False) == "eager"
+
+
+def test_held_readouts_are_written_within_the_budget(tiny_model: LoadedModel,
+                                                     tmp_path: Path) -> None:
+    """Under a budget whose share for read-outs holds fewer than a window, they are written as
+    that many are done (no write holds more), and the file equals the default's bit for bit."""
+    from belieflens.run.extract import extract, prepare
+    from belieflens.store.file import PartialFile
+    from tests.conftest import assert_same_data
+
+    env = envs.get("coin-flip", turns=4, delivery="multi-turn")
+    base = ExtractOptions(episodes=10, max_rows=2, max_tokens=400)
+    out = extract(env, tiny_model, tmp_path / "a.h5", base)
+    tight = dataclasses.replace(base, max_memory=2_000_000)
+    p = prepare(env, tiny_model, tight)
+    assert 1 < p.held_rows < len(p.recs) <= base.window
+    assert p.max_tokens == base.max_tokens  # the calls are the default's
+    writes: list[int] = []
+    write_runs = PartialFile.write_runs
+
+    def counted(self: PartialFile, runs: Any) -> None:
+        writes.append(sum(len(next(iter(v.values()))) for _, v in runs))
+        write_runs(self, runs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PartialFile, "write_runs", counted)
+        held = extract(env, tiny_model, tmp_path / "b.h5", tight)
+    assert sum(writes) == len(p.recs) and len(writes) > 1
+    assert max(writes) < p.held_rows + base.max_rows * 40  # a batch's read-outs at most over
+    assert_same_data(out, held)
 
 
 def _queries(model: LoadedModel) -> list[TokenizedQuery]:
