@@ -66,6 +66,15 @@ def apply_clock(args: argparse.Namespace) -> None:
 # Peak memory ------------------------------------------------------------------------------
 
 
+def rss_mb() -> float:
+    """This process's resident set size now, in MiB (``VmRSS``)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise OSError("no VmRSS in /proc/self/status")
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set size in MiB (``VmHWM``; else ``ru_maxrss``).
 

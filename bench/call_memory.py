@@ -23,15 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._lib import peak_rss_mb
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise OSError("no VmRSS in /proc/self/status")
+from bench._lib import peak_rss_mb, rss_mb
 
 
 def child(attention: str, rows: int, length: int, threads: int) -> None:
@@ -63,7 +55,7 @@ def child(attention: str, rows: int, length: int, threads: int) -> None:
     call(batch(1, 64))  # warm-up: the allocator's first arenas, lazy imports
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # VmHWM := VmRSS
-    base = _rss_mb()
+    base = rss_mb()
     call(batch(rows, length))
     peak = peak_rss_mb() - base
     est = call_bytes(model, rows * length, length, attention=attention) / 2**20  # type: ignore[arg-type]

@@ -16,9 +16,17 @@ Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000] [--row-tokens 0]``.
 recommender on BayesBench's fitted world (``../shared/peers/bayesbench/recommender``; 2
 episodes of the default deliveries, about 2,700-token contexts at 10 turns) and a 20-step
 twenty-questions study, each in its own process. One line per run:
-``long_context env=... budget=... peak_rss_mb=... budget_mb=... weights_mb=... wall_s=...``.
+``long_context env=... budget=... peak_rss_mb=... budget_mb=... weights_mb=... base_rss_mb=...
+rise_mb=... wall_s=...``, where ``base_rss_mb`` is the resident size once the model is loaded
+(the interpreter, its libraries and the weights) and ``rise_mb`` the peak's rise over it,
+what the budget bounds.
 ``--episodes``, ``--turns`` and ``--delivery`` reduce the recommender's study (the same
-context lengths with fewer read-outs), ``--envs`` picks the workloads.
+context lengths with fewer read-outs; ``--delivery all`` is the study issue 32 measured,
+1,276 read-outs, before ``multi-turn-self`` became the default), ``--steps`` twenty
+questions', ``--envs`` picks the workloads. ``--rounds N`` runs each N times and ends with
+a ``long_context_median`` line per workload and budget: the median peak, and the median
+rise against the budget. ``--keep DIR`` keeps the first round's files, for
+``bench/compare_caches.py``.
 Run: ``.venv/bin/python bench/memory.py --long-context --budget auto 1.5GB``.
 """
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +45,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._lib import WriteTimer, peak_rss_mb, smol_shaped_random
+from bench._lib import WriteTimer, peak_rss_mb, rss_mb, smol_shaped_random
 
 
 def child(n_readouts: int, threads: int, row_tokens: int) -> None:
@@ -78,7 +87,8 @@ def long_child(env: str, budget: str, args: argparse.Namespace) -> None:
     model = load("smollm2-135m")
     weights = sum(p.numel() * p.element_size()
                   for p in model.bridge.original_model.parameters())
-    params: dict[str, object] = {"steps": 20} if env == "twenty-questions" else {
+    base = rss_mb()  # the interpreter, the libraries and the weights, before extraction
+    params: dict[str, object] = {"steps": args.steps} if env == "twenty-questions" else {
         "world": str(args.world), "turns": args.turns}
     if args.delivery and env == "recommender":
         params["delivery"] = args.delivery
@@ -94,24 +104,40 @@ def long_child(env: str, budget: str, args: argparse.Namespace) -> None:
             shutil.copyfile(path, Path(args.keep) / f"{env}-{budget}.h5")
     spent = default_memory("cpu") if budget == "auto" else parse_size(budget)
     print(json.dumps({"env": env, "budget": budget, "readouts": n, "peak_rss_mb": peak,
+                      "base_rss_mb": base,
                       "budget_mb": spent / 2**20, "weights_mb": weights / 2**20,
                       "wall_s": wall}))
 
 
 def long_context(args: argparse.Namespace) -> None:
-    """Each long-context workload under each budget, in its own process."""
-    for env in args.envs:
-        for budget in args.budget:
-            cmd = [sys.executable, __file__, "--long-child", env, "--budget", budget,
-                   "--threads", str(args.threads), "--episodes", str(args.episodes),
-                   "--turns", str(args.turns), "--world", str(args.world)]
-            cmd += ["--delivery", args.delivery] if args.delivery else []
-            cmd += ["--keep", args.keep] if args.keep else []
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"long_context env={r['env']} budget={r['budget']} readouts={r['readouts']} "
-                  f"peak_rss_mb={r['peak_rss_mb']:.0f} budget_mb={r['budget_mb']:.0f} "
-                  f"weights_mb={r['weights_mb']:.0f} wall_s={r['wall_s']:.1f}", flush=True)
+    """Each long-context workload under each budget, in its own process, ``--rounds`` times
+    (the budgets in turn within a round); then each one's median over the rounds."""
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for rnd in range(args.rounds):
+        for env in args.envs:
+            for budget in args.budget:
+                cmd = [sys.executable, __file__, "--long-child", env, "--budget", budget,
+                       "--threads", str(args.threads), "--episodes", str(args.episodes),
+                       "--turns", str(args.turns), "--world", str(args.world),
+                       "--steps", str(args.steps)]
+                cmd += ["--delivery", args.delivery] if args.delivery else []
+                cmd += ["--keep", args.keep] if args.keep and rnd == 0 else []
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                runs.setdefault((env, budget), []).append(r)
+                print(f"long_context round={rnd + 1} env={r['env']} budget={r['budget']} "
+                      f"readouts={r['readouts']} peak_rss_mb={r['peak_rss_mb']:.0f} "
+                      f"budget_mb={r['budget_mb']:.0f} weights_mb={r['weights_mb']:.0f} "
+                      f"base_rss_mb={r['base_rss_mb']:.0f} "
+                      f"rise_mb={r['peak_rss_mb'] - r['base_rss_mb']:.0f} "
+                      f"wall_s={r['wall_s']:.1f}", flush=True)
+    for (env, budget), rs in runs.items():
+        peak = statistics.median(r["peak_rss_mb"] for r in rs)
+        rise = statistics.median(r["peak_rss_mb"] - r["base_rss_mb"] for r in rs)
+        print(f"long_context_median env={env} budget={budget} rounds={len(rs)} "
+              f"peak_rss_mb={peak:.0f} rise_mb={rise:.0f} budget_mb={rs[0]['budget_mb']:.0f} "
+              f"rise_within_budget={rise <= rs[0]['budget_mb']} "
+              f"wall_s={statistics.median(r['wall_s'] for r in rs):.1f}", flush=True)
 
 
 def main() -> None:
@@ -135,6 +161,9 @@ def main() -> None:
     ap.add_argument("--delivery", default="", help="the recommender's delivery (default: its "
                     "default, multi-turn-self, which generates the model's replies)")
     ap.add_argument("--world", type=Path, default=WORLD)
+    ap.add_argument("--steps", type=int, default=20, help="twenty-questions' steps per game")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of each workload and budget "
+                    "(then the median of each)")
     ap.add_argument("--keep", default="", help="copy each long-context file into this folder")
     ap.add_argument("--long-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
