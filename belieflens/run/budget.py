@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from belieflens.errors import ParameterError
-from belieflens.model.attention import AttentionName
+from belieflens.model.attention import AttentionName, fast_modules
 from belieflens.model.load import LoadedModel
 
 
@@ -71,19 +71,17 @@ def bytes_per_token(model: LoadedModel, seq_len: int,
 def runner_attention(model: LoadedModel, reuse: bool) -> AttentionName:
     """The attention extraction's forward calls use: fused (SDPA) when the radix-tree runner
     runs (``reuse``) on a model whose attention it can fuse, else the eager steps."""
-    from belieflens.model.attention import fast_modules
-
     return "sdpa" if reuse and fast_modules(model.bridge) else "eager"
 
 
 def auto_budget(
     model: LoadedModel, longest: int, *, fraction: float = 0.25, cap_tokens: int = 65536,
-    budget: int | None = None,
+    budget: int | None = None, attention: AttentionName = "eager",
 ) -> Budget:
     """A batch budget using ``budget`` bytes (default ``fraction`` of available memory) for
-    sequences up to ``longest``."""
+    sequences up to ``longest``, attending as ``attention`` does."""
     avail = available_bytes(model.info.device)
-    per = bytes_per_token(model, longest)
+    per = bytes_per_token(model, longest, attention)
     spend = int(avail * fraction) if budget is None else budget
     tokens = max(longest, min(cap_tokens, spend // per))
     rows = max(1, min(256, tokens // max(longest, 1)))

@@ -457,7 +457,7 @@ def _batches(model: LoadedModel, options: ExtractOptions, sizes: Sizes,
     longest = sizes.token + sizes.cont_token
     max_rows, max_tokens = options.max_rows, options.max_tokens
     if max_rows == 0:
-        auto = auto_budget(model, longest, budget=budget)
+        auto = auto_budget(model, longest, budget=budget, attention=attention)
         max_rows, max_tokens = auto.max_rows, auto.max_tokens
     plan = plan_memory(model, budget, longest=longest, max_tokens=max_tokens,
                        window=min(options.window, sizes.query),
