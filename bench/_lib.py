@@ -66,13 +66,18 @@ def apply_clock(args: argparse.Namespace) -> None:
 # Peak memory ------------------------------------------------------------------------------
 
 
-def rss_mb() -> float:
-    """This process's resident set size now, in MiB (``VmRSS``)."""
+def _status_mb(field: str) -> float:
+    """A ``/proc/self/status`` memory field (``VmRSS``, ``VmHWM``) in MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
-    raise OSError("no VmRSS in /proc/self/status")
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def rss_mb() -> float:
+    """This process's resident set size now, in MiB (``VmRSS``)."""
+    return _status_mb("VmRSS")
 
 
 def peak_rss_mb() -> float:
@@ -86,10 +91,7 @@ def peak_rss_mb() -> float:
     child's own; ``ru_maxrss`` is the fallback where ``/proc`` is missing.
     """
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+        return _status_mb("VmHWM")
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

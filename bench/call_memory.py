@@ -19,14 +19,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import peak_rss_mb, rss_mb
 
+if TYPE_CHECKING:
+    from belieflens.model.attention import AttentionName
 
-def child(attention: str, rows: int, length: int, threads: int) -> None:
+
+def child(attention: AttentionName, rows: int, length: int, threads: int) -> None:
     """Run one call of ``rows`` x ``length`` tokens and print its peak and the estimate."""
     import random
 
@@ -49,7 +53,7 @@ def child(attention: str, rows: int, length: int, threads: int) -> None:
     def call(tqs: list[TokenizedQuery]) -> None:
         tokens = sum(len(tq.context_ids) for tq in tqs)
         for _ in run_trie(model, tqs, max_rows=len(tqs), max_tokens=tokens,
-                          attention=attention):  # type: ignore[arg-type]
+                          attention=attention):
             pass
 
     call(batch(1, 64))  # warm-up: the allocator's first arenas, lazy imports
@@ -58,7 +62,7 @@ def child(attention: str, rows: int, length: int, threads: int) -> None:
     base = rss_mb()
     call(batch(rows, length))
     peak = peak_rss_mb() - base
-    est = call_bytes(model, rows * length, length, attention=attention) / 2**20  # type: ignore[arg-type]
+    est = call_bytes(model, rows * length, length, attention=attention) / 2**20
     print(json.dumps({"attention": attention, "tokens": rows * length, "length": length,
                       "peak_mb": peak, "estimate_mb": est}))
 
@@ -75,7 +79,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         attention, rows, length = args.child
-        child(attention, int(rows), int(length), args.threads)
+        child(cast("AttentionName", attention), int(rows), int(length), args.threads)
         return
     for attention in args.attention:
         for rows in args.rows:
