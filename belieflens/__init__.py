@@ -10,7 +10,7 @@ Examples:
     >>> ds = belieflens.open_cache(path)                     # an xarray.Dataset
     >>> ds.bl.beliefs().dims                                 # analysis as methods of the Dataset
     ('delivery', 'probe', 'episode', 'turn', 'outcome')
-    >>> tables = belieflens.analyze(path, probes=False).text  # what `belieflens analyze` prints
+    >>> tables = belieflens.analyze(path, decoders=False).text  # what `belieflens analyze` prints
 
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`

@@ -536,12 +536,12 @@ def compare(
     files: Sequence[str | os.PathLike[str]],
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> xr.Dataset:
     """One Dataset with a ``model`` dimension over cache files (or study directories) of the
     same study extracted from different models: output TVD to the oracle per model and turn,
-    lens and probe TVD on a common relative-depth grid (each model's own ``layer`` kept as a
+    lens and decoder TVD on a common relative-depth grid (each model's own ``layer`` kept as a
     coordinate), the closest depth per read-out, the updating slope with its standard error,
     and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
     studies are refused in one line (:class:`ParameterError`); :func:`compare_report` adds
@@ -550,8 +550,8 @@ def compare(
     Args:
         files: cache files (or study directories), one per model.
         debias: how rotations are pooled.
-        probes: fit the linear probes (their columns are NaN without).
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
 
     Returns:
         Variables such as ``output_tvd_mean`` (dims ``model, delivery, probe, turn``),
@@ -568,7 +568,7 @@ def compare(
     """
     from belieflens.analysis.compare import compare as run
 
-    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -577,7 +577,7 @@ def compare_report(
     out: str | Path | None = None,
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> Analysis:
     """``belieflens compare``: :func:`compare` as text tables; with ``out`` (a folder), also
@@ -585,7 +585,7 @@ def compare_report(
     (:func:`belieflens.report.compare.compare_report`)."""
     from belieflens.report.compare import compare_report as run
 
-    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -595,7 +595,7 @@ def analyze(
     *,
     debias: DebiasMethod = "geometric",
     lens: str | Path | TunedLens | None = None,
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     client: DaskClient | str | None = None,
     html: bool = True,
@@ -603,7 +603,7 @@ def analyze(
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
     (:func:`belieflens.report.study.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
-    loaded lens, ``probes=False`` skips the linear probes, ``client`` runs the dask work on a
+    loaded lens, ``decoders=False`` skips the linear decoders, ``client`` runs the dask work on a
     cluster). An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`).
 
@@ -612,8 +612,8 @@ def analyze(
         out: a folder for the figures and ``report.md`` (``None``: tables only).
         debias: how rotations are pooled.
         lens: a tuned lens for the ``tuned-lens`` column.
-        probes: fit the linear probes.
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders.
+        seed: seeds the decoders' folds.
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
@@ -622,7 +622,7 @@ def analyze(
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
 
     Examples:
-        >>> result = belieflens.analyze("study.h5", probes=False)
+        >>> result = belieflens.analyze("study.h5", decoders=False)
         >>> "next-flip" in result.text
         True
     """
@@ -633,8 +633,8 @@ def analyze(
     method = choice("--debias", debias, DEBIAS_METHODS)
     if is_result(file):
         return report(file, out, method=method, html=html)
-    return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
-               sections=envs.sections_for, html=html)
+    return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
+               client=client, sections=envs.sections_for, html=html)
 
 
 @dataclass(frozen=True)
@@ -709,14 +709,14 @@ def steer(
     options: SteerOptions | None = None, **run: Unpack[RunKeywords],
 ) -> Path:
     """Steering (:mod:`belieflens.interventions.steer`): alpha times the concept's direction
-    (the ridge probe's or the difference of means, cross-fitted by episode) added per layer,
+    (the ridge decoder's or the difference of means, cross-fitted by episode) added per layer,
     against a random direction of equal norm; writes ``out``. The
     keywords (``model``, ``select``, ...) are :func:`intervene`'s.
 
     Args:
         study: the study's cache file.
         out: the result file to write.
-        options: layers, strengths (``alphas``), folds of the probe, positions.
+        options: layers, strengths (``alphas``), folds of the decoder, positions.
         **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
 
     Returns:

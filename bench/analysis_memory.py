@@ -7,7 +7,7 @@ blocks, d_model 576, its 49k vocabulary) but a narrow attention and MLP (as
 ``bench/memory.py``), saved to a folder so that the Dask worker loads it by path:
 coin flip, multi-turn, 10 turns, both probes, every rotation (77 read-outs per episode,
 71 KiB of float32 residuals per read-out). Each ``analyze`` (tables, report, plots, the
-logit lens and the linear probes) runs in its own fresh process so that each peak RSS is
+logit lens and the linear decoders) runs in its own fresh process so that each peak RSS is
 its own, with glibc's malloc arenas limited as the CLI limits them
 (``--no-arena-limit``: as a script that does not call ``limit_arenas``).
 
@@ -74,7 +74,7 @@ def analyze_child(study: Path, report: Path, scheduler: str, arenas: bool) -> No
 
     t0 = time.perf_counter()
     with dask.config.set(scheduler=scheduler):
-        analyze(study, report, probes=True)
+        analyze(study, report, decoders=True)
     wall = time.perf_counter() - t0
     peak = peak_rss_mb()
     resid = readouts = 0

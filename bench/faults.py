@@ -236,7 +236,7 @@ def full_disk_analyze(gate: Gate, work: Path, rng: random.Random) -> None:
         if fs is None:
             return
         out = fs / "report"
-        report = ["analyze", str(ref), "--out", str(out), "--no-probes", "--no-html"]
+        report = ["analyze", str(ref), "--out", str(out), "--no-decoders", "--no-html"]
         t0 = time.perf_counter()
         r = run(report)
         seconds = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """Page weight and open time of the study viewer (``study.html``) for the demo study and for a
 synthetic study of 100,000 read-outs.
 
-Each study is analysed as ``analyze --out`` does (linear probes skipped: they change the page
+Each study is analysed as ``analyze --out`` does (linear decoders skipped: they change the page
 by a few printed lines), then its page is opened from disk in Debian's headless Chromium
 (Playwright, ``executable_path=/usr/bin/chromium``, a fresh profile each time) and timed from
 navigation to the viewer's first complete draw (``window.blReady``), as the wall clock of
@@ -146,7 +146,7 @@ def measure(name: str, study: Path, out: Path, repeats: int) -> None:
     from belieflens.api import analyze
 
     t0 = time.perf_counter()
-    res = analyze(study, out, probes=False)
+    res = analyze(study, out, decoders=False)
     analyse_s = time.perf_counter() - t0
     html = out / "study.html"
     folder = out / "study_files"

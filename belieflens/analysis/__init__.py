@@ -1,4 +1,4 @@
-"""Analysis: debiased beliefs, lens beliefs per layer, probes, divergences from the oracle,
+"""Analysis: debiased beliefs, lens beliefs per layer, decoders, divergences from the oracle,
 statistics, the summary table, plots and the report.
 
 Everything here is a pure function of an open cache file (``belieflens.open_cache``), reading

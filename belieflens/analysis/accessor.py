@@ -1,7 +1,7 @@
 """``ds.bl``: the analysis of a cache file as methods of its Dataset.
 
 Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor (a study of
-two episodes below, so the probes take two folds).
+two episodes below, so the decoders take two folds).
 
 Examples:
     >>> ds = belieflens.open_cache("study.h5")
@@ -11,7 +11,7 @@ Examples:
     ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     >>> ds.bl.divergence("kl").name                   # KL(oracle || belief) per instance
     'kl'
-    >>> ds.bl.summary(probes=False)["tvd_mean"].dims  # TVD per layer and source
+    >>> ds.bl.summary(decoders=False)["tvd_mean"].dims  # TVD per layer and source
     ('delivery', 'probe', 'turn', 'layer', 'source')
     >>> ds.bl.decoders(probe="next-flip", n_folds=2).sizes["layer"]  # held-out, per layer
     31
@@ -198,19 +198,19 @@ class BeliefLensAccessor:
 
         Args:
             lens: the tuned-lens column's lens (``None``: that column is NaN).
-            **kwargs: ``method``, ``probes`` (``False`` skips the probe fits), ``seed``, ...
+            **kwargs: ``method``, ``decoders`` (``False`` skips the decoder fits), ``seed``, ...
 
         Returns:
             Variables ``tvd_mean``, ``tvd_sem`` and ``n`` (episodes with a value), dims
             ``(delivery, probe, turn, layer, source)``; ``source`` is ``output``,
-            ``logit-lens``, ``tuned-lens`` or ``probe``.
+            ``logit-lens``, ``tuned-lens`` or ``decoder``.
 
         Examples:
-            >>> table = ds.bl.summary(probes=False)
+            >>> table = ds.bl.summary(decoders=False)
             >>> table["tvd_mean"].dims
             ('delivery', 'probe', 'turn', 'layer', 'source')
             >>> table["source"].values.tolist()
-            ['output', 'logit-lens', 'tuned-lens', 'probe']
+            ['output', 'logit-lens', 'tuned-lens', 'decoder']
         """
         return summary(self._ds, lens, **kwargs)
 

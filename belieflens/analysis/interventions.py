@@ -1,18 +1,18 @@
 """What an intervention result file says: belief transfer, steering slopes, movement to the prior.
 
 Every belief here is debiased over the Latin-square rotations of its probe instance
-(:func:`belieflens.readouts.debias`), like the output beliefs of a study.
+(:func:`belieflens.analysis.beliefs.pool_rotations`), like the output beliefs of a study.
 
 - **patch**: per pair of instances (base episode, source episode at one delivery, probe and
   turn), the belief transfer ``1 − TVD(p_patched, p_source) / TVD(p_base, p_source)`` (0: the
   patch changed nothing, 1: the base now answers like the source) and the TVD of the patched
   belief to the source's oracle, per layer × position set × turn (mean over pairs);
 - **steer**: the slope of the debiased belief's point estimate against α per layer (mean ±
-  SEM over instances), along the probe direction and along the random control, and the
-  selectivity (probe slope − control slope);
+  SEM over instances), along the decoder direction and along the random control, and the
+  selectivity (decoder slope − control slope);
 - **erase**: how far the erased belief moves toward the prior (the model's own belief at turn
   0): ``1 − TVD(p_erased, p_prior) / TVD(p_clean, p_prior)`` over instances after turn 0, for
-  LEACE and for the random subspace, and the held-out probe R² before and after erasure.
+  LEACE and for the random subspace, and the held-out decoder R² before and after erasure.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _means(beliefs: xr.DataArray, labels: dict[str, list[str]]) -> xr.DataArray:
 
 
 def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataArray]:
-    """The debiased belief's point estimate under steering along the probe direction
+    """The debiased belief's point estimate under steering along the decoder direction
     (``steered_logprob``) and the random control (``control_logprob``), dims ``(delivery,
     probe, episode, turn, layer, alpha)``."""
     labels = outcome_labels(ds)
@@ -186,7 +186,7 @@ def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataA
 
 def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """The steering curves: the debiased belief's point estimate against α per (delivery,
-    probe, layer), mean ± SEM over instances, along the probe direction (``estimate_mean``,
+    probe, layer), mean ± SEM over instances, along the decoder direction (``estimate_mean``,
     ``estimate_sem``) and the random control (``control_estimate_mean``,
     ``control_estimate_sem``); dims ``(delivery, probe, layer, alpha)``."""
     est = _steer_estimates(ds, method)
@@ -206,7 +206,7 @@ def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
 
 def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """Slope of the debiased belief's point estimate vs α per (delivery, probe, layer):
-    ``slope`` (probe direction), ``control_slope``, ``selectivity`` (mean over instances),
+    ``slope`` (decoder direction), ``control_slope``, ``selectivity`` (mean over instances),
     with SEMs and counts."""
     alphas = np.asarray(ds["alpha"].values, dtype=np.float64)
     out: dict[str, Any] = {}

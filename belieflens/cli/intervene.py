@@ -164,7 +164,7 @@ def steer_cmd(
         parser=str, help="add the vector at the answer position, or at every position after "
         "the evidence (after-evidence)")] = "answer",
     direction: Annotated[DirectionKind, typer.Option(
-        parser=str, help="the steering direction: the ridge probe's weights, the difference "
+        parser=str, help="the steering direction: the ridge decoder's weights, the difference "
         "of means (diff-means), or, on a token-level study, the direction raising the "
         "regressed belief in hidden state --state: its pattern in the residuals (belief) or the "
         "regression's least-norm shift (belief-decoder); cross-fitted by episode")

@@ -32,13 +32,15 @@ from belieflens.api import (
 from belieflens.cli.intervene import app as intervene_app
 from belieflens.cli.options import (
     Debias,
+    DecoderSeed,
     Device,
     Model,
+    NoDecoders,
     NoProbes,
     Overwrite,
-    ProbeSeed,
     Threads,
     one_line_errors,
+    skip_decoders,
     wrote,
 )
 from belieflens.types import DTypeName, KernelName, PaddingSide, StoreDTypeName
@@ -251,8 +253,9 @@ def analyze(
     lens: Annotated[
         str | None, typer.Option("--lens", help="tuned:DIR, a lens from `belieflens lens train`")
     ] = None,
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
     cluster: Annotated[
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
@@ -262,7 +265,8 @@ def analyze(
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
-        result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.analyze(file, out, debias=debias, lens=lens, decoders=decoders,
                              seed=seed, client=cluster, html=not no_html)
     _print(result)
 
@@ -274,13 +278,15 @@ def compare(
     out: Annotated[Path | None, typer.Option(
         "--out", help="folder for the figures, compare.md and compare.nc")] = None,
     debias: Debias = "geometric",
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
 ) -> None:
     """Compare models on one study, layers aligned by relative depth: tables to stdout; with
     --out, figures, a Markdown report and the Dataset (compare.nc)."""
     with one_line_errors():
-        result = api.compare_report(files, out, debias=debias, probes=not no_probes, seed=seed)
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.compare_report(files, out, debias=debias, decoders=decoders, seed=seed)
     _print(result)
 
 

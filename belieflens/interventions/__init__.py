@@ -8,7 +8,7 @@ says which (:func:`intervene` runs any of them; :func:`belieflens.patch`,
 
 - :class:`PatchOptions`: the source read-out's residual patched into the base run over a
   position set (``patched_logprob[pair, layer, positions, option]``);
-- :class:`SteerOptions`: α times the ridge probe's direction added at the answer position
+- :class:`SteerOptions`: α times the ridge decoder's direction added at the answer position
   (``steered_logprob[query, layer, alpha, option]``), against random directions;
 - :class:`EraseOptions`: LEACE erasure of the oracle concept at the answer position
   (``erased_logprob[query, layer, option]``), against a random subspace of equal rank.

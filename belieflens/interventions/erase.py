@@ -16,8 +16,8 @@ Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
 ``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn
 0 of the same episode, delivery, probe and rotation: the model's belief before any evidence,
 what erasing the evidence should move the output toward), ``study_query[query]``, ``fold``
-of each read-out, and per layer ``eraser_rank``, ``probe_r2_clean`` and ``probe_r2_erased``
-(held-out R² of a ridge probe of the concept before and after erasure,
+of each read-out, and per layer ``eraser_rank``, ``decoder_r2_clean`` and
+``decoder_r2_erased`` (held-out R² of a ridge decoder of the concept before and after erasure,
 :func:`belieflens.interventions.directions.heldout_r2`).
 """
 
@@ -260,8 +260,8 @@ def erase_logprobs(
             "study_query": (QUERY, rows.astype(np.int32)),
             "fold": (QUERY, folds.astype(np.int32)),
             "eraser_rank": (LAYER, np.array([f.erasers[0].rank for f in fitted], np.int32)),
-            "probe_r2_clean": (LAYER, np.array([f.r2_clean for f in fitted])),
-            "probe_r2_erased": (LAYER, np.array([f.r2_erased for f in fitted])),
+            "decoder_r2_clean": (LAYER, np.array([f.r2_clean for f in fitted])),
+            "decoder_r2_erased": (LAYER, np.array([f.r2_erased for f in fitted])),
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32)},
     )

@@ -1,4 +1,4 @@
-"""Steering along probe directions: add α·σ_l·w_l at the answer position of layer l
+"""Steering along decoder directions: add α·σ_l·w_l at the answer position of layer l
 (``at="after-evidence"``: at every position after the evidence, through the read-out's end).
 
 **After the evidence.** A read-out's evidence ends at the last context position where the
@@ -9,8 +9,8 @@ tokens) is steered. A read-out with no such comparison (one episode, or no other
 length) is refused in one line (:func:`evidence_end`).
 
 ``w_l`` is the unit direction of the oracle's point estimate in the study's own residuals at
-layer ``l``: the ridge probe's (``direction=ridge``,
-:func:`belieflens.interventions.directions.probe_direction`) or the difference of means
+layer ``l``: the ridge decoder's (``direction=ridge``,
+:func:`belieflens.interventions.directions.decoder_direction`) or the difference of means
 between read-outs above and below the concept's median (``direction=diff-means``,
 :func:`~belieflens.interventions.directions.diff_means_direction`); ``σ_l`` the standard
 deviation of those residuals along ``w_l``, so ``α`` is in units of the residuals' own spread
@@ -27,7 +27,8 @@ Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option
 ``clean_logprob[query, option]``, ``study_query[query]``, ``query_fold[query]``, the directions
 applied ``fold_direction[layer, fold, d_model]`` and their ``fold_resid_std[layer, fold]``;
 per layer the direction fitted on all the selected read-outs, for reference (``direction``,
-``resid_std``, ``probe_r2``: its held-out R² under grouped cross-validation, ``probe_lam``),
+``resid_std``, ``decoder_r2``: its held-out R² under grouped cross-validation,
+``decoder_lam``),
 ``control_direction[layer, d_model]``; and the read-outs' coordinates, outcomes and oracle.
 """
 
@@ -46,9 +47,9 @@ from belieflens.interventions.belief import study_beliefs
 from belieflens.interventions.directions import (
     Direction,
     belief_direction,
+    decoder_direction,
     diff_means_direction,
     episode_folds,
-    probe_direction,
     random_unit,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
@@ -80,13 +81,13 @@ DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 
 @dataclass(frozen=True)
 class SteerOptions:
-    """How to steer: layers, strengths, folds of the probe, batch size, seed, positions.
+    """How to steer: layers, strengths, folds of the decoder, batch size, seed, positions.
 
     Passed to :func:`belieflens.steer`; the result file holds
     ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. Directions are
     cross-fitted over ``n_folds`` folds grouped by episode (a read-out is steered along a
     direction fitted without its episode): ``n_folds`` needs as many episodes in the study.
-    ``direction`` is ``ridge`` (the ridge probe's weights), ``diff-means``, or, on a
+    ``direction`` is ``ridge`` (the ridge decoder's weights), ``diff-means``, or, on a
     token-level study, ``belief`` / ``belief-decoder``: the direction raising the regressed
     belief in hidden state ``state`` (its pattern in the residuals, or the regression's
     least-norm shift; :func:`~belieflens.interventions.directions.belief_direction`).
@@ -140,7 +141,7 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
     ok = np.isfinite(target)
     if ok.sum() < 3:
         raise ParameterError("fewer than 3 selected read-outs have an oracle: nothing to fit "
-                             "a probe direction on")
+                             "a decoder direction on")
     fit_rows = rows[ok]
     groups = np.asarray(study.table["episode"].values)[fit_rows]
     out = []
@@ -151,7 +152,8 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
                                         n_folds=n_folds, decoder=kind == "belief-decoder"))
             continue
         out.append(diff_means_direction(x, target[ok]) if kind == "diff-means" else
-                   probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
+                   decoder_direction(x, target[ok], groups, rng, n_folds=n_folds,
+                                     lam=lam))
     return out
 
 
@@ -330,8 +332,8 @@ def _steer_dataset(fit: CrossFit, layers: Sequence[int], alphas: np.ndarray,
             "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in full])),
             "control_direction": ((LAYER, D_MODEL), np.stack(controls)),
             "resid_std": (LAYER, np.array([x.scale for x in full])),
-            "probe_r2": (LAYER, np.array([x.r2 for x in full])),
-            "probe_lam": (LAYER, np.array([x.lam for x in full])),
+            "decoder_r2": (LAYER, np.array([x.r2 for x in full])),
+            "decoder_lam": (LAYER, np.array([x.lam for x in full])),
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32), ALPHA: alphas},
     )

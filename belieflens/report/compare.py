@@ -63,7 +63,7 @@ def format_compare(cmp: xr.Dataset) -> str:
     lines: list[str] = []
     w = _width(cmp)
     head = (f"  {'model':<{w}}{'blocks':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
-            f"  {'probe: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
+            f"  {'decoder: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
     for d, p in _cells(cmp):
         lines.append(f"{d} / {p}: mean over turns; slope ± clustered SE; rotation TVD = "
                      "position bias")
@@ -134,7 +134,7 @@ def _colors(n: int) -> list[Any]:
 
 def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
     """TVD to the oracle against relative depth (mean over turns ± mean SEM), one colour per
-    model: logit lens solid, probe dashed, the output as a dotted level; one panel per
+    model: logit lens solid, decoder dashed, the output as a dotted level; one panel per
     (delivery, probe)."""
     plt = pyplot()
     cells = _cells(cmp)
@@ -149,7 +149,7 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
             # each of the model's own layers once, at its own depth (the grid repeats layers)
             own, first = np.unique(sub[LAYER].values, return_index=True)
             x = own / int(sub["n_layers"])
-            for s, ls in (("logit-lens", "-"), ("probe", "--")):
+            for s, ls in (("logit-lens", "-"), ("decoder", "--")):
                 tv = sub.sel({SOURCE: s}).isel({DEPTH: first})
                 mean = tv["tvd_mean"].mean(TURN, skipna=True).values
                 if not np.isfinite(mean).any():
@@ -168,7 +168,7 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
         ax.legend(fontsize=6, ncol=2)
     for ax in list(axes.flat)[len(cells):]:
         ax.axis("off")
-    fig.suptitle("Where each model's belief forms: lens (solid) and probe (dashed) against "
+    fig.suptitle("Where each model's belief forms: lens (solid) and decoder (dashed) against "
                  "depth; output (dotted)")
     return save(fig, out, tight=True)
 
@@ -266,7 +266,7 @@ per turn, mean ± 1 SEM over episodes.
 
 Layers are aligned by relative depth (layer / number of blocks): 0 is the embedding of the
 last prompt token, 1 the last block's output. Solid: logit lens (each layer read through the
-model's own final norm and unembedding); dashed: linear probe (held-out, folds grouped by
+model's own final norm and unembedding); dashed: linear decoder (held-out, folds grouped by
 episode); dotted: the model's output. *Closest depth* is the model's own layer with the
 lowest TVD averaged over turns.
 
@@ -301,7 +301,7 @@ def compare_report(
     out_dir: str | Path | None = None,
     *,
     method: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     html: bool = True,
 ) -> Analysis:
@@ -321,7 +321,7 @@ def compare_report(
         for f in files:
             for one in cache_files(f) if Path(f).is_dir() else [Path(f)]:
                 verify_file(one)
-    cmp = compare(files, method=method, probes=probes, seed=seed)
+    cmp = compare(files, method=method, decoders=decoders, seed=seed)
     table = format_compare(cmp)
     turns = format_turns(cmp)
     head = headline(cmp)

@@ -69,13 +69,13 @@ def test_divergence_matches_the_functions_and_summary() -> None:
     for metric, fn in (("tvd", dv.tvd), ("kl", dv.kl), ("js", dv.js)):
         xr.testing.assert_allclose(ds.bl.divergence(metric).drop_attrs(),
                                    fn(b["oracle"], b["belief"], "outcome").rename(metric))
-    s = summary(ds, probes=False)
+    s = summary(ds, decoders=False)
     lens_tvd = ds.bl.divergence("tvd", source="logit-lens").mean("episode")
     np.testing.assert_allclose(
         s["tvd_mean"].sel(source="logit-lens").values,
         lens_tvd.transpose("delivery", "probe", "turn", "layer").values,
     )
-    xr.testing.assert_identical(ds.bl.summary(probes=False), s)
+    xr.testing.assert_identical(ds.bl.summary(decoders=False), s)
 
 
 def test_oracle_labels_and_position_bias() -> None:
@@ -86,7 +86,7 @@ def test_oracle_labels_and_position_bias() -> None:
     assert "rotation_tvd_mean" in ds.bl.position_bias()
 
 
-def test_probe_returns_scores_per_layer() -> None:
+def test_decoders_return_scores_per_layer() -> None:
     ds = synthetic()
     got = ds.bl.decoders(n_folds=2, max_iter=20)
     assert dict(got.sizes) == {"layer": N_LAYER}

@@ -15,7 +15,7 @@ from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run
 from belieflens.interventions.study import Selection, oracle_mean, read_study, study_resid
 
 
-def test_a_probe_on_held_out_rows_is_at_chance_after_leace(tiny_study: Path) -> None:
+def test_a_decoder_on_held_out_rows_is_at_chance_after_leace(tiny_study: Path) -> None:
     study = read_study(tiny_study)
     z = oracle_mean(study.table)
     x = study_resid(study, [1])[:, 0, :]
@@ -35,7 +35,7 @@ def test_erased_forward_equals_the_eraser_matrix_applied(tiny_model: Any,
     rows = Selection(turns=(2,)).rows(study)
     options = EraseOptions(layers=(1,), n_folds=2, batch_size=32)
     ds = erase_logprobs(tiny_model, study, rows, options)
-    assert float(ds["probe_r2_erased"].sel(layer=1)) < 1e-6
+    assert float(ds["decoder_r2_erased"].sel(layer=1)) < 1e-6
     folds, fitted = fit_all(study, rows, [1], options)
     np.testing.assert_array_equal(folds, ds["fold"].values)
     batch = RowBatch.of([study.queries[q] for q in rows])

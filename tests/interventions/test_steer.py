@@ -35,13 +35,13 @@ def test_steering_moves_the_output(steered: xr.Dataset) -> None:
     assert float(moved.sel(layer=2).max()) > 1e-4
 
 
-def test_directions_are_unit_and_the_probe_reads_the_concept(steered: xr.Dataset) -> None:
+def test_directions_are_unit_and_the_decoder_reads_the_concept(steered: xr.Dataset) -> None:
     np.testing.assert_allclose(np.linalg.norm(steered["control_direction"].values, axis=1), 1.0)
     # layer 0 is the answer token's embedding, the same in every read-out: no direction
     norms = np.linalg.norm(steered["direction"].values, axis=1)
     np.testing.assert_allclose(norms, [0.0, 1.0, 1.0], atol=1e-9)
     assert steered["steered_logprob"].dims == ("query", "layer", "alpha", "option")
-    assert float(steered["probe_r2"].sel(layer=2)) > 0.5
+    assert float(steered["decoder_r2"].sel(layer=2)) > 0.5
     assert (steered["resid_std"].sel(layer=[1, 2]).values > 0).all()
 
 

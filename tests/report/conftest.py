@@ -26,5 +26,5 @@ def viewer_out(viewer_study: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from belieflens.api import analyze
 
     out = tmp_path_factory.mktemp("viewer-out")
-    analyze(viewer_study, out, probes=False)
+    analyze(viewer_study, out, decoders=False)
     return out

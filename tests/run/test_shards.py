@@ -275,8 +275,8 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
     file one process wrote (the report's provenance header aside)."""
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "dir", probes=False)
-    b = analyze(reference, tmp_path / "file", probes=False)
+    a = analyze(study, tmp_path / "dir", decoders=False)
+    b = analyze(reference, tmp_path / "file", decoders=False)
     assert a.text == b.text
     body = [(tmp_path / d / "report.md").read_text().split("\n## ", 1)[1] for d in ("dir", "file")]
     assert body[0] == body[1]
@@ -286,15 +286,15 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     study: Path, client: Any, tmp_path: Path
 ) -> None:
     """`analyze DIR --cluster`: the workers verify the shards, score the lens chunk by chunk
-    and fit the probes layer group by layer group; the tables and the report equal those of
+    and fit the decoders layer group by layer group; the tables and the report equal those of
     the analysis run in this process."""
     import distributed
 
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "local", probes=True)
+    a = analyze(study, tmp_path / "local", decoders=True)
     with distributed.get_task_stream(client) as stream:
-        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
+        b = analyze(study, tmp_path / "cluster", decoders=True, client=client)
     assert a.text == b.text
     assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
         tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]
@@ -302,7 +302,7 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     shards = len(list(study.glob("shard-*.h5")))
     assert sum("verify_file" in k for k in keys) == shards, keys[:10]
     assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
-    assert any("_fit_task" in k for k in keys), keys[:10]  # the probes, fitted on workers
+    assert any("_fit_task" in k for k in keys), keys[:10]  # the decoders, fitted on workers
 
 
 # --- a study that generates text: generated once by the planning task, replayed by shards --

@@ -141,7 +141,7 @@ def test_damage_is_refused_on_every_read_path(
 
     # the CLI: one line, exit 2, nothing written
     out = tmp_path / "report"
-    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-probes"])
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-decoders"])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     assert not out.exists() or not any(out.iterdir())
     r = CliRunner().invoke(app, ["info", "--verify", str(bad)])
@@ -244,6 +244,6 @@ def test_damaged_text_is_refused(good: Path, tmp_path: Path, name: str, needle: 
     r = CliRunner().invoke(app, ["info", "--verify", str(bad)])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     out = tmp_path / "report"
-    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-probes"])
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-decoders"])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     assert not out.exists()

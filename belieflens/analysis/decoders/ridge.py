@@ -1,4 +1,4 @@
-"""Streaming ridge regression probes: centred sufficient statistics, grouped (nested) CV."""
+"""Streaming ridge regression decoders: centred sufficient statistics, grouped (nested) CV."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class RidgeCV:
 
 @dataclass(frozen=True, eq=False)
 class RidgeDecoder:
-    """A fitted ridge probe: ``y ≈ X @ coef + intercept`` in raw residual units."""
+    """A fitted ridge decoder: ``y ≈ X @ coef + intercept`` in raw residual units."""
 
     coef: F64
     """Weights ``[d_model, t]``."""

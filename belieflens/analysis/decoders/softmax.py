@@ -1,4 +1,4 @@
-"""Multinomial logistic probes with soft targets, fitted by L-BFGS over streamed batches."""
+"""Multinomial logistic decoders with soft targets, fitted by L-BFGS over streamed batches."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ BatchFactory = Callable[[], Iterable[Batch]]
 
 
 FIT_BLAS_THREADS: int | None = 1
-"""BLAS threads of a probe fit (``None``: the libraries' own default). One, because
+"""BLAS threads of a decoder fit (``None``: the libraries' own default). One, because
 L-BFGS-B's many small vector operations lose far more to BLAS thread hand-offs than the
 objective's thin products gain; parallelism comes
 from fitting layer groups at once."""
@@ -78,7 +78,7 @@ def _log_softmax(z: F64) -> F64:
 
 @dataclass(frozen=True, eq=False)
 class SoftmaxDecoder:
-    """A fitted softmax probe: ``P(outcome) = softmax(X @ coef + intercept)``."""
+    """A fitted softmax decoder: ``P(outcome) = softmax(X @ coef + intercept)``."""
 
     coef: F64
     """Weights ``[d_model, k]`` in raw residual units."""
@@ -300,10 +300,10 @@ def _as_distributions(y: ArrayLike) -> F64:
 
 @dataclass(frozen=True, eq=False)
 class SoftmaxCV:
-    """Grouped cross-validation of softmax probes, one score per task (e.g. real, control)."""
+    """Grouped cross-validation of softmax decoders, one score per task (e.g. real, control)."""
 
     kl: F64
-    """Mean held-out KL(target ‖ probe) in nats per task ``[T]``."""
+    """Mean held-out KL(target ‖ decoder) in nats per task ``[T]``."""
     tvd: F64
     """Mean held-out total variation distance per task ``[T]``."""
     n: int
@@ -320,7 +320,7 @@ def cross_validate_softmax(
     max_iter: int = 500,
     tol: float = 1e-6,
 ) -> SoftmaxCV:
-    """Grouped CV of softmax probes; all folds and tasks are fitted in one joint optimisation.
+    """Grouped CV of softmax decoders; all folds and tasks are fitted in one joint optimisation.
 
     ``batches()`` yields ``(X [n, d], Y, folds [n])`` with ``Y`` either ``[n, k]`` (one
     task) or ``[T, n, k]`` (several target sets on the same rows, e.g. real and control).
