@@ -60,14 +60,14 @@ from belieflens.interventions import (
 )
 from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
 from belieflens.model.load import catalogue as models
-from belieflens.report.study import Analysis
+from belieflens.report.analysis import Analysis
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
-from belieflens.store.study import merge, open_cache
 from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
 from belieflens.types import (
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from belieflens.lens.tuned import TunedLens
-    from belieflens.report.study import Analysis
+    from belieflens.report.analysis import Analysis
 
 ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
@@ -384,7 +384,7 @@ def _extract_here(
             bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
         except InterruptedRunError as e:
             raise stopped_before(e, partial_path(out)) from None
-        return cache_extract.extract(bound, loaded, out, options, on_progress=report,
+        return cache_extract.write_cache(bound, loaded, out, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs),
                                      checkpoint_seconds=chosen.checkpoint_seconds)
 
@@ -470,9 +470,9 @@ def train_lens(
     overwrite: bool = False,
     on_event: Callable[[LensEvent], None] | None = None,
 ) -> TrainResult:
-    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate (default
-    :data:`belieflens.lens.DEFAULT_ENVS`) and save it to the folder ``out``; every input is
-    checked before anything heavy runs.
+    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate
+    (default :data:`belieflens.train.lens_data.DEFAULT_ENVS`) and save it to the folder
+    ``out``; every input is checked before anything heavy runs.
 
     Args:
         out: the folder to save the lens to.
@@ -602,7 +602,7 @@ def analyze(
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
-    (:func:`belieflens.report.study.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
+    (:func:`belieflens.report.analysis.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
     loaded lens, ``decoders=False`` skips the linear decoders, ``client`` runs the dask work on a
     cluster). An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`).
@@ -626,8 +626,8 @@ def analyze(
         >>> "next-flip" in result.text
         True
     """
+    from belieflens.report.analysis import analyze as run
     from belieflens.report.interventions import report
-    from belieflens.report.study import analyze as run
     from belieflens.store.results import is_result
 
     method = choice("--debias", debias, DEBIAS_METHODS)

@@ -1,7 +1,7 @@
 """Where ``analyze`` holds memory: RSS before, at the peak of, and after each stage.
 
 A sampling thread reads this process's RSS every 2 ms; each stage of
-:func:`belieflens.report.study.analyze` and :func:`belieflens.analysis.study.study_results`
+:func:`belieflens.report.analysis.analyze` and :func:`belieflens.analysis.results.study_results`
 (shard verification, open, output beliefs,
 logit lens, decoder fits, plots) is wrapped to record the RSS when it starts, its peak and
 the RSS when it returns (what it left held). ``--decoder-iter N`` caps the decoders' L-BFGS
@@ -90,9 +90,9 @@ def main() -> None:
     start = rss_mb()
     stages = Stages()
     # the modules, not the functions of the same names that belieflens.analysis exports
-    report = importlib.import_module("belieflens.analysis.study")
+    report = importlib.import_module("belieflens.analysis.results")
     summary = importlib.import_module("belieflens.analysis.summary")
-    entry = importlib.import_module("belieflens.report.study")
+    entry = importlib.import_module("belieflens.report.analysis")
 
     if args.decoder_iter is not None:
         for module in (report, summary):  # before wrapping: the stage is the capped fit
@@ -100,7 +100,7 @@ def main() -> None:
                 capped = functools.partial(getattr(module, "decoder_tvd"),  # noqa: B009
                                            max_iter=args.decoder_iter)
                 setattr(module, "decoder_tvd", capped)  # noqa: B010
-    for n in REPORT_STAGES:  # the computing stages in analysis.study, the rest in report.study
+    for n in REPORT_STAGES:  # computing stages in analysis.results, the rest in report.analysis
         for module in (report, entry):
             if hasattr(module, n):
                 stages.wrap(module, n)

@@ -48,7 +48,7 @@ def _model(threads: int) -> Any:
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:
     import belieflens.envs as envs
     import belieflens.run.extract as extract_mod
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
     from belieflens.store.file import create_partial
 
     env = envs.get("coin-flip", turns=10, delivery="multi-turn")
@@ -57,7 +57,7 @@ def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, flo
     try:
         with WriteTimer() as w:
             t0 = time.perf_counter()
-            extract(env, model, out, ExtractOptions(episodes=episodes))
+            write_cache(env, model, out, ExtractOptions(episodes=episodes))
             wall = time.perf_counter() - t0
     finally:
         setattr(extract_mod, "create_partial", create_partial)  # noqa: B010

@@ -21,7 +21,7 @@ import belieflens.envs as envs
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.divergence import tvd
 from belieflens.model.load import load
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
         for dtype in ["float32", *args.dtypes.split(",")]:
             model = load("smollm2-135m", dtype=dtype)
             t0 = time.perf_counter()
-            path = extract(env, model, Path(tmp) / f"{dtype}.h5",
+            path = write_cache(env, model, Path(tmp) / f"{dtype}.h5",
                            ExtractOptions(episodes=args.episodes))
             results[dtype] = (path, time.perf_counter() - t0)
             del model

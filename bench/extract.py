@@ -47,7 +47,7 @@ import torch
 import belieflens.envs as envs
 from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.runner import forward_rows, resid_hook_names
 from belieflens.run.trie import build
 from bench._lib import (
@@ -122,7 +122,7 @@ def timed_extract(
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
         t0 = now()
-        extract(env, loaded, Path(tmp) / "bench.h5",
+        write_cache(env, loaded, Path(tmp) / "bench.h5",
                 ExtractOptions(episodes=episodes, max_rows=batch_size, window=window),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
         a = now() - t0

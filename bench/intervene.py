@@ -188,16 +188,16 @@ def main() -> None:
 
     import belieflens.envs as envs
     from belieflens.interventions.pairs import pair_instances
-    from belieflens.interventions.study import Selection, read_study
+    from belieflens.interventions.readouts import Selection, read_study
     from belieflens.model.load import load, quiet_libraries
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     apply_clock(args)
     with quiet_libraries():
         model = load("smollm2-135m", kernels="default") if args.real else random_model()
         env = envs.get("coin-flip", turns=args.turns, bins=2, delivery="multi-turn")
         with tempfile.TemporaryDirectory() as tmp:
-            path = extract(env, model, Path(tmp) / "study.h5",
+            path = write_cache(env, model, Path(tmp) / "study.h5",
                            ExtractOptions(episodes=args.episodes, seed=0))
             study = read_study(path)
         pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]

@@ -53,7 +53,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     import torch
 
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     torch.set_num_threads(threads)
     model = smol_shaped_random(narrow=True)
@@ -63,7 +63,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     episodes = -(-n_readouts // per_episode)
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as w:
         t0 = time.perf_counter()
-        extract(env, model, Path(tmp) / "mem.h5",
+        write_cache(env, model, Path(tmp) / "mem.h5",
                 ExtractOptions(episodes=episodes, row_tokens=row_tokens))
         wall = time.perf_counter() - t0
     peak = peak_rss_mb()

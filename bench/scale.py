@@ -88,7 +88,7 @@ def main() -> None:
         import numpy as np
         import xarray as xr
 
-        from belieflens.store.study import merge
+        from belieflens.store.cache import merge
 
         merged = merge(study, Path(tmp) / "merged.h5")
         with xr.open_dataset(single, engine="h5netcdf") as a, \

@@ -16,8 +16,7 @@ from belieflens import api
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, Progress
-from belieflens.run.extract import extract as cache_extract
+from belieflens.run.extract import ExtractOptions, Progress, write_cache
 from tests.conftest import assert_same_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -39,7 +38,7 @@ def test_extract_by_name_equals_the_cache_layer(tiny_model: LoadedModel, tmp_pat
     )
     assert path == tmp_path / "api.h5"
     env = belieflens.envs.get("coin-flip", turns=1, delivery="multi-turn")
-    ref = cache_extract(env, tiny_model, tmp_path / "ref.h5", ExtractOptions(episodes=1))
+    ref = write_cache(env, tiny_model, tmp_path / "ref.h5", ExtractOptions(episodes=1))
     assert_same_data(ref, path)
     assert _attrs(ref) == _attrs(path)
     progress = [e for e in events if isinstance(e, Progress)]

@@ -28,17 +28,17 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs, point_estimates
 from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
 from belieflens.analysis.geometry import DEFAULT_LAGS, geometry
-from belieflens.analysis.lens import MultiToken, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import unpad
 from belieflens.dims import OUTCOME, PROBE, QUERY
 from belieflens.errors import ParameterError
 from belieflens.lens import Lens
+from belieflens.lens.apply import MultiToken
 from belieflens.types import DebiasMethod
 
 BeliefSource = Literal["output", "logit-lens"]
@@ -85,7 +85,7 @@ class BeliefLensAccessor:
         outcome)``; ``"logit-lens"`` or a :class:`~belieflens.lens.Lens` (checked
         against the file first): every layer, dims ``(delivery, probe, episode, turn, layer,
         outcome)``. ``method`` pools the Latin-square rotations; ``multi_token`` and
-        ``chunk`` are passed to :func:`~belieflens.analysis.lens.lens_beliefs`.
+        ``chunk`` are passed to :func:`~belieflens.analysis.beliefs.lens_beliefs`.
 
         Args:
             source: ``"output"``, ``"logit-lens"`` or a lens object.

@@ -287,7 +287,7 @@ def compare(
     ``decoders=False`` skips the linear decoders (their values are NaN); ``seed`` seeds their
     folds. Files are analysed one at a time.
     """
-    from belieflens.store.study import open_cache
+    from belieflens.store.cache import open_cache
 
     paths = list(files)
     attrs: list[dict[str, Any]] = []

@@ -7,7 +7,7 @@
   **repeated over every layer**, so that ``sel(layer=l)`` compares all sources at once
   and a layer x turn heatmap of it is flat by construction.
 - ``logit-lens``: each layer's residual at the answer position read through the final
-  norm and unembedding (:mod:`belieflens.analysis.lens`), debiased like the output.
+  norm and unembedding (:mod:`belieflens.lens.apply`), debiased like the output.
 - ``tuned-lens``: the same after the layer's tuned-lens translator; NaN without a lens.
 - ``decoder``: a multinomial logistic decoder (soft targets: the oracle distribution) fitted
   per layer and per probe question on the residuals at the answer position, scored on
@@ -36,6 +36,7 @@ from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
     by_instance,
+    lens_beliefs,
     output_beliefs,
     query_n_outcome,
 )
@@ -43,11 +44,11 @@ from belieflens.analysis.decoders.folds import group_folds
 from belieflens.analysis.decoders.heldout import heldout_softmax
 from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
 from belieflens.analysis.divergence import tvd
-from belieflens.analysis.lens import lens_beliefs, query_blocks
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
 from belieflens.lens import Lens
+from belieflens.lens.apply import query_blocks
 from belieflens.types import DebiasMethod
 
 SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "decoder")
@@ -300,7 +301,7 @@ def summary(
     :class:`~belieflens.lens.TunedLens`, checked against the file's
     ``weights_hash`` first). ``decoders=False`` skips the decoder fits (their column is NaN).
     ``seed`` seeds the decoders' fold assignment. ``logit_lens``: the file's
-    :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has
+    :func:`~belieflens.analysis.beliefs.lens_beliefs` with ``method``, where the caller has
     them already (else computed here). ``decoder_rows``: likewise the decoders' TVDs,
     :func:`decoder_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
     ``decoder_lam`` and ``chunk`` (the report fits them first, before the other results are

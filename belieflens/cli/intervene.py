@@ -1,7 +1,7 @@
 """``belieflens intervene patch | steer | erase STUDY.h5 --out RESULT.h5``: one library call each.
 
 Each command parses its options into the intervention's options record and a
-:class:`~belieflens.interventions.study.Selection`, makes one call of
+:class:`~belieflens.interventions.readouts.Selection`, makes one call of
 :func:`belieflens.api.intervene` and prints the file written. Every user error prints one
 line ``error: ...`` to stderr and exits with code 2; nothing is written.
 ``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.api.analyze`).

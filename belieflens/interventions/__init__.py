@@ -1,8 +1,9 @@
 """Causal tests of where a belief lives: interchange patching, steering and erasure.
 
-Each intervention re-runs a study file's own read-outs (:mod:`belieflens.interventions.study`)
-through its model with the residual stream edited at one layer, and writes a result file
-that opens with plain xarray (:mod:`belieflens.interventions.results`). Its options record
+Each intervention re-runs a study file's own read-outs
+(:mod:`belieflens.interventions.readouts`) through its model with the residual stream edited
+at one layer, and writes a result file that opens with plain xarray
+(:mod:`belieflens.interventions.results`). Its options record
 says which (:func:`intervene` runs any of them; :func:`belieflens.patch`,
 :func:`belieflens.steer` and :func:`belieflens.erase` name each):
 
@@ -26,6 +27,7 @@ from belieflens.interventions.pairs import (
     parse_pair,
 )
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
+from belieflens.interventions.readouts import Selection, StudyReadouts, read_study
 from belieflens.interventions.run import Intervention, Plan, RunKeywords, intervene
 from belieflens.interventions.steer import (
     DEFAULT_ALPHAS,
@@ -36,7 +38,6 @@ from belieflens.interventions.steer import (
     SteerOptions,
     steer_logprobs,
 )
-from belieflens.interventions.study import Selection, Study, read_study
 
 __all__ = [
     "DEFAULT_ALPHAS",
@@ -56,7 +57,7 @@ __all__ = [
     "Selection",
     "SteerAt",
     "SteerOptions",
-    "Study",
+    "StudyReadouts",
     "erase_logprobs",
     "intervene",
     "pair_instances",

@@ -1,7 +1,7 @@
 """Per-layer directions and erasers fitted on a study's residuals at the answer position.
 
 The concept is each read-out's oracle point estimate
-(:func:`belieflens.interventions.study.oracle_mean`: E[value] for numeric or range outcomes,
+(:func:`belieflens.interventions.readouts.oracle_mean`: E[value] for numeric or range outcomes,
 else P(first outcome); for coin flip both probes give the posterior mean of the bias).
 Folds are grouped by episode (:func:`belieflens.analysis.decoders.group_folds`): the
 read-outs of one episode share a context and are never split between fitting and testing.

@@ -1,7 +1,7 @@
 """Erasure: LEACE of the oracle concept at layer l, applied at the answer position.
 
 At each layer the concept (each read-out's oracle point estimate,
-:func:`belieflens.interventions.study.oracle_mean`) is erased from the residual stream at the
+:func:`belieflens.interventions.readouts.oracle_mean`) is erased from the residual stream at the
 answer position with LEACE (``concept_erasure``), fitted on the study's own residuals there,
 with folds grouped by episode and **cross-fitted**: a read-out is erased by the eraser fitted
 on the other folds' episodes. ``at="all"`` erases every position of a read-out's forward rows,
@@ -43,14 +43,14 @@ from belieflens.interventions.directions import (
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
-from belieflens.interventions.run import Plan
-from belieflens.interventions.study import (
+from belieflens.interventions.readouts import (
     Selection,
-    Study,
+    StudyReadouts,
     oracle_mean,
     study_resid,
     with_table,
 )
+from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
 from belieflens.store.results import Kind
 
@@ -89,7 +89,7 @@ class EraseOptions:
         at_least("--folds", self.n_folds, 2)
         choice("--at", self.at, ERASE_AT)
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Erase the concept from the selected read-outs (:func:`erase_logprobs`)."""
         rows = select.rows(study)
         return Plan({**asdict(self), **asdict(select)}, lambda model, progress: erase_logprobs(
@@ -107,7 +107,7 @@ class LayerErasers:
     r2_erased: float
 
 
-def fit_erasers(study: Study, rows: np.ndarray, folds: np.ndarray, n_folds: int, layer: int,
+def fit_erasers(study: StudyReadouts, rows: np.ndarray, folds: np.ndarray, n_folds: int, layer: int,
                 rng: np.random.Generator) -> LayerErasers:
     """LEACE erasers (one per fold, each fitted on the other folds' rows with an oracle) and
     random controls of equal rank at ``layer``."""
@@ -128,7 +128,7 @@ def fit_erasers(study: Study, rows: np.ndarray, folds: np.ndarray, n_folds: int,
     return LayerErasers(layer, tuple(erasers), tuple(controls), r2c, r2e)
 
 
-def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: EraseOptions,
+def fit_all(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int], options: EraseOptions,
             ) -> tuple[np.ndarray, list[LayerErasers]]:
     """The fold of each row (grouped by episode, seeded by ``options.seed``) and the
     cross-fitted erasers of every layer: what :func:`erase_logprobs` applies."""
@@ -142,9 +142,9 @@ def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: Eras
     return folds, [fit_erasers(study, rows, folds, k, layer, rng) for layer in layers]
 
 
-def fit_every_position(model: LoadedModel, study: Study, rows: np.ndarray, folds: np.ndarray,
-                       fitted: list[LayerErasers], batch_size: int, rng: np.random.Generator,
-                       ) -> list[LayerErasers]:
+def fit_every_position(model: LoadedModel, study: StudyReadouts, rows: np.ndarray,
+                       folds: np.ndarray, fitted: list[LayerErasers], batch_size: int,
+                       rng: np.random.Generator) -> list[LayerErasers]:
     """``fitted`` with its erasers and controls refitted on every position (``at="all"``):
     eraser ``k`` of a layer on the residuals at every real position of every forward row of
     the rows outside fold ``k`` that have an oracle, each position labelled with its
@@ -185,7 +185,7 @@ def fit_every_position(model: LoadedModel, study: Study, rows: np.ndarray, folds
     return out
 
 
-def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
+def prior_rows(study: StudyReadouts, rows: np.ndarray) -> np.ndarray:
     """For each row, the study query at turn 0 with the same episode, delivery, probe and
     rotation (-1 where there is none)."""
     t = study.table
@@ -198,7 +198,7 @@ def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
 
 def erase_logprobs(
     model: LoadedModel,
-    study: Study,
+    study: StudyReadouts,
     rows: np.ndarray,
     options: EraseOptions = EraseOptions(),
     *,

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from belieflens.errors import ParameterError
 from belieflens.interventions.align import align, why_unaligned
 from belieflens.interventions.forward import RowBatch
-from belieflens.interventions.study import Selection, Study
+from belieflens.interventions.readouts import Selection, StudyReadouts
 from belieflens.readouts.render import TokenizedQuery
 
 PositionSet = Literal["answer", "evidence", "all"]
@@ -67,7 +67,7 @@ def misalignment(base: TokenizedQuery, source: TokenizedQuery) -> str:
     return why_unaligned(base, source)
 
 
-def check_aligned(study: Study, pairs: Sequence[Pair]) -> None:
+def check_aligned(study: StudyReadouts, pairs: Sequence[Pair]) -> None:
     """Refuse (one line naming the first offending pair) pairs that are out of range or
     misaligned."""
     if not pairs:
@@ -102,7 +102,7 @@ def parse_pair(text: str) -> Pair:
         ) from None
 
 
-def pair_instances(study: Study, select: Selection | None = None) -> list[Pair]:
+def pair_instances(study: StudyReadouts, select: Selection | None = None) -> list[Pair]:
     """Aligned, differing pairs of whole probe instances among the read-outs ``select``
     names (default: all; see the module docstring)."""
     t = study.table
@@ -129,7 +129,7 @@ def pair_instances(study: Study, select: Selection | None = None) -> list[Pair]:
     return pairs
 
 
-def _instances_pair(study: Study, base: dict[int, int], source: dict[int, int]) -> bool:
+def _instances_pair(study: StudyReadouts, base: dict[int, int], source: dict[int, int]) -> bool:
     if sorted(base) != sorted(source):
         return False
     qs = study.queries
@@ -158,7 +158,7 @@ def position_masks(base: RowBatch, source: RowBatch
     return masks, where
 
 
-def same_length(study: Study, pairs: Sequence[Pair]) -> int:
+def same_length(study: StudyReadouts, pairs: Sequence[Pair]) -> int:
     """How many of ``pairs`` have contexts of one length (the pairs position-by-position
     alignment alone would allow)."""
     qs = study.queries

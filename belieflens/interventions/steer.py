@@ -54,14 +54,14 @@ from belieflens.interventions.directions import (
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
-from belieflens.interventions.run import Plan
-from belieflens.interventions.study import (
+from belieflens.interventions.readouts import (
     Selection,
-    Study,
+    StudyReadouts,
     oracle_mean,
     study_resid,
     with_table,
 )
+from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
 from belieflens.store.results import Kind
 
@@ -121,7 +121,7 @@ class SteerOptions:
         at_least("--folds", self.n_folds, 2)
         at_least("--state", self.state, 0)
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Steer the selected read-outs (:func:`steer_logprobs`)."""
         rows = select.rows(study)
         if self.direction.startswith("belief"):  # one line now, before the model loads
@@ -133,7 +133,7 @@ class SteerOptions:
             model, study, rows, self, on_progress=progress))
 
 
-def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
+def fit_directions(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int],
                    rng: np.random.Generator, *, n_folds: int = 5, lam: float | None = None,
                    kind: DirectionKind = "ridge", state: int = 0) -> list[Direction]:
     """The direction of each layer, fitted on the rows ``rows`` that have an oracle."""
@@ -168,7 +168,7 @@ class CrossFit:
     full: list[Direction]
 
 
-def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: SteerOptions,
+def cross_fit(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int], options: SteerOptions,
               rng: np.random.Generator) -> CrossFit:
     """The fold of each row (grouped by episode) and each layer's direction per fold, fitted
     on the other folds' rows; one line when the rows span a single episode."""
@@ -195,7 +195,7 @@ def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: St
     return CrossFit(folds, by_fold, full)
 
 
-def evidence_end(study: Study, rows: np.ndarray) -> np.ndarray:
+def evidence_end(study: StudyReadouts, rows: np.ndarray) -> np.ndarray:
     """For each selected read-out, the last context position of its evidence: the last
     position where read-outs of the same turn, delivery, probe, rotation and length differ
     across episodes (module docstring). One line if a read-out has nothing to compare with."""
@@ -263,7 +263,7 @@ def _row_vectors(fit: CrossFit, li: int, folds: np.ndarray, control: np.ndarray,
 
 def steer_logprobs(
     model: LoadedModel,
-    study: Study,
+    study: StudyReadouts,
     rows: np.ndarray,
     options: SteerOptions = SteerOptions(),
     *,

@@ -19,9 +19,9 @@ from belieflens.analysis.compare import (
     compare,
 )
 from belieflens.dims import LAYER, TURN
+from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.figures import pyplot, save
-from belieflens.report.study import Analysis
 from belieflens.report.tables import pm
 from belieflens.report.viewer import compare_payload, render_html
 from belieflens.store import space
@@ -315,8 +315,8 @@ def compare_report(
     place once whole (:func:`belieflens.report.atomic.staged`)."""
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
+        from belieflens.store.cache import cache_files
         from belieflens.store.integrity import verify_file
-        from belieflens.store.study import cache_files
 
         for f in files:
             for one in cache_files(f) if Path(f).is_dir() else [Path(f)]:

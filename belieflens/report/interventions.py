@@ -24,10 +24,10 @@ from belieflens.analysis.interventions import (
     steer_summary,
 )
 from belieflens.dims import LAYER, POSITIONS
+from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.belief_check import belief_check_text
 from belieflens.report.figures import pyplot, save
-from belieflens.report.study import Analysis
 from belieflens.report.viewer import (
     erase_payload,
     intervention_page,

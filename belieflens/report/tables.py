@@ -11,7 +11,8 @@ import xarray as xr
 
 
 def format_turn_table(table: xr.Dataset) -> str:
-    """Plain-text rendering of :func:`turn_table`, one block per delivery and probe."""
+    """Plain-text rendering of :func:`~belieflens.analysis.tables.turn_table`, one block per
+    delivery and probe."""
     lines: list[str] = []
     for deliv in table["delivery"].values:
         for probe in table["probe"].values:

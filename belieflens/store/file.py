@@ -282,8 +282,9 @@ def create_partial(
     same size in place and never touch the file's metadata.
 
     ``needed``: the bytes the file will take (:func:`allocation_bytes`); with less free on
-    its filesystem, one line (:class:`StorageError`) and nothing is written. A fault while
-    building it (no space left, an I/O error) removes the temporary file and is one line too.
+    its filesystem, one line (:class:`~belieflens.errors.StorageError`) and nothing is
+    written. A fault while building it (no space left, an I/O error) removes the temporary
+    file and is one line too.
     """
     target = partial_path(out)
     tmp = out.with_name(out.name + ".partial.new")

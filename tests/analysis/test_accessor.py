@@ -12,13 +12,12 @@ import xarray as xr
 import belieflens.analysis  # noqa: F401  (registers ds.bl)
 from belieflens.analysis import divergence as dv
 from belieflens.analysis.accessor import METRICS, BeliefLensAccessor
-from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.lens import lens_beliefs
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.summary import summary
 from belieflens.errors import BeliefLensError
 from belieflens.lens import LogitLens, TunedLens, TunedLensConfig, TunedLensError
 from belieflens.model.load import LoadedModel
-from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
+from tests.lens.test_apply import N_LAYER, D, synthetic
 
 INSTANCE = ("delivery", "probe", "episode", "turn")
 
@@ -99,9 +98,9 @@ def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) 
     """On an extracted file, the logit lens at the last layer reproduces the output belief."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
-    path = extract(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
+    path = write_cache(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
     ds = belieflens.open_cache(path)
     out = ds.bl.beliefs()
@@ -116,9 +115,9 @@ def test_accessor_on_the_real_model(smol_model: LoadedModel, tmp_path: Path) -> 
     """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
-    path = extract(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
+    path = write_cache(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
     ds = belieflens.open_cache(path)
     last = ds.bl.beliefs(source="logit-lens").isel(layer=-1)

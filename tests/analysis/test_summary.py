@@ -13,13 +13,13 @@ import xarray as xr
 import belieflens
 import belieflens.analysis as analysis
 import belieflens.envs as envs
+from belieflens.analysis.beliefs import lens_beliefs
 from belieflens.analysis.calibration import reliability
-from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.api import analyze
 from belieflens.lens.tuned import TunedLensConfig, identity_lens
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def batched_file(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFacto
     env = envs.get("coin-flip", turns=2, bins=3)
     out = tmp_path_factory.mktemp("summary") / "coin.h5"
     # window=7: the file is written in many small batches (queries are not a multiple of 7)
-    return extract(env, tiny_model, out, ExtractOptions(episodes=4, window=7, max_rows=4))
+    return write_cache(env, tiny_model, out, ExtractOptions(episodes=4, window=7, max_rows=4))
 
 
 def _lens_for(ds: xr.Dataset) -> Any:
@@ -211,7 +211,7 @@ def test_report_fits_decoders_first_with_summarys_own_result(
 ) -> None:
     # the report runs the decoder fits before the other stages and hands them to summary:
     # its summary is the one summary() computes on its own
-    import belieflens.analysis.study as report
+    import belieflens.analysis.results as report
 
     seen: list[xr.Dataset] = []
 

@@ -12,7 +12,7 @@ import torch
 from belieflens.interventions.directions import episode_folds, heldout_r2, leace
 from belieflens.interventions.erase import EraseOptions, erase_logprobs, fit_all
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_from, with_answer
-from belieflens.interventions.study import Selection, oracle_mean, read_study, study_resid
+from belieflens.interventions.readouts import Selection, oracle_mean, read_study, study_resid
 
 
 def test_a_decoder_on_held_out_rows_is_at_chance_after_leace(tiny_study: Path) -> None:
@@ -61,7 +61,7 @@ def test_erasing_every_position_fits_on_every_position(tiny_model: Any,
 
     from belieflens.interventions.erase import fit_all, fit_every_position
     from belieflens.interventions.forward import RowBatch, clean_run
-    from belieflens.interventions.study import oracle_mean
+    from belieflens.interventions.readouts import oracle_mean
 
     study = read_study(tiny_study)
     rows = Selection(turns=(1, 2)).rows(study)

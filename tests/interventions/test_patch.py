@@ -14,7 +14,7 @@ from belieflens.api import patch
 from belieflens.errors import ParameterError
 from belieflens.interventions.pairs import Pair, check_aligned, pair_instances, parse_pair
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
-from belieflens.interventions.study import Selection, read_study
+from belieflens.interventions.readouts import Selection, read_study
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from belieflens.interventions.readouts import Selection, read_study
 from belieflens.interventions.steer import SteerOptions, evidence_end, steer_logprobs
-from belieflens.interventions.study import Selection, read_study
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_directions_are_cross_fitted_by_episode(steered: xr.Dataset, diff_means:
     """A read-out is steered along a direction fitted without its episode's read-outs
     (issue 31: the direction was fitted on the very rows it steered)."""
     from belieflens.interventions.directions import diff_means_direction
-    from belieflens.interventions.study import oracle_mean, study_resid
+    from belieflens.interventions.readouts import oracle_mean, study_resid
 
     for ds in (steered, diff_means):
         fold = ds["query_fold"].values

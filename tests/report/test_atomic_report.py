@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from belieflens.cli.main import app
-from belieflens.report import study as report_study
+from belieflens.report import analysis as report_analysis
 from belieflens.store import space
 from tests.smallfs import leftovers, small_fs
 
@@ -60,7 +60,7 @@ def test_a_failed_analyze_leaves_the_previous_report_untouched(
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("the signal did not stop the report")
 
-    monkeypatch.setattr(report_study, "layer_profile_plot", failing)
+    monkeypatch.setattr(report_analysis, "layer_profile_plot", failing)
     r = _analyze(viewer_study, out)
     kept = "the previous report, if any, is untouched"
     if fault == "ENOSPC":

@@ -15,10 +15,10 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from belieflens.analysis.episodes import VIEW_METRICS, episode_views
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.cli.main import app
 from belieflens.report.viewer import encode, slices
-from belieflens.store.study import open_cache
+from belieflens.store.cache import open_cache
 
 runner = CliRunner()
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import xarray as xr
 
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.report.viewer import study_page
-from belieflens.store.study import open_cache
+from belieflens.store.cache import open_cache
 from tests.report.browser import artifact, open_page
 
 pytestmark = pytest.mark.browser

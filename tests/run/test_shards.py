@@ -29,11 +29,11 @@ from belieflens.envs import get as get_env
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.model.load import load
 from belieflens.run import cluster
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.shards import ShardJob, run_study
 from belieflens.store import manifest as mf
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.file import read_partial
-from belieflens.store.study import merge, open_cache
 from tests.conftest import assert_same_data
 
 PARAMS = {"turns": 2}
@@ -62,7 +62,7 @@ def reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     try:
         out = tmp_path_factory.mktemp("single") / "single.h5"
-        return extract(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
+        return write_cache(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
     finally:
         torch.set_num_threads(before)
 
@@ -146,8 +146,8 @@ def test_open_study_keeps_no_shard_dataset_and_closes_every_file(
     import gc
     import weakref
 
+    from belieflens.store import cache as shards
     from belieflens.store import file as store
-    from belieflens.store import study as shards
 
     opened: list[weakref.ref[xr.Dataset]] = []
     real = store.open_cache  # what shards opens each shard with (as open_file)
@@ -332,7 +332,7 @@ def gen_reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         model = load(str(tiny_dir))
         env, attrs = bind_run(get(GEN_ENV, **GEN_PARAMS), model)
         out = tmp_path_factory.mktemp("gen-single") / "single.h5"
-        return extract(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
+        return write_cache(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
     finally:
         torch.set_num_threads(before)
 

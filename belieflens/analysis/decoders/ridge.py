@@ -143,7 +143,7 @@ class RidgeFitter:
     """Streaming ridge regression: ``update`` on batches, then ``fit`` or ``cross_validate``.
 
     Keeps one :class:`RidgeStats` per fold (``d_model² `` floats each); pass
-    ``folds`` (from :func:`group_folds`) to ``update`` to enable grouped CV and
+    ``folds`` (from :func:`~.folds.group_folds`) to ``update`` to enable grouped CV and
     choosing ``lam`` by it.
     """
 

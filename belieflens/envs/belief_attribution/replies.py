@@ -26,7 +26,7 @@ commits to, among the question's three answers:
    mention; without any, none (``None``).
 
 This is a reading of plain English replies by rules, not a parser: the tests list the
-replies it is meant to read (:mod:`tests.envs.test_belief_attribution_replies`).
+replies it is meant to read (``tests/envs/belief_attribution/test_replies.py``).
 """
 
 from __future__ import annotations

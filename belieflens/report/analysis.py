@@ -1,7 +1,7 @@
 """``belieflens analyze``: a study's results as tables on stdout, PNGs, ``report.md`` and the
 interactive page ``study.html`` (:mod:`belieflens.report.viewer`).
 
-The numbers are :func:`belieflens.analysis.study.study_results` (one ``xarray.DataTree``) and
+The numbers are :func:`belieflens.analysis.results.study_results` (one ``xarray.DataTree``) and
 the sections of the file's environment (:class:`~belieflens.report.section.Section`, owned by
 the environment: ``belieflens.envs.sections_for``, passed in as ``sections``); here they are
 printed, plotted and written.
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.errors import CacheFileError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
@@ -43,8 +43,8 @@ from belieflens.report.tables import (
 from belieflens.report.viewer import study_page
 from belieflens.run import cluster
 from belieflens.run.cluster import DaskClient
+from belieflens.store.cache import cache_files, open_cache
 from belieflens.store.integrity import verify_file
-from belieflens.store.study import cache_files, open_cache
 from belieflens.types import DebiasMethod
 
 SectionsFor = Callable[[str], Sequence[SectionFn]]

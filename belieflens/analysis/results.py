@@ -24,15 +24,15 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.episodes import episode_tokens, episode_views
-from belieflens.analysis.lens import has_continuations, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import DECODER_FOLDS, DECODER_LAM, decoder_tvd, summary
 from belieflens.analysis.tables import lens_table, turn_table
 from belieflens.heap import release_freed_memory
 from belieflens.lens import Lens
+from belieflens.lens.apply import has_continuations
 from belieflens.types import DebiasMethod
 
 GROUPS = ("turns", "lens", "summary", "position_bias", "calibration")
