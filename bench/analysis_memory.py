@@ -13,7 +13,7 @@ its own, with glibc's malloc arenas limited as the CLI limits them
 
 Last line: ``analysis_peak_rss_mb_1x=... analysis_peak_rss_mb_4x=... growth=+x.x%
 resid_gb_4x=... resid_over_rss_4x=...``.
-Run: ``.venv/bin/python bench/analysis_memory.py [--episodes 90] [--keep DIR]
+Run: ``.venv/bin/python -m bench.analysis_memory [--episodes 90] [--keep DIR]
 [--scheduler threads|synchronous] [--no-arena-limit]``.
 """
 
@@ -26,9 +26,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import peak_rss_mb, smol_shaped_hf
 
@@ -111,8 +108,8 @@ def main() -> None:
             study = root / f"study-{scale}x"
             seconds = make_study(model_dir, study, args.episodes * scale)
             line = subprocess.run(
-                [sys.executable, __file__, "--child", str(study), str(root / f"report-{scale}x"),
-                 "--scheduler", args.scheduler]
+                [sys.executable, "-m", "bench.analysis_memory", "--child", str(study),
+                 str(root / f"report-{scale}x"), "--scheduler", args.scheduler]
                 + (["--no-arena-limit"] if args.no_arena_limit else []),
                 check=True, capture_output=True, text=True,
             ).stdout.strip().splitlines()[-1]

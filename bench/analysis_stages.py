@@ -9,7 +9,7 @@ iterations (the decoder stage's memory does not depend on the iteration count, i
 does). glibc's malloc arenas are capped as the CLI caps them (``--no-arena-limit``: not).
 
 Run on a study directory written by ``bench/analysis_memory.py --keep DIR``:
-``.venv/bin/python bench/analysis_stages.py DIR/study-4x OUT [--decoder-iter 5]``.
+``.venv/bin/python -m bench.analysis_stages DIR/study-4x OUT [--decoder-iter 5]``.
 Last line: ``peak_rss_mb=... start_rss_mb=...``.
 """
 

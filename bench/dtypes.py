@@ -3,7 +3,7 @@
 Runs the same small coin-flip workload on the embedded model in each dtype and
 reports, against float32: the largest option log-prob difference, the mean and
 largest TVD between debiased beliefs, and the wall time ratio.
-Run: ``.venv/bin/python bench/dtypes.py [--episodes 2 --turns 4]``.
+Run: ``.venv/bin/python -m bench.dtypes [--episodes 2 --turns 4]``.
 """
 
 from __future__ import annotations

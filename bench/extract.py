@@ -26,21 +26,17 @@ The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...`` 
 grid_ratio_vs_sustained=a/s`` (the grid's, against (s)'s rate), then ``coin_extract_vs_past
 coin_past_vs_peak grid_extract_vs_past grid_past_vs_peak``: bench/floor_gap.py's paired
 breakdown of each workload (``--breakdown-rounds``, median of 3 by default), the measure
-issue 32's floor goal is stated on.
-Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
+the floor goal is stated on.
+Run: ``.venv/bin/python -m bench.extract [--episodes 16 --turns 12]`` (defaults are sized for
 a 2-core machine; the naive loop dominates the run time).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 

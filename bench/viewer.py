@@ -18,7 +18,7 @@ over a 500-token vocabulary with recorded token text; residuals of width 8 (the 
 no residual: only the lens beliefs per layer computed from them, so their width does not
 change the page) keep the file at ~0.2 GB.
 
-Run: ``.venv/bin/python bench/viewer.py [--demo runs/demo/coin-flip.h5] [--reads 100000]
+Run: ``.venv/bin/python -m bench.viewer [--demo runs/demo/coin-flip.h5] [--reads 100000]
 [--repeats 3] [--keep DIR]``. Lines: ``demo: page_mb=... open_s=... ...`` and ``100k: ...``.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -119,7 +118,6 @@ def _open_times(html: Path, repeats: int,
     """Median seconds to the first draw (driver's clock, page's clock), of it before the
     viewer's script starts (HTML and plotly.js parsed and run) and, with ``episode``, to show
     that episode (loaded from beside the page)."""
-    sys.path.insert(0, str(ROOT))
     from tests.report.browser import chromium, open_page
 
     wall, own, before, switch = [], [], [], []

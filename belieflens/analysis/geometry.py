@@ -41,7 +41,7 @@ from belieflens.errors import ParameterError
 F64 = NDArray[np.float64]
 
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 3, 4)
-"""The ``k`` of the recent-token baselines by default (the issue's k = 1..4)."""
+"""The ``k`` of the recent-token baselines by default (the last 1 to 4 tokens)."""
 
 DEFAULT_LAM = 1e-4
 """The ridge penalty, relative to the features' mean variance (small: an almost plain

@@ -252,7 +252,7 @@ def resolve(spec: str) -> ModelSource:
         if not (folder / TOY_INFO).is_file():
             raise ModelNotFoundError(
                 f"toy model {spec!r} is not in this installation ({folder} has no {TOY_INFO}): "
-                "train it with `python bench/toy_ship.py " + spec + "`"
+                "train it with `python -m bench.toy_ship " + spec + "`"
             )
         return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()

@@ -463,8 +463,8 @@ def run_trie(
     (:mod:`belieflens.model.attention`) only; 0 runs every edge in a row of its own.
     ``norms``: the bridge's norms run their HF module alone, without the bridge's
     step-by-step recomputation for hooks nobody attached (:mod:`belieflens.model.norms`).
-    The last five exist so that ``bench/floor_steps.py`` can measure each step; the
-    results agree within 1e-4 either way (tested).
+    The last five switch each step toward the compute floor off, so that the plain path
+    can be timed against it; the results agree within 1e-4 either way (tested).
 
     ``skip``: queries saved by an interrupted run. Only the calls that read another query's
     position run, with those computing their past (:func:`needed_calls`), each as in the
