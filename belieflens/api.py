@@ -58,7 +58,14 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
-from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
+from belieflens.model.load import (
+    DEFAULT_MODEL,
+    MODEL_KINDS,
+    LoadedModel,
+    ModelInfo,
+    ModelKind,
+    ModelStatus,
+)
 from belieflens.model.load import catalogue as models
 from belieflens.report.analysis import Analysis
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
@@ -581,8 +588,28 @@ def compare_report(
     seed: int = 0,
 ) -> Analysis:
     """``belieflens compare``: :func:`compare` as text tables; with ``out`` (a folder), also
-    its figures, ``compare.md`` and the Dataset as ``compare.nc``
-    (:func:`belieflens.report.compare.compare_report`)."""
+    its figures, ``compare.md``, the Dataset as ``compare.nc`` and the page ``compare.html``
+    (:func:`belieflens.report.compare.compare_report`).
+
+    Args:
+        files: cache files (or study directories), one per model.
+        out: a folder for the figures, ``compare.md`` and ``compare.nc`` (``None``: tables
+            only).
+        debias: how rotations are pooled.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
+
+    Returns:
+        An ``Analysis``: its ``text`` is the tables ``belieflens compare`` prints, its
+        ``files`` what was written.
+
+    Examples:
+        Not run by the tests here (it needs one study extracted from two or more models;
+        ``tests/analysis/test_compare.py`` compares two tiny models):
+
+        >>> result = belieflens.compare_report(["smollm2.h5", "qwen.h5"], "cmp/")  # doctest: +SKIP
+        >>> print(result.text)  # doctest: +SKIP
+    """
     from belieflens.report.compare import compare_report as run
 
     return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
@@ -770,6 +797,7 @@ def erase(
 __all__ = [
     "DEFAULT_ALPHAS",
     "DEFAULT_MODEL",
+    "MODEL_KINDS",
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",
@@ -783,6 +811,7 @@ __all__ = [
     "GenerationRecord",
     "LensEvent",
     "LoadedModel",
+    "ModelKind",
     "ModelLike",
     "ModelLoaded",
     "ModelNotFoundError",

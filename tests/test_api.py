@@ -179,3 +179,10 @@ def test_debias_is_checked_by_the_facade(call: str, tmp_path: Path) -> None:
             api.analyze(f, debias="median")  # type: ignore[arg-type]
         else:
             api.compare_report([f, f], debias="median")  # type: ignore[arg-type]
+
+
+def test_every_function_of_the_facade_is_exported_from_the_package() -> None:
+    """``belieflens.NAME`` for each command's call of the facade (``compare_report`` too)."""
+    for name in ("analyze", "compare", "compare_report", "extract", "models", "train_lens"):
+        assert getattr(belieflens, name) is getattr(api, name)
+        assert name in belieflens.__all__

@@ -292,20 +292,27 @@ def compare(
 
 @app.command()
 def models() -> None:
-    """List the embedded model names: size, layers, installed or not (and how to install)."""
+    """List the named models (embedded and toys: size, layers, installed or not, how to
+    install) and the other kinds of value --model takes."""
     rows = api.models()
-    typer.echo(f"{'name':<20} {'blocks':>6} {'GGUF':>9}  {'installed':<10} {'weights cached':<15}"
-               " model")
+    typer.echo(f"{'name':<20} {'kind':<9} {'blocks':>6} {'weights':>9}  {'installed':<10} "
+               f"{'weights cached':<15} model")
     for m in rows:
         installed = "yes" if m.installed else "no"
-        cached = "yes" if m.weights_cached else "no (first load)" if m.installed else "-"
-        typer.echo(f"{m.name:<20} {m.layers:>6} {m.size / 1e6:>6.0f} MB  {installed:<10} "
-                   f"{cached:<15} {m.official_id}")
+        cached = ("-" if m.kind == "toy" or not m.installed else
+                  "yes" if m.weights_cached else "no (first load)")
+        typer.echo(f"{m.name:<20} {m.kind:<9} {m.layers:>6} {m.size / 1e6:>6.1f} MB  "
+                   f"{installed:<10} {cached:<15} "
+                   f"{m.official_id if m.kind == 'embedded' else m.description}")
     missing = [m for m in rows if not m.installed]
     if missing:
         typer.echo("")
         for m in missing:
             typer.echo(f"install {m.name}: {m.install}")
+    typer.echo("\n--model takes a name above, or:")
+    for k in api.MODEL_KINDS:
+        if k.kind not in {m.kind for m in rows}:
+            typer.echo(f"  {k.spec:<12} {k.kind:<10} {k.description}")
 
 
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")
