@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import belief_mean, instance_logprob
-from belieflens.analysis.divergence import tvd
+from belieflens.analysis.divergence import tvd, tvd_values
 from belieflens.analysis.stats import mean_sem
 from belieflens.dims import LAYER, OUTCOME, PAIR, POSITIONS
 from belieflens.episodes.latin import debias
@@ -31,13 +31,6 @@ from belieflens.types import DebiasMethod
 
 INSTANCE_PAIR = "instance_pair"
 """The dimension of :func:`patch_transfer`: one pair of probe instances (all rotations)."""
-
-
-def _tvd(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """:func:`~belieflens.analysis.divergence.tvd` of numpy distributions over the last axis."""
-    dims = [f"d{i}" for i in range(p.ndim - 1)] + [OUTCOME]
-    qd = dims[len(dims) - q.ndim:]
-    return np.asarray(tvd(xr.DataArray(p, dims=dims), xr.DataArray(q, dims=qd)).values)
 
 
 def _stats(x: xr.DataArray, dim: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,10 +105,10 @@ def patch_transfer(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
     for g, n_k in enumerate(ks.tolist()):
         if not np.isfinite(pb[g, :n_k]).all():
             continue  # the instance's rotations are incomplete
-        gap = float(_tvd(pb[g, :n_k], ps[g, :n_k]))
+        gap = float(tvd_values(pb[g, :n_k], ps[g, :n_k]))
         if gap > 1e-9:
-            transfer[g] = 1.0 - _tvd(pp[g, ..., :n_k], ps[g, :n_k]) / gap
-        to_oracle[g] = _tvd(pp[g, ..., :n_k], po[g, :n_k])
+            transfer[g] = 1.0 - tvd_values(pp[g, ..., :n_k], ps[g, :n_k]) / gap
+        to_oracle[g] = tvd_values(pp[g, ..., :n_k], po[g, :n_k])
     dim = INSTANCE_PAIR
     return xr.Dataset(
         {"transfer": ((dim, LAYER, POSITIONS), transfer),

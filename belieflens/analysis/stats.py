@@ -73,6 +73,24 @@ def sem(x: xr.DataArray, dim: str = EPISODE) -> xr.DataArray:
     return (sd / np.sqrt(n)).where(n >= 2)
 
 
+def mean_sem_values(x: ArrayLike, axis: int = 0
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """:func:`mean_sem` of a plain array over ``axis``: mean, SEM and count of its non-NaN
+    values, for code that holds numpy arrays rather than DataArrays.
+
+    Examples:
+        >>> m, s, n = mean_sem_values([[1.0, 2.0], [3.0, np.nan]])
+        >>> m.tolist(), n.tolist(), bool(np.isnan(s[1]))
+        ([2.0, 2.0], [2, 1], True)
+    """
+    a = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
+    ms = mean_sem(xr.DataArray(a, dims=("_values", *(f"_{i}" for i in range(a.ndim - 1)))),
+                  "_values")
+    return (np.asarray(ms["mean"].values, dtype=np.float64),
+            np.asarray(ms["sem"].values, dtype=np.float64),
+            np.asarray(ms["n"].values, dtype=np.int64))
+
+
 def mean_sem(x: xr.DataArray, dim: str = EPISODE) -> xr.Dataset:
     """Mean and ± 1 SEM of ``x`` over ``dim``, skipping NaN: variables ``mean``, ``sem`` and
     ``n`` (the number of non-NaN values), over the remaining named dims.

@@ -43,7 +43,7 @@ from belieflens.analysis.beliefs import (
 from belieflens.analysis.decoders.folds import group_folds
 from belieflens.analysis.decoders.heldout import heldout_softmax
 from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
-from belieflens.analysis.divergence import tvd
+from belieflens.analysis.divergence import tvd, tvd_values
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
@@ -146,7 +146,7 @@ def _fit_task(x: np.ndarray, where: np.ndarray, task: Task, *, lam: float,
     out = np.empty((rows.size, x.shape[1]))
     for i in range(x.shape[1]):
         pred = heldout_softmax(x[:, i], y, folds, rows=where[rows], lam=lam, max_iter=max_iter)
-        out[:, i] = 0.5 * np.abs(pred - y_n).sum(axis=1)
+        out[:, i] = tvd_values(pred, y_n, axis=1)
     return out
 
 

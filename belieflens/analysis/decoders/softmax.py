@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from belieflens.analysis.decoders.provenance import DecoderProvenance, package_version
+from belieflens.analysis.divergence import tvd_values
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -353,5 +354,5 @@ def cross_validate_softmax(
             p = ys[task[h]][m]
             logp = np.log(np.where(p > 0, p, 1.0))
             kl_sum[task[h]] += float(np.sum(np.where(p > 0, p * (logp - logq), 0.0)))
-            tvd_sum[task[h]] += 0.5 * float(np.abs(p - np.exp(logq)).sum())
+            tvd_sum[task[h]] += float(tvd_values(p, np.exp(logq), axis=None))
     return SoftmaxCV(kl=kl_sum / max(n, 1), tvd=tvd_sum / max(n, 1), n=n, passes=fit.passes)

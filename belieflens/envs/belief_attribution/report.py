@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.stats import mean_sem
+from belieflens.analysis.stats import mean_sem, mean_sem_values
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, OUTCOME
 from belieflens.envs.belief_attribution.metrics import (
@@ -225,11 +225,8 @@ def _plot(rev: EpisodeRevision, table: dict[str, BASResult | None], out: Path) -
         mask = rev.condition.values.astype(str) == c
         if not mask.any():
             continue
-        pc = rev.p_contra.values[mask]
-        n = np.isfinite(pc).sum(0)
-        m = np.nanmean(pc, axis=0)
-        s = np.where(n > 1, np.nanstd(pc, axis=0, ddof=min(1, pc.shape[0] - 1))
-                     / np.sqrt(np.maximum(n, 1)), 0.0)
+        m, sem, _ = mean_sem_values(rev.p_contra.values[mask])
+        s = np.nan_to_num(sem)  # no bar where fewer than two episodes
         t = rev.p_contra["turn"].values
         a1.errorbar(t, m, yerr=s, marker="o", capsize=3, label=c)
     a1.set_xticks([0, 1, 2], ["question", "stated answer", "contradiction"])

@@ -27,6 +27,7 @@ import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.divergence import kl
+from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, OUTCOME, TURN
 from belieflens.report.figures import pyplot, save
@@ -135,10 +136,8 @@ def step_summary(metrics: xr.Dataset) -> xr.Dataset:
     """Mean and SEM over episodes of every metric: variables ``<name>_mean``, ``<name>_sem``."""
     out = {}
     for name, x in metrics.data_vars.items():
-        n = x.notnull().sum(EPISODE)
-        out[f"{name}_mean"] = x.mean(EPISODE, skipna=True)
-        sd = x.std(EPISODE, ddof=1, skipna=True)
-        out[f"{name}_sem"] = (sd / np.sqrt(n)).where(n >= 2)
+        ms = mean_sem(x, EPISODE)
+        out[f"{name}_mean"], out[f"{name}_sem"] = ms["mean"], ms["sem"]
     out["n"] = metrics["kl"].notnull().sum(EPISODE)
     return xr.Dataset(out)
 
