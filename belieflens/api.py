@@ -63,7 +63,6 @@ from belieflens.model.load import (
     MODEL_KINDS,
     LoadedModel,
     ModelInfo,
-    ModelKind,
     ModelStatus,
 )
 from belieflens.model.load import catalogue as models
@@ -811,7 +810,6 @@ __all__ = [
     "GenerationRecord",
     "LensEvent",
     "LoadedModel",
-    "ModelKind",
     "ModelLike",
     "ModelLoaded",
     "ModelNotFoundError",

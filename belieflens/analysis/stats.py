@@ -179,15 +179,10 @@ def bootstrap_ci(
         hi = np.nanquantile(boot, 1.0 - alpha, axis=-1)
         est = reduce(values, axis=-1)
     template = moved.isel({dim: 0}, drop=True)
-    return BootstrapCI(
-        estimate=template.copy(data=np.asarray(est)),
-        low=template.copy(data=np.asarray(lo)),
-        high=template.copy(data=np.asarray(hi)),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        statistic=statistic,
-        dim=dim,
-    )
+    return BootstrapCI(estimate=template.copy(data=np.asarray(est)),
+                       low=template.copy(data=np.asarray(lo)),
+                       high=template.copy(data=np.asarray(hi)), confidence=confidence,
+                       n_resamples=n_resamples, statistic=statistic, dim=dim)
 
 
 # ----------------------------------------------------------------------------- accuracies
@@ -245,17 +240,9 @@ def binomial_test(
     _check_counts(successes, n)
     res = _scipy_stats().binomtest(int(successes), int(n), p=p0, alternative=alternative)
     ci = res.proportion_ci(confidence_level=confidence, method="exact")
-    return BinomialResult(
-        successes=int(successes),
-        n=int(n),
-        accuracy=successes / n,
-        p0=p0,
-        p_value=float(res.pvalue),
-        ci_low=float(ci.low),
-        ci_high=float(ci.high),
-        confidence=confidence,
-        alternative=alternative,
-    )
+    return BinomialResult(successes=int(successes), n=int(n), accuracy=successes / n, p0=p0,
+                          p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high),
+                          confidence=confidence, alternative=alternative)
 
 
 @dataclass(frozen=True)
@@ -321,16 +308,8 @@ def accuracy_difference(
     d = pa - pb
     low = d - float(np.sqrt((pa - la) ** 2 + (ub - pb) ** 2))
     high = d + float(np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2))
-    return AccuracyDifference(
-        acc_a=pa,
-        acc_b=pb,
-        diff=d,
-        ci_low=low,
-        ci_high=high,
-        p_value=p_value,
-        method=method,
-        confidence=confidence,
-    )
+    return AccuracyDifference(acc_a=pa, acc_b=pb, diff=d, ci_low=low, ci_high=high, p_value=p_value,
+                              method=method, confidence=confidence)
 
 
 def _p_from_z(z: float, alternative: Alternative) -> float:
@@ -384,14 +363,8 @@ def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     b_only = int(np.sum(b & ~a))
     disc = a_only + b_only
     p = 1.0 if disc == 0 else float(_scipy_stats().binomtest(a_only, disc, 0.5).pvalue)
-    return McNemarResult(
-        n=n,
-        acc_a=float(a.mean()),
-        acc_b=float(b.mean()),
-        a_only=a_only,
-        b_only=b_only,
-        p_value=p,
-    )
+    return McNemarResult(n=n, acc_a=float(a.mean()), acc_b=float(b.mean()), a_only=a_only,
+                         b_only=b_only, p_value=p)
 
 
 # ----------------------------------------------------------------------------- paired comparison
@@ -486,15 +459,8 @@ def paired_comparison(
         )
     else:
         raise ValueError(f"test must be 't' or 'wilcoxon', got {test!r}")
-    return PairedComparison(
-        mean_diff=mean,
-        sem=se,
-        n=n,
-        statistic=statistic,
-        p_value=p_value,
-        test=test,
-        dim=dim,
-    )
+    return PairedComparison(mean_diff=mean, sem=se, n=n, statistic=statistic, p_value=p_value,
+                            test=test, dim=dim)
 
 
 # ----------------------------------------------------------------------------- marks

@@ -189,21 +189,14 @@ class _ExtractReport:
 
     def _bar(self) -> tuple[Progress, TaskID]:
         if self.bar is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich import progress as rp
 
             columns = (
-                TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("queries · {task.fields[tps]} tok/s"), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(),
+                rp.TextColumn("[bold]extract"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                rp.TextColumn("queries · {task.fields[tps]} tok/s"), rp.TimeElapsedColumn(),
+                rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
             )
-            bar = Progress(*columns, disable=self.quiet, transient=False)
+            bar = rp.Progress(*columns, disable=self.quiet, transient=False)
             bar.start()
             self.bar = bar, bar.add_task("extract", total=None, tps="-")
         return self.bar
@@ -310,9 +303,9 @@ def models() -> None:
         for m in missing:
             typer.echo(f"install {m.name}: {m.install}")
     typer.echo("\n--model takes a name above, or:")
-    for k in api.MODEL_KINDS:
-        if k.kind not in {m.kind for m in rows}:
-            typer.echo(f"  {k.spec:<12} {k.kind:<10} {k.description}")
+    for kind, (spec, what) in api.MODEL_KINDS.items():
+        if kind not in {m.kind for m in rows}:
+            typer.echo(f"  {spec:<12} {kind:<10} {what}")
 
 
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")

@@ -40,6 +40,18 @@ def resolve(choice: DeliveryChoice) -> tuple[Delivery, ...]:
     return (choice,)
 
 
+class Delivers:
+    """A base of an environment's parameters with a ``delivery`` field (a
+    :data:`DeliveryChoice`): the deliveries the value stands for, as :attr:`deliveries`."""
+
+    delivery: DeliveryChoice
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        return resolve(self.delivery)
+
+
 def ack(turn: int) -> str:
     """The neutral acknowledgement after turn ``turn`` (0 = after the introduction)."""
     return ACKS[turn % len(ACKS)]

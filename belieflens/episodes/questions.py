@@ -28,16 +28,9 @@ def mcq_text(question: str, shown: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def mcq_probe(
-    name: str,
-    context: tuple[Message, ...],
-    question: str,
-    labels: Sequence[str],
-    oracle: Sequence[float] | None,
-    delivery: Delivery,
-    *,
-    prefill: str = DEFAULT_PREFILL,
-) -> Probe:
+def mcq_probe(name: str, context: tuple[Message, ...], question: str, labels: Sequence[str],
+              oracle: Sequence[float] | None, delivery: Delivery, *,
+              prefill: str = DEFAULT_PREFILL) -> Probe:
     """A multiple-choice probe asked under every rotation of the cyclic Latin square.
 
     Under rotation ``r`` the letter at position ``j`` stands for outcome ``(r + j) % k``.
@@ -90,18 +83,10 @@ def rotated_mcq(
     )
 
 
-def completion_probe(
-    name: str,
-    context: tuple[Message, ...],
-    stem: str,
-    labels: Sequence[str],
-    oracle: Sequence[float] | None,
-    delivery: Delivery,
-    *,
-    format: PromptFormat = "chat",
-    continuations: Sequence[str] | None = None,
-    terminator: str = "\n",
-) -> Probe:
+def completion_probe(name: str, context: tuple[Message, ...], stem: str, labels: Sequence[str],
+                     oracle: Sequence[float] | None, delivery: Delivery, *,
+                     format: PromptFormat = "chat", continuations: Sequence[str] | None = None,
+                     terminator: str = "\n") -> Probe:
     """A revealed-belief probe: the prompt ends right before the outcome, read as text.
 
     ``stem`` is the assistant prefill (``chat``) or the whole prompt (``raw``);

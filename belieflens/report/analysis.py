@@ -72,18 +72,10 @@ def _lens(lens: str | Path | TunedLens | None) -> TunedLens | None:
     return load_tuned_lens(folder)
 
 
-def analyze(
-    path: str | Path,
-    out_dir: str | Path | None = None,
-    *,
-    method: DebiasMethod = "geometric",
-    lens: str | Path | TunedLens | None = None,
-    decoders: bool = True,
-    seed: int = 0,
-    client: DaskClient | str | None = None,
-    sections: SectionsFor = no_sections,
-    html: bool = True,
-) -> Analysis:
+def analyze(path: str | Path, out_dir: str | Path | None = None, *,
+            method: DebiasMethod = "geometric", lens: str | Path | TunedLens | None = None,
+            decoders: bool = True, seed: int = 0, client: DaskClient | str | None = None,
+            sections: SectionsFor = no_sections, html: bool = True) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
 

@@ -22,7 +22,7 @@ from belieflens.dims import LAYER, TURN
 from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.figures import pyplot, save
-from belieflens.report.tables import pm
+from belieflens.report.tables import cells, has_values, pm
 from belieflens.report.viewer import compare_payload, render_html
 from belieflens.store import space
 from belieflens.types import DebiasMethod
@@ -30,9 +30,7 @@ from belieflens.types import DebiasMethod
 
 def _cells(cmp: xr.Dataset) -> list[tuple[str, str]]:
     """The (delivery, probe) pairs that have an output value for some model."""
-    tv = cmp["output_tvd_mean"]
-    return [(str(d), str(p)) for d in tv["delivery"].values for p in tv["probe"].values
-            if not bool(tv.sel(delivery=d, probe=p).isnull().all())]
+    return [(d, p) for d, p, _ in cells(cmp["output_tvd_mean"], has_values)]
 
 
 def _width(cmp: xr.Dataset) -> int:

@@ -431,23 +431,11 @@ def _packable(bridge: Any) -> bool:
     return bool(blocks) and all(id(getattr(b, "attn", None)) in plain for b in blocks)
 
 
-def run_trie(
-    model: LoadedModel,
-    tqs: Sequence[TokenizedQuery],
-    *,
-    max_rows: int,
-    max_tokens: int,
-    save_logits: bool = False,
-    cont_resid: bool = False,
-    attention: AttentionName = "sdpa",
-    prealloc: bool = True,
-    hooks_once: bool = True,
-    row_tokens: int = ROW_TOKENS,
-    norms: bool = True,
-    skip: Collection[int] = (),
-    retain_bytes: int | None = None,
-    stats: CacheStats | None = None,
-) -> Iterator[tuple[list[int], list[ReadOut], int]]:
+def run_trie(model: LoadedModel, tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int,
+             save_logits: bool = False, cont_resid: bool = False, attention: AttentionName = "sdpa",
+             prealloc: bool = True, hooks_once: bool = True, row_tokens: int = ROW_TOKENS,
+             norms: bool = True, skip: Collection[int] = (), retain_bytes: int | None = None,
+             stats: CacheStats | None = None) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
     Needs a model whose KV cache passed the self-check at load (``model.info.prefix_reuse``)

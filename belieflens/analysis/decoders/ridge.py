@@ -147,21 +147,13 @@ class RidgeFitter:
     choosing ``lam`` by it.
     """
 
-    def __init__(
-        self,
-        n_folds: int = 1,
-        *,
-        target: str = "target",
-        layer: int | None = None,
-        model_id: str | None = None,
-    ) -> None:
+    def __init__(self, n_folds: int = 1, *, target: str = "target", layer: int | None = None,
+                 model_id: str | None = None) -> None:
         """Prepare an empty accumulator with ``n_folds`` folds (1 = no CV)."""
         if n_folds < 1:
             raise ValueError(f"n_folds must be >= 1, got {n_folds}")
         self.n_folds = n_folds
-        self.target = target
-        self.layer = layer
-        self.model_id = model_id
+        self.target, self.layer, self.model_id = target, layer, model_id
         self._folds: list[RidgeStats | None] = [None] * n_folds
         self._scalar: bool | None = None
 

@@ -244,25 +244,14 @@ class SoftmaxFitter:
     in memory: one pass for feature statistics, then one per function evaluation.
     """
 
-    def __init__(
-        self,
-        lam: float = 1e-3,
-        *,
-        max_iter: int = 500,
-        tol: float = 1e-6,
-        target: str = "target",
-        layer: int | None = None,
-        model_id: str | None = None,
-    ) -> None:
+    def __init__(self, lam: float = 1e-3, *, max_iter: int = 500, tol: float = 1e-6,
+                 target: str = "target", layer: int | None = None,
+                 model_id: str | None = None) -> None:
         """Configure the penalty ``lam`` (standardised units) and the optimiser."""
         if lam < 0:
             raise ValueError(f"lam must be >= 0, got {lam}")
-        self.lam = lam
-        self.max_iter = max_iter
-        self.tol = tol
-        self.target = target
-        self.layer = layer
-        self.model_id = model_id
+        self.lam, self.max_iter, self.tol = lam, max_iter, tol
+        self.target, self.layer, self.model_id = target, layer, model_id
 
     def fit(self, batches: BatchFactory) -> SoftmaxDecoder:
         """Fit on every batch ``(X [n, d_model], Y [n, k])``; rows of Y are distributions."""

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
-from belieflens.episodes.delivery import resolve
+from belieflens.episodes.delivery import Delivers
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
@@ -25,7 +25,7 @@ BIAS_Q = "Which range most likely contains the coin's probability of landing hea
 
 
 @dataclass(frozen=True)
-class CoinFlipParams:
+class CoinFlipParams(Delivers):
     """Parameters of the coin-flip environment."""
 
     a0: float = param(1.0, "Beta prior pseudo-count of heads (> 0)")
@@ -46,11 +46,6 @@ class CoinFlipParams:
         int_in("turns", self.turns, 1, 1000)
         int_in("per_turn", self.per_turn, 1, 100)
         int_in("bins", self.bins, 2, 10)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:

@@ -60,7 +60,7 @@ from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
-from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
@@ -97,7 +97,7 @@ _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eigh
 
 
 @dataclass(frozen=True)
-class ProteinWorldParams:
+class ProteinWorldParams(Delivers):
     """Parameters of the ProteinWorld environment.
 
     Numeric parameters left at 0 and options left at ``auto`` take the preset's value
@@ -197,11 +197,6 @@ class ProteinWorldParams:
         int_in("mc_samples", self.mc_samples, 100, 100_000)
         int_in("decimals", self.decimals, 1, 8)
         int_in("stated_tokens", self.stated_tokens, 16, 2048)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def _paper_style(world: World) -> bool:

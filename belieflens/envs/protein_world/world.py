@@ -291,20 +291,11 @@ def generate_world(
     r = rho if difficulty == "hard" else 0.0
     noise = rng.standard_normal((mc_samples, attributes))
     models = observation_models(observation, n_exp)
-    return World(
-        classes=names,
-        attributes=attr_names,
-        means=means,
-        variances=variances,
-        prior=prior,
-        sigma=sigma,
-        rho=r,
-        difficulty=difficulty,
-        experiments=tuple(Experiment(i, o) for i, o in zip(observed, models, strict=True)),
-        decimals=decimals,
-        samples=simulate(means, np.sqrt(variances), r, noise),
-        style=style,
-    )
+    return World(classes=names, attributes=attr_names, means=means, variances=variances,
+                 prior=prior, sigma=sigma, rho=r, difficulty=difficulty,
+                 experiments=tuple(Experiment(i, o) for i, o in zip(observed, models, strict=True)),
+                 decimals=decimals, samples=simulate(means, np.sqrt(variances), r, noise),
+                 style=style)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

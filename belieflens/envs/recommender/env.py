@@ -19,10 +19,10 @@ from belieflens.envs.recommender.world import STARS, World, type_profiles
 from belieflens.episodes.base import Configured, Episode, Message, Probe
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import (
+    Delivers,
     conversation_turns,
     conversations,
     require_generator,
-    resolve,
 )
 from belieflens.episodes.generation import GenerationSettings, derive_seed
 from belieflens.episodes.params import bad, check_temperature, int_in, param
@@ -41,7 +41,7 @@ Titles = Literal["anonymised", "anonymised+genres", "explicit"]
 
 
 @dataclass(frozen=True)
-class RecommenderParams:
+class RecommenderParams(Delivers):
     """Parameters of the recommender environment."""
 
     world: str = param(
@@ -96,11 +96,6 @@ class RecommenderParams:
         check_temperature("temperature", self.temperature)
         int_in("decimals", self.decimals, 0, 6)
         int_in("reply_tokens", self.reply_tokens, 1, 4096)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def movie_names(world: World, titles: Titles) -> tuple[str, ...]:
