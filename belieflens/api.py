@@ -460,22 +460,31 @@ def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
     return loaded
 
 
-def train_lens(
-    out: str | os.PathLike[str],
-    *,
-    model: ModelLike = DEFAULT_MODEL,
-    envs: Sequence[str] | None = None,
-    contexts: int = 32,
-    per_context: int = 16,
-    epochs: int = 4,
-    lr: float = 2e-3,
-    vocab_top: int = 256,
-    seed: int = 0,
-    device: DeviceName = "cpu",
-    threads: int = 0,
-    overwrite: bool = False,
-    on_event: Callable[[LensEvent], None] | None = None,
-) -> TrainResult:
+def _check_lens_run(out: str | os.PathLike[str], envs: Sequence[str] | None,
+                    device: DeviceName, threads: int, vocab_top: int,
+                    overwrite: bool) -> tuple[Path, list[str]]:
+    """:func:`train_lens`'s inputs checked (one line each): the lens folder and the
+    environments' names."""
+    from belieflens.envs import describe
+    from belieflens.train.lens_data import DEFAULT_ENVS
+
+    choice("--device", device, DEVICES)
+    at_least("--threads", threads, 0)
+    at_least("--vocab-top", vocab_top, 0)
+    folder = Path(out)
+    if (folder / "config.json").exists() and not overwrite:
+        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
+    names = list(DEFAULT_ENVS if envs is None else envs)
+    for name in names:
+        describe(name)  # unknown names fail here, before loading anything
+    return folder, names
+
+
+def train_lens(out: str | os.PathLike[str], *, model: ModelLike = DEFAULT_MODEL,
+               envs: Sequence[str] | None = None, contexts: int = 32, per_context: int = 16,
+               epochs: int = 4, lr: float = 2e-3, vocab_top: int = 256, seed: int = 0,
+               device: DeviceName = "cpu", threads: int = 0, overwrite: bool = False,
+               on_event: Callable[[LensEvent], None] | None = None) -> TrainResult:
     """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate
     (default :data:`belieflens.train.lens_data.DEFAULT_ENVS`) and save it to the folder
     ``out``; every input is checked before anything heavy runs.
@@ -506,19 +515,9 @@ def train_lens(
         >>> ds.bl.beliefs(source=result.lens).dims  # doctest: +SKIP
         ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     """
-    from belieflens.envs import describe
     from belieflens.train.lens import TrainOptions
-    from belieflens.train.lens_data import DEFAULT_ENVS
 
-    choice("--device", device, DEVICES)
-    at_least("--threads", threads, 0)
-    at_least("--vocab-top", vocab_top, 0)
-    folder = Path(out)
-    if (folder / "config.json").exists() and not overwrite:
-        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
-    names = list(DEFAULT_ENVS if envs is None else envs)
-    for name in names:
-        describe(name)  # unknown names fail here, before loading anything
+    folder, names = _check_lens_run(out, envs, device, threads, vocab_top, overwrite)
     options = TrainOptions(epochs=epochs, lr=lr, vocab_top=vocab_top or None)
     _resolve(model)
     import numpy as np

@@ -272,13 +272,8 @@ def _each_delivery(part: xr.Dataset, deliveries: Sequence[str]) -> xr.Dataset:
     return xr.Dataset(data, attrs=part.attrs)
 
 
-def compare(
-    files: Sequence[CacheLike],
-    *,
-    method: DebiasMethod = "geometric",
-    decoders: bool = True,
-    seed: int = 0,
-) -> xr.Dataset:
+def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
+            decoders: bool = True, seed: int = 0) -> xr.Dataset:
     """One Dataset with a ``model`` dimension over cache files (or study directories) of the
     same study from different models; variables in the module docstring.
 
@@ -325,22 +320,31 @@ def compare(
     out["weights_hash"] = (MODEL, [str(a.get("weights_hash", "")) for a in attrs])
     out["source_file"] = (MODEL, [os.fspath(f) for f in paths])
     out["positive_control"] = (MODEL, np.asarray(is_control, dtype=np.int8))
-    first = study
-    out.attrs.update({
-        "env_name": str(first.get("env_name")),
-        "env_params": str(first.get("env_params")),
-        "seed": str(first.get("seed")),
-        "episodes": str(first.get("episodes")),
+    out.attrs.update(_attrs(study, attrs, is_control))
+    out.attrs.update({"debias": method, "decoders": int(decoders), "decoder_seed": seed})
+    out.attrs.update(_ATTR_NOTES)
+    return out
+
+
+_ATTR_NOTES = {
+    "depth": "layer / number of blocks (0 = embeddings, 1 = last block's output); each "
+             "grid point takes the model's nearest layer",
+    "slope": "least squares through the origin of the change of the model's point "
+             "estimate per turn on the oracle's change; standard error clustered by "
+             "episode (CR1)",
+}
+"""What :func:`compare`'s depth grid and updating slope are, among its attributes."""
+
+
+def _attrs(study: dict[str, Any], attrs: list[dict[str, Any]],
+           is_control: list[bool]) -> dict[str, str]:
+    """The study's attributes that :func:`compare` records, and its positive controls."""
+    return {
+        "env_name": str(study.get("env_name")),
+        "env_params": str(study.get("env_params")),
+        "seed": str(study.get("seed")),
+        "episodes": str(study.get("episodes")),
         "positive_controls": "; ".join(
             f"{n}: {a.get('env_name')} {a.get('env_params')}, {a.get('episodes')} episodes"
             for n, a, c in zip(model_names(attrs), attrs, is_control, strict=True) if c),
-        "debias": method,
-        "decoders": int(decoders),
-        "decoder_seed": seed,
-        "depth": "layer / number of blocks (0 = embeddings, 1 = last block's output); each "
-                 "grid point takes the model's nearest layer",
-        "slope": "least squares through the origin of the change of the model's point "
-                 "estimate per turn on the oracle's change; standard error clustered by "
-                 "episode (CR1)",
-    })
-    return out
+    }

@@ -172,15 +172,9 @@ def next_token_features(ds: xr.Dataset) -> F64:
     return out
 
 
-def geometry(
-    ds: xr.Dataset,
-    rng: np.random.Generator,
-    *,
-    target: str = "belief_state",
-    n_folds: int = 5,
-    lags: Sequence[int] = DEFAULT_LAGS,
-    lam: float = DEFAULT_LAM,
-) -> xr.Dataset:
+def geometry(ds: xr.Dataset, rng: np.random.Generator, *, target: str = "belief_state",
+             n_folds: int = 5, lags: Sequence[int] = DEFAULT_LAGS,
+             lam: float = DEFAULT_LAM) -> xr.Dataset:
     """Held-out R² and MSE of the belief from the residual (per layer and concatenated), the
     shuffled control, the recent-token baselines and the next-token regressor (module doc).
 

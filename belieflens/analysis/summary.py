@@ -215,16 +215,8 @@ def _parallel_slots(collection: object) -> int:
     return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
-def _fit_rows(
-    ds: xr.Dataset,
-    tasks: list[Task],
-    row_tvd: np.ndarray,
-    *,
-    lam: float,
-    max_iter: int,
-    chunk: int,
-    memory_budget: int,
-) -> None:
+def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, lam: float, max_iter: int,
+              chunk: int, memory_budget: int) -> None:
     """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer.
 
     Layers are fitted in groups whose residuals (in their stored dtype, the rows the tasks
@@ -282,19 +274,28 @@ def _fit_rows(
                                                                  max_iter=max_iter)
 
 
-def summary(
-    ds: xr.Dataset,
-    lens: Lens | None = None,
-    *,
-    method: DebiasMethod = "geometric",
-    decoders: bool = True,
-    seed: int = 0,
-    n_folds: int = DECODER_FOLDS,
-    decoder_lam: float = DECODER_LAM,
-    chunk: int = 256,
-    logit_lens: xr.DataArray | None = None,
-    decoder_rows: xr.DataArray | None = None,
-) -> xr.Dataset:
+def _over_episodes(tvds: list[xr.DataArray]) -> xr.Dataset:
+    """``tvd_mean``, ``tvd_sem`` and ``n`` over episodes of each source's TVDs (in
+    :data:`SOURCES` order) on dims ``(delivery, probe, turn, layer, source)``."""
+    stacked = xr.concat(
+        [x.transpose("delivery", "probe", EPISODE, "turn", LAYER) for x in tvds],
+        dim=xr.DataArray(list(SOURCES), dims=SOURCE_DIM, name=SOURCE_DIM),
+    )
+    stats = mean_sem(stacked, EPISODE)
+    dims = ("delivery", "probe", "turn", LAYER, SOURCE_DIM)
+    res = xr.Dataset({"tvd_mean": stats["mean"].transpose(*dims),
+                      "tvd_sem": stats["sem"].transpose(*dims),
+                      "n": stats["n"].transpose(*dims)})
+    res["tvd_mean"].attrs["description"] = "TVD to the oracle, mean over episodes"
+    res["tvd_sem"].attrs["description"] = "standard error of the mean over episodes"
+    return res
+
+
+def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = "geometric",
+            decoders: bool = True, seed: int = 0, n_folds: int = DECODER_FOLDS,
+            decoder_lam: float = DECODER_LAM, chunk: int = 256,
+            logit_lens: xr.DataArray | None = None,
+            decoder_rows: xr.DataArray | None = None) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
     ``lens`` is the tuned-lens column's :class:`~belieflens.lens.Lens` (e.g. a
@@ -330,21 +331,7 @@ def summary(
         decoder_da = decoder_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:
         decoder_da = nan
-    stacked = xr.concat(
-        [x.transpose("delivery", "probe", EPISODE, "turn", LAYER)
-         for x in (out_tvd, logit_tvd, tuned_tvd, decoder_da)],
-        dim=xr.DataArray(list(SOURCES), dims=SOURCE_DIM, name=SOURCE_DIM),
-    )
-    stats = mean_sem(stacked, EPISODE)
-    res = xr.Dataset(
-        {
-            "tvd_mean": stats["mean"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-            "tvd_sem": stats["sem"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-            "n": stats["n"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-        }
-    )
-    res["tvd_mean"].attrs["description"] = "TVD to the oracle, mean over episodes"
-    res["tvd_sem"].attrs["description"] = "standard error of the mean over episodes"
+    res = _over_episodes([out_tvd, logit_tvd, tuned_tvd, decoder_da])
     res.attrs.update({
         "debias": method,
         "output_layer": "repeated: the output belief does not depend on the layer",

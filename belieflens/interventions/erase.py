@@ -196,14 +196,9 @@ def prior_rows(study: StudyReadouts, rows: np.ndarray) -> np.ndarray:
     return np.array([at0.get(key[q], -1) for q in rows], dtype=np.int64)
 
 
-def erase_logprobs(
-    model: LoadedModel,
-    study: StudyReadouts,
-    rows: np.ndarray,
-    options: EraseOptions = EraseOptions(),
-    *,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> xr.Dataset:
+def erase_logprobs(model: LoadedModel, study: StudyReadouts, rows: np.ndarray,
+                   options: EraseOptions = EraseOptions(), *,
+                   on_progress: Callable[[int, int], None] | None = None) -> xr.Dataset:
     """Erase the concept at every layer of ``options`` for the study's read-outs ``rows``."""
     import torch
 

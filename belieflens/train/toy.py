@@ -467,16 +467,10 @@ def _resume_state(out: Path, ckpt_path: Path, fp: str, overwrite: bool) -> dict[
     return state
 
 
-def train(
-    config: ToyConfig,
-    out: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    threads: int = 0,
-    progress: bool = True,
-    on_step: Callable[[Progress], None] | None = None,
-    stop_after: int | None = None,
-) -> TrainResult:
+def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = False,
+          threads: int = 0, progress: bool = True,
+          on_step: Callable[[Progress], None] | None = None,
+          stop_after: int | None = None) -> TrainResult:
     """Train ``config``'s toy into the folder ``out`` (created; resumed if it holds a
     checkpoint of the same configuration).
 

@@ -29,24 +29,13 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield a, min(n, a + size)
 
 
-def decoder_layers(
-    resid: xr.Dataset | xr.DataArray,
-    target: xr.DataArray,
-    rng: np.random.Generator,
-    *,
-    kind: DecoderKind | None = None,
-    group: str = EPISODE,
-    n_folds: int = 5,
-    folds: ArrayLike | None = None,
-    lam: float | None = None,
-    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
-    nested: bool = True,
-    softmax_lam: float = 1e-3,
-    max_iter: int = 500,
-    layers: Sequence[int] | None = None,
-    chunk_size: int | None = None,
-    memory_budget: int = 2**30,
-) -> xr.Dataset:
+def decoder_layers(resid: xr.Dataset | xr.DataArray, target: xr.DataArray, rng: np.random.Generator,
+                   *, kind: DecoderKind | None = None, group: str = EPISODE, n_folds: int = 5,
+                   folds: ArrayLike | None = None, lam: float | None = None,
+                   lambdas: Sequence[float] = DEFAULT_LAMBDAS, nested: bool = True,
+                   softmax_lam: float = 1e-3, max_iter: int = 500,
+                   layers: Sequence[int] | None = None, chunk_size: int | None = None,
+                   memory_budget: int = 2**30) -> xr.Dataset:
     """Held-out decoder scores per layer, against a control task, from residuals over ``query``.
 
     ``resid`` is a Dataset with variable ``resid`` or the DataArray itself, dims
@@ -91,17 +80,10 @@ def decoder_layers(
         {name: ((LAYER,), np.asarray(vals)) for name, vals in per_layer.items()},
         coords={LAYER: _layer_coord(da, layer_idx)},
     )
-    out.attrs.update(
-        {
-            "decoder": kind,
-            "metric": "r2" if kind == "ridge" else "kl",
-            "higher_is_better": int(kind == "ridge"),
-            "n_folds": n_folds,
-            "n_rows": int(valid.sum()),
-            "group": group,
-            "target": str(target.name) if target.name is not None else "target",
-        }
-    )
+    out.attrs.update({"decoder": kind, "metric": "r2" if kind == "ridge" else "kl",
+                      "higher_is_better": int(kind == "ridge"), "n_folds": n_folds,
+                      "n_rows": int(valid.sum()), "group": group,
+                      "target": str(target.name) if target.name is not None else "target"})
     return out
 
 

@@ -165,14 +165,8 @@ class _Moments:
         return n, mean, np.where(sd > 0, sd, 1.0)
 
 
-def _fit_heads(
-    batches: Callable[[], Iterable[HeadBatch]],
-    heads: _Heads,
-    n_folds: int,
-    lam: float,
-    max_iter: int,
-    tol: float,
-) -> _HeadFit:
+def _fit_heads(batches: Callable[[], Iterable[HeadBatch]], heads: _Heads, n_folds: int, lam: float,
+               max_iter: int, tol: float) -> _HeadFit:
     """Fit all heads jointly (their losses are independent) by L-BFGS, one pass per evaluation."""
     moments = _Moments(n_folds)
     d = k = 0
@@ -225,13 +219,8 @@ def _fit_heads(
     from scipy.optimize import minimize  # imported on use: it is slow to import
 
     with FIT_BLAS_LIMIT:
-        res = minimize(
-            objective,
-            theta0,
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3},
-        )
+        res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3})
     _, _, w_eff, b_eff = effective(np.asarray(res.x, dtype=np.float64))
     intercept = b_eff - np.matmul(mu0, w_eff)
     return _HeadFit(coef=w_eff, intercept=intercept, n_train=n_h.astype(np.int64), passes=passes)

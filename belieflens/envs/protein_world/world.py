@@ -233,24 +233,15 @@ def observation_models(
     return (observation,) * n
 
 
-def generate_world(
-    rng: np.random.Generator,
-    *,
-    classes: int,
-    attributes: int,
-    difficulty: Difficulty,
-    spread: float,
-    tau: float,
-    sigma: float,
-    rho: float,
-    mc_samples: int,
-    uniform_prior: bool,
-    style: Literal["paper", "belieflens"] = "belieflens",
-    scales: Literal["drawn", "drawn-sd", "fixed"] | None = None,
-    experiments: int | None = None,
-    observation: Literal["exact", "gaussian", "uniform", "bernoulli", "mixed"] = "gaussian",
-    decimals: int = 2,
-) -> World:
+def generate_world(rng: np.random.Generator, *, classes: int, attributes: int,
+                   difficulty: Difficulty, spread: float, tau: float, sigma: float, rho: float,
+                   mc_samples: int, uniform_prior: bool,
+                   style: Literal["paper", "belieflens"] = "belieflens",
+                   scales: Literal["drawn", "drawn-sd", "fixed"] | None = None,
+                   experiments: int | None = None,
+                   observation: Literal["exact", "gaussian", "uniform", "bernoulli",
+                                        "mixed"] = "gaussian",
+                   decimals: int = 2) -> World:
     """Draw a world.
 
     ``belieflens`` style: the listed attribute names, class means ``N(0, spread^2)``
