@@ -48,7 +48,7 @@ answer stands in and ``truth["own_matched"]`` is 0 so analysis can leave the pai
 
 Questions: ``questions=facts`` (default: 766 recall questions in six domains, derived
 by :mod:`.facts` from public data packages and shipped as ``facts.json``, each with two
-plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 655 questions
+plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 660 questions
 built by code, three quarters of them computations), ``shipped`` (105 questions written
 for belieflens) or the path of a JSON set (:mod:`.questions`; a duplicate id, or a
 distractor equal to its answer, is refused).
@@ -159,7 +159,7 @@ class BeliefAttributionParams:
     questions: str = param(
         "facts",
         "facts (766 recall questions in six domains, derived from public data packages), "
-        "computed (655 built by code, mostly computations), shipped (105 written for "
+        "computed (660 built by code, mostly computations), shipped (105 written for "
         "belieflens) or the path of a JSON question set",
     )
     protocol: Literal["benchmark", "belieflens"] = param(

@@ -139,7 +139,7 @@ def test_computed_set_covers_the_benchmarks_count() -> None:
     assert by_q["On which day of the week was 14 July 2025?"].answer == "Monday"
     assert "public-domain" in LICENCE
     env: Any = envs.get("belief-attribution", questions="computed")
-    assert len(env.items) == len(qs) == 655
+    assert len(env.items) == len(qs) == 660
     default: Any = envs.get("belief-attribution")
     assert default.params.questions == "facts" and len(default.items) >= FIX["questions"]
     with pytest.raises(ParameterError, match="formerly 'generated'"):
