@@ -40,12 +40,10 @@ import xarray as xr
 from belieflens.dims import LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.directions import (
-    Eraser,
     episode_folds,
     heldout_r2,
     leace,
     random_eraser,
-    random_eraser_at,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list

@@ -8,7 +8,14 @@ from typing import Any
 
 import belieflens.envs as envs
 from belieflens.interventions.align import align, segments
-from belieflens.readouts.render import QUESTION, SUMMARY, TEMPLATE, TokenizedQuery, bos_policy, render
+from belieflens.readouts.render import (
+    QUESTION,
+    SUMMARY,
+    TEMPLATE,
+    TokenizedQuery,
+    bos_policy,
+    render,
+)
 
 T, Q = TEMPLATE, QUESTION
 ROLLED, AND, ASK, H, TT = 50, 51, 52, 60, 61

@@ -92,7 +92,7 @@ def test_erasing_every_position_fits_on_every_position(tiny_model: Any,
                                                ).max() > 1e-9:
                     before = np.linalg.norm((x[m] - x[m].mean(0)).T @ (z[m] - z[m].mean()))
                     after = np.linalg.norm((e[m] - e[m].mean(0)).T @ (z[m] - z[m].mean()))
-                    left[j].append(after / before)
+                    left[j].append(float(after / before))
         assert max(left[0]) < 1e-6 and max(left[1]) > 0.5, (max(left[0]), max(left[1]))
         assert every.controls[k].rank == every.erasers[k].rank == 1
         assert every.controls[k].roles == every.erasers[k].roles

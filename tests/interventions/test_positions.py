@@ -45,8 +45,10 @@ def per_position_r2(x: np.ndarray, c: np.ndarray, folds: np.ndarray,
         xe = x[:, pos].copy()
         for k, er in enumerate(erasers or []):
             xk = x[folds == k, pos]
-            xe[folds == k] = (er.apply(xk, np.full(len(xk), pos))
-                              if isinstance(er, RoleErasers) else er.apply(xk))
+            if isinstance(er, RoleErasers):
+                xe[folds == k] = er.apply(xk, np.full(len(xk), pos))
+            elif isinstance(er, Eraser):
+                xe[folds == k] = er.apply(xk)
         out.append(heldout_position_r2(xe, c, folds))
     return out
 

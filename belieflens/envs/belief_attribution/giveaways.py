@@ -106,6 +106,7 @@ def score(items: Sequence[Shown], picker: Picker) -> PickerScore:
     """The expected accuracy of ``picker`` over ``items``."""
     if not items:
         return PickerScore(picker, float("nan"), 0, 0)
+    picks: list[tuple[int, ...]]
     if picker == "position":
         best = Counter(it.correct for it in items).most_common(1)[0][0]
         picks = [(best,) for _ in items]

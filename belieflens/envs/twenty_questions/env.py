@@ -31,10 +31,10 @@ at turn k is the compatibility normalised across Θ_k; the oracle's is uniform o
 ``twenty-questions`` analysis section reports KL(oracle ‖ model) per step from the stored read-outs.
 
 Where the paper is silent: an answer that states no result (no affirmation or denial, and no
-restatement of the question) reads as No (``answer_valid`` false); the guess rule needs 1 ≤ |Θk| ≤ 2, so an empty Θk gets generated
-questions (every EIG 0: the first is asked); a game whose generated text holds no question
-ends there (``asked`` null). Each read-out is asked in one Yes/No order, as in the paper (no
-rotations to debias).
+restatement of the question) reads as No (``answer_valid`` false); the guess rule needs
+1 ≤ |Θk| ≤ 2, so an empty Θk gets generated questions (every EIG 0: the first is asked); a
+game whose generated text holds no question ends there (``asked`` null). Each read-out is
+asked in one Yes/No order, as in the paper (no rotations to debias).
 
 ``truth``: ``secret``, ``solved_at`` (the step answered ``Correct!``, else -1), ``steps_run``,
 and per turn k a JSON object ``step_k`` with ``hypotheses`` (Θ_k), ``candidates`` (C_k, indexed

@@ -164,8 +164,9 @@ _DECISIVE = re.compile(
 affirmation unless negated)."""
 
 _GUESS = re.compile(
-    r"^\s*(?:is it|is this|could it be|are you(?: thinking of)?|is the (?:secret )?(?:animal|entity)"
-    r"|is your (?:secret )?(?:animal|entity))\s+(?:an?\s+|the\s+)?(?P<name>[^?]+?)\s*\?+\s*$",
+    r"^\s*(?:is it|is this|could it be|are you(?: thinking of)?"
+    r"|is the (?:secret )?(?:animal|entity)|is your (?:secret )?(?:animal|entity))\s+"
+    r"(?:an?\s+|the\s+)?(?P<name>[^?]+?)\s*\?+\s*$",
     re.IGNORECASE)
 """A guess: ``Is it X?`` (and its variants), ``X`` the guessed name."""
 
@@ -173,8 +174,8 @@ _QUOTED = re.compile(r"[\"\u201c][^\"\u201d]*(?:[\"\u201d]|$)")
 """Quoted text (a restated question), closed or running to the end of the reply."""
 
 _ASKS = re.compile(r"^\s*(?:is|are|does|do|can|could|has|have|was|will|would)\s+"
-                   r"(?:it|the (?:secret )?(?:animal|entity)|your (?:animal|entity))\s+(?P<rest>.+?)"
-                   r"\s*\?*\s*$", re.IGNORECASE)
+                   r"(?:it|the (?:secret )?(?:animal|entity)|your (?:animal|entity))\s+"
+                   r"(?P<rest>.+?)\s*\?*\s*$", re.IGNORECASE)
 """An attribute question and what it asks (``Does it live in water?``: ``live in water``)."""
 
 _FUNCTION_WORDS = frozenset((

@@ -12,6 +12,7 @@ import belieflens.envs as envs
 from belieflens.envs.belief_attribution.env import BeliefAttribution
 from belieflens.envs.belief_attribution.giveaways import (
     PICKERS,
+    Picker,
     Shown,
     answer_ranks,
     initial_letter,
@@ -71,8 +72,9 @@ def test_form_only_pickers_are_at_chance_on_each_whole_set(questions: str) -> No
 def test_form_only_pickers_are_at_chance_in_every_domain_of_the_default_set() -> None:
     """Item by item (the position picker looks at a whole set, so it is tested above)."""
     for domain, items in shown("facts").items():
-        for picker in ("middle-value", "initial-letter", "longest"):
-            result = score(items, picker)  # type: ignore[arg-type]
+        pickers: tuple[Picker, ...] = ("middle-value", "initial-letter", "longest")
+        for picker in pickers:
+            result = score(items, picker)
             assert result.accuracy <= CHANCE_BOUND, (domain, result)
         ranks = answer_ranks(items)
         if ranks:

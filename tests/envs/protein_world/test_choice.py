@@ -38,7 +38,7 @@ class Believes:
 def test_the_revealed_belief_is_debiased_over_rotations() -> None:
     probe = mcq_probe("class", (Message("user", "x"),), CLASS_Q, ("a", "b", "c"), None,
                       "single-turn")
-    got = revealed_belief(Believes([0.6, 0.3, 0.1]), probe)  # type: ignore[arg-type]
+    got = revealed_belief(Believes([0.6, 0.3, 0.1]), probe)
     np.testing.assert_allclose(got, [0.6, 0.3, 0.1], atol=1e-12)
 
 
@@ -53,9 +53,9 @@ def test_the_model_runs_the_max_eig_experiment_under_its_own_belief() -> None:
     want = int(np.argmax([eig(belief, g) for g in grids]))
     uniform = int(np.argmax([eig(np.full(k, 1 / k), g) for g in grids]))
     assert want != uniform  # its belief, not the uniform prior, decides here
-    model = Believes(belief)
+    model = Believes(belief.tolist())
     (ep,) = list(env.bind_generator(model).episodes(1, seed=0))
-    assert ep.truth["experiments"].split(",")[0] == str(want)
+    assert str(ep.truth["experiments"]).split(",")[0] == str(want)
     assert ep.truth["choice_source_0"] == "eig" and model.scored == 2 * k  # k rotations a step
     assert [ep.truth[f"choice_belief_0_{c}"] for c in range(k)] == pytest.approx(list(belief))
     gains = [ep.truth[f"choice_eig_0_{j}"] for j in range(len(grids))]

@@ -200,16 +200,18 @@ def test_the_gap_is_the_stated_posteriors_with_the_revealed_beside() -> None:
 def test_exact_zeros_in_a_stated_posterior_are_floored_and_counted() -> None:
     """A stated 0 where the oracle keeps mass makes KL(oracle ‖ stated) infinite; it is
     floored at 1e-12, said so, and the replies giving θ* zero mass are counted."""
-    rows = _rows()
-    for r in rows:  # episode 0 states (1, 0, 0) at turn 1: θ* is class 0, so only support
-        if r.episode == 0:
-            r.truth.update({"stated_1_0": 1.0, "stated_1_1": 0.0, "stated_1_2": 0.0})
-        else:  # episode 1 states (0, 0.5, 0.5) at turn 0: θ* gets zero mass
-            r.truth.update({"stated_0_0": 0.0, "stated_0_1": 0.5, "stated_0_2": 0.5})
+    import dataclasses
+
+    rows = []
+    for r in _rows():  # episode 0 states (1, 0, 0) at turn 1: θ* is class 0, so only support
+        zeros = ({"stated_1_0": 1.0, "stated_1_1": 0.0, "stated_1_2": 0.0} if r.episode == 0
+                 else {"stated_0_0": 0.0, "stated_0_1": 0.5, "stated_0_2": 0.5})  # θ* zero
+        rows.append(dataclasses.replace(r, truth={**r.truth, **zeros}))
     ds = cache_dataset(rows)
     m = step_metrics(ds).sel(delivery="single-turn")
-    np.testing.assert_allclose(m["stated_zero_truth"].values, [[0, 0], [1, np.nan]])
-    np.testing.assert_allclose(m["stated_zero_support"].values, [[0, 1], [1, np.nan]])
+    nan = float("nan")
+    np.testing.assert_allclose(m["stated_zero_truth"].values, [[0.0, 0.0], [1.0, nan]])
+    np.testing.assert_allclose(m["stated_zero_support"].values, [[0.0, 1.0], [1.0, nan]])
     floor = 0.1 * np.log(0.1 / 1e-12) * 2 + 0.8 * np.log(0.8)
     assert float(m["kl_stated"].sel(episode=0, turn=1)) == pytest.approx(floor)
     sec = protein_world_section(ds, None, method="geometric")
