@@ -93,12 +93,14 @@ def step_metrics(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
         stated = stated_beliefs(ds, cls[TURN], k)
         out["kl_stated"] = kl(oracle, stated, OUTCOME)
         out["p_stated_true"] = stated.isel({OUTCOME: theta})
-        out["gap_stated"] = p_active - out["p_stated_true"]
         out["stated_parsed"] = _per_turn(ds, "stated_valid", cls[TURN])
         parsed = stated.notnull().all(OUTCOME)
         out["stated_zero_truth"] = (out["p_stated_true"] == 0).astype(np.float64).where(parsed)
         out["stated_zero_support"] = ((stated == 0) & (oracle > 1e-12)).any(OUTCOME).astype(
             np.float64).where(parsed)
+        out["gap_stated"] = p_active - out["p_stated_true"]
+        for name in ("p_stated_true", "stated_parsed", "stated_zero_truth", "gap_stated"):
+            out[name] = out[name].broadcast_like(out["kl"])  # one stated read-out per turn
     if NEXT in b["probe"].values:
         nxt = b.sel(probe=NEXT)
         j = int((nxt["outcome_label"] != "").sum())
@@ -246,10 +248,11 @@ def _stated_tally(metrics: xr.Dataset) -> str:
     counted, never dropped), or nothing without one."""
     if "stated_parsed" not in metrics:
         return ""
-    valid = np.asarray(metrics["stated_parsed"].values, dtype=np.float64)
+    one = metrics.isel(delivery=0) if "delivery" in metrics.dims else metrics  # one per turn
+    valid = np.asarray(one["stated_parsed"].values, dtype=np.float64)
     seen = np.isfinite(valid)
-    zero = np.asarray(metrics["stated_zero_truth"].values, dtype=np.float64)
-    support = np.asarray(metrics["stated_zero_support"].values, dtype=np.float64)
+    zero = np.asarray(one["stated_zero_truth"].values, dtype=np.float64)
+    support = np.asarray(one["stated_zero_support"].values, dtype=np.float64)
     n_parsed = int(np.sum(valid[seen] > 0.5))
     return (f"; stated replies parsed: {n_parsed} of {int(seen.sum())} "
             f"({int(np.nansum(zero))} of the parsed give θ* zero mass, "

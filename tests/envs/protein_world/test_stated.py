@@ -186,15 +186,16 @@ def test_the_report_sets_stated_beside_revealed() -> None:
     assert "0.500" in sec.text  # turn 1's parsed share: the unparsed reply counts
 
 
-def test_the_gap_is_the_stated_posteriors_with_the_revealed_beside() -> None:
+def test_the_gap_is_the_stated_posteriors_with_the_revealed_beside(tmp_path: Path) -> None:
     """Fig. 4's downstream gap p_ora-act(θ*) − p_LLM(θ*) takes the posterior the model states
     (App. F.3.2); the revealed one is shown beside it."""
     ds = cache_dataset(_rows())
     m = step_metrics(ds).sel(delivery="single-turn")
     np.testing.assert_allclose(m["gap_stated"].sel(turn=1).values, [0.9 - 0.5, np.nan])
     np.testing.assert_allclose(m["gap_revealed"].sel(turn=1).values, [0.9 - 0.6] * 2)
-    sec = protein_world_section(ds, None, method="geometric")
+    sec = protein_world_section(ds, tmp_path, method="geometric")
     assert sec.text.index("p_act−p_stated(θ*)") < sec.text.index("p_act−p_rev(θ*)")
+    assert sec.files == (tmp_path / "protein_world_steps.png",)
 
 
 def test_exact_zeros_in_a_stated_posterior_are_floored_and_counted() -> None:
