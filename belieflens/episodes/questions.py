@@ -34,8 +34,9 @@ def mcq_probe(name: str, context: tuple[Message, ...], question: str, labels: Se
     """A multiple-choice probe asked under every rotation of the cyclic Latin square.
 
     Under rotation ``r`` the letter at position ``j`` stands for outcome ``(r + j) % k``.
-    The question is appended as the user's words after ``context`` and the answer
-    is read as the letter continuing ``prefill`` in the assistant's turn.
+    The question is appended as the user's words after ``context`` (marked as the question's
+    span) and the answer is read as the letter continuing ``prefill`` in the assistant's
+    turn.
     """
     k = len(labels)
     if not 2 <= k <= len(LETTERS):
@@ -43,7 +44,8 @@ def mcq_probe(name: str, context: tuple[Message, ...], question: str, labels: Se
     options = tuple(f" {LETTERS[j]}" for j in range(k))
     return rotated_mcq(
         name, labels, oracle, delivery, options,
-        lambda row: (append_user(context, mcq_text(question, [labels[o] for o in row])), prefill),
+        lambda row: (append_user(context, mcq_text(question, [labels[o] for o in row]),
+                                 "question"), prefill),
     )
 
 

@@ -1,10 +1,11 @@
 """Pairs of read-outs for interchange patching, and the position sets patched.
 
 A pair ``(base, source)`` names two queries of one study (indices into its ``query``). Its
-positions are **aligned by role** (:mod:`belieflens.interventions.align`): the shared
-template position by position, each evidence span from its end, the answer position with
-the answer position, so contexts of different lengths pair too; a base position with no
-counterpart is never patched and is listed in the file. A pair whose options differ or whose
+positions are **aligned by role** (:mod:`belieflens.interventions.align`), by the spans the
+renderer recorded: turn t's evidence with turn t's, each template piece with the same piece,
+the question with the question, the answer position with the answer position, so contexts of
+different lengths pair too; a base position with no counterpart is never patched and is
+listed in the file. A pair whose options differ or whose
 answer positions hold different tokens cannot be aligned, and is refused in one line naming
 the first (:func:`check_aligned`).
 
@@ -18,9 +19,8 @@ be debiased over rotations.
 Position sets (:data:`POSITION_SETS`):
 
 - ``answer``: the answer position (the last context token, where the answer is read);
-- ``evidence``: the base context positions in evidence spans that have a counterpart — the
-  tokens that carry the evidence in which the two episodes differ (for coin flip, the flips
-  and their counts); empty for a self-patch;
+- ``evidence``: the base context positions in evidence spans (a turn's evidence or a summary
+  of it) that have a counterpart — for coin flip, the flips and their counts;
 - ``all``: every position of the row that has a counterpart.
 """
 

@@ -18,8 +18,9 @@ layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pai
 ``n_patched[pair, positions]`` and the base read-out's coordinates, outcomes and oracle
 (plus ``source_episode`` and ``source_oracle``), so that analysis needs no study file.
 
-Positions are aligned by role (:mod:`belieflens.interventions.align`): the source's residual
-patched in at base position ``p`` is the one at ``p``'s counterpart, so pairs whose contexts
+Positions are aligned by the episode's own spans (:mod:`belieflens.interventions.align`): the
+source's residual patched in at base position ``p`` is the one at ``p``'s counterpart (the same
+role: turn t's evidence, the same template piece, the question), so pairs whose contexts
 differ in length are patched too. ``unaligned_positions[pair]`` lists the base positions
 without a counterpart (never patched; ``n_unaligned``), and the attributes
 ``pairs_same_length`` and ``pairs_gained`` count the pairs of one context length and those
@@ -219,6 +220,6 @@ def _dataset(study: StudyReadouts, pairs: Sequence[Pair], layers: Sequence[int],
     ds["source_query"].attrs["description"] = "index of the source read-out in the study's query"
     ds["n_patched"].attrs["description"] = "number of positions patched"
     ds[POSITIONS].attrs["description"] = (
-        "answer: the answer position; evidence: context positions where base and source "
-        "tokens differ; all: every position")
+        "answer: the answer position; evidence: the context positions of the evidence spans "
+        "(each turn's evidence, a summary) with a counterpart; all: every position with one")
     return ds

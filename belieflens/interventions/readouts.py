@@ -125,6 +125,8 @@ def read_study(path: str | Path, *, need: Sequence[str] = ()) -> StudyReadouts:
         answer = np.asarray(ds["answer_pos"].values, dtype=np.int64)
         opt = np.asarray(ds["option_ids"].values, dtype=np.int64)
         outcome = np.asarray(ds["outcome"].values, dtype=np.int64)
+        spans = (np.asarray(ds["context_span"].values, dtype=np.int64)
+                 if "context_span" in ds.variables else None)
         queries = []
         for i in range(ids.shape[0]):
             ctx = _unpad(ids[i])
@@ -133,7 +135,8 @@ def read_study(path: str | Path, *, need: Sequence[str] = ()) -> StudyReadouts:
             if not ctx or not options or int(answer[i]) != len(ctx) - 1:
                 raise CacheFileError(f"{p}: query {i} has no context, no options, or an "
                                      "answer position that is not its last context token")
-            queries.append(TokenizedQuery(ctx, options, shown, ""))
+            roles = () if spans is None else tuple(int(c) for c in spans[i, : len(ctx)])
+            queries.append(TokenizedQuery(ctx, options, shown, "", roles))
         cols: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
         for v in QUERY_VARS:
             if v in ds.variables:

@@ -181,6 +181,13 @@ def _erase_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
                     f"{float(s['control_toward_prior_mean']):>+7.3f}±"
                     f"{float(s['control_toward_prior_sem']):.3f} "
                     f"{float(s['tvd_erased_clean_mean']):>10.4f}")
+    if "decoder_r2_erased_max" in ds:
+        lines.append(f"  every position ({ds.attrs.get('decoder_r2_positions', '')}): largest "
+                     "held-out decoder R² at one position role, clean -> after the erasers "
+                     "applied")
+        lines += [f"    {int(la):>5} {float(ds['decoder_r2_clean_max'].sel(layer=la)):>9.3f} "
+                  f"{float(ds['decoder_r2_erased_max'].sel(layer=la)):>10.3f}"
+                  for la in ds[LAYER].values]
     return "\n".join(lines)
 
 

@@ -291,6 +291,7 @@ def _static_rows(
             oracle[i, : len(rec.oracle)] = rec.oracle
     return {
         "input_ids": _pad2([tq.context_ids for tq in tqs], sizes.token),
+        "context_span": _pad2([tq.spans for tq in tqs], sizes.token),
         "answer_pos": np.array([tq.answer_pos for tq in tqs], dtype=np.int32),
         "option_ids": option_ids,
         "option_lens_index": lens_idx,

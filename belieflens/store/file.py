@@ -122,6 +122,9 @@ SCHEMA: Mapping[str, VarSpec] = _schema(
     VarSpec("answer_lse", (QUERY,), "f8", "logsumexp of the final logits at the answer position"),
     VarSpec("input_ids", (QUERY, TOKEN), "i4", "context token ids, BOS included (-1 = pad)"),
     VarSpec("answer_pos", (QUERY,), "i4", "index in input_ids of the last context token"),
+    VarSpec("context_span", (QUERY, TOKEN), "i4",
+            "role of each context token: t = turn t's evidence, -1 template (or pad), "
+            "-2 the question, -3 a summary of the evidence"),
     VarSpec("option_ids", (QUERY, OPTION, CONT_TOKEN), "i4",
             "token ids of each option's continuation (-1 = pad)"),
     VarSpec("option_lens_index", (QUERY, OPTION, CONT_TOKEN), "i4",

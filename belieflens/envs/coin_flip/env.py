@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.delivery import Delivers
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
@@ -74,9 +74,28 @@ def _flips_text(flips: Sequence[int]) -> str:
     return ", ".join("heads" if f else "tails" for f in flips)
 
 
+def _flips_marked(flips: Sequence[int], per_turn: int, first_turn: int = 1) -> list[str | Marked]:
+    """The flips' text with each turn's flips marked as that turn's evidence."""
+    out: list[str | Marked] = []
+    for k in range(0, len(flips), per_turn):
+        if k:
+            out.append(", ")
+        out.append(Marked(_flips_text(flips[k : k + per_turn]), "evidence",
+                          first_turn + k // per_turn))
+    return out
+
+
 def _summary(flips: Sequence[int]) -> str:
     h = sum(flips)
     return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
+
+
+def single_message(flips: Sequence[int], per_turn: int) -> Message:
+    """The single-turn message after ``flips``: each turn's flips and the counts marked."""
+    if not flips:
+        return Message("user", INTRO + "\nNo flips yet.")
+    return Message.of("user", INTRO + "\nThe results so far: ", *_flips_marked(flips, per_turn),
+                      " ", Marked(_summary(flips), "summary"), ".")
 
 
 class CoinFlip(Configured[CoinFlipParams]):
@@ -122,14 +141,11 @@ class CoinFlip(Configured[CoinFlipParams]):
             seen = flips[: t * p.per_turn]
             new = flips[(t - 1) * p.per_turn : t * p.per_turn] if t else []
             if t:
-                multi = (*multi, Message("user", f"Result: {_flips_text(new)}."),
+                multi = (*multi, Message.of("user", "Result: ",
+                                            *_flips_marked(new, p.per_turn, t), "."),
                          Message("assistant", ACK))
-            single_text = INTRO + (
-                f"\nThe results so far: {_flips_text(seen)} {_summary(seen)}." if seen
-                else "\nNo flips yet."
-            )
             messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", single_text),),
+                "single-turn": (single_message(seen, p.per_turn),),
                 "multi-turn": multi,
             }
             heads = sum(seen)
