@@ -58,6 +58,7 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
+from belieflens.model.init import TRAINED, Init
 from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
 from belieflens.model.load import catalogue as models
 from belieflens.report.study import Analysis
@@ -149,14 +150,16 @@ def _set_threads(threads: int) -> int:
 
 
 def _load_quietly(
-    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName
+    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName,
+    init: Init | None = None,
 ) -> LoadedModel:
-    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`); weights or a
-    config transformers cannot read give one line (:class:`ModelNotFoundError`)."""
+    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`), as trained or
+    as the control ``init``; weights or a config transformers cannot read, or a control it
+    cannot build, give one line (:class:`ModelNotFoundError`)."""
     from belieflens.model import load as loader
 
     try:
-        return loader.load(spec, device=device, dtype=dtype, kernels=kernels)
+        return loader.load(spec, device=device, dtype=dtype, kernels=kernels, init=init)
     except BeliefLensError:
         raise
     except Exception as e:  # weights or config transformers cannot read
@@ -171,14 +174,16 @@ def load(
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
     threads: int = 0,
+    init: Init | str | None = None,
 ) -> LoadedModel:
     """Load a model and wrap it in a TransformerLens bridge.
 
     ``model``: an embedded name (``smollm2-135m``, the default), a Hugging Face id in the
     local cache, a model folder or a ``.gguf`` file. ``kernels``: CPU linear kernels
     (``auto`` uses oneDNN where it passes a check at load). ``threads``: torch's CPU
-    threads (0 keeps torch's setting). Raises :class:`ModelNotFoundError` (one line) for a
-    model that cannot be found or read.
+    threads (0 keeps torch's setting). ``init``: ``random:SEED`` or ``shuffled:SEED`` loads
+    an untrained control of the model instead (:mod:`belieflens.model.init`). Raises
+    :class:`ModelNotFoundError` (one line) for a model that cannot be found or read.
 
     Args:
         model: what to load.
@@ -186,6 +191,7 @@ def load(
         dtype: ``float32`` (the default), ``bfloat16`` or ``float16``.
         kernels: ``auto``, ``default`` or ``onednn``.
         threads: torch's CPU threads.
+        init: ``trained`` (or ``None``), ``random:SEED`` or ``shuffled:SEED``.
 
     Returns:
         A :class:`LoadedModel`: the bridge, its tokenizer and what was loaded (``info``).
@@ -197,13 +203,14 @@ def load(
     """
     _check_load(device, dtype, kernels)
     at_least("--threads", threads, 0)
+    how = Init.parse(init)
     spec = _spec(model)
     _resolve(spec)
     from belieflens.model.load import quiet_libraries
 
     _set_threads(threads)
     with quiet_libraries():
-        return _load_quietly(spec, device, dtype, kernels)
+        return _load_quietly(spec, device, dtype, kernels, how)
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
@@ -271,6 +278,9 @@ class _Models:
     kernels: KernelName
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     """The most seconds of compute between two saves of finished read-outs."""
+    init: Init = TRAINED
+    """The evaluated model's weights: trained, or an untrained control of it (the simulator
+    is always the trained model)."""
 
 
 def extract(
@@ -289,6 +299,7 @@ def extract(
     client: DaskClient | str | None = None,
     shard_episodes: int = 0,
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    init: Init | str | None = None,
     **keywords: Unpack[ExtractKeywords],
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model into
@@ -319,6 +330,8 @@ def extract(
             ``PATH/scheduler.json``); ``model`` and ``simulator`` must then be names or paths.
         shard_episodes: about this many episodes per shard (0: about three per worker).
         checkpoint_seconds: the most seconds of compute between two saves.
+        init: ``random:SEED`` or ``shuffled:SEED`` runs an untrained control of ``model``
+            (:mod:`belieflens.model.init`) through the same pipeline; ``None``: as trained.
         **keywords: the options as keywords.
 
     Returns:
@@ -335,13 +348,14 @@ def extract(
     """
     opts = _options(options, keywords)
     _check_load(device, dtype, kernels)
+    how = _check_init(init, model)
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
     _resolve(model)
     if simulator is not None:
         _resolve(simulator)
-    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds)
+    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -353,6 +367,17 @@ def extract(
     finally:
         if isinstance(client, str):
             cluster.close(connected)
+
+
+def _check_init(init: Init | str | None, model: ModelLike) -> Init:
+    """``init`` parsed (one line if it is not one of its forms); a control needs the model by
+    name or path, since it is built at load."""
+    how = Init.parse(init)
+    if not how.trained and isinstance(model, LoadedModel):
+        raise ParameterError(
+            f"option '--init' = '{how}' is not allowed with a model already loaded: pass the "
+            "model by name or path, or load it with belieflens.load(..., init=...)")
+    return how
 
 
 def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> ExtractOptions:
@@ -403,13 +428,14 @@ def _load_and_bind(
     if isinstance(model, LoadedModel):
         loaded = model
     else:
-        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
+        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels,
+                               chosen.init)
         report(ModelLoaded("model", loaded.info, n_threads))
     sim: LoadedModel | None = None
     if requires_generator(env) and requires_simulator(env) and simulator is not None:
         if isinstance(simulator, LoadedModel):
             sim = simulator
-        elif _spec(simulator) != loaded.info.spec:
+        elif _spec(simulator) != loaded.info.spec or loaded.info.init != "trained":
             sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
             report(ModelLoaded("simulator", sim.info, n_threads))
     bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
@@ -434,6 +460,7 @@ def _extract_sharded(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
         make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
+        init=str(chosen.init),
         threads=options.threads, checkpoint_seconds=chosen.checkpoint_seconds,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
