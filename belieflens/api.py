@@ -626,6 +626,7 @@ def analyze(
     seed: int = 0,
     client: DaskClient | str | None = None,
     html: bool = True,
+    floors: Sequence[str | os.PathLike[str]] = (),
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
@@ -644,6 +645,9 @@ def analyze(
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
+        floors: control files of the same study (``extract --init random:SEED``): every
+            lens, decoder and geometry read-out beside its floor, with the selectivity and
+            its bootstrap interval over episodes (:mod:`belieflens.analysis.floor`).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -661,7 +665,8 @@ def analyze(
     if is_result(file):
         return report(file, out, method=method, html=html)
     return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
-               sections=envs.sections_for, html=html)
+               sections=envs.sections_for, html=html, floors=[Path(f) for f in floors],
+               targets=envs.readout_targets)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from belieflens.analysis.decoders.estimator import (
     RidgeHeldOut,
     null_targets,
     ridge_heldout,
+    ridge_heldout_many,
 )
 from belieflens.analysis.decoders.folds import fold_split, group_folds
 from belieflens.analysis.decoders.ridge import DEFAULT_LAMBDAS
@@ -224,16 +225,32 @@ def geometry_fits(
     concatenated, with ``permutations`` permuted-trajectory nulls each. ``rng`` draws the
     folds (whole episodes) and then the nulls, so two files of one study (a model and its
     untrained control) get the same folds and nulls from the same seed."""
-    tgt = target_of(ds, target)
+    return geometry_fits_many(ds, rng, targets=[target], n_folds=n_folds,
+                              permutations=permutations, lambdas=lambdas, resid=resid)[0]
+
+
+def geometry_fits_many(
+    ds: xr.Dataset,
+    rng: np.random.Generator,
+    *,
+    targets: Sequence[str | Target],
+    n_folds: int = 5,
+    permutations: int = NULL_PERMUTATIONS,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    resid: F64 | None = None,
+) -> list[GeometryFits]:
+    """:func:`geometry_fits` of several targets on the same folds, sharing each layer's
+    decompositions (each target's nulls drawn from ``rng`` in turn)."""
+    tgts = [target_of(ds, t) for t in targets]
     episodes = np.asarray(ds[EPISODE].values)
     folds = group_folds(episodes, n_folds, rng)
-    nulls = null_targets(tgt.values, episodes, rng, permutations)
+    pairs = [(t.values, null_targets(t.values, episodes, rng, permutations)) for t in tgts]
     x = residuals(ds) if resid is None else resid
-    layers = tuple(ridge_heldout(x[:, layer], tgt.values, folds, nulls=nulls, lambdas=lambdas)
-                   for layer in range(x.shape[1]))
-    concat = ridge_heldout(x.reshape(x.shape[0], -1), tgt.values, folds, nulls=nulls,
-                           lambdas=lambdas)
-    return GeometryFits(tgt, layers, concat, folds)
+    per_layer = [ridge_heldout_many(x[:, layer], pairs, folds, lambdas=lambdas)
+                 for layer in range(x.shape[1])]
+    concat = ridge_heldout_many(x.reshape(x.shape[0], -1), pairs, folds, lambdas=lambdas)
+    return [GeometryFits(t, tuple(fits[i] for fits in per_layer), concat[i], folds)
+            for i, t in enumerate(tgts)]
 
 
 def _baselines(ds: xr.Dataset, y: F64, folds: NDArray[np.int64], lags: Sequence[int],

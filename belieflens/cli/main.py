@@ -266,11 +266,15 @@ def analyze(
     ] = None,
     no_html: Annotated[bool, typer.Option(
         "--no-html", help="with --out, skip the interactive page study.html")] = False,
+    floor: Annotated[list[Path] | None, typer.Option(
+        "--floor", help="a control file of the same study (extract --init random:SEED); "
+        "repeat for several seeds: every read-out beside its floor")] = None,
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
         result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
-                             seed=seed, client=cluster, html=not no_html)
+                             seed=seed, client=cluster, html=not no_html,
+                             floors=floor or [])
     _print(result)
 
 

@@ -41,6 +41,7 @@ from belieflens.analysis.decoders.ridge import (
     _ridge_path,
     _sse,
 )
+from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -105,23 +106,61 @@ def ridge_heldout(
     """Held-out ridge predictions of ``y [n, t]`` from ``x [n, d]`` by nested CV over
     ``folds [n]`` (whole episodes per fold, at least 3 folds), and the held-out R² of the
     same fit onto each target of ``nulls`` (module docstring)."""
+    return ridge_heldout_many(x, [(y, nulls)], folds, lambdas=lambdas)[0]
+
+
+def _as_2d(v: ArrayLike) -> F64:
+    a = np.asarray(v, dtype=np.float64)
+    return a[:, None] if a.ndim == 1 else a
+
+
+def ridge_heldout_many(
+    x: ArrayLike,
+    targets: Sequence[tuple[ArrayLike, Sequence[ArrayLike]]],
+    folds: ArrayLike,
+    *,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+) -> list[RidgeHeldOut]:
+    """:func:`ridge_heldout` of several ``(target, nulls)`` from the same features and folds
+    at once: each fit is the one :func:`ridge_heldout` makes alone (its own λ per fold), and
+    the features' eigen-decompositions are shared."""
     xa = np.asarray(x, dtype=np.float64)
-    ya = np.asarray(y, dtype=np.float64)
-    ya = ya[:, None] if ya.ndim == 1 else ya
     f = np.asarray(folds, dtype=np.int64).ravel()
-    t, blocks = ya.shape[1], 1 + len(nulls)
-    y_all = np.concatenate([ya, *(np.asarray(v, dtype=np.float64).reshape(ya.shape)
-                                  for v in nulls)], axis=1)
+    blocks = [_as_2d(v) for y, nulls in targets for v in (y, *nulls)]
+    owner = np.repeat(np.arange(len(targets)), [1 + len(n) for _, n in targets])
+    widths = np.array([b.shape[1] for b in blocks])
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]])
     n_folds = int(f.max()) + 1
     fitter = RidgeFitter(n_folds)
-    fitter.update(xa, y_all, f)
+    with FIT_BLAS_LIMIT:
+        fitter.update(xa, np.concatenate(blocks, axis=1), f)
+        sse, sst, lam, pred = _nested(fitter, xa, f, starts, blocks, owner,
+                                      np.asarray(lambdas, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = 1.0 - sse / sst
+    out = []
+    for i in range(len(targets)):
+        at = np.flatnonzero(owner == i)
+        first = int(at[0])
+        out.append(RidgeHeldOut(pred=pred[first], lam=lam[first], r2=float(r2[first]),
+                                mse=float(sse[first] / blocks[first].size),
+                                null_r2=np.asarray(r2[at[1:]], dtype=np.float64)))
+    return out
+
+
+def _nested(fitter: RidgeFitter, x: F64, f: I64, starts: NDArray[np.int64],
+            blocks: Sequence[F64], owner: I64,
+            grid: F64) -> tuple[F64, F64, NDArray[np.float64], dict[int, F64]]:
+    """The nested-CV loop of :func:`ridge_heldout_many`: per block the summed held-out SSE,
+    SST about its overall mean, λ per fold, and the held-out predictions of each target
+    (the first block of each owner)."""
     stats = fitter.fold_stats
-    grid = np.asarray(lambdas, dtype=np.float64)
+    n_folds, n_blocks = len(stats), len(blocks)
     centre = fitter.stats.mean_y
-    sse = np.zeros(blocks)
-    sst = np.zeros(blocks)
-    pred = np.full_like(ya, np.nan)
-    lam_used = np.full(n_folds, np.nan)
+    sse, sst = np.zeros(n_blocks), np.zeros(n_blocks)
+    lam = np.full((n_blocks, n_folds), np.nan)
+    firsts = [int(np.flatnonzero(owner == i)[0]) for i in range(int(owner.max()) + 1)]
+    pred = {b: np.full_like(blocks[b], np.nan) for b in firsts}
     for k in range(n_folds):
         test = stats[k]
         inner = [i for i in range(n_folds) if i != k and stats[i] is not None]
@@ -130,22 +169,21 @@ def ridge_heldout(
             continue
         if len(inner) < 2:
             raise ValueError("nested cross-validation needs at least 3 non-empty folds")
-        per_block = _loo_sse(stats, inner, grid).reshape(grid.size, blocks, t).sum(axis=2)
+        per_block = np.add.reduceat(_loo_sse(stats, inner, grid), starts, axis=1)
         chosen = np.argmin(per_block, axis=0)  # [blocks]
         used = np.unique(chosen)
         coef, icpt = _ridge_path(train, grid[used])
-        err = _sse(test, coef, icpt).reshape(used.size, blocks, t).sum(axis=2)
-        sse += err[np.searchsorted(used, chosen), np.arange(blocks)]
+        err = np.add.reduceat(_sse(test, coef, icpt), starts, axis=1)
+        pick = np.searchsorted(used, chosen)
+        sse += err[pick, np.arange(n_blocks)]
         d = test.mean_y - centre
-        sst += (test.syy + test.n * d * d).reshape(blocks, t).sum(axis=1)
-        at = int(np.searchsorted(used, chosen[0]))
+        sst += np.add.reduceat(test.syy + test.n * d * d, starts)
+        lam[:, k] = grid[chosen]
         rows = f == k
-        pred[rows] = xa[rows] @ coef[at][:, :t] + icpt[at][:t]
-        lam_used[k] = grid[chosen[0]]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = 1.0 - sse / sst
-    return RidgeHeldOut(pred=pred, lam=lam_used, r2=float(r2[0]), mse=float(sse[0] / ya.size),
-                        null_r2=np.asarray(r2[1:], dtype=np.float64))
+        for b in firsts:
+            cols = slice(int(starts[b]), int(starts[b]) + blocks[b].shape[1])
+            pred[b][rows] = x[rows] @ coef[pick[b]][:, cols] + icpt[pick[b]][cols]
+    return sse, sst, lam, pred
 
 
 @dataclass(frozen=True, eq=False)
