@@ -113,3 +113,24 @@ def test_the_coin_toys_floor_per_target(tmp_path: Path, one_thread: None) -> Non
     bins = f.sel(source="geometry: posterior over bins")
     assert float(bins.trained_all) > 0.9
     assert float(bins.selectivity_all) > 0.1 and float(bins.selectivity_low_all) > 0
+
+
+def test_compare_sets_each_model_beside_its_controls(lm_study: tuple[Path, ...],
+                                                     tmp_path: Path) -> None:
+    study, *controls = lm_study
+    out = tmp_path / "cmp"
+    r = CliRunner().invoke(app, ["compare", str(study), *map(str, controls), "--out", str(out),
+                                 "--no-probes"])
+    assert r.exit_code == 0, r.output
+    cmp = belieflens.compare([study, *controls], probes=False)
+    names = [str(m) for m in cmp["model"].values]
+    assert names[1:] == [f"{names[0]} (untrained seed 0)", f"{names[0]} (untrained seed 1)"]
+    assert cmp["init"].values.tolist() == ["trained", "random", "random"]
+    assert cmp["floor_selectivity"].dims == ("model", "readout", "depth")
+    lens = cmp.sel(model=names[0], readout="logit-lens")
+    assert bool(lens.floor_trained.notnull().all())
+    assert bool(cmp["floor_trained"].sel(model=names[1]).isnull().all())  # a control has none
+    assert np.allclose(lens.floor_selectivity, lens.floor_mean - lens.floor_trained)
+    assert "logit-lens TVD per layer" in r.stdout and "beyond its floor" in r.stdout
+    assert (out / "compare_floor.png").is_file()
+    assert "Beside untrained networks" in (out / "compare.md").read_text()
