@@ -11,6 +11,7 @@ FLOORS := runs/floors
 FLOOR_SEEDS ?= 0 1 2
 FLOOR_EPISODES ?= 2000
 FLOOR_MODELS ?= smollm2-135m gemma3-270m
+FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
@@ -71,7 +72,7 @@ positive-control: setup
 # docs/positive-control.md); runs/floors/<toy>/ holds each report.
 floor-toys: setup
 	mkdir -p $(FLOORS)
-	for toy in coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy; do \
+	for toy in $(FLOOR_TOYS); do \
 		env=$${toy%%:*}; model=$${toy##*:}; floors=""; \
 		$(BL) extract $$env --model $$model --episodes $(FLOOR_EPISODES) --seed 0 --quiet \
 			--out $(FLOORS)/$$model.h5 --overwrite || exit 1; \

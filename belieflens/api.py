@@ -330,8 +330,7 @@ def extract(
             ``PATH/scheduler.json``); ``model`` and ``simulator`` must then be names or paths.
         shard_episodes: about this many episodes per shard (0: about three per worker).
         checkpoint_seconds: the most seconds of compute between two saves.
-        init: ``random:SEED`` or ``shuffled:SEED`` runs an untrained control of ``model``
-            (:mod:`belieflens.model.init`) through the same pipeline; ``None``: as trained.
+        init: ``random:SEED`` / ``shuffled:SEED``: an untrained control of ``model``.
         **keywords: the options as keywords.
 
     Returns:
@@ -347,15 +346,10 @@ def extract(
         28
     """
     opts = _options(options, keywords)
-    _check_load(device, dtype, kernels)
-    how = _check_init(init, model)
+    chosen = _choose(model, simulator, device, dtype, kernels, checkpoint_seconds, init)
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
-    _resolve(model)
-    if simulator is not None:
-        _resolve(simulator)
-    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -367,6 +361,19 @@ def extract(
     finally:
         if isinstance(client, str):
             cluster.close(connected)
+
+
+def _choose(model: ModelLike, simulator: ModelLike | None, device: DeviceName,
+            dtype: DTypeName, kernels: KernelName, checkpoint_seconds: float,
+            init: Init | str | None) -> _Models:
+    """The models of an extraction, each option checked and each model found (one line
+    otherwise), before anything is written."""
+    _check_load(device, dtype, kernels)
+    how = _check_init(init, model)
+    for m in (model, simulator):
+        if m is not None:
+            _resolve(m)
+    return _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
 
 
 def _check_init(init: Init | str | None, model: ModelLike) -> Init:

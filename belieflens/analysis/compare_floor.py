@@ -12,8 +12,8 @@ controls.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,8 +69,8 @@ def controls_of(attrs: Sequence[Mapping[str, Any]]) -> dict[int, list[int]]:
 
 
 def model_floors(
-    paths: Sequence[str | Path], attrs: Sequence[Mapping[str, Any]], names: Sequence[str],
-    depth: np.ndarray, *, method: DebiasMethod, decoders: bool, seed: int,
+    paths: Sequence[str | os.PathLike[str]], attrs: Sequence[Mapping[str, Any]],
+    names: Sequence[str], depth: np.ndarray, *, method: DebiasMethod, decoders: bool, seed: int,
 ) -> xr.Dataset | None:
     """The ``floor_*`` variables over ``(model, readout, depth)`` (module docstring), or
     ``None`` where no compared model has a control among the files."""

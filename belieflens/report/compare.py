@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -368,8 +368,9 @@ def _page(cmp: xr.Dataset, table: str, head: str) -> str:
 
 def _write(cmp: xr.Dataset, out: Path, md: str, page: str | None) -> tuple[Path, ...]:
     """Write the report into ``out`` whole or not at all, once its size is checked."""
-    figures = ((depth_plot, "compare_depth.png"), (turns_plot, "compare_turns.png"),
-               (updating_plot, "compare_updating.png"))
+    figures: tuple[tuple[Callable[[xr.Dataset, Path], Path], str], ...] = (
+        (depth_plot, "compare_depth.png"), (turns_plot, "compare_turns.png"),
+        (updating_plot, "compare_updating.png"))
     if has_floors(cmp):
         figures = (*figures, (floor_plot, FIGURE))
     pages = len(md.encode()) + (len((page or "").encode()))

@@ -223,9 +223,10 @@ def episode_sums(y: ArrayLike, pred: ArrayLike, episodes: ArrayLike,
     at = np.searchsorted(ids, ep) if np.all(ids[:-1] <= ids[1:]) else np.array(
         [int(np.flatnonzero(ids == e)[0]) for e in ep])
     m = ids.size
-    n = np.bincount(at, minlength=m).astype(np.float64)
-    y_sum = np.stack([np.bincount(at, weights=ya[:, c], minlength=m)
-                      for c in range(ya.shape[1])], axis=1)
-    y_sq = np.bincount(at, weights=np.sum(ya * ya, axis=1), minlength=m)
-    sse = np.bincount(at, weights=np.sum((ya - pa) ** 2, axis=1), minlength=m)
-    return EpisodeSums(n=n, y_sum=y_sum, y_sq=y_sq, sse=sse)
+    def total(w: F64 | None = None) -> F64:
+        return np.asarray(np.bincount(at, weights=w, minlength=m), dtype=np.float64)
+
+    return EpisodeSums(n=total(), y_sum=np.stack([total(ya[:, c]) for c in range(ya.shape[1])],
+                                                 axis=1),
+                       y_sq=total(np.sum(ya * ya, axis=1)), sse=total(np.sum((ya - pa) ** 2,
+                                                                             axis=1)))
