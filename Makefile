@@ -15,7 +15,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control floor-toys floor-models toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -83,6 +83,17 @@ floor-toys: setup
 		done; \
 		$(BL) analyze $(FLOORS)/$$model.h5 $$floors --out $(FLOORS)/$$model --no-html || exit 1; \
 	done
+
+# The causal belief check on rrxor-toy, where the belief is not a function of the next-token
+# output: steer along the regressed belief and patch the answer position (needs floor-toys'
+# runs/floors/rrxor-toy.h5).
+belief-check-rrxor: setup
+	$(BL) intervene steer $(FLOORS)/rrxor-toy.h5 --out $(FLOORS)/rrxor-steer.h5 --overwrite \
+		--direction belief --state 0 --layers 2,4,6 --turn 5 --turn 9
+	$(BL) intervene patch $(FLOORS)/rrxor-toy.h5 --out $(FLOORS)/rrxor-patch.h5 --overwrite \
+		--layers 2,4,6 --turn 5 --turn 9
+	$(BL) analyze $(FLOORS)/rrxor-steer.h5 --no-html
+	$(BL) analyze $(FLOORS)/rrxor-patch.h5 --no-html
 
 # The language models at the demo's settings beside three untrained seeds each, and compare
 # with the controls beside the models (the README figure: runs/floors/compare/).

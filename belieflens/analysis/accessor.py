@@ -342,8 +342,10 @@ class BeliefLensAccessor:
             A Dataset over ``source``, ``layer`` and ``control``.
 
         Examples:
-            >>> ds.bl.floor(["untrained0.h5", "untrained1.h5"])["selectivity"].dims
-            ... # doctest: +SKIP
+            Not run here (the controls are extracted with ``--init random:0`` and
+            ``random:1``):
+
+            >>> ds.bl.floor(["random0.h5", "random1.h5"])["selectivity"].dims  # doctest: +SKIP
             ('source', 'layer')
         """
         if targets is None:

@@ -24,8 +24,10 @@ concatenated (the ``*_all`` variables). A control must be the same study: same e
 parameters, seed, episodes and architecture (:func:`check_floor`).
 
 Examples:
-    >>> f = belieflens.open_cache("study.h5").bl.floor(["untrained0.h5", "untrained1.h5"])
-    >>> f["selectivity"].dims                                       # doctest: +SKIP
+    Not run here (the controls come from ``extract ... --init random:0`` and ``random:1``):
+
+    >>> f = belieflens.open_cache("study.h5").bl.floor(["r0.h5", "r1.h5"])  # doctest: +SKIP
+    >>> f["selectivity"].dims                                              # doctest: +SKIP
     ('source', 'layer')
 """
 
