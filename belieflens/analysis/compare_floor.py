@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.floor import compare_readouts, readouts
+from belieflens.analysis.floor import TOLERANCE, compare_readouts, readouts
 from belieflens.dims import LAYER
 from belieflens.types import DebiasMethod
 
@@ -97,6 +97,6 @@ def model_floors(
                                        for v in FLOOR_VARS})
     model = xr.DataArray(list(parts), dims="model", name="model")
     out = xr.concat(list(parts.values()), dim=model)
-    out["floor_exceeds"] = out["floor_selectivity_low"] > 0
+    out["floor_exceeds"] = out["floor_selectivity_low"] > TOLERANCE
     out.attrs["floor_interval"] = "95% percentile bootstrap over episodes (paired)"
     return out

@@ -13,7 +13,8 @@ attention averages the token embeddings, and that alone carries much of an evide
   oracle: floor − trained);
 - a **bootstrap interval** of the selectivity over episodes (the files share their
   episodes, so each resample takes the same episodes from every file);
-- whether the layer **exceeds its floor beyond the interval** (the interval's low end > 0).
+- whether the layer **exceeds its floor beyond the interval** (the interval's low end > 0,
+  beyond rounding: :data:`TOLERANCE`).
 
 Sources: ``logit-lens`` and ``decoder`` (TVD to the oracle of the logit-lens and of the
 held-out softmax decoder, :func:`~belieflens.analysis.summary.decoder_tvd`, averaged over
@@ -64,6 +65,11 @@ BOOTSTRAP = 1000
 
 LEVEL = 0.95
 """The intervals' coverage."""
+
+TOLERANCE = 1e-6
+"""How far above 0 an interval's low end must be for a layer to exceed its floor: a read-out
+that any embedding gives alike (layer 0 of a token model) differs from its floor only by
+rounding."""
 
 CONTROL = "control"
 SOURCE = "source"
@@ -259,7 +265,7 @@ def _floor_dataset(trained: Sequence[Readout], per: dict[str, list[F64]],
         dims = (SOURCE, CONTROL, LAYER) if k == "control_value" else (SOURCE, LAYER)
         data[k] = (dims, np.stack(v))
         data[f"{k}_all"] = (dims[:-1], np.stack(alls[k]))
-    data["exceeds"] = ((SOURCE, LAYER), np.stack(per["selectivity_low"]) > 0)
+    data["exceeds"] = ((SOURCE, LAYER), np.stack(per["selectivity_low"]) > TOLERANCE)
     data["metric"] = ((SOURCE,), np.array([s.metric for s in trained]))
     out = xr.Dataset(data, coords={SOURCE: [s.source for s in trained],
                                    LAYER: np.arange(n_layers), CONTROL: list(labels)})
@@ -378,7 +384,7 @@ def format_floor(f: xr.Dataset) -> str:
         if np.isfinite(float(s["trained_all"])):
             rows.append(("all", [float(s[f"{k}_all"]) for k in keys]))
         for name, (t, fm, fmin, fmax, sel, lo, hi) in rows:
-            mark = " *" if lo > 0 else ""
+            mark = " *" if lo > TOLERANCE else ""
             lines.append(f"{name:>5} {t:9.4f} {fm:9.4f} [{fmin:.4f}, {fmax:.4f}] "
                          f"{sel:+9.4f} [{lo:+.4f}, {hi:+.4f}]{mark}")
         lines.append("")

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.compare_floor import READOUT
+from belieflens.analysis.floor import TOLERANCE
 from belieflens.report.figures import pyplot, save
 
 FIGURE = "compare_floor.png"
@@ -48,7 +49,7 @@ def verdict(cmp: xr.Dataset, model: str, readout: str) -> str:
     """Whether any layer of ``model``'s ``readout`` is beyond its floor beyond the
     interval, with the best layer."""
     rows = _rows(cmp, model, readout)
-    above = [la for la, _, v in rows if v[5] > 0]
+    above = [la for la, _, v in rows if v[5] > TOLERANCE]
     la, _, v = max(rows, key=lambda r: r[2][4] if np.isfinite(r[2][4]) else -np.inf)
     best = (f"best layer {la}: TVD {v[0]:.4f} vs floor {v[1]:.4f}, selectivity {v[4]:+.4f} "
             f"[{v[5]:+.4f}, {v[6]:+.4f}]")
@@ -75,7 +76,7 @@ def format_floors(cmp: xr.Dataset) -> str:
                       "layer  depth   trained     floor [min, max]            selectivity "
                       "[interval]"]
             for la, dep, v in _rows(cmp, m, str(r)):
-                mark = " *" if v[5] > 0 else ""
+                mark = " *" if v[5] > TOLERANCE else ""
                 lines.append(f"{la:>5}  {dep:5.2f} {v[0]:9.4f} {v[1]:9.4f} [{v[2]:.4f}, "
                              f"{v[3]:.4f}] {v[4]:+9.4f} [{v[5]:+.4f}, {v[6]:+.4f}]{mark}")
     lines.append("* the interval excludes 0: beyond the floor")
