@@ -89,7 +89,7 @@ def floor_plot(cmp: xr.Dataset, out: Path) -> Path:
     plt = pyplot()
     readouts = [str(r) for r in cmp[READOUT].values]
     fig, axes = plt.subplots(1, len(readouts), figsize=(5.6 * len(readouts), 3.8),
-                             squeeze=False, sharey=True)
+                             squeeze=False)
     x = cmp["depth"].values
     for ax, r in zip(axes.flat, readouts, strict=False):
         for i, m in enumerate(_floored(cmp)):
