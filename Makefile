@@ -116,7 +116,7 @@ floor-models: setup
 # then every gate of bench/toy_gates.py across the three seeds.
 toy-seeds: setup
 	for s in 1 2; do $(PY) bench/toy_ship.py --seed $$s --threads 1 --no-progress || exit 1; done
-	$(PY) bench/toy_gates.py --seeds 0 1 2 --threads 1
+	$(PY) bench/toy_gates.py coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says
