@@ -16,6 +16,7 @@ a language model runs ``coin-flip --set turns=1`` (1 episode), a toy its token p
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,28 +27,16 @@ import numpy as np
 import torch
 import xarray as xr
 
+if __package__ in (None, ""):  # run as a script: the repository root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import belieflens
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.model.load import TOY_MODELS
+from bench.faults import same_data
 
 TOY_ENVS = {"coin-toy": "coin-tokens", "mess3-toy": "mess3", "rrxor-toy": "rrxor"}
 """Each toy's process."""
-
-
-def same_data(a: Path, b: Path) -> bool:
-    """Every variable of two cache files equal bit for bit (NaN equal to NaN)."""
-    with xr.open_dataset(a, engine="h5netcdf") as x, xr.open_dataset(b, engine="h5netcdf") as y:
-        if sorted(map(str, x.variables)) != sorted(map(str, y.variables)):
-            return False
-        for name in x.variables:
-            u, v = x[name].values, y[name].values
-            if u.dtype != v.dtype or u.shape != v.shape:
-                return False
-            same = (np.array_equal(u, v, equal_nan=True) if u.dtype.kind == "f"
-                    else bool((u == v).all()))
-            if not same:
-                return False
-    return True
 
 
 def resid(path: Path) -> np.ndarray:
