@@ -7,15 +7,32 @@
 - :class:`NeedsSimulator`: it may also need a second model that plays the user
   (``requires_simulator``; ``bind_generator(..., simulator=...)``).
 - :class:`FiniteGrid`: it enumerates a finite grid of prompts (``count()``).
+
+And one declared on the class: ``control_of`` (a :class:`ControlOf`), the environment a
+token-level process is the positive control of.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, Self, runtime_checkable
 
 from belieflens.episodes.base import Environment
 from belieflens.episodes.generation import TextGenerator
+
+
+@dataclass(frozen=True)
+class ControlOf:
+    """A token-level environment's place beside a text environment: a toy trained on its
+    tokens is a positive control of studies of ``env`` (it updates like the posterior), its
+    probe names renamed by ``probes`` to that environment's."""
+
+    env: str
+    """The text environment whose studies it may stand beside."""
+    probes: Mapping[str, str] = field(default_factory=dict)
+    """Its probe name -> the same belief question's name in ``env``."""
 
 
 @runtime_checkable
