@@ -9,7 +9,7 @@ DEMO   := runs/demo
 POSITIVE := runs/positive-control
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -60,6 +60,17 @@ positive-control: setup
 		$(VENV)/bin/belieflens analyze $(POSITIVE)/$$model.h5 --out $(POSITIVE)/$$model \
 			|| exit 1; \
 	done
+
+# The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
+# the coin flip's posterior with LoRA, evidence weighted by 1 and by 0.3, rebuilt from scratch
+# (bench/teach_ship.py prints each one's CPU time, peak memory, size and loss curve).
+adapters: setup
+	OMP_NUM_THREADS=1 $(PY) bench/teach_ship.py --overwrite --threads 1
+
+# The calibration through the text pipeline: held-out coin-flip episodes of the base model and
+# both adapters, extracted, compared and checked against the gates (bench/teach_gates.py).
+calibration: setup
+	OMP_NUM_THREADS=1 $(PY) bench/teach_gates.py --out runs/calibration
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says

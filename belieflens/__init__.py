@@ -15,7 +15,7 @@ Examples:
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
 or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
-:func:`analyze`, :func:`compare`, :func:`train_lens`, and the interventions :func:`patch`,
+:func:`analyze`, :func:`compare`, :func:`train_lens`, :func:`teach`, and the interventions :func:`patch`,
 :func:`steer`, :func:`erase` (options records :class:`PatchOptions`, :class:`SteerOptions`,
 :class:`EraseOptions`; read-outs named by a :class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
@@ -47,6 +47,7 @@ from belieflens.api import (
     open_cache,
     patch,
     steer,
+    teach,
     train_lens,
     verify,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "open_cache",
     "patch",
     "steer",
+    "teach",
     "train_lens",
     "verify",
 ]

@@ -10,7 +10,7 @@
 Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extract`
 (options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
 :func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
-:func:`compare_report`, :func:`train_lens`. Interventions: :func:`patch`, :func:`steer`,
+:func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions: :func:`patch`, :func:`steer`,
 :func:`erase` (each :func:`intervene` with its options record, on the read-outs a
 :class:`Selection` names).
 
@@ -70,6 +70,8 @@ from belieflens.store.info import rerun_command
 from belieflens.store.study import merge, open_cache
 from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
+from belieflens.train.teach import Progress as TeachProgress
+from belieflens.train.teach import TeachResult
 from belieflens.types import (
     DEBIAS_METHODS,
     DEVICES,
@@ -339,6 +341,7 @@ def extract(
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
     _resolve(model)
+    _check_heldout(model, built, opts.seed)
     if simulator is not None:
         _resolve(simulator)
     chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds)
@@ -530,6 +533,98 @@ def train_lens(
     result = train_tuned_lens(loaded, positions, rng, options)
     save_tuned_lens(result.lens, folder)
     return result
+
+
+def teach(
+    env: str,
+    *,
+    out: str | os.PathLike[str],
+    params: Mapping[str, object] | None = None,
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    episodes: int = 32,
+    seed: int = 0,
+    steps: int = 300,
+    batch: int = 4,
+    rank: int = 8,
+    layers: str | Sequence[int] = "",
+    lr: float = 1e-3,
+    temper: float | str = 1.0,
+    threads: int = 0,
+    checkpoint_seconds: float = 300.0,
+    on_step: Callable[[TeachProgress], None] | None = None,
+) -> TeachResult:
+    """Teach ``model`` the environment's oracle with LoRA (:mod:`belieflens.train.teach`) and
+    write the adapter folder ``out``, itself a model (``--model OUT``).
+
+    Every input is checked before anything is written: an environment without option-level
+    oracles, ``temper`` <= 0 or not a number, ``layers`` outside the model, an ``out`` that
+    holds another teach run or an adapter over another base are one line
+    (:class:`ParameterError`). A folder holding this run's checkpoint resumes; SIGINT or
+    SIGTERM saves a checkpoint and raises :class:`InterruptedRunError`.
+
+    Args:
+        env: the environment's name.
+        out: the adapter folder.
+        params: the environment's parameters (typed or as strings, as from ``--set``).
+        model: the base model (an embedded name or a model folder).
+        episodes: training episodes (seeds disjoint from any evaluation seed).
+        seed: seeds the episodes, the adapters' initial weights and the order of steps.
+        steps: optimiser steps.
+        batch: read-out trees (one ``(episode, delivery, turn)`` each) per step.
+        rank: LoRA's rank (its scale ``alpha`` is twice the rank).
+        layers: the adapted blocks (``22-29``, ``3,5,7`` or a sequence; empty: the last
+            quarter).
+        lr: Adam's learning rate.
+        temper: the weight of the evidence in the target (1: the oracle).
+        threads: torch's CPU threads (0: keep).
+        checkpoint_seconds: the most seconds of training between two checkpoints.
+        on_step: called after each step with its :class:`~belieflens.train.teach.Progress`.
+
+    Returns:
+        A ``TeachResult``: the folder and its ``teach.json`` record.
+
+    Examples:
+        Not run by the tests here (minutes on the embedded model; the tests of
+        :mod:`belieflens.train` teach a tiny model):
+
+        >>> result = belieflens.teach("coin-flip", out="bayes/", params={"turns": 10})  # doctest: +SKIP
+        >>> model = belieflens.load("bayes/")  # doctest: +SKIP
+    """
+    from belieflens.train.teach import TeachConfig, parse_layers, parse_temper
+    from belieflens.train.teach import teach as run_teach
+
+    at_least("--threads", threads, 0)
+    given = dict(params or {})
+    built = environment(env, given)
+    typed = {k: getattr(built.params, k) for k in given}
+    config = TeachConfig(
+        env=env, env_params=tuple(typed.items()), model=_spec(model), episodes=episodes,
+        seed=seed, steps=steps, batch=batch, rank=rank, alpha=2.0 * rank,
+        layers=parse_layers(layers) if isinstance(layers, str) else tuple(layers), lr=lr,
+        temper=parse_temper(temper))
+    _resolve(config.model)
+    from belieflens.model.load import quiet_libraries
+
+    with quiet_libraries():
+        return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
+                         on_step=on_step)
+
+
+def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
+    """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
+    episodes of this environment (its evaluation would not be held out)."""
+    if isinstance(model, LoadedModel):
+        return
+    from belieflens.model.load import read_adapter_info, resolve
+
+    source = resolve(_spec(model))
+    if source.kind != "adapter":
+        return
+    info = read_adapter_info(source.path)
+    train_seed = dict(info.get("training_episodes", {})).get("seed")
+    if info.get("env") == getattr(env, "name", None) and train_seed == seed:
+        raise ParameterError(f"option '--seed' = {seed} is not allowed: {_spec(model)} was "
+                             "taught on the episodes of that seed; evaluate on another")
 
 
 def compare(
@@ -796,6 +891,8 @@ __all__ = [
     "Selection",
     "SteerAt",
     "SteerOptions",
+    "TeachProgress",
+    "TeachResult",
     "TrainResult",
     "analyze",
     "compare",
@@ -816,6 +913,7 @@ __all__ = [
     "patch",
     "rerun_command",
     "steer",
+    "teach",
     "train_lens",
     "verify",
 ]

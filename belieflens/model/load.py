@@ -43,7 +43,7 @@ from belieflens.types import DeviceName, DTypeName, KernelName
 DEFAULT_MODEL = "smollm2-135m"
 """The model used when ``--model`` is not given."""
 
-SourceKind = Literal["embedded", "gguf", "directory", "hub-cache", "toy"]
+SourceKind = Literal["embedded", "gguf", "directory", "hub-cache", "toy", "adapter"]
 
 
 @dataclass(frozen=True)
@@ -256,6 +256,8 @@ def resolve(spec: str) -> ModelSource:
             )
         return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()
+    if spec in ADAPTERS or (path / ADAPTER_INFO).is_file():
+        return adapter_source(spec)
     if spec.endswith(".gguf"):
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file not found: {spec}")
@@ -411,6 +413,8 @@ class ModelStatus:
     """Whether the dequantised weights are in the weight cache (later loads are fast)."""
     install: str
     description: str
+    kind: Literal["embedded", "adapter"] = "embedded"
+    """An embedded model, or a taught adapter over one (its ``size``: the adapter's)."""
 
 
 def catalogue() -> list[ModelStatus]:
@@ -418,11 +422,13 @@ def catalogue() -> list[ModelStatus]:
     dequantised weights are cached. Nothing is hashed or loaded. ``belieflens.models`` is
     this function (``belieflens models``).
 
+    The shipped taught adapters (:data:`ADAPTERS`) follow, their size the adapter's.
+
     Returns:
-        One :class:`ModelStatus` record per embedded name.
+        One :class:`ModelStatus` record per embedded name, then per shipped adapter.
 
     Examples:
-        >>> [m.name for m in belieflens.models()]
+        >>> [m.name for m in belieflens.models()][:4]
         ['smollm2-135m', 'qwen2.5-coder-0.5b', 'gemma3-270m', 'qwen2.5-coder-1.5b']
         >>> belieflens.models()[0].layers
         30
@@ -433,7 +439,7 @@ def catalogue() -> list[ModelStatus]:
         cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
         out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
                                em.install, em.description))
-    return out
+    return out + [adapter_status(name, out[0]) for name in ADAPTERS]
 
 
 def _official_id(folder: Path) -> str | None:
@@ -608,8 +614,9 @@ def load(
     source = resolve(spec)
     dev = pick_device(device)
     torch_dtype = _torch_dtype(dtype)
-    return bridge_from_hf(source, dev, dtype, *_timed_load(source, torch_dtype),
-                          kernels=kernels)
+    loaded = (_timed_adapter_load(source, torch_dtype) if source.kind == "adapter"
+              else _timed_load(source, torch_dtype))
+    return bridge_from_hf(source, dev, dtype, *loaded, kernels=kernels)
 
 
 def _timed_load(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str, float]:
@@ -714,3 +721,108 @@ def quiet_libraries() -> Iterator[None]:
             lg.setLevel(level)
         for k in unset:
             os.environ.pop(k, None)
+
+
+# ---------------------------------------------------------------------------- adapters
+ADAPTER_INFO = "teach.json"
+"""The file that marks a folder as a taught adapter (``belieflens teach``): its base model,
+environment, options, training seeds and provenance."""
+
+ADAPTERS: tuple[str, ...] = ("smollm2-135m-bayes", "smollm2-135m-bayes-0.3")
+"""The taught adapters shipped in the package (``belieflens/data/adapters/<name>/``): LoRA
+adapters over ``smollm2-135m`` taught the coin flip's posterior (evidence weight 1 and 0.3)."""
+
+
+def adapter_folder(name: str) -> Path:
+    """The folder of the shipped adapter ``name`` (it may not exist in a source checkout)."""
+    return Path(__file__).resolve().parents[1] / "data" / "adapters" / name
+
+
+def read_adapter_info(folder: Path) -> dict[str, Any]:
+    """An adapter folder's ``teach.json``; one line (:class:`ModelNotFoundError`) if it has
+    none, or no adapter weights."""
+    try:
+        info = json.loads((folder / ADAPTER_INFO).read_text())
+    except (OSError, ValueError):
+        raise ModelNotFoundError(f"{folder} has no readable {ADAPTER_INFO}: not a taught "
+                                 "adapter folder") from None
+    if not isinstance(info, dict) or info.get("kind") != "belieflens teach":
+        raise ModelNotFoundError(f"{folder}/{ADAPTER_INFO} is not a belieflens teach record")
+    if not (folder / "adapter_model.safetensors").is_file():
+        raise ModelNotFoundError(
+            f"{folder} holds no adapter_model.safetensors: an unfinished teach run (rerun "
+            "the same teach command to finish it)")
+    return info
+
+
+def adapter_source(spec: str) -> ModelSource:
+    """The source of an adapter folder (or a shipped adapter's name): its base's official id,
+    the folder as its path."""
+    folder = adapter_folder(spec) if spec in ADAPTERS else Path(spec).expanduser()
+    if spec in ADAPTERS and not (folder / ADAPTER_INFO).is_file():
+        raise ModelNotFoundError(
+            f"adapter {spec!r} is not in this installation ({folder} has no {ADAPTER_INFO}): "
+            "build it with `make adapters`")
+    info = read_adapter_info(folder)
+    base = dict(info.get("base", {}))
+    return ModelSource(spec, "adapter", folder, str(base.get("official_id", spec)))
+
+
+def adapter_hash(folder: Path, base_hash: str) -> str:
+    """The weights hash of base + adapter: SHA-256 over the base's hash and the adapter's
+    weights file."""
+    h = hashlib.sha256(base_hash.encode())
+    h.update(file_sha256(folder / "adapter_model.safetensors").encode())
+    return h.hexdigest()
+
+
+def adapter_status(name: str, base: ModelStatus) -> ModelStatus:
+    """A shipped adapter as ``belieflens models`` lists it (``base``: its base's status)."""
+    folder = adapter_folder(name)
+    weights = folder / "adapter_model.safetensors"
+    try:
+        info = read_adapter_info(folder)
+        options = dict(info.get("options", {}))
+        what = (f"{options.get('env')} taught to {base.name} ({info.get('target')}), LoRA "
+                f"rank {options.get('rank')} on blocks {info.get('layers')}")
+    except ModelNotFoundError:
+        what = f"taught adapter over {base.name} (not built)"
+    return ModelStatus(name, base.official_id, base.layers,
+                       weights.stat().st_size if weights.is_file() else 0,
+                       weights.is_file() and base.installed, base.weights_cached,
+                       "make adapters", what, "adapter")
+
+
+def _timed_adapter_load(source: ModelSource, torch_dtype: Any
+                        ) -> tuple[Any, Any, str, str, float]:
+    """Load an adapter's base with transformers and merge the adapter into its weights; the
+    base must be the one it was taught on (one line otherwise)."""
+    from peft import PeftModel
+
+    t0 = time.perf_counter()
+    info = read_adapter_info(source.path)
+    base = dict(info.get("base", {}))
+    base_source = resolve(str(base.get("spec", "")))
+    model, tok, digest, cached = _load_hf(base_source, torch_dtype)
+    if digest != base.get("weights_hash"):
+        raise ModelNotFoundError(
+            f"{source.path} was taught on {base.get('spec')!r} with weights sha256 "
+            f"{str(base.get('weights_hash'))[:12]}..., but that model here has "
+            f"{digest[:12]}...: not the same base")
+    merged = PeftModel.from_pretrained(model, source.path).merge_and_unload()
+    merged.config._name_or_path = base_source.official_id
+    return (merged, tok, adapter_hash(source.path, digest), cached,
+            time.perf_counter() - t0)
+
+
+def load_transformers(spec: str, *, dtype: DTypeName = "float32"
+                      ) -> tuple[Any, Any, ModelSource, str]:
+    """A model loaded with transformers only (no bridge, nothing changed in it), for training:
+    ``(model, tokenizer, source, weights_hash)``. An adapter folder is refused (teach a base
+    model)."""
+    source = resolve(spec)
+    if source.kind == "adapter":
+        raise ParameterError(f"option '--model' = {spec!r} is not allowed: a taught adapter; "
+                             "teach its base model instead")
+    model, tok, digest, _ = _load_hf(source, _torch_dtype(dtype))
+    return model, tok, source, digest
