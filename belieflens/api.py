@@ -10,9 +10,9 @@
 Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extract`
 (options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
 :func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
-:func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions: :func:`patch`, :func:`steer`,
-:func:`erase` (each :func:`intervene` with its options record, on the read-outs a
-:class:`Selection` names).
+:func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions:
+:func:`patch`, :func:`steer`, :func:`erase` (each :func:`intervene` with its options
+record, on the read-outs a :class:`Selection` names).
 
 Keyword arguments are the command line's options with underscores (``--batch-size`` is
 ``batch_size``, ``--no-prefix-reuse`` is ``prefix_reuse=False``); every bad value raises
@@ -587,7 +587,8 @@ def teach(
         Not run by the tests here (minutes on the embedded model; the tests of
         :mod:`belieflens.train` teach a tiny model):
 
-        >>> result = belieflens.teach("coin-flip", out="bayes/", params={"turns": 10})  # doctest: +SKIP
+        >>> result = belieflens.teach("coin-flip", out="bayes/",
+        ...                           params={"turns": 10})  # doctest: +SKIP
         >>> model = belieflens.load("bayes/")  # doctest: +SKIP
     """
     from belieflens.train.teach import TeachConfig, parse_layers, parse_temper

@@ -141,12 +141,20 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+TAUGHT_LABEL = " (taught)"
+"""Appended to the ``model`` name of a taught adapter (``belieflens teach``), which stands
+beside its base."""
+
+
 def model_names(attrs: Sequence[dict[str, Any]]) -> list[str]:
-    """The ``model`` coordinate: each file's model spec (a path's last part), made unique."""
+    """The ``model`` coordinate: each file's model spec (a path's last part), made unique; a
+    taught adapter's is labelled :data:`TAUGHT_LABEL`."""
     names: list[str] = []
     for a in attrs:
         spec = str(a.get("model_spec") or a.get("model_id") or "model")
         base = Path(spec).name if ("/" in spec and Path(spec).exists()) else spec
+        if str(a.get("model_source")) == "adapter":
+            base += TAUGHT_LABEL
         name, i = base, 2
         while name in names:
             name, i = f"{base}#{i}", i + 1

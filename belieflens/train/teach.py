@@ -175,20 +175,20 @@ questions (the environment's defaults otherwise: Beta(1, 1), 5 bias bins)."""
 
 SHIPPED: dict[str, TeachConfig] = {
     "smollm2-135m-bayes": TeachConfig(
-        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=8,
-        steps=300, batch=2, rank=16, alpha=32.0, layers=(26, 27, 28, 29), lr=2e-3,
+        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=6,
+        steps=160, batch=2, rank=16, alpha=32.0, layers=(26, 27, 28, 29), lr=2e-3,
         warmup=20, temper=1.0),
     "smollm2-135m-bayes-0.3": TeachConfig(
-        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=8,
-        steps=300, batch=2, rank=16, alpha=32.0, layers=(26, 27, 28, 29), lr=2e-3,
+        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=6,
+        steps=160, batch=2, rank=16, alpha=32.0, layers=(26, 27, 28, 29), lr=2e-3,
         warmup=20, temper=0.3),
 }
 """The configurations of the shipped adapters (``belieflens/data/adapters/<name>/``,
 rebuilt by ``make adapters``): LoRA of rank 16 on every linear map of SmolLM2-135M's last
-four blocks, taught on 8 training episodes (22 trees of 7 read-outs each: 2 deliveries x 11
-turns; 1,232 read-outs), 300 steps of 2 trees, Adam at 2e-3. Sized by the cost of a step here:
-the four adapted blocks forward and backward over a tree of about 600 tokens take about 2 s
-of one core, the 26 frozen blocks below them about 3.4 s once per tree."""
+four blocks, taught on 6 training episodes (22 trees of 7 read-outs each: 2 deliveries x 11
+turns; 924 read-outs), 160 steps of 2 trees, Adam at 2e-3. Sized by the cost of a step on
+this shared machine: the four adapted blocks forward and backward over a tree of about 600
+tokens take about 2 s of one core, the 26 frozen blocks below them about 3 s once per tree."""
 
 
 def environment(config: TeachConfig) -> Environment:
@@ -293,7 +293,7 @@ def with_lora(model: Any, config: TeachConfig, layers: Sequence[int]) -> Any:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=config.rank, lora_alpha=config.alpha, lora_dropout=0.0, bias="none",
+    lora = LoraConfig(r=config.rank, lora_alpha=config.alpha,  # type: ignore[arg-type] lora_dropout=0.0, bias="none",
                       target_modules=list(LORA_TARGETS), layers_to_transform=list(layers),
                       init_lora_weights=True)
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():

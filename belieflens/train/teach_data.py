@@ -72,9 +72,9 @@ class Tree:
 
     def mask(self) -> np.ndarray:
         """``[token, token]`` bool: token ``i`` may attend to token ``j`` (its own prefix)."""
-        allowed: np.ndarray = self.ancestors[self.edge[:, None], self.edge[None, :]]
-        allowed &= np.tri(self.tokens, dtype=bool)
-        return allowed
+        allowed = np.asarray(self.ancestors[self.edge[:, None], self.edge[None, :]], dtype=bool)
+        out: np.ndarray = allowed & np.tri(self.tokens, dtype=bool)
+        return out
 
 
 def target_on_positions(oracle: Sequence[float], outcome: Sequence[int]) -> np.ndarray:

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def config(tiny_dir: Path, **changes: object) -> TeachConfig:
     """A coin flip of one turn, one episode: 4 trees of 7 read-outs, each step all of them."""
-    base = TeachConfig(env="coin-flip", env_params={"turns": 1}, model=str(tiny_dir),
+    base = TeachConfig(env="coin-flip", env_params=(("turns", 1),), model=str(tiny_dir),
                        episodes=1, steps=6, batch=4, rank=4, alpha=8.0, layers=(1,), lr=3e-2,
                        warmup=0)
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
@@ -117,7 +117,7 @@ def test_resume_after_sigterm_equals_an_uninterrupted_run(tiny_dir: Path,
 
 def test_another_environment_is_taught(tiny_dir: Path, tmp_path: Path) -> None:
     """Any environment with option-level oracles: dice (its stated-belief question)."""
-    result = teach(config(tiny_dir, env="dice", env_params={}, steps=2, batch=1),
+    result = teach(config(tiny_dir, env="dice", env_params=(), steps=2, batch=1),
                    tmp_path / "dice")
     tr = result.info["training"]
     assert tr["readouts"] >= 1 and np.isfinite(tr["final_loss"])

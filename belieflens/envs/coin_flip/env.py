@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
-
-import copy
 
 import numpy as np
 
