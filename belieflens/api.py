@@ -340,7 +340,6 @@ def extract(
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
-    _resolve(model)
     _check_heldout(model, built, opts.seed)
     if simulator is not None:
         _resolve(simulator)
@@ -612,8 +611,10 @@ def teach(
 
 
 def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
-    """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
-    episodes of this environment (its evaluation would not be held out)."""
+    """Fail fast on a model that cannot be found (:func:`_resolve`), and in one line if it is
+    a taught adapter and ``seed`` is the seed of its training episodes of this environment (its
+    evaluation would not be held out)."""
+    _resolve(model)
     if isinstance(model, LoadedModel):
         return
     from belieflens.model.load import read_adapter_info, resolve

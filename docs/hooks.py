@@ -187,10 +187,12 @@ def _dims() -> str:
 def _models() -> str:
     from belieflens.model.load import catalogue
 
-    rows = ["| name | model | blocks | GGUF | install | what it is |",
+    rows = ["| name | model | blocks | size | install | what it is |",
             "|---|---|---|---|---|---|"]
     for m in catalogue():
-        rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {m.size / 1e6:,.0f} MB | "
+        size = f"{m.size / 1e6:,.0f} MB" if m.kind == "embedded" else \
+            f"{m.size / 1e6:,.1f} MB adapter"
+        rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {size} | "
                     f"`{m.install}` | {_cell(m.description)} |")
     return "\n".join(rows)
 
