@@ -85,7 +85,8 @@ def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
                 est[e, t], orc[e, t] = v[0], oracle[(dd, p, e, t)][0]
         slope, se, _ = updating_slope(est, orc)
         parts.append(f"{d}: slope {slope:.3f} ± {se:.3f}, next-flip TVD "
-                     f"{np.mean(tv['next-flip']):.4f} (target {np.mean(tv['next-flip*']):.4f}), bias TVD "
+                     f"{np.mean(tv['next-flip']):.4f} (target "
+                     f"{np.mean(tv['next-flip*']):.4f}), bias TVD "
                      f"{np.mean(tv['bias']):.4f} (target {np.mean(tv['bias*']):.4f})")
     return "; ".join(parts)
 
