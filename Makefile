@@ -70,7 +70,7 @@ adapters: setup
 # The calibration through the text pipeline: held-out coin-flip episodes of the base model and
 # both adapters, extracted, compared and checked against the gates (bench/teach_gates.py).
 calibration: setup
-	OMP_NUM_THREADS=1 $(PY) bench/teach_gates.py --out runs/calibration
+	OMP_NUM_THREADS=1 $(PY) bench/teach_gates.py --out runs/calibration --out-of-range --compare
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says

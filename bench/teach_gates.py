@@ -9,10 +9,12 @@ interval), the output TVD of the debiased belief to the oracle and to the model'
 (the tempered posterior), and the mean TVD of each rotation's own belief to the target (a
 rotation or template bug shows there). Then the gates. ``--out-of-range`` also extracts the
 S = 1 adapter and the base on 20 flips (twice the trained length) and on a Beta(4, 1) prior,
-reported, not gated. Files already in ``--out`` are reused.
+reported, not gated. ``--compare`` adds ``belieflens compare`` of the held-out studies (per
+layer: the logit lens and the decoders of each model, the taught beside the base). Files
+already in ``--out`` are reused.
 
 Run: ``.venv/bin/python bench/teach_gates.py --out runs/calibration [--episodes 6]
-[--out-of-range]``.
+[--out-of-range] [--compare]``.
 """
 
 from __future__ import annotations
@@ -142,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/calibration"))
     ap.add_argument("--episodes", type=int, default=6)
     ap.add_argument("--out-of-range", action="store_true")
+    ap.add_argument("--compare", action="store_true",
+                    help="also `belieflens compare` the held-out studies into OUT/compare: "
+                    "per layer, the logit lens and the decoders of each model")
     ap.add_argument("--models", nargs="*", default=[BASE, *TAUGHT])
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -154,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if all(m in ms for m in TAUGHT):
         print("\ngates (next-flip, held-out episodes of seed 0):")
         print("\n".join("  " + line for line in gates(ms)))
+    if args.compare:
+        files = [study(m, args.out, params, args.episodes) for m in args.models]
+        print(belieflens.compare_report(files, args.out / "compare").text)
     if args.out_of_range:
         for extra in ({"turns": 20}, {"turns": 10, "a0": 4.0, "b0": 1.0}):
             for model in (BASE, "smollm2-135m-bayes"):
