@@ -95,9 +95,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Print the base's line, then each snapshot's."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("name", choices=list(SHIPPED))
-    ap.add_argument("--snapshots", type=Path, required=True)
+    ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
+                    help="folders of step-NNNNN.safetensors (each evaluated in turn)")
     ap.add_argument("--episodes", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--trunk-cache", type=Path, default=None,
+                    help="keep the held-out trunks in this file and reuse them")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = SHIPPED[args.name]
@@ -113,8 +116,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
-    trunks = [stack.trunk(torch.from_numpy(t.ids)[None], torch.from_numpy(t.positions)[None],
-                          additive_mask(t.mask())) for t in tree_list]
+    if args.trunk_cache is not None and args.trunk_cache.is_file():
+        trunks = torch.load(args.trunk_cache)
+    else:
+        trunks = [stack.trunk(torch.from_numpy(t.ids)[None],
+                              torch.from_numpy(t.positions)[None], additive_mask(t.mask()))
+                  for t in tree_list]
+        if args.trunk_cache is not None:
+            torch.save(trunks, args.trunk_cache)
     print(f"{len(recs)} held-out read-outs in {len(tree_list)} trees; trunk "
           f"{time.process_time() - t0:.0f} s CPU", flush=True)
     print(f"base: {summary(recs, option_logprobs(stack, tree_list, trunks), target)}",
@@ -122,12 +131,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
 
-    for snap in sorted(args.snapshots.glob("step-*.safetensors")):
-        with torch.no_grad():
-            for k, v in load_file(str(snap)).items():
-                params[k].copy_(v)
-        line = summary(recs, option_logprobs(stack, tree_list, trunks), target)
-        print(f"{snap.stem}: {line}", flush=True)
+    for folder in args.snapshots:
+        for snap in sorted(folder.glob("step-*.safetensors")):
+            with torch.no_grad():
+                for k, v in load_file(str(snap)).items():
+                    params[k].copy_(v)
+            line = summary(recs, option_logprobs(stack, tree_list, trunks), target)
+            print(f"{folder.name} {snap.stem}: {line}", flush=True)
 
 
 def dataclasses_replace_temper(config: Any) -> Any:

@@ -6,7 +6,8 @@ and loss curve.
 A folder holding the finished adapter of the same configuration is left as is unless
 ``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
 keeps the adapters' weights every 25 steps under ``DIR/<name>/`` (for the learning curve).
-Run: ``.venv/bin/python bench/teach_ship.py [NAME ...] [--threads 1] [--snapshots DIR]``.
+Run: ``.venv/bin/python bench/teach_ship.py [NAME ...] [--threads 1] [--snapshots DIR]
+[--dest DIR]``.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--overwrite", action="store_true", help="teach again from scratch")
     ap.add_argument("--snapshots", type=Path, default=None)
+    ap.add_argument("--dest", type=Path, default=None,
+                    help="write DEST/<name>/ instead of the package's folder")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in SHIPPED]
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     for name in args.names:
-        folder = adapter_folder(name)
+        folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
             shutil.rmtree(folder)
 

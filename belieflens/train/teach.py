@@ -578,6 +578,8 @@ def _save(trainer: Trainer, out: Path, info: dict[str, Any]) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(info, indent=1) + "\n")
     os.replace(tmp, out / ADAPTER_INFO)
+    for name in (ADAPTER_INFO, "adapter_model.safetensors", "adapter_config.json"):
+        (out / name).chmod(0o644)  # readable as any installed package file
 
 
 def _run_steps(trainer: Trainer, state: _State, ckpt: Path, *, checkpoint_seconds: float,
