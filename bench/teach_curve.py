@@ -111,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     recs = [recs[i] for i in order]
     assert isinstance(env, Temperable)
     tempered = [r for r in records(env.tempered(config.temper), args.episodes, 0)]
-    target = {(r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle)
-              for r in tempered}
+    target: dict[tuple[str, str, int, int], np.ndarray] = {
+        (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))

@@ -28,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 import belieflens
+from belieflens import api
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
 from belieflens.analysis.compare import updating_slope
 from belieflens.envs import get
@@ -161,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("\n".join("  " + line for line in gates(ms)))
     if args.compare:
         files = [study(m, args.out, params, args.episodes) for m in args.models]
-        print(belieflens.compare_report(files, args.out / "compare").text)
+        print(api.compare_report(files, args.out / "compare").text)
     if args.out_of_range:
         for extra in ({"turns": 20}, {"turns": 10, "a0": 4.0, "b0": 1.0}):
             for model in (BASE, "smollm2-135m-bayes"):

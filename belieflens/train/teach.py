@@ -293,7 +293,8 @@ def with_lora(model: Any, config: TeachConfig, layers: Sequence[int]) -> Any:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    lora = LoraConfig(r=config.rank, lora_alpha=config.alpha,  # type: ignore[arg-type] lora_dropout=0.0, bias="none",
+    alpha: Any = config.alpha  # peft annotates an int; the scale alpha / rank is any number
+    lora = LoraConfig(r=config.rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
                       target_modules=list(LORA_TARGETS), layers_to_transform=list(layers),
                       init_lora_weights=True)
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():

@@ -81,7 +81,8 @@ def target_on_positions(oracle: Sequence[float], outcome: Sequence[int]) -> np.n
     """The oracle over outcomes laid out on option positions (``oracle[outcome[j]]``),
     renormalised (a rotation shows every outcome once, so this only removes rounding)."""
     t = np.asarray([float(oracle[o]) for o in outcome], dtype=np.float64)
-    return t / t.sum()
+    out: np.ndarray = t / t.sum()
+    return out
 
 
 def _ancestors(trie: Trie) -> np.ndarray:

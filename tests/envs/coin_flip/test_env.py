@@ -108,7 +108,10 @@ def test_tempered_oracles_weight_the_evidence() -> None:
     from belieflens.envs import get
     from belieflens.envs.coin_flip.env import bias_oracle
 
+    from belieflens.envs.coin_flip.env import CoinFlip
+
     env = get("coin-flip", turns=4, a0=2.0, b0=1.0, delivery="single-turn")
+    assert isinstance(env, CoinFlip)
     same = next(env.tempered(1.0).episodes(1, seed=3))
     exact = next(env.episodes(1, seed=3))
     assert [p.oracle for t in same.turns for p in t.probes] == [
@@ -131,5 +134,9 @@ def test_a_strength_that_is_not_positive_is_refused(strength: float) -> None:
     from belieflens.envs import get
     from belieflens.errors import ParameterError
 
+    from belieflens.envs.coin_flip.env import CoinFlip
+
+    env = get("coin-flip")
+    assert isinstance(env, CoinFlip)
     with pytest.raises(ParameterError, match="'--temper'"):
-        get("coin-flip").tempered(strength)
+        env.tempered(strength)
