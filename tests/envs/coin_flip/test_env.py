@@ -106,9 +106,7 @@ def test_unknown_environment() -> None:
 def test_tempered_oracles_weight_the_evidence() -> None:
     """Under strength S the posterior is Beta(a0 + S*h, b0 + S*(n - h)); S = 1 is the oracle."""
     from belieflens.envs import get
-    from belieflens.envs.coin_flip.env import bias_oracle
-
-    from belieflens.envs.coin_flip.env import CoinFlip
+    from belieflens.envs.coin_flip.env import CoinFlip, bias_oracle
 
     env = get("coin-flip", turns=4, a0=2.0, b0=1.0, delivery="single-turn")
     assert isinstance(env, CoinFlip)
@@ -132,9 +130,8 @@ def test_tempered_oracles_weight_the_evidence() -> None:
 @pytest.mark.parametrize("strength", [0.0, -1.0, float("nan")])
 def test_a_strength_that_is_not_positive_is_refused(strength: float) -> None:
     from belieflens.envs import get
-    from belieflens.errors import ParameterError
-
     from belieflens.envs.coin_flip.env import CoinFlip
+    from belieflens.errors import ParameterError
 
     env = get("coin-flip")
     assert isinstance(env, CoinFlip)
