@@ -41,7 +41,7 @@ import resource
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,7 @@ from belieflens.model.load import ADAPTER_INFO, load_transformers
 from belieflens.run import signals
 from belieflens.store.provenance import git_commit
 from belieflens.train.teach_data import Tree, taught_records, trees
+from belieflens.train.toy import atomic_torch_save, torch_threads
 
 if TYPE_CHECKING:
     import torch
@@ -435,40 +436,12 @@ class Trainer:
         self.optim.load_state_dict(state["optim"])
 
 
-def _atomic_torch_save(obj: object, path: Path) -> None:
-    import torch
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _save_checkpoint(trainer: Trainer, state: _State, path: Path) -> None:
     with contextlib.ExitStack():
-        _atomic_torch_save({"fingerprint": trainer.config.fingerprint(), "step": state.step,
+        atomic_torch_save({"fingerprint": trainer.config.fingerprint(), "step": state.step,
                             "adapters": trainer.adapter_state(),
                             "optim": trainer.optim.state_dict(), "losses": state.losses,
                             "seconds": state.seconds, "cpu_seconds": state.cpu_seconds}, path)
-
-
-@contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -668,7 +641,7 @@ def _teach(config: TeachConfig, out: Path, resume: bool, *, threads: int,
     check_stack(model, config.model)
     env = environment(config)
     tree_list = trees(tok, taught_records(env, config.episodes, config.train_seed))
-    with _threads(threads):
+    with torch_threads(threads):
         trainer = Trainer(config, model, layers, tree_list)
         state = _State()
         ckpt = out / CHECKPOINT
