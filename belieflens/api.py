@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Unpack, get_args
 
 from belieflens import envs
 from belieflens.episodes.base import Environment
@@ -58,20 +58,27 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
-from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
+from belieflens.model.init import TRAINED, Init
+from belieflens.model.load import (
+    DEFAULT_MODEL,
+    MODEL_KINDS,
+    LoadedModel,
+    ModelInfo,
+    ModelStatus,
+)
 from belieflens.model.load import catalogue as models
-from belieflens.report.study import Analysis
+from belieflens.report.analysis import Analysis
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
-from belieflens.store.study import merge, open_cache
 from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
 from belieflens.train.teach import Progress as TeachProgress
-from belieflens.train.teach import TeachResult
+from belieflens.train.teach import TeachConfig, TeachResult
 from belieflens.types import (
     DEBIAS_METHODS,
     DEVICES,
@@ -86,7 +93,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from belieflens.lens.tuned import TunedLens
-    from belieflens.report.study import Analysis
+    from belieflens.report.analysis import Analysis
 
 ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
@@ -151,14 +158,16 @@ def _set_threads(threads: int) -> int:
 
 
 def _load_quietly(
-    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName
+    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName,
+    init: Init | None = None,
 ) -> LoadedModel:
-    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`); weights or a
-    config transformers cannot read give one line (:class:`ModelNotFoundError`)."""
+    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`), as trained or
+    as the control ``init``; weights or a config transformers cannot read, or a control it
+    cannot build, give one line (:class:`ModelNotFoundError`)."""
     from belieflens.model import load as loader
 
     try:
-        return loader.load(spec, device=device, dtype=dtype, kernels=kernels)
+        return loader.load(spec, device=device, dtype=dtype, kernels=kernels, init=init)
     except BeliefLensError:
         raise
     except Exception as e:  # weights or config transformers cannot read
@@ -173,14 +182,16 @@ def load(
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
     threads: int = 0,
+    init: Init | str | None = None,
 ) -> LoadedModel:
     """Load a model and wrap it in a TransformerLens bridge.
 
     ``model``: an embedded name (``smollm2-135m``, the default), a Hugging Face id in the
     local cache, a model folder or a ``.gguf`` file. ``kernels``: CPU linear kernels
     (``auto`` uses oneDNN where it passes a check at load). ``threads``: torch's CPU
-    threads (0 keeps torch's setting). Raises :class:`ModelNotFoundError` (one line) for a
-    model that cannot be found or read.
+    threads (0 keeps torch's setting). ``init``: ``random:SEED`` or ``shuffled:SEED`` loads
+    an untrained control of the model instead (:mod:`belieflens.model.init`). Raises
+    :class:`ModelNotFoundError` (one line) for a model that cannot be found or read.
 
     Args:
         model: what to load.
@@ -188,6 +199,7 @@ def load(
         dtype: ``float32`` (the default), ``bfloat16`` or ``float16``.
         kernels: ``auto``, ``default`` or ``onednn``.
         threads: torch's CPU threads.
+        init: ``trained`` (or ``None``), ``random:SEED`` or ``shuffled:SEED``.
 
     Returns:
         A :class:`LoadedModel`: the bridge, its tokenizer and what was loaded (``info``).
@@ -199,13 +211,14 @@ def load(
     """
     _check_load(device, dtype, kernels)
     at_least("--threads", threads, 0)
+    how = Init.parse(init)
     spec = _spec(model)
     _resolve(spec)
     from belieflens.model.load import quiet_libraries
 
     _set_threads(threads)
     with quiet_libraries():
-        return _load_quietly(spec, device, dtype, kernels)
+        return _load_quietly(spec, device, dtype, kernels, how)
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
@@ -273,6 +286,9 @@ class _Models:
     kernels: KernelName
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     """The most seconds of compute between two saves of finished read-outs."""
+    init: Init = TRAINED
+    """The evaluated model's weights: trained, or an untrained control of it (the simulator
+    is always the trained model)."""
 
 
 def extract(
@@ -291,6 +307,7 @@ def extract(
     client: DaskClient | str | None = None,
     shard_episodes: int = 0,
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    init: Init | str | None = None,
     **keywords: Unpack[ExtractKeywords],
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model into
@@ -321,6 +338,7 @@ def extract(
             ``PATH/scheduler.json``); ``model`` and ``simulator`` must then be names or paths.
         shard_episodes: about this many episodes per shard (0: about three per worker).
         checkpoint_seconds: the most seconds of compute between two saves.
+        init: ``random:SEED`` / ``shuffled:SEED``: an untrained control of ``model``.
         **keywords: the options as keywords.
 
     Returns:
@@ -336,14 +354,11 @@ def extract(
         28
     """
     opts = _options(options, keywords)
-    _check_load(device, dtype, kernels)
+    chosen = _choose(model, simulator, device, dtype, kernels, checkpoint_seconds, init)
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
     _check_heldout(model, built, opts.seed)
-    if simulator is not None:
-        _resolve(simulator)
-    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -355,6 +370,34 @@ def extract(
     finally:
         if isinstance(client, str):
             cluster.close(connected)
+
+
+def _choose(model: ModelLike, simulator: ModelLike | None, device: DeviceName,
+            dtype: DTypeName, kernels: KernelName, checkpoint_seconds: float,
+            init: Init | str | None) -> _Models:
+    """The models of an extraction, each option checked and each model found (one line
+    otherwise), before anything is written."""
+    _check_load(device, dtype, kernels)
+    how = _check_init(init, model)
+    for m in (model, simulator):
+        if m is not None:
+            _resolve(m)
+    if not isinstance(model, LoadedModel) and _adapter_info(model) is not None:
+        from belieflens.model.load import refuse_adapter_init
+
+        refuse_adapter_init(_spec(model), how)
+    return _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
+
+
+def _check_init(init: Init | str | None, model: ModelLike) -> Init:
+    """``init`` parsed (one line if it is not one of its forms); a control needs the model by
+    name or path, since it is built at load."""
+    how = Init.parse(init)
+    if not how.trained and isinstance(model, LoadedModel):
+        raise ParameterError(
+            f"option '--init' = '{how}' is not allowed with a model already loaded: pass the "
+            "model by name or path, or load it with belieflens.load(..., init=...)")
+    return how
 
 
 def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> ExtractOptions:
@@ -386,7 +429,7 @@ def _extract_here(
             bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
         except InterruptedRunError as e:
             raise stopped_before(e, partial_path(out)) from None
-        return cache_extract.extract(bound, loaded, out, options, on_progress=report,
+        return cache_extract.write_cache(bound, loaded, out, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs),
                                      checkpoint_seconds=chosen.checkpoint_seconds)
 
@@ -405,13 +448,14 @@ def _load_and_bind(
     if isinstance(model, LoadedModel):
         loaded = model
     else:
-        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
+        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels,
+                               chosen.init)
         report(ModelLoaded("model", loaded.info, n_threads))
     sim: LoadedModel | None = None
     if requires_generator(env) and requires_simulator(env) and simulator is not None:
         if isinstance(simulator, LoadedModel):
             sim = simulator
-        elif _spec(simulator) != loaded.info.spec:
+        elif _spec(simulator) != loaded.info.spec or loaded.info.init != "trained":
             sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
             report(ModelLoaded("simulator", sim.info, n_threads))
     bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
@@ -436,6 +480,7 @@ def _extract_sharded(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
         make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
+        init=str(chosen.init),
         threads=options.threads, checkpoint_seconds=chosen.checkpoint_seconds,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
@@ -456,25 +501,34 @@ def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
     return loaded
 
 
-def train_lens(
-    out: str | os.PathLike[str],
-    *,
-    model: ModelLike = DEFAULT_MODEL,
-    envs: Sequence[str] | None = None,
-    contexts: int = 32,
-    per_context: int = 16,
-    epochs: int = 4,
-    lr: float = 2e-3,
-    vocab_top: int = 256,
-    seed: int = 0,
-    device: DeviceName = "cpu",
-    threads: int = 0,
-    overwrite: bool = False,
-    on_event: Callable[[LensEvent], None] | None = None,
-) -> TrainResult:
-    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate (default
-    :data:`belieflens.lens.DEFAULT_ENVS`) and save it to the folder ``out``; every input is
-    checked before anything heavy runs.
+def _check_lens_run(out: str | os.PathLike[str], envs: Sequence[str] | None,
+                    device: DeviceName, threads: int, vocab_top: int,
+                    overwrite: bool) -> tuple[Path, list[str]]:
+    """:func:`train_lens`'s inputs checked (one line each): the lens folder and the
+    environments' names."""
+    from belieflens.envs import describe
+    from belieflens.train.lens_data import DEFAULT_ENVS
+
+    choice("--device", device, DEVICES)
+    at_least("--threads", threads, 0)
+    at_least("--vocab-top", vocab_top, 0)
+    folder = Path(out)
+    if (folder / "config.json").exists() and not overwrite:
+        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
+    names = list(DEFAULT_ENVS if envs is None else envs)
+    for name in names:
+        describe(name)  # unknown names fail here, before loading anything
+    return folder, names
+
+
+def train_lens(out: str | os.PathLike[str], *, model: ModelLike = DEFAULT_MODEL,
+               envs: Sequence[str] | None = None, contexts: int = 32, per_context: int = 16,
+               epochs: int = 4, lr: float = 2e-3, vocab_top: int = 256, seed: int = 0,
+               device: DeviceName = "cpu", threads: int = 0, overwrite: bool = False,
+               on_event: Callable[[LensEvent], None] | None = None) -> TrainResult:
+    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate
+    (default :data:`belieflens.train.lens_data.DEFAULT_ENVS`) and save it to the folder
+    ``out``; every input is checked before anything heavy runs.
 
     Args:
         out: the folder to save the lens to.
@@ -502,19 +556,9 @@ def train_lens(
         >>> ds.bl.beliefs(source=result.lens).dims  # doctest: +SKIP
         ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     """
-    from belieflens.envs import describe
     from belieflens.train.lens import TrainOptions
-    from belieflens.train.lens_data import DEFAULT_ENVS
 
-    choice("--device", device, DEVICES)
-    at_least("--threads", threads, 0)
-    at_least("--vocab-top", vocab_top, 0)
-    folder = Path(out)
-    if (folder / "config.json").exists() and not overwrite:
-        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
-    names = list(DEFAULT_ENVS if envs is None else envs)
-    for name in names:
-        describe(name)  # unknown names fail here, before loading anything
+    folder, names = _check_lens_run(out, envs, device, threads, vocab_top, overwrite)
     options = TrainOptions(epochs=epochs, lr=lr, vocab_top=vocab_top or None)
     _resolve(model)
     import numpy as np
@@ -555,11 +599,10 @@ def teach(
     """Teach ``model`` the environment's oracle with LoRA (:mod:`belieflens.train.teach`) and
     write the adapter folder ``out``, itself a model (``--model OUT``).
 
-    Every input is checked before anything is written: an environment without option-level
-    oracles, ``temper`` <= 0 or not a number, ``layers`` outside the model, an ``out`` that
-    holds another teach run or an adapter over another base are one line
-    (:class:`ParameterError`). A folder holding this run's checkpoint resumes; SIGINT or
-    SIGTERM saves a checkpoint and raises :class:`InterruptedRunError`.
+    Every input is checked first: an environment without option-level oracles, ``temper``
+    <= 0 or not a number, ``layers`` outside the model, an ``out`` holding another teach run
+    or an adapter over another base: one line (:class:`ParameterError`). A checkpoint of this
+    run in ``out`` resumes; SIGINT or SIGTERM saves one, raising :class:`InterruptedRunError`.
 
     Args:
         env: the environment's name.
@@ -571,8 +614,7 @@ def teach(
         steps: optimiser steps.
         batch: read-out trees (one ``(episode, delivery, turn)`` each) per step.
         rank: LoRA's rank (its scale ``alpha`` is twice the rank).
-        layers: the adapted blocks (``22-29``, ``3,5,7`` or a sequence; empty: the last
-            quarter).
+        layers: the adapted blocks (``22-29``, ``3,5,7``, a sequence; empty: the last quarter).
         lr: Adam's learning rate.
         temper: the weight of the evidence in the target (1: the oracle).
         threads: torch's CPU threads (0: keep).
@@ -583,46 +625,58 @@ def teach(
         A ``TeachResult``: the folder and its ``teach.json`` record.
 
     Examples:
-        Not run by the tests here (minutes on the embedded model; the tests of
-        :mod:`belieflens.train` teach a tiny model):
+        Not run here (minutes on the embedded model):
 
-        >>> result = belieflens.teach("coin-flip", out="bayes/",
-        ...                           params={"turns": 10})  # doctest: +SKIP
+        >>> result = belieflens.teach("coin-flip", out="bayes/")  # doctest: +SKIP
         >>> model = belieflens.load("bayes/")  # doctest: +SKIP
     """
-    from belieflens.train.teach import TeachConfig, parse_layers, parse_temper
+    from belieflens.model.load import quiet_libraries
     from belieflens.train.teach import teach as run_teach
+
+    config = _teach_config(env, params, _spec(model), layers, temper, episodes=episodes,
+                           seed=seed, steps=steps, batch=batch, rank=rank, lr=lr, threads=threads)
+    with quiet_libraries():
+        return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
+                         on_step=on_step)
+
+
+def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
+                  layers: str | Sequence[int], temper: float | str, *, episodes: int,
+                  seed: int, steps: int, batch: int, rank: int, lr: float,
+                  threads: int) -> TeachConfig:
+    """The record of a teach run, each input (``threads`` too) checked and the model found
+    (one line otherwise) before anything is written."""
+    from belieflens.train.teach import parse_layers, parse_temper
 
     at_least("--threads", threads, 0)
     given = dict(params or {})
     built = environment(env, given)
     typed = {k: getattr(built.params, k) for k in given}
     config = TeachConfig(
-        env=env, env_params=tuple(typed.items()), model=_spec(model), episodes=episodes,
+        env=env, env_params=tuple(typed.items()), model=model, episodes=episodes,
         seed=seed, steps=steps, batch=batch, rank=rank, alpha=2.0 * rank,
         layers=parse_layers(layers) if isinstance(layers, str) else tuple(layers), lr=lr,
         temper=parse_temper(temper))
     _resolve(config.model)
-    from belieflens.model.load import quiet_libraries
-
-    with quiet_libraries():
-        return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
-                         on_step=on_step)
+    return config
 
 
-def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
-    """Fail fast on a model that cannot be found (:func:`_resolve`), and in one line if it is
-    a taught adapter and ``seed`` is the seed of its training episodes of this environment (its
-    evaluation would not be held out)."""
-    _resolve(model)
+def _adapter_info(model: ModelLike) -> dict[str, Any] | None:
+    """The teach record of ``model`` when it names a taught adapter (``None`` otherwise)."""
     if isinstance(model, LoadedModel):
-        return
+        return None
     from belieflens.model.load import read_adapter_info, resolve
 
     source = resolve(_spec(model))
-    if source.kind != "adapter":
+    return read_adapter_info(source.path) if source.kind == "adapter" else None
+
+
+def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
+    """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
+    episodes of this environment (its evaluation would not be held out)."""
+    info = _adapter_info(model)
+    if info is None or isinstance(model, LoadedModel):
         return
-    info = read_adapter_info(source.path)
     train_seed = dict(info.get("training_episodes", {})).get("seed")
     if info.get("env") == getattr(env, "name", None) and train_seed == seed:
         raise ParameterError(f"option '--seed' = {seed} is not allowed: {_spec(model)} was "
@@ -633,12 +687,12 @@ def compare(
     files: Sequence[str | os.PathLike[str]],
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> xr.Dataset:
     """One Dataset with a ``model`` dimension over cache files (or study directories) of the
     same study extracted from different models: output TVD to the oracle per model and turn,
-    lens and probe TVD on a common relative-depth grid (each model's own ``layer`` kept as a
+    lens and decoder TVD on a common relative-depth grid (each model's own ``layer`` kept as a
     coordinate), the closest depth per read-out, the updating slope with its standard error,
     and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
     studies are refused in one line (:class:`ParameterError`); :func:`compare_report` adds
@@ -647,8 +701,8 @@ def compare(
     Args:
         files: cache files (or study directories), one per model.
         debias: how rotations are pooled.
-        probes: fit the linear probes (their columns are NaN without).
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
 
     Returns:
         Variables such as ``output_tvd_mean`` (dims ``model, delivery, probe, turn``),
@@ -665,7 +719,7 @@ def compare(
     """
     from belieflens.analysis.compare import compare as run
 
-    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -674,15 +728,35 @@ def compare_report(
     out: str | Path | None = None,
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> Analysis:
     """``belieflens compare``: :func:`compare` as text tables; with ``out`` (a folder), also
-    its figures, ``compare.md`` and the Dataset as ``compare.nc``
-    (:func:`belieflens.report.compare.compare_report`)."""
+    its figures, ``compare.md``, the Dataset as ``compare.nc`` and the page ``compare.html``
+    (:func:`belieflens.report.compare.compare_report`).
+
+    Args:
+        files: cache files (or study directories), one per model.
+        out: a folder for the figures, ``compare.md`` and ``compare.nc`` (``None``: tables
+            only).
+        debias: how rotations are pooled.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
+
+    Returns:
+        An ``Analysis``: its ``text`` is the tables ``belieflens compare`` prints, its
+        ``files`` what was written.
+
+    Examples:
+        Not run by the tests here (it needs one study extracted from two or more models;
+        ``tests/analysis/test_compare.py`` compares two tiny models):
+
+        >>> result = belieflens.compare_report(["smollm2.h5", "qwen.h5"], "cmp/")  # doctest: +SKIP
+        >>> print(result.text)  # doctest: +SKIP
+    """
     from belieflens.report.compare import compare_report as run
 
-    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -692,15 +766,16 @@ def analyze(
     *,
     debias: DebiasMethod = "geometric",
     lens: str | Path | TunedLens | None = None,
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     client: DaskClient | str | None = None,
     html: bool = True,
+    floors: Sequence[str | os.PathLike[str]] = (),
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
-    (:func:`belieflens.report.study.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
-    loaded lens, ``probes=False`` skips the linear probes, ``client`` runs the dask work on a
+    (:func:`belieflens.report.analysis.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
+    loaded lens, ``decoders=False`` skips the linear decoders, ``client`` runs the dask work on a
     cluster). An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`).
 
@@ -709,29 +784,33 @@ def analyze(
         out: a folder for the figures and ``report.md`` (``None``: tables only).
         debias: how rotations are pooled.
         lens: a tuned lens for the ``tuned-lens`` column.
-        probes: fit the linear probes.
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders.
+        seed: seeds the decoders' folds.
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
+        floors: control files of the same study (``extract --init random:SEED``): every
+            lens, decoder and geometry read-out beside its floor, with the selectivity and
+            its bootstrap interval over episodes (:mod:`belieflens.analysis.floor`).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
 
     Examples:
-        >>> result = belieflens.analyze("study.h5", probes=False)
+        >>> result = belieflens.analyze("study.h5", decoders=False)
         >>> "next-flip" in result.text
         True
     """
+    from belieflens.report.analysis import analyze as run
     from belieflens.report.interventions import report
-    from belieflens.report.study import analyze as run
     from belieflens.store.results import is_result
 
     method = choice("--debias", debias, DEBIAS_METHODS)
     if is_result(file):
         return report(file, out, method=method, html=html)
-    return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
-               sections=envs.sections_for, html=html)
+    return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
+               client=client, sections=envs.sections_for, html=html,
+               floors=[Path(f) for f in floors], targets=envs.readout_targets)
 
 
 @dataclass(frozen=True)
@@ -806,14 +885,14 @@ def steer(
     options: SteerOptions | None = None, **run: Unpack[RunKeywords],
 ) -> Path:
     """Steering (:mod:`belieflens.interventions.steer`): alpha times the concept's direction
-    (the ridge probe's or the difference of means, cross-fitted by episode) added per layer,
+    (the ridge decoder's or the difference of means, cross-fitted by episode) added per layer,
     against a random direction of equal norm; writes ``out``. The
     keywords (``model``, ``select``, ...) are :func:`intervene`'s.
 
     Args:
         study: the study's cache file.
         out: the result file to write.
-        options: layers, strengths (``alphas``), folds of the probe, positions.
+        options: layers, strengths (``alphas``), folds of the decoder, positions.
         **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
 
     Returns:
@@ -867,6 +946,7 @@ def erase(
 __all__ = [
     "DEFAULT_ALPHAS",
     "DEFAULT_MODEL",
+    "MODEL_KINDS",
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",

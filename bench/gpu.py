@@ -9,7 +9,7 @@ prints tokens/s at several batch sizes (whole prompts). Exits 1 if float32 diffe
 exceed 1e-3 (log-probs).
 
 NOT RUN YET: no GPU was lent to the session that wrote it, so it has never run on hardware.
-Run: ``.venv/bin/python bench/gpu.py [--model smollm2-135m --episodes 2 --turns 4]``.
+Run: ``.venv/bin/python -m bench.gpu [--model smollm2-135m --episodes 2 --turns 4]``.
 """
 
 from __future__ import annotations

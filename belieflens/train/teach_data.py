@@ -8,10 +8,10 @@ radix tree (:mod:`belieflens.run.trie`): every shared token once, each token at 
 position, and an ancestor mask that lets a token see exactly its own prefix. One forward of
 the tree reads every read-out of the group.
 
-The target of a read-out is the oracle (or a tempered oracle, :class:`~belieflens.episodes.
-capabilities.Temperable`) over its outcomes, laid out in the rotation's position order: the
-option at position ``j`` shows outcome ``outcome[j]``, so its target is
-``oracle[outcome[j]]``.
+The target of a read-out is the oracle (or a tempered oracle,
+:class:`~belieflens.episodes.capabilities.Temperable`) over its outcomes, laid out in the
+rotation's position order: the option at position ``j`` shows outcome ``outcome[j]``, so its
+target is ``oracle[outcome[j]]``.
 """
 
 from __future__ import annotations

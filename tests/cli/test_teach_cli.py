@@ -91,6 +91,18 @@ def test_an_adapter_is_not_evaluated_on_its_training_episodes(tiny_dir: Path,
     assert code == 2 and "taught on the episodes of that seed" in output, output
 
 
+def test_an_untrained_control_of_an_adapter_is_refused(tiny_dir: Path,
+                                                        tmp_path: Path) -> None:
+    folder = tmp_path / "adapter"
+    fake_adapter(folder, spec=str(tiny_dir), weights_hash="0" * 64, official_id="tiny")
+    out = tmp_path / "x.h5"
+    code, output = run(["extract", "coin-flip", "--set", "turns=1", "--episodes", "1",
+                        "--model", str(folder), "--init", "random:0", "--out", str(out)])
+    assert code == 2 and len(output.strip().splitlines()) == 1, output
+    assert "'--init' = 'random:0' is not allowed with the taught adapter" in output, output
+    assert not out.exists() and not list(tmp_path.glob("x.h5*"))
+
+
 def test_teach_writes_an_adapter_that_is_a_model(tiny_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "adapter"
     code, output = run(["teach", "coin-flip", "--set", "turns=1", "--model", str(tiny_dir),

@@ -29,11 +29,11 @@ from belieflens.envs import get as get_env
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.model.load import load
 from belieflens.run import cluster
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.shards import ShardJob, run_study
 from belieflens.store import manifest as mf
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.file import read_partial
-from belieflens.store.study import merge, open_cache
 from tests.conftest import assert_same_data
 
 PARAMS = {"turns": 2}
@@ -62,7 +62,7 @@ def reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     try:
         out = tmp_path_factory.mktemp("single") / "single.h5"
-        return extract(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
+        return write_cache(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
     finally:
         torch.set_num_threads(before)
 
@@ -146,8 +146,8 @@ def test_open_study_keeps_no_shard_dataset_and_closes_every_file(
     import gc
     import weakref
 
+    from belieflens.store import cache as shards
     from belieflens.store import file as store
-    from belieflens.store import study as shards
 
     opened: list[weakref.ref[xr.Dataset]] = []
     real = store.open_cache  # what shards opens each shard with (as open_file)
@@ -275,8 +275,8 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
     file one process wrote (the report's provenance header aside)."""
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "dir", probes=False)
-    b = analyze(reference, tmp_path / "file", probes=False)
+    a = analyze(study, tmp_path / "dir", decoders=False)
+    b = analyze(reference, tmp_path / "file", decoders=False)
     assert a.text == b.text
     body = [(tmp_path / d / "report.md").read_text().split("\n## ", 1)[1] for d in ("dir", "file")]
     assert body[0] == body[1]
@@ -286,15 +286,15 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     study: Path, client: Any, tmp_path: Path
 ) -> None:
     """`analyze DIR --cluster`: the workers verify the shards, score the lens chunk by chunk
-    and fit the probes layer group by layer group; the tables and the report equal those of
+    and fit the decoders layer group by layer group; the tables and the report equal those of
     the analysis run in this process."""
     import distributed
 
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "local", probes=True)
+    a = analyze(study, tmp_path / "local", decoders=True)
     with distributed.get_task_stream(client) as stream:
-        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
+        b = analyze(study, tmp_path / "cluster", decoders=True, client=client)
     assert a.text == b.text
     assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
         tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]
@@ -302,7 +302,7 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     shards = len(list(study.glob("shard-*.h5")))
     assert sum("verify_file" in k for k in keys) == shards, keys[:10]
     assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
-    assert any("_fit_task" in k for k in keys), keys[:10]  # the probes, fitted on workers
+    assert any("_fit_task" in k for k in keys), keys[:10]  # the decoders, fitted on workers
 
 
 # --- a study that generates text: generated once by the planning task, replayed by shards --
@@ -332,7 +332,7 @@ def gen_reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         model = load(str(tiny_dir))
         env, attrs = bind_run(get(GEN_ENV, **GEN_PARAMS), model)
         out = tmp_path_factory.mktemp("gen-single") / "single.h5"
-        return extract(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
+        return write_cache(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
     finally:
         torch.set_num_threads(before)
 
@@ -443,3 +443,57 @@ def test_a_full_disk_fails_the_shard_once_and_is_one_line(
             run_study(client, _job(tiny_dir), fs / "study", shard_episodes=2)
         assert decisions[:1] == [False]  # the first failed task was not run again
         assert not list(fs.glob("study/*.partial*"))
+
+
+def test_workers_build_the_same_untrained_control(
+    client: Any, tiny_dir: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        single = write_cache(get("coin-flip", **PARAMS), load(str(tiny_dir), init="random:4"),
+                         tmp_path / "single.h5", OPTIONS)
+    finally:
+        torch.set_num_threads(before)
+    job = dataclasses.replace(_job(tiny_dir), init="random:4")
+    run = run_study(client, job, tmp_path / "study", shard_episodes=2)
+    assert_same_data(merge(run.directory, tmp_path / "merged.h5"), single)
+    with open_cache(run.directory) as ds:
+        assert str(ds.attrs["model_init"]) == "random" and int(ds.attrs["model_init_seed"]) == 4
+
+
+def test_a_model_the_workers_cannot_build_is_one_line_leaving_nothing(
+    client: Any, tmp_path: Path
+) -> None:
+    from belieflens.errors import ModelNotFoundError
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama"}')
+    (broken / "model.safetensors").write_bytes(b"\0\0")
+    job = ShardJob(make_env=get_env, env="coin-flip", params=PARAMS, model=str(broken),
+                   options=OPTIONS, init="random:0")
+    out = tmp_path / "study"
+    with pytest.raises(ModelNotFoundError) as e:
+        run_study(client, job, out)
+    assert "as random:0 on a worker" in str(e.value) and "\n" not in str(e.value)
+    assert not out.exists()
+
+
+def test_a_control_that_cannot_be_built_is_one_line(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belieflens.errors import ModelNotFoundError
+    from belieflens.model import load as loader
+    from belieflens.run import shards
+
+    def cannot(model: Any, init: Any) -> Any:
+        raise RuntimeError("this architecture cannot be built from its config\nmore")
+
+    monkeypatch.setattr(loader, "initialise", cannot)
+    with pytest.raises(ModelNotFoundError) as e:
+        shards._model(str(tiny_dir), _job(tiny_dir), "shuffled:2")
+    assert "as shuffled:2 on a worker: this architecture" in str(e.value)
+    assert "\n" not in str(e.value)
