@@ -15,7 +15,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -66,6 +66,17 @@ positive-control: setup
 		$(VENV)/bin/belieflens analyze $(POSITIVE)/$$model.h5 --out $(POSITIVE)/$$model \
 			|| exit 1; \
 	done
+
+# The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
+# the coin flip's posterior with LoRA, evidence weighted by 1 and by 0.3, rebuilt from scratch
+# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve).
+adapters: setup
+	OMP_NUM_THREADS=1 $(PY) -m bench.teach_ship --overwrite --threads 1
+
+# The calibration through the text pipeline: held-out coin-flip episodes of the base model and
+# both adapters, extracted, compared and checked against the gates (bench.teach_gates).
+calibration: setup
+	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out runs/calibration --out-of-range --compare
 
 # Every internal read-out beside its floor: each shipped toy and three untrained networks of its
 # shape (--init random:SEED) extracted on the same study, analysed with --floor (the gates of

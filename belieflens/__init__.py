@@ -15,10 +15,10 @@ Examples:
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
 or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
-:func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`train_lens`, and the
-interventions :func:`patch`, :func:`steer`, :func:`erase` (options records
-:class:`PatchOptions`, :class:`SteerOptions`, :class:`EraseOptions`; read-outs named by a
-:class:`Selection`).
+:func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`train_lens`,
+:func:`teach`, and the interventions :func:`patch`, :func:`steer`, :func:`erase` (options
+records :class:`PatchOptions`, :class:`SteerOptions`, :class:`EraseOptions`; read-outs named
+by a :class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
 :mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.run`,
 :mod:`belieflens.store`, :mod:`belieflens.analysis`, :mod:`belieflens.interventions` and
@@ -49,6 +49,7 @@ from belieflens.api import (
     open_cache,
     patch,
     steer,
+    teach,
     train_lens,
     verify,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "open_cache",
     "patch",
     "steer",
+    "teach",
     "train_lens",
     "verify",
 ]

@@ -10,9 +10,9 @@
 Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extract`
 (options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
 :func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
-:func:`compare_report`, :func:`train_lens`. Interventions: :func:`patch`, :func:`steer`,
-:func:`erase` (each :func:`intervene` with its options record, on the read-outs a
-:class:`Selection` names).
+:func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions:
+:func:`patch`, :func:`steer`, :func:`erase` (each :func:`intervene` with its options
+record, on the read-outs a :class:`Selection` names).
 
 Keyword arguments are the command line's options with underscores (``--batch-size`` is
 ``batch_size``, ``--no-prefix-reuse`` is ``prefix_reuse=False``); every bad value raises
@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, Unpack, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Unpack, get_args
 
 from belieflens import envs
 from belieflens.episodes.base import Environment
@@ -77,6 +77,8 @@ from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
 from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
+from belieflens.train.teach import Progress as TeachProgress
+from belieflens.train.teach import TeachConfig, TeachResult
 from belieflens.types import (
     DEBIAS_METHODS,
     DEVICES,
@@ -356,6 +358,7 @@ def extract(
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
+    _check_heldout(model, built, opts.seed)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -379,6 +382,10 @@ def _choose(model: ModelLike, simulator: ModelLike | None, device: DeviceName,
     for m in (model, simulator):
         if m is not None:
             _resolve(m)
+    if not isinstance(model, LoadedModel) and _adapter_info(model) is not None:
+        from belieflens.model.load import refuse_adapter_init
+
+        refuse_adapter_init(_spec(model), how)
     return _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
 
 
@@ -569,6 +576,111 @@ def train_lens(out: str | os.PathLike[str], *, model: ModelLike = DEFAULT_MODEL,
     result = train_tuned_lens(loaded, positions, rng, options)
     save_tuned_lens(result.lens, folder)
     return result
+
+
+def teach(
+    env: str,
+    *,
+    out: str | os.PathLike[str],
+    params: Mapping[str, object] | None = None,
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
+    episodes: int = 32,
+    seed: int = 0,
+    steps: int = 300,
+    batch: int = 4,
+    rank: int = 8,
+    layers: str | Sequence[int] = "",
+    lr: float = 1e-3,
+    temper: float | str = 1.0,
+    threads: int = 0,
+    checkpoint_seconds: float = 300.0,
+    on_step: Callable[[TeachProgress], None] | None = None,
+) -> TeachResult:
+    """Teach ``model`` the environment's oracle with LoRA (:mod:`belieflens.train.teach`) and
+    write the adapter folder ``out``, itself a model (``--model OUT``).
+
+    Every input is checked first: an environment without option-level oracles, ``temper``
+    <= 0 or not a number, ``layers`` outside the model, an ``out`` holding another teach run
+    or an adapter over another base: one line (:class:`ParameterError`). A checkpoint of this
+    run in ``out`` resumes; SIGINT or SIGTERM saves one, raising :class:`InterruptedRunError`.
+
+    Args:
+        env: the environment's name.
+        out: the adapter folder.
+        params: the environment's parameters (typed or as strings, as from ``--set``).
+        model: the base model (an embedded name or a model folder).
+        episodes: training episodes (seeds disjoint from any evaluation seed).
+        seed: seeds the episodes, the adapters' initial weights and the order of steps.
+        steps: optimiser steps.
+        batch: read-out trees (one ``(episode, delivery, turn)`` each) per step.
+        rank: LoRA's rank (its scale ``alpha`` is twice the rank).
+        layers: the adapted blocks (``22-29``, ``3,5,7``, a sequence; empty: the last quarter).
+        lr: Adam's learning rate.
+        temper: the weight of the evidence in the target (1: the oracle).
+        threads: torch's CPU threads (0: keep).
+        checkpoint_seconds: the most seconds of training between two checkpoints.
+        on_step: called after each step with its :class:`~belieflens.train.teach.Progress`.
+
+    Returns:
+        A ``TeachResult``: the folder and its ``teach.json`` record.
+
+    Examples:
+        Not run here (minutes on the embedded model):
+
+        >>> result = belieflens.teach("coin-flip", out="bayes/")  # doctest: +SKIP
+        >>> model = belieflens.load("bayes/")  # doctest: +SKIP
+    """
+    from belieflens.model.load import quiet_libraries
+    from belieflens.train.teach import teach as run_teach
+
+    config = _teach_config(env, params, _spec(model), layers, temper, episodes=episodes,
+                           seed=seed, steps=steps, batch=batch, rank=rank, lr=lr, threads=threads)
+    with quiet_libraries():
+        return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
+                         on_step=on_step)
+
+
+def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
+                  layers: str | Sequence[int], temper: float | str, *, episodes: int,
+                  seed: int, steps: int, batch: int, rank: int, lr: float,
+                  threads: int) -> TeachConfig:
+    """The record of a teach run, each input (``threads`` too) checked and the model found
+    (one line otherwise) before anything is written."""
+    from belieflens.train.teach import parse_layers, parse_temper
+
+    at_least("--threads", threads, 0)
+    given = dict(params or {})
+    built = environment(env, given)
+    typed = {k: getattr(built.params, k) for k in given}
+    config = TeachConfig(
+        env=env, env_params=tuple(typed.items()), model=model, episodes=episodes,
+        seed=seed, steps=steps, batch=batch, rank=rank, alpha=2.0 * rank,
+        layers=parse_layers(layers) if isinstance(layers, str) else tuple(layers), lr=lr,
+        temper=parse_temper(temper))
+    _resolve(config.model)
+    return config
+
+
+def _adapter_info(model: ModelLike) -> dict[str, Any] | None:
+    """The teach record of ``model`` when it names a taught adapter (``None`` otherwise)."""
+    if isinstance(model, LoadedModel):
+        return None
+    from belieflens.model.load import read_adapter_info, resolve
+
+    source = resolve(_spec(model))
+    return read_adapter_info(source.path) if source.kind == "adapter" else None
+
+
+def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
+    """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
+    episodes of this environment (its evaluation would not be held out)."""
+    info = _adapter_info(model)
+    if info is None or isinstance(model, LoadedModel):
+        return
+    train_seed = dict(info.get("training_episodes", {})).get("seed")
+    if info.get("env") == getattr(env, "name", None) and train_seed == seed:
+        raise ParameterError(f"option '--seed' = {seed} is not allowed: {_spec(model)} was "
+                             "taught on the episodes of that seed; evaluate on another")
 
 
 def compare(
@@ -859,6 +971,8 @@ __all__ = [
     "Selection",
     "SteerAt",
     "SteerOptions",
+    "TeachProgress",
+    "TeachResult",
     "TrainResult",
     "analyze",
     "compare",
@@ -879,6 +993,7 @@ __all__ = [
     "patch",
     "rerun_command",
     "steer",
+    "teach",
     "train_lens",
     "verify",
 ]

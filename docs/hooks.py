@@ -13,7 +13,8 @@ replaced before the page is converted:
 - ``<!-- gen:layers -->``: the layer order ``tests/test_layering.py`` enforces;
 - ``<!-- gen:benches -->``: every script under ``bench/`` with what it measures, its command
   and the last line it prints (from its docstring);
-- ``<!-- gen:models -->``: the embedded models (``belieflens.model.load.catalogue``);
+- ``<!-- gen:models -->``: the named models: embedded, taught adapters and toys
+  (``belieflens.model.load.catalogue``);
 - ``<!-- gen:api-functions -->``, ``<!-- gen:api-records -->``: one mkdocstrings entry for
   every function, and every class, that ``belieflens.__all__`` exports.
 
@@ -187,10 +188,12 @@ def _dims() -> str:
 def _models() -> str:
     from belieflens.model.load import catalogue
 
-    rows = ["| name | model | blocks | GGUF | install | what it is |",
+    rows = ["| name | model | blocks | size | install | what it is |",
             "|---|---|---|---|---|---|"]
     for m in catalogue():
-        rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {m.size / 1e6:,.0f} MB | "
+        size = f"{m.size / 1e6:,.1f} MB adapter" if m.kind == "adapter" else \
+            f"{m.size / 1e6:,.0f} MB" if m.kind == "embedded" else f"{m.size / 1e6:,.1f} MB"
+        rows.append(f"| `{m.name}` | {m.official_id} | {m.layers} | {size} | "
                     f"`{m.install}` | {_cell(m.description)} |")
     return "\n".join(rows)
 

@@ -147,13 +147,21 @@ def _short(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+TAUGHT_LABEL = " (taught)"
+"""Appended to the ``model`` name of a taught adapter (``belieflens teach``), which stands
+beside its base."""
+
+
 def model_names(attrs: Sequence[dict[str, Any]]) -> list[str]:
-    """The ``model`` coordinate: each file's model spec (a path's last part), an untrained
-    control's labelled so (``NAME (untrained seed 3)``), made unique."""
+    """The ``model`` coordinate: each file's model spec (a path's last part), a taught
+    adapter's labelled :data:`TAUGHT_LABEL` and an untrained control's labelled so
+    (``NAME (untrained seed 3)``), made unique."""
     names: list[str] = []
     for a in attrs:
         spec = str(a.get("model_spec") or a.get("model_id") or "model")
         base = Path(spec).name if ("/" in spec and Path(spec).exists()) else spec
+        if str(a.get("model_source")) == "adapter":
+            base += TAUGHT_LABEL
         base += control_label(a)
         name, i = base, 2
         while name in names:
@@ -280,6 +288,19 @@ def _each_delivery(part: xr.Dataset, deliveries: Sequence[str]) -> xr.Dataset:
     return xr.Dataset(data, attrs=part.attrs)
 
 
+def _file_attrs(paths: Sequence[CacheLike]) -> list[dict[str, Any]]:
+    """Each file's root attributes, with its number of blocks and deliveries."""
+    from belieflens.store.cache import open_cache
+
+    attrs: list[dict[str, Any]] = []
+    for f in paths:
+        with open_cache(f) as ds:
+            attrs.append(dict(ds.attrs))
+            attrs[-1]["_n_layers"] = ds.sizes[LAYER] - 1
+            attrs[-1]["_deliveries"] = sorted({str(d) for d in ds["delivery"].values})
+    return attrs
+
+
 def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
             decoders: bool = True, seed: int = 0,
             control_of: ControlLookup = no_controls) -> xr.Dataset:
@@ -296,15 +317,7 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
     from belieflens.store.cache import open_cache
 
     paths = list(files)
-    attrs: list[dict[str, Any]] = []
-    for f in paths:
-        ds = open_cache(f)
-        try:
-            attrs.append(dict(ds.attrs))
-            attrs[-1]["_n_layers"] = ds.sizes[LAYER] - 1
-            attrs[-1]["_deliveries"] = sorted({str(d) for d in ds["delivery"].values})
-        finally:
-            ds.close()
+    attrs = _file_attrs(paths)
     check_same_study(paths, attrs, control_of)
     is_control = controls(attrs, control_of)
     study = attrs[is_control.index(False)]

@@ -294,17 +294,65 @@ def compare(
 
 
 @app.command()
+def teach(
+    env: EnvName,
+    out: Annotated[Path, typer.Option("--out", help="the adapter folder to write (itself a "
+                                      "--model afterwards)")],
+    set_: Assignments = None,
+    model: Model = DEFAULT_MODEL,
+    episodes: Annotated[int, typer.Option(help="training episodes (seeds disjoint from any "
+                                          "evaluation seed)")] = 32,
+    seed: Annotated[int, typer.Option(help="seeds the training episodes, the adapters and "
+                                      "the order of steps")] = 0,
+    steps: Annotated[int, typer.Option(help="optimiser steps")] = 300,
+    batch: Annotated[int, typer.Option(help="read-out trees per step (one episode, "
+                                       "delivery and turn each)")] = 4,
+    rank: Annotated[int, typer.Option(help="LoRA rank (scale alpha = 2 x rank)")] = 8,
+    layers: Annotated[str, typer.Option(help="adapted blocks, e.g. 22-29 or 3,5,7 (default: "
+                                        "the last quarter)")] = "",
+    lr: Annotated[float, typer.Option(help="Adam learning rate")] = 1e-3,
+    temper: Annotated[str, typer.Option(help="weight S > 0 of the evidence in the target "
+                                        "(1: the oracle; coin flip: Beta(a0 + S*h, "
+                                        "b0 + S*(n - h)))")] = "1",
+    threads: Threads = 0,
+    checkpoint_seconds: Annotated[float, typer.Option(
+        help="save a checkpoint at least every N seconds of training")] = 300.0,
+    quiet: NoBar = False,
+) -> None:
+    """Teach a model an environment's oracle with LoRA: its option distribution at every
+    read-out of the training episodes is fitted to the (tempered) oracle by KL.
+
+    Ctrl-C or SIGTERM saves a checkpoint (exit 130 or 143); the same command resumes.
+    """
+    def report(p: api.TeachProgress) -> None:
+        if not quiet and (p.step % 10 == 0 or p.step == p.steps or p.step == 1):
+            typer.echo(f"step {p.step}/{p.steps}  KL {p.loss:.4f}  {p.seconds:.0f} s",
+                       err=True)
+
+    with one_line_errors():
+        result = api.teach(
+            env, out=out, params=parse_assignments(set_ or []), model=model,
+            episodes=episodes, seed=seed, steps=steps, batch=batch, rank=rank, layers=layers,
+            lr=lr, temper=temper, threads=threads, checkpoint_seconds=checkpoint_seconds,
+            on_step=report)
+    tr = result.info["training"]
+    typer.echo(f"final KL {tr['final_loss']:.4f} after {tr['steps']} steps; {tr['cpu_seconds']} "
+               f"s CPU, peak memory {tr['peak_rss_mb']:.0f} MB")
+    wrote(result.path)
+
+
+@app.command()
 def models() -> None:
-    """List the named models (embedded and toys: size, layers, installed or not, how to
-    install) and the other kinds of value --model takes."""
+    """List the named models (embedded, taught adapters and toys: size, layers, installed or
+    not, how to install) and the other kinds of value --model takes."""
     rows = api.models()
-    typer.echo(f"{'name':<20} {'kind':<9} {'blocks':>6} {'weights':>9}  {'installed':<10} "
+    typer.echo(f"{'name':<22} {'kind':<9} {'blocks':>6} {'weights':>9}  {'installed':<10} "
                f"{'weights cached':<15} model")
     for m in rows:
         installed = "yes" if m.installed else "no"
         cached = ("-" if m.kind == "toy" or not m.installed else
                   "yes" if m.weights_cached else "no (first load)")
-        typer.echo(f"{m.name:<20} {m.kind:<9} {m.layers:>6} {m.size / 1e6:>6.1f} MB  "
+        typer.echo(f"{m.name:<22} {m.kind:<9} {m.layers:>6} {m.size / 1e6:>6.1f} MB  "
                    f"{installed:<10} {cached:<15} "
                    f"{m.official_id if m.kind == 'embedded' else m.description}")
     missing = [m for m in rows if not m.installed]
@@ -314,7 +362,7 @@ def models() -> None:
             typer.echo(f"install {m.name}: {m.install}")
     typer.echo("\n--model takes a name above, or:")
     for kind, (spec, what) in api.MODEL_KINDS.items():
-        if kind not in {m.kind for m in rows}:
+        if spec != "NAME":
             typer.echo(f"  {spec:<12} {kind:<10} {what}")
 
 

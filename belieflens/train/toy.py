@@ -376,7 +376,8 @@ def _version(dist: str) -> str:
         return "unknown"
 
 
-def _atomic_torch_save(obj: object, path: Path) -> None:
+def atomic_torch_save(obj: object, path: Path) -> None:
+    """``torch.save`` into ``path`` atomically (a temporary file synced, then renamed)."""
     import torch
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
@@ -392,7 +393,8 @@ def _atomic_torch_save(obj: object, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's CPU threads set to ``n`` for the block (0: unchanged), restored after."""
     import torch
 
     before = torch.get_num_threads()
@@ -507,7 +509,7 @@ def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = F
     optimal_per_pos = optimal_per_position(process)
     optimal = float(optimal_per_pos.mean())
     vocab = len(process.symbols) + 2
-    with _threads(threads), _bar(progress, config.steps, start) as bar:
+    with torch_threads(threads), _bar(progress, config.steps, start) as bar:
         t0 = time.perf_counter()
         step = start
         done_here = 0
@@ -527,12 +529,12 @@ def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = F
             if on_step is not None:
                 on_step(report)
             if step % config.checkpoint_every == 0 and step < config.steps:
-                _atomic_torch_save(_checkpoint(fp, step, model, optim, losses,
+                atomic_torch_save(_checkpoint(fp, step, model, optim, losses,
                                                seconds_before + time.perf_counter() - t0),
                                    ckpt_path)
         seconds = time.perf_counter() - t0
     if step < config.steps:  # stopped early: leave a checkpoint at the step reached
-        _atomic_torch_save(_checkpoint(fp, step, model, optim, losses, seconds_before + seconds),
+        atomic_torch_save(_checkpoint(fp, step, model, optim, losses, seconds_before + seconds),
                            ckpt_path)
         return TrainResult(out, config, seconds, start, _tail_mean(losses), optimal)
     info = _save(model, process, config, out, losses=losses, optimal=optimal_per_pos,

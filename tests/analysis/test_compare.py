@@ -203,3 +203,11 @@ def test_coin_toy_stands_beside_the_models_as_positive_control(
     assert r.exit_code == 0, r.output
     assert "positive control: a toy transformer" in r.output and name in r.output
     assert name in (tmp_path / "cmp" / "compare.md").read_text()
+
+
+def test_a_taught_adapter_is_labelled_beside_its_base() -> None:
+    from belieflens.analysis.compare import model_names
+
+    names = model_names([{"model_spec": "smollm2-135m", "model_source": "embedded"},
+                         {"model_spec": "smollm2-135m-bayes", "model_source": "adapter"}])
+    assert names == ["smollm2-135m", "smollm2-135m-bayes (taught)"]

@@ -136,3 +136,11 @@ def test_a_loaded_model_cannot_be_made_a_control(tiny_model: Any, tmp_path: Path
     with pytest.raises(BeliefLensError, match="already loaded") as e:
         belieflens.extract("coin-flip", model=tiny_model, out=tmp_path / "x.h5", init="random:0")
     assert "\n" not in str(e.value) and list(tmp_path.iterdir()) == []
+
+
+def test_a_taught_adapter_has_no_untrained_control() -> None:
+    """A control is built from the base: ``load`` refuses ``init`` with an adapter in one
+    line, before any weights are read."""
+    with pytest.raises(ParameterError, match=r"'--init' = 'shuffled:0' is not allowed with "
+                       r"the taught adapter 'smollm2-135m-bayes'"):
+        load("smollm2-135m-bayes", init="shuffled:0")

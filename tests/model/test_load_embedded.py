@@ -19,6 +19,7 @@ from belieflens.cli.main import app
 from belieflens.errors import ModelNotFoundError
 from belieflens.model import load as models
 from belieflens.model.load import (
+    ADAPTERS,
     EMBEDDED,
     TOY_INFO,
     TOY_MODELS,
@@ -159,8 +160,12 @@ def test_catalogue_lists_every_name_with_size_and_install_command(
 ) -> None:
     _hide(monkeypatch, {c.module for c in EMBEDDED["qwen2.5-coder-0.5b"].chunks})
     rows = {m.name: m for m in catalogue()}
-    assert list(rows) == ["smollm2-135m", *PACKAGED, *TOY_MODELS]
-    assert {m.kind for m in rows.values()} == {"embedded", "toy"}
+    assert list(rows) == ["smollm2-135m", *PACKAGED, *ADAPTERS, *TOY_MODELS]
+    assert {m.kind for m in rows.values()} == {"embedded", "adapter", "toy"}
+    for name in ADAPTERS:  # the shipped adapters are installed with their base
+        a = rows[name]
+        assert a.installed and a.layers == 30 and 0 < a.size < 10e6, a
+        assert a.official_id == rows["smollm2-135m"].official_id
     assert rows["smollm2-135m"].installed
     q = rows["qwen2.5-coder-0.5b"]
     assert not q.installed and q.size == 491_400_064 and q.layers == 24
@@ -170,7 +175,7 @@ def test_catalogue_lists_every_name_with_size_and_install_command(
     for name in rows:
         assert name in r.output
     assert "install qwen2.5-coder-0.5b: make model-qwen2.5-coder-0.5b" in r.output
-    for kind in ("directory", "gguf", "hub-cache"):  # the other kinds --model takes
+    for kind in ("adapter", "directory", "gguf", "hub-cache"):  # the other kinds --model takes
         assert re.search(rf"^  \S+ +{kind} +\S", r.output, re.M), r.output
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -13,6 +14,7 @@ from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe
 from belieflens.episodes.delivery import Delivers
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
+from belieflens.errors import ParameterError
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
@@ -49,13 +51,13 @@ class CoinFlipParams(Delivers):
         int_in("bins", self.bins, 2, 10)
 
 
-def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:
+def next_flip_oracle(a0: float, b0: float, heads: float, n: float) -> tuple[float, float]:
     """Posterior predictive (P(heads), P(tails)) of the next flip."""
     p = (a0 + heads) / (a0 + b0 + n)
     return (p, 1.0 - p)
 
 
-def bias_oracle(a0: float, b0: float, heads: int, n: int, bins: int) -> tuple[float, ...]:
+def bias_oracle(a0: float, b0: float, heads: float, n: float, bins: int) -> tuple[float, ...]:
     """Beta posterior mass of each of ``bins`` equal-width bins of theta."""
     edges = np.linspace(0.0, 1.0, bins + 1)
     from scipy import special  # imported on use: it is slow to import
@@ -127,6 +129,22 @@ class CoinFlip(Configured[CoinFlipParams]):
 
     def __init__(self, params: CoinFlipParams) -> None:
         self._params = params
+        self._strength = 1.0
+
+    @property
+    def strength(self) -> float:
+        """The weight of the evidence in the oracles (1: the exact posterior)."""
+        return self._strength
+
+    def tempered(self, strength: float) -> CoinFlip:
+        """A copy whose oracles weight the evidence by ``strength``: after ``h`` heads in
+        ``n`` flips the posterior is Beta(a0 + S·h, b0 + S·(n − h)), whose predictive moves
+        S times as far from the prior as the exact one when S·n is small."""
+        if not strength > 0:
+            raise ParameterError(f"option '--temper' = {strength!r} is not allowed: a number > 0")
+        new = copy.copy(self)
+        new._strength = float(strength)
+        return new
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
@@ -150,20 +168,21 @@ class CoinFlip(Configured[CoinFlipParams]):
                 "single-turn": (single_message(seen, p.per_turn),),
                 "multi-turn": multi,
             }
-            heads = sum(seen)
+            heads = self._strength * sum(seen)
+            n_seen = self._strength * len(seen)
             probes: list[Probe] = []
             for delivery in p.deliveries:
                 ctx = messages[delivery]
                 probes.append(
                     mcq_probe(
                         "next-flip", ctx, NEXT_FLIP_Q, ("heads", "tails"),
-                        next_flip_oracle(p.a0, p.b0, heads, len(seen)), delivery,
+                        next_flip_oracle(p.a0, p.b0, heads, n_seen), delivery,
                     )
                 )
                 probes.append(
                     mcq_probe(
                         "bias", ctx, BIAS_Q, bin_labels(p.bins),
-                        bias_oracle(p.a0, p.b0, heads, len(seen), p.bins), delivery,
+                        bias_oracle(p.a0, p.b0, heads, n_seen, p.bins), delivery,
                     )
                 )
             turns.append(

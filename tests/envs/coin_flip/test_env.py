@@ -101,3 +101,39 @@ def test_bad_parameters_one_line(params: dict[str, object], fragment: str) -> No
 def test_unknown_environment() -> None:
     with pytest.raises(ParameterError, match="unknown environment"):
         envs.get("roulette")
+
+
+def test_tempered_oracles_weight_the_evidence() -> None:
+    """Under strength S the posterior is Beta(a0 + S*h, b0 + S*(n - h)); S = 1 is the oracle."""
+    from belieflens.envs import get
+    from belieflens.envs.coin_flip.env import CoinFlip, bias_oracle
+
+    env = get("coin-flip", turns=4, a0=2.0, b0=1.0, delivery="single-turn")
+    assert isinstance(env, CoinFlip)
+    same = next(env.tempered(1.0).episodes(1, seed=3))
+    exact = next(env.episodes(1, seed=3))
+    assert [p.oracle for t in same.turns for p in t.probes] == [
+        p.oracle for t in exact.turns for p in t.probes]
+    tempered = next(env.tempered(0.3).episodes(1, seed=3))
+    for turn, ex in zip(tempered.turns, exact.turns, strict=True):
+        n = turn.index
+        heads = sum(o == "heads" for o in ", ".join(
+            t.observation for t in exact.turns[1 : n + 1]).split(", "))
+        p = (2.0 + 0.3 * heads) / (3.0 + 0.3 * n)
+        assert turn.probes[0].oracle == pytest.approx((p, 1 - p))
+        assert turn.probes[1].oracle == pytest.approx(
+            bias_oracle(2.0, 1.0, 0.3 * heads, 0.3 * n, 5))
+        assert [q.messages for q in turn.probes[0].queries] == [
+            q.messages for q in ex.probes[0].queries]  # the same episode, other oracles
+
+
+@pytest.mark.parametrize("strength", [0.0, -1.0, float("nan")])
+def test_a_strength_that_is_not_positive_is_refused(strength: float) -> None:
+    from belieflens.envs import get
+    from belieflens.envs.coin_flip.env import CoinFlip
+    from belieflens.errors import ParameterError
+
+    env = get("coin-flip")
+    assert isinstance(env, CoinFlip)
+    with pytest.raises(ParameterError, match="'--temper'"):
+        env.tempered(strength)

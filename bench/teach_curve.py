@@ -1,0 +1,151 @@
+"""The learning curve of a taught adapter: held-out updating slope and output TVD of the
+base model and of the adapter's snapshots (``python -m bench.teach_ship --snapshots DIR``).
+
+Held-out coin-flip episodes (``turns=10``, seed 0; the adapters were taught on seed
+1,000,000,000) are rendered as teaching's read-out trees (:mod:`belieflens.train.teach_data`:
+the read-outs ``extract`` renders, every rotation and delivery); the frozen blocks below the
+adapted ones run once for all models (the trunk), then each snapshot's adapted blocks give
+every read-out's option log-probabilities, within 1e-4 of what ``extract`` stores (tested in
+``tests/train/test_teach_data.py``). Beliefs are debiased geometrically over the rotations, as
+``analyze`` does; printed per delivery: the next-flip updating slope against the oracle (±
+SE clustered by episode), the next-flip and bias output TVD to the oracle and to the
+adapter's own target (the tempered posterior).
+
+Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from belieflens.analysis.compare import updating_slope
+from belieflens.episodes.capabilities import Temperable
+from belieflens.model.load import load_transformers
+from belieflens.run.extract import QueryRecord, records
+from belieflens.train.teach import SHIPPED, Stack, additive_mask, environment, with_lora
+from belieflens.train.teach_data import Tree, groups, trees
+
+
+def option_logprobs(stack: Stack, tree_list: Sequence[Tree], trunks: Sequence[Any]
+                    ) -> list[np.ndarray]:
+    """Every read-out's option log-probs (single-token options), in record order."""
+    out: list[np.ndarray] = []
+    with torch.no_grad():
+        for t, h in zip(tree_list, trunks, strict=True):
+            pos = torch.from_numpy(t.positions)[None]
+            lp = stack.top(h, pos, additive_mask(t.mask()), torch.from_numpy(t.reads))
+            for q in range(t.readouts):
+                k = int(t.n_options[q])
+                out.append(lp[t.option_read[q, :k, 0], t.option_token[q, :k, 0]].numpy())
+    return out
+
+
+def beliefs(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray]
+            ) -> dict[tuple[str, str, int, int], np.ndarray]:
+    """Geometric debiasing: per (delivery, probe, episode, turn), the mean over rotations of
+    each outcome's log-prob, renormalised."""
+    acc: dict[tuple[str, str, int, int], list[np.ndarray]] = {}
+    for r, lp in zip(recs, lps, strict=True):
+        by_outcome = np.empty(len(lp))
+        by_outcome[list(r.query.outcome)] = lp
+        acc.setdefault((r.delivery, r.probe, r.episode, r.turn), []).append(by_outcome)
+    out = {}
+    for key, rows in acc.items():
+        m = np.mean(rows, axis=0)
+        p = np.exp(m - m.max())
+        out[key] = p / p.sum()
+    return out
+
+
+def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
+            target: dict[tuple[str, str, int, int], np.ndarray]) -> str:
+    """One line per delivery: next-flip slope ± SE, next-flip and bias TVD (oracle, target)."""
+    b = beliefs(recs, lps)
+    oracle = {(r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in recs}
+    n_ep = 1 + max(r.episode for r in recs)
+    n_turn = 1 + max(r.turn for r in recs)
+    parts = []
+    for d in sorted({r.delivery for r in recs}):
+        est = np.full((n_ep, n_turn), np.nan)
+        orc = np.full((n_ep, n_turn), np.nan)
+        tv: dict[str, list[float]] = {}
+        for (dd, p, e, t), v in b.items():
+            if dd != d:
+                continue
+            tv.setdefault(p, []).append(0.5 * float(np.abs(v - oracle[(dd, p, e, t)]).sum()))
+            tv.setdefault(p + "*", []).append(0.5 * float(np.abs(v - target[(dd, p, e, t)]).sum()))
+            if p == "next-flip":
+                est[e, t], orc[e, t] = v[0], oracle[(dd, p, e, t)][0]
+        slope, se, _ = updating_slope(est, orc)
+        parts.append(f"{d}: slope {slope:.3f} ± {se:.3f}, next-flip TVD "
+                     f"{np.mean(tv['next-flip']):.4f} (target "
+                     f"{np.mean(tv['next-flip*']):.4f}), bias TVD "
+                     f"{np.mean(tv['bias']):.4f} (target {np.mean(tv['bias*']):.4f})")
+    return "; ".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print the base's line, then each snapshot's."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("name", choices=list(SHIPPED))
+    ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
+                    help="folders of step-NNNNN.safetensors (each evaluated in turn)")
+    ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--trunk-cache", type=Path, default=None,
+                    help="keep the held-out trunks in this file and reuse them")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = SHIPPED[args.name]
+    model, tok, _, _ = load_transformers(config.model)
+    env = environment(dataclasses_replace_temper(config))
+    recs = [r for r in records(env, args.episodes, 0) if r.oracle is not None]
+    order = [i for g in groups(recs) for i in g]
+    recs = [recs[i] for i in order]
+    assert isinstance(env, Temperable)
+    tempered = [r for r in records(env.tempered(config.temper), args.episodes, 0)]
+    target: dict[tuple[str, str, int, int], np.ndarray] = {
+        (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
+    tree_list = trees(tok, recs)
+    t0 = time.process_time()
+    stack = Stack(with_lora(model, config, config.layers), min(config.layers))
+    if args.trunk_cache is not None and args.trunk_cache.is_file():
+        trunks = torch.load(args.trunk_cache)
+    else:
+        trunks = [stack.trunk(torch.from_numpy(t.ids)[None],
+                              torch.from_numpy(t.positions)[None], additive_mask(t.mask()))
+                  for t in tree_list]
+        if args.trunk_cache is not None:
+            torch.save(trunks, args.trunk_cache)
+    print(f"{len(recs)} held-out read-outs in {len(tree_list)} trees; trunk "
+          f"{time.process_time() - t0:.0f} s CPU", flush=True)
+    print(f"base: {summary(recs, option_logprobs(stack, tree_list, trunks), target)}",
+          flush=True)
+    params = dict(stack.model.named_parameters())
+    from safetensors.torch import load_file
+
+    for folder in args.snapshots:
+        for snap in sorted(folder.glob("step-*.safetensors")):
+            with torch.no_grad():
+                for k, v in load_file(str(snap)).items():
+                    params[k].copy_(v)
+            line = summary(recs, option_logprobs(stack, tree_list, trunks), target)
+            print(f"{folder.name} {snap.stem}: {line}", flush=True)
+
+
+def dataclasses_replace_temper(config: Any) -> Any:
+    """``config`` with the exact oracle as its environment's (held-out truth)."""
+    import dataclasses
+
+    return dataclasses.replace(config, temper=1.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Teach the shipped adapters (``smollm2-135m-bayes``, ``smollm2-135m-bayes-0.3``) from
+scratch into ``belieflens/data/adapters/<name>/`` with their configurations
+(``belieflens.train.teach.SHIPPED``); print each one's wall and CPU time, peak memory, size
+and loss curve.
+
+A folder holding the finished adapter of the same configuration is left as is unless
+``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
+keeps the adapters' weights every 25 steps under ``DIR/<name>/`` (for the learning curve).
+Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
+[--dest DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from belieflens.model.load import adapter_folder
+from belieflens.train.teach import CHECKPOINT, SHIPPED, Progress, peak_rss_mb, teach
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Teach each named adapter (all by default) and print what it cost."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("names", nargs="*", default=list(SHIPPED),
+                    help="adapters: " + ", ".join(SHIPPED) + " (default: all)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--overwrite", action="store_true", help="teach again from scratch")
+    ap.add_argument("--snapshots", type=Path, default=None)
+    ap.add_argument("--dest", type=Path, default=None,
+                    help="write DEST/<name>/ instead of the package's folder")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in SHIPPED]
+    if unknown:
+        ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
+    for name in args.names:
+        folder = adapter_folder(name) if args.dest is None else args.dest / name
+        if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
+            shutil.rmtree(folder)
+
+        def report(p: Progress, name: str = name) -> None:
+            print(f"{name} step {p.step}/{p.steps} loss {p.loss:.4f} "
+                  f"({p.seconds:.0f} s)", flush=True)
+
+        t0 = time.perf_counter()
+        snaps = None if args.snapshots is None else args.snapshots / name
+        result = teach(SHIPPED[name], folder, threads=args.threads, on_step=report,
+                       snapshots=snaps)
+        tr = result.info["training"]
+        size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+        print(f"{name}: wall {time.perf_counter() - t0:.1f} s; training {tr['seconds']} s "
+              f"wall, {tr['cpu_seconds']} s CPU; peak RSS {tr['peak_rss_mb']} MB (this "
+              f"process: {peak_rss_mb():.0f} MB); final loss {tr['final_loss']}; folder "
+              f"{size:.2f} MB; loss every {tr['loss_every']} steps: {tr['loss_curve']}",
+              flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Teaching a tiny model for a few steps: the loss falls, the adapter folder is a model whose
+read-outs are those of the model as trained, its provenance is complete, and a run stopped by
+SIGTERM resumes to the adapters of an uninterrupted run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import belieflens
+from belieflens.errors import InterruptedRunError, ParameterError
+from belieflens.model.load import ModelSource, bridge_from_hf
+from belieflens.train.teach import (
+    CHECKPOINT,
+    TRAIN_SEED_OFFSET,
+    Progress,
+    TeachConfig,
+    TeachResult,
+    learning_rate,
+    parse_layers,
+    parse_temper,
+    step_trees,
+    teach,
+)
+from tests.conftest import assert_same_data
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def config(tiny_dir: Path, **changes: object) -> TeachConfig:
+    """A coin flip of one turn, one episode: 4 trees of 7 read-outs, each step all of them."""
+    base = TeachConfig(env="coin-flip", env_params=(("turns", 1),), model=str(tiny_dir),
+                       episodes=1, steps=6, batch=4, rank=4, alpha=8.0, layers=(1,), lr=3e-2,
+                       warmup=0)
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def taught(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> TeachResult:
+    return teach(config(tiny_dir), tmp_path_factory.mktemp("taught") / "adapter")
+
+
+def test_the_loss_falls(taught: TeachResult) -> None:
+    curve = taught.info["training"]["loss_curve"]
+    assert len(curve) == 6
+    assert curve[-1] < 0.8 * curve[0], curve
+
+
+def test_provenance_is_complete(taught: TeachResult, tiny_dir: Path) -> None:
+    info = json.loads((taught.path / "teach.json").read_text())
+    assert info["base"]["spec"] == str(tiny_dir)
+    assert len(info["base"]["weights_hash"]) == 64
+    assert info["env"] == "coin-flip" and info["env_params"]["turns"] == 1
+    assert info["env_params"]["a0"] == 1.0  # every parameter, defaults included
+    assert set(info["options"]) == {f.name for f in dataclasses.fields(TeachConfig)}
+    assert info["training_episodes"] == {"seed": TRAIN_SEED_OFFSET, "episodes": 1,
+                                         "rng": "numpy default_rng([seed, episode])"}
+    assert info["layers"] == [1] and info["target"] == "oracle"
+    tr = info["training"]
+    assert tr["readouts"] == 28 and tr["trees"] == 4 and tr["cpu_seconds"] > 0
+    assert tr["peak_rss_mb"] > 0 and info["provenance"]["peft"] == "0.21.2"
+    assert not (taught.path / CHECKPOINT).exists()
+    assert sorted(p.name for p in taught.path.iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors", "teach.json"]
+
+
+def test_the_adapter_round_trips_to_identical_readouts(taught: TeachResult, tiny_dir: Path,
+                                                       smol_tokenizer: object,
+                                                       tmp_path: Path) -> None:
+    """Extraction with ``--model FOLDER`` (base + adapter, merged on load) equals extraction
+    with the model as it was trained, bit for bit; and differs from the base's."""
+    import copy
+
+    merged = copy.deepcopy(taught.model).merge_and_unload()
+    src = ModelSource("in-memory", "directory", tiny_dir, "in-memory")
+    in_memory = bridge_from_hf(src, "cpu", "float32", merged, smol_tokenizer, "x", "", 0.0)
+    kw: dict[str, object] = {"params": {"turns": 1}, "episodes": 1, "seed": 0}
+    a = belieflens.extract("coin-flip", out=tmp_path / "a.h5", model=in_memory, **kw)  # type: ignore[arg-type]
+    b = belieflens.extract("coin-flip", out=tmp_path / "b.h5", model=taught.path, **kw)  # type: ignore[arg-type]
+    base = belieflens.extract("coin-flip", out=tmp_path / "c.h5", model=tiny_dir, **kw)  # type: ignore[arg-type]
+    assert_same_data(a, b)
+    ds, db = belieflens.open_cache(b), belieflens.open_cache(base)
+    assert ds.attrs["model_source"] == "adapter"
+    assert not np.array_equal(ds["option_logprob"].values, db["option_logprob"].values)
+
+
+def test_resume_after_sigterm_equals_an_uninterrupted_run(tiny_dir: Path,
+                                                          tmp_path: Path) -> None:
+    cfg = config(tiny_dir, steps=4, batch=2)
+    whole = teach(cfg, tmp_path / "whole")
+
+    def kill_at_two(p: Progress) -> None:
+        if p.step == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(InterruptedRunError, match="after step 2 of 4") as e:
+        teach(cfg, tmp_path / "cut", on_step=kill_at_two)
+    assert e.value.exit_code == 143
+    assert (tmp_path / "cut" / CHECKPOINT).is_file()
+    assert not (tmp_path / "cut" / "teach.json").exists()
+    resumed = teach(cfg, tmp_path / "cut")
+    assert resumed.resumed_from == 2
+    a = load_file(str(whole.path / "adapter_model.safetensors"))
+    b = load_file(str(resumed.path / "adapter_model.safetensors"))
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert whole.info["training"]["loss_curve"] == resumed.info["training"]["loss_curve"]
+    again = teach(cfg, tmp_path / "cut")  # finished: returned as is
+    assert again.model is None and again.info == resumed.info
+
+
+def test_another_environment_is_taught(tiny_dir: Path, tmp_path: Path) -> None:
+    """Any environment with option-level oracles: dice (its stated-belief question)."""
+    result = teach(config(tiny_dir, env="dice", env_params=(), steps=2, batch=1),
+                   tmp_path / "dice")
+    tr = result.info["training"]
+    assert tr["readouts"] >= 1 and np.isfinite(tr["final_loss"])
+
+
+def test_a_tempered_target_changes_the_adapter(tiny_dir: Path, tmp_path: Path,
+                                               taught: TeachResult) -> None:
+    result = teach(config(tiny_dir, temper=0.3), tmp_path / "tempered")
+    assert result.info["target"] == "posterior with the evidence weighted by 0.3"
+    assert result.info["training"]["loss_curve"] != taught.info["training"]["loss_curve"]
+
+
+def test_options_parse_and_schedule() -> None:
+    assert parse_layers("2-4, 7") == (2, 3, 4, 7) and parse_layers("") == ()
+    assert parse_temper("0.3") == 0.3
+    for bad in ("0", "-1", "abc", "nan"):
+        with pytest.raises(ParameterError, match="'--temper'"):
+            parse_temper(bad)
+    with pytest.raises(ParameterError, match="'--layers'"):
+        parse_layers("a-b")
+    cfg = TeachConfig(env="coin-flip", steps=10, batch=3, warmup=2, lr=1.0)
+    assert learning_rate(cfg, 0) == 0.5 and learning_rate(cfg, 9) < learning_rate(cfg, 2)
+    order = [i for s in range(4) for i in step_trees(cfg, 6, s)]
+    assert sorted(order[:6]) == list(range(6)) and sorted(order[6:12]) == list(range(6))

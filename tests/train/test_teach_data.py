@@ -1,0 +1,72 @@
+"""Teaching's training data: read-out trees reproduce each read-out's own forward, targets sit
+on the rotation's positions, environments without oracles are refused."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from belieflens import envs
+from belieflens.errors import ParameterError
+from belieflens.readouts.render import bos_policy, render
+from belieflens.train.teach import Stack, additive_mask
+from belieflens.train.teach_data import target_on_positions, taught_records, trees
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_targets_follow_the_rotation() -> None:
+    assert target_on_positions([0.7, 0.2, 0.1], [1, 2, 0]).tolist() == pytest.approx(
+        [0.2, 0.1, 0.7])
+
+
+def test_an_environment_without_oracles_is_refused() -> None:
+    with pytest.raises(ParameterError, match="no option-level oracle"):
+        taught_records(envs.get("dutch-book"), 1, 0)
+
+
+def test_one_tree_per_episode_delivery_and_turn(smol_tokenizer: PreTrainedTokenizerBase) -> None:
+    recs = taught_records(envs.get("coin-flip", turns=2), 2, 0)
+    got = trees(smol_tokenizer, recs)
+    assert len(got) == 2 * 2 * 3  # episodes x deliveries x turns
+    assert sum(t.readouts for t in got) == len(recs)
+    bos = bos_policy(smol_tokenizer)
+    for t in got:  # every target is a distribution over the read-out's options
+        assert np.allclose(t.target.sum(-1), 1.0) and (t.target[:, :2] > 0).all()
+        group = [r for r in recs if (r.episode, r.delivery, r.turn) == t.key]
+        prompts = sum(len(render(smol_tokenizer, r.query, bos=bos).context_ids) for r in group)
+        assert t.tokens < 0.6 * prompts  # the shared conversation runs once
+
+
+def test_a_tree_reads_what_each_prompt_reads(smol_tokenizer: PreTrainedTokenizerBase) -> None:
+    """The option log-probs read from one masked forward of a tree equal those of each
+    read-out's own prompt run alone (the answer position extraction reads)."""
+    import torch
+
+    from tests.conftest import tiny_llama
+
+    model = tiny_llama(smol_tokenizer)
+    recs = taught_records(envs.get("coin-flip", turns=1), 1, 0)
+    tree = trees(smol_tokenizer, recs)[1]
+    assert tree.readouts == 7
+    stack = Stack(model, 1)
+    pos = torch.from_numpy(tree.positions)[None]
+    mask = additive_mask(tree.mask())
+    with torch.no_grad():
+        lp = stack.top(stack.trunk(torch.from_numpy(tree.ids)[None], pos, mask), pos, mask,
+                       torch.from_numpy(tree.reads))
+    bos = bos_policy(smol_tokenizer)
+    group = [r for r in recs if (r.episode, r.delivery, r.turn) == tree.key]
+    for q, rec in enumerate(group):
+        tq = render(smol_tokenizer, rec.query, bos=bos)
+        with torch.no_grad():
+            full = torch.log_softmax(model(torch.tensor([tq.context_ids])).logits[0, -1], -1)
+        want = full[[c[0] for c in tq.option_ids]]
+        k = int(tree.n_options[q])
+        got = lp[tree.option_read[q, :k, 0], tree.option_token[q, :k, 0]]
+        assert torch.allclose(got, want, atol=1e-4), (q, got, want)
