@@ -56,6 +56,7 @@ import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
 from belieflens.analysis.compare_floor import control_label, init_of, model_floors
+from belieflens.analysis.floor import study_attr
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import turn_table
@@ -92,16 +93,6 @@ CONTROL_LABEL = " (positive control)"
 CacheLike = str | os.PathLike[str]
 
 
-def _study_key(attrs: dict[str, Any], key: str) -> object:
-    value = attrs.get(key)
-    if key == "env_params":
-        try:
-            return json.loads(str(value))
-        except ValueError:
-            return value
-    return str(value)
-
-
 def controls(attrs: Sequence[dict[str, Any]], control_of: ControlLookup) -> list[bool]:
     """Which files are positive controls (``control_of``) of the study of the first file that
     is not one; none where every file is of one token-level environment."""
@@ -123,7 +114,7 @@ def check_same_study(files: Sequence[CacheLike], attrs: Sequence[dict[str, Any]]
     first = same[0][1]
     for f, a in same[1:]:
         for key in STUDY_KEYS:
-            u, v = _study_key(first, key), _study_key(a, key)
+            u, v = study_attr(first, key), study_attr(a, key)
             if u != v:
                 raise ParameterError(
                     f"{os.fspath(same[0][0])} and {os.fspath(f)} are different studies ({key} "
@@ -262,7 +253,7 @@ def control_view(ds: xr.Dataset, study: dict[str, Any], control: ControlOf) -> x
     after ``k`` flips at turn ``k / per_turn`` (other read-outs and turns past the study's
     ``turns`` dropped), probes renamed (``control.probes``)."""
     names = control.probes
-    params = _study_key(study, "env_params")
+    params = study_attr(study, "env_params")
     params = params if isinstance(params, dict) else {}
     per_turn, turns = int(params.get("per_turn", 1)), int(params.get("turns", 10))
     turn = np.asarray(ds[TURN].values, dtype=np.int64)

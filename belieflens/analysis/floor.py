@@ -82,7 +82,9 @@ STUDY_KEYS: tuple[tuple[str, str], ...] = (
 """Root attributes a control must share with the study, and how a mismatch is named."""
 
 
-def _attr(attrs: Mapping[str, Any], key: str) -> object:
+def study_attr(attrs: Mapping[str, Any], key: str) -> object:
+    """Root attribute ``key`` of a cache file as compared between files: ``env_params``
+    parsed from its JSON, any other value (a one-element array unwrapped) as text."""
     value = attrs.get(key)
     if key == "env_params":
         try:
@@ -98,13 +100,13 @@ def check_floor(study: Mapping[str, Any], control: Mapping[str, Any], name: str)
     """One line (:class:`ParameterError`) naming the first way the control file ``name`` is
     not the same study as ``study`` (their root attributes), or is the same model."""
     for key, what in STUDY_KEYS:
-        u, v = _attr(study, key), _attr(control, key)
+        u, v = study_attr(study, key), study_attr(control, key)
         if u != v:
             raise ParameterError(
                 f"--floor {name} is another study: its {what} differs ({_short(v)} vs the "
                 f"study's {_short(u)}); a floor is the same study from an untrained control "
                 "(extract with the same options and --init random:SEED)")
-    if _attr(study, "weights_hash") == _attr(control, "weights_hash"):
+    if study_attr(study, "weights_hash") == study_attr(control, "weights_hash"):
         raise ParameterError(f"--floor {name} has the study's own weights: a floor is an "
                              "untrained control (--init random:SEED)")
 
@@ -205,7 +207,7 @@ def _labels(attrs: Sequence[Mapping[str, Any]]) -> list[str]:
     out = []
     for a in attrs:
         kind = str(a.get("model_init", "trained"))
-        seed = _attr(a, "model_init_seed")
+        seed = study_attr(a, "model_init_seed")
         name = {"random": "untrained", "shuffled": "shuffled"}.get(kind, kind)
         label = f"{name} seed {seed}" if kind != "trained" else str(a.get("model_spec", "?"))
         while label in out:
