@@ -7,14 +7,17 @@
 - :class:`NeedsSimulator`: it may also need a second model that plays the user
   (``requires_simulator``; ``bind_generator(..., simulator=...)``).
 - :class:`FiniteGrid`: it enumerates a finite grid of prompts (``count()``).
+- :class:`EpisodeJobs`: it builds its episodes as independent jobs (``episode_jobs``), so
+  that episodes that generate can be driven together and their generations batched.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Protocol, Self, runtime_checkable
 
-from belieflens.episodes.base import Environment
+from belieflens.episodes.base import Environment, Episode
 from belieflens.episodes.generation import TextGenerator
 
 
@@ -55,6 +58,21 @@ class FiniteGrid(Environment, Protocol):
 
     def count(self) -> int:
         """How many prompts (grid points, one episode each) the grid yields."""
+        ...
+
+
+@runtime_checkable
+class EpisodeJobs(Environment, Protocol):
+    """An environment whose episodes are built by independent jobs.
+
+    ``episode_jobs(n, seed)`` returns lazy iterators (nothing runs until one is iterated)
+    that share no state one another changes: each may run at any time, interleaved with the
+    others at its generator's calls, and the episodes they yield, jobs in order, are
+    ``episodes(n, seed)``, with the same generations asked in each.
+    """
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """The jobs of ``episodes(n, seed)``, in order (most yield one episode each)."""
         ...
 
 

@@ -5,5 +5,7 @@
   read-out costs and how the rows are batched over their shared prefixes;
 - :mod:`.resume`: the windows left to run;
 - :mod:`.generate`, :mod:`.generation_log`: generated replies, recorded and replayed;
+- :mod:`.generate_batch`, :mod:`.coroutines`, :mod:`.batched`: generations decoded together,
+  across episodes driven step by step;
 - :mod:`.cluster`, :mod:`.shards`: the same run sharded over a Dask cluster.
 """

@@ -186,19 +186,29 @@ class TwentyQuestions(Configured[TwentyQuestionsParams], SimulatorBinding):
         ``np.random.default_rng([seed, i])`` and seeds its generations with
         ``derive_seed(seed, i, step, what)``; with ``active``, the active oracle's game
         follows it (its seeds offset, :mod:`.player`) and joins the episode's truth."""
-        gen, scorer, sim = self._bound()
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per game (:meth:`episodes`): games share nothing, so they may be played
+        together, their generations batched."""
+        bound = self._bound()
+        return [self._game(i, seed, bound) for i in range(n)]
+
+    def _game(self, i: int, seed: int,
+              bound: tuple[TextGenerator, OptionScorer, TextGenerator]) -> Iterator[Episode]:
+        gen, scorer, sim = bound
         p = self._params
-        for i in range(n):
-            secret = self._animals[i % len(self._animals)]
-            game = _Game(p, secret, gen, scorer, sim, np.random.default_rng([seed, i]),
-                         derive_seed(seed, i))
-            episode = game.play(i)
-            if p.active:
-                oracle = ActiveGame(p, secret, gen, scorer, sim, derive_seed(seed, i),
-                                    hypotheses=p.hypotheses, eig_sample=p.eig_sample)
-                truth = {**episode.truth, **oracle.play(game.theta0, p.steps)}
-                episode = dataclasses.replace(episode, truth=truth)
-            yield episode
+        secret = self._animals[i % len(self._animals)]
+        game = _Game(p, secret, gen, scorer, sim, np.random.default_rng([seed, i]),
+                     derive_seed(seed, i))
+        episode = game.play(i)
+        if p.active:
+            oracle = ActiveGame(p, secret, gen, scorer, sim, derive_seed(seed, i),
+                                hypotheses=p.hypotheses, eig_sample=p.eig_sample)
+            truth = {**episode.truth, **oracle.play(game.theta0, p.steps)}
+            episode = dataclasses.replace(episode, truth=truth)
+        yield episode
 
 
 class _Game(Player):

@@ -16,7 +16,7 @@ from belieflens.envs.belief_attribution.report import (
 )
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions, extract
-from belieflens.run.generate import bind_run
+from belieflens.run.batched import bind_run
 from belieflens.run.generation_log import read_log
 
 
