@@ -21,7 +21,7 @@ exception is raised by :func:`drive`. So is anything raised in the driver's own 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -129,7 +129,7 @@ def note(value: Any) -> None:
 
 def drive(
     jobs: Sequence[Iterable[T]], serve: Callable[[list[Any]], Sequence[Any]], *, window: int,
-) -> Iterator[tuple[T, list[Any]]]:
+) -> Generator[tuple[T, list[Any]], None, None]:
     """Run ``jobs``, at most ``window`` at a time, serving their pending requests together.
 
     ``serve`` takes the requests pending at one step (in job order) and returns one answer

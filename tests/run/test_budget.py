@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,7 @@ def test_generation_batches_fit_the_budget_and_the_row_cap(
     for b in batches:
         assert len(b) <= rows
         assert len(b) == 1 or need(b) <= budget
-    for b, after in zip(batches, batches[1:], strict=False):
+    for b, after in itertools.pairwise(batches):
         grown = [*b, after[0]]
         assert len(grown) > rows or need(grown) > budget
 
