@@ -14,14 +14,16 @@ sized by ``--max-memory``). The gate's workloads are the defaults:
 ``--set turns=3`` for the recommender), ``--episodes`` its episodes, so a reduced run
 finishes on a small machine; every such change is printed.
 
-Per run: wall seconds, generated texts and tokens, and the peak resident memory's rise over
-the resident size before the run (what ``--max-memory`` bounds; the peak is reset before
-each run through ``/proc/self/clear_refs``). Per workload: ``speedup`` (the one-at-a-time
-run's time over the batched one's, median over rounds) and whether the two runs wrote the
-same texts (``texts_equal=k/n``; scores to 1e-4, since the companions of a scored read-out
-change its last bits).
-Last line per workload: ``generation env=... speedup=... texts_equal=... rise_mb=...
-budget_mb=... within_budget=...``.
+Per run: wall seconds and this process's CPU seconds (on a machine other jobs share, the
+CPU time of one thread is what stays comparable), generated texts and tokens, and the peak
+resident memory's rise over the resident size before the run (what ``--max-memory`` bounds;
+the peak is reset before each run through ``/proc/self/clear_refs``). Per workload:
+``speedup`` (the one-at-a-time run's wall time over the batched one's, median over rounds),
+``speedup_cpu`` (the same in CPU seconds) and whether the two runs wrote the same texts
+(``texts_equal=k/n``; scores to 1e-4, since the companions of a scored read-out change its
+last bits).
+Last line: ``generation env=... speedup=... speedup_cpu=... texts_equal=... rise_mb=...
+budget_mb=... within_budget=...`` (one per workload).
 Run: ``.venv/bin/python bench/generation.py [--env twenty-questions] [--episodes 8]
 [--set steps=20] [--threads 1] [--rounds 1]``.
 """
@@ -33,6 +35,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._lib import add_clock_options, apply_clock, now, parse_sets, peak_rss_mb, rss_mb
+from bench._lib import parse_sets, peak_rss_mb, rss_mb
 
 WORLD = Path(__file__).resolve().parents[2] / "shared" / "peers" / "bayesbench" / "recommender"
 """BayesBench's fitted recommender world (the peers' data, next to the repository)."""
@@ -58,6 +61,7 @@ class Run:
 
     gen_batch: str
     seconds: float
+    cpu_seconds: float
     rise_mb: float
     texts: list[tuple[Any, ...]]
     scores: list[list[float]]
@@ -79,18 +83,18 @@ def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: 
     with tempfile.TemporaryDirectory() as tmp:
         reset_peak()
         base = rss_mb()
-        t0 = now()
+        t0, c0 = time.perf_counter(), time.process_time()
         path = belieflens.extract(env, params=params, out=Path(tmp) / "gen.h5", model=model,
                                   episodes=episodes, seed=0, gen_batch=gen_batch,
                                   max_memory=max_memory)
-        seconds = now() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         rise = peak_rss_mb() - base
         ds = belieflens.open_cache(path)
         log = read_log(ds)
         ds.close()
     texts = [(r.role, r.messages, r.seed, r.text, r.episode) for r in log if r.role != "score"]
     scores = [json.loads(r.text)["logprob"] for r in log if r.role == "score"]
-    return Run(gen_batch, seconds, rise, texts, scores, sum(r.tokens for r in log))
+    return Run(gen_batch, seconds, cpu, rise, texts, scores, sum(r.tokens for r in log))
 
 
 def same(a: Run, b: Run) -> tuple[int, int, bool]:
@@ -116,11 +120,12 @@ def workload(model: Any, env: str, params: dict[str, str], episodes: int,
             r = run(model, env, params, episodes, mode, args.max_memory)
             runs[mode].append(r)
             print(f"round {rnd + 1} env={env} gen_batch={mode} wall_s={r.seconds:.1f} "
-                  f"texts={len(r.texts)} tokens={r.tokens} "
+                  f"cpu_s={r.cpu_seconds:.1f} texts={len(r.texts)} tokens={r.tokens} "
                   f"tokens_per_s={r.tokens / r.seconds:.2f} rise_mb={r.rise_mb:.0f}",
                   flush=True)
     one, many = runs["1"], runs[args.gen_batch]
     speedup = statistics.median(a.seconds / b.seconds for a, b in zip(one, many, strict=True))
+    cpu = statistics.median(a.cpu_seconds / b.cpu_seconds for a, b in zip(one, many, strict=True))
     k, n, scores = same(one[0], many[0])
     budget = (default_memory("cpu") if args.max_memory == "auto"
               else parse_size(args.max_memory)) / 2**20
@@ -128,6 +133,7 @@ def workload(model: Any, env: str, params: dict[str, str], episodes: int,
     print(f"generation env={env} episodes={episodes} rounds={args.rounds} "
           f"one_s={statistics.median(r.seconds for r in one):.1f} "
           f"batched_s={statistics.median(r.seconds for r in many):.1f} speedup={speedup:.2f} "
+          f"speedup_cpu={cpu:.2f} "
           f"texts_equal={k}/{n} scores_within_1e-4={scores} rise_mb={rise:.0f} "
           f"budget_mb={budget:.0f} within_budget={rise <= budget}", flush=True)
 
@@ -143,12 +149,13 @@ def main() -> None:
     ap.add_argument("--gen-batch", default="auto", help="the batched run's --gen-batch")
     ap.add_argument("--max-memory", default="auto", help="both runs' --max-memory")
     ap.add_argument("--rounds", type=int, default=1)
-    add_clock_options(ap)
-    ap.set_defaults(threads=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
     args = ap.parse_args()
+    import torch
+
     from belieflens.model.load import load
 
-    apply_clock(args)
+    torch.set_num_threads(args.threads)
     model = load("smollm2-135m")
     sets = parse_sets(args.sets)
     if sets and len(args.env or WORKLOADS) != 1:
