@@ -12,20 +12,27 @@ it, never a race.
 
 A job may attach notes to what it yields (:func:`note`: e.g. the record of each generation
 it asked for); :func:`drive` yields every item with the notes made since the job's previous
-item, in job order, whatever order the jobs finish in. An exception in a job stops the
-drive: the other jobs are cancelled (:class:`Cancelled` is raised inside them) and the
-exception is raised by :func:`drive`. So is anything raised in the driver's own thread
-(a signal, an error of ``serve``): every job still waiting is cancelled first.
+item, in job order, whatever order the jobs finish in. A job may also run a function beside
+itself (:func:`fork`): inside a drive the function runs as a job of its own, its requests
+served with everyone's, until the job that forked it asks for its value
+(:meth:`Forked.result`), which also takes over its notes, after the job's own; outside a
+drive it runs when its value is asked for, so sequential code keeps its order and its notes.
+
+An exception in a job stops the drive: the other jobs are cancelled (:class:`Cancelled` is
+raised inside them) and the exception is raised by :func:`drive`. So is anything raised in
+the driver's own thread (a signal, an error of ``serve``): every job still waiting is
+cancelled first.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 CANCEL_SECONDS = 60.0
 """How long the driver waits for a cancelled job to unwind before leaving it (a daemon)."""
@@ -48,8 +55,10 @@ _local = threading.local()
 class _Job(Generic[T]):
     """One job in its thread, handing control back and forth with the driver."""
 
-    def __init__(self, job: Iterable[T], index: int) -> None:
+    def __init__(self, job: Iterable[T], name: str, registry: list[_Job[Any]]) -> None:
         self.job = job
+        self.registry = registry
+        """Every job of the drive; a job forked from this one is appended here."""
         self.go = threading.Semaphore(0)
         self.back = threading.Semaphore(0)
         self.request: Any = None
@@ -58,8 +67,9 @@ class _Job(Generic[T]):
         self.notes: list[Any] = []
         self.failed: BaseException | None = None
         self.done = self.cancelled = False
-        self.thread = threading.Thread(target=self._main, name=f"episode-job-{index}",
+        self.thread = threading.Thread(target=self._main, name=f"episode-job-{name}",
                                        daemon=True)
+        registry.append(self)
 
     def _main(self) -> None:
         self.go.acquire()
@@ -127,6 +137,51 @@ def note(value: Any) -> None:
     job.notes.append(value)
 
 
+class Forked(Generic[V]):
+    """A function running beside the job that forked it (:func:`fork`)."""
+
+    def __init__(self, fn: Callable[[], V]) -> None:
+        self.fn = fn
+        self.job: _Job[Any] | None = None
+        self.values: list[V] = []
+
+    def _run(self) -> Iterator[Any]:
+        """The forked job: the function's value kept, nothing yielded."""
+        self.values.append(self.fn())
+        yield from ()
+
+    def result(self) -> V:
+        """The function's value: inside a drive, once its job is done (its notes join the
+        asking job's); outside one, computed now (once)."""
+        if self.job is None:
+            if not self.values:
+                self.values.append(self.fn())
+            return self.values[0]
+        ask(_Join(self))
+        return self.values[0]
+
+
+@dataclass(frozen=True)
+class _Join:
+    """A job's request for the value of a job it forked."""
+
+    forked: Forked[Any]
+
+
+def fork(fn: Callable[[], V]) -> Forked[V]:
+    """Run ``fn`` beside the calling job (see the module docstring); its value comes from
+    :meth:`Forked.result`, which must be asked for before the job ends."""
+    parent = current()
+    forked = Forked(fn)
+    if parent is None:
+        return forked
+    child: _Job[Any] = _Job(forked._run(), f"{parent.thread.name}-fork", parent.registry)
+    forked.job = child
+    child.thread.start()
+    child.step()  # from the parent's thread, which waits: still one thread at a time
+    return forked
+
+
 def drive(
     jobs: Sequence[Iterable[T]], serve: Callable[[list[Any]], Sequence[Any]], *, window: int,
 ) -> Generator[tuple[T, list[Any]], None, None]:
@@ -138,28 +193,27 @@ def drive(
     """
     if window < 1:
         raise ValueError("window must be >= 1")
+    every: list[_Job[Any]] = []
     started: list[_Job[T]] = []
     emitted = 0
     try:
         while True:
-            running = [j for j in started[emitted:] if not j.done]
-            while len(started) < len(jobs) and len(running) < window:
-                job = _Job(jobs[len(started)], len(started))
+            while (len(started) < len(jobs)
+                   and sum(not j.done for j in started[emitted:]) < window):
+                job: _Job[T] = _Job(jobs[len(started)], str(len(started)), every)
                 started.append(job)
                 job.thread.start()
                 job.step()
-                if not job.done:
-                    running.append(job)
-            _raise_failure(started[emitted:])
+            _raise_failure(every)
             while emitted < len(started) and started[emitted].done:
                 yield from started[emitted].items
                 started[emitted].items = []
                 emitted += 1
             if emitted == len(jobs):
                 return
-            _serve_step(running, serve)
+            _serve_step([j for j in every if not j.done], serve)
     finally:
-        for job in started:
+        for job in every:
             job.cancel()
 
 
@@ -170,12 +224,23 @@ def _raise_failure(jobs: Iterable[_Job[Any]]) -> None:
 
 
 def _serve_step(waiting: list[_Job[Any]], serve: Callable[[list[Any]], Sequence[Any]]) -> None:
-    """Serve every waiting job's request at once, then let each run to its next one."""
-    if not waiting:
-        return
-    answers = serve([j.request for j in waiting])
-    if len(answers) != len(waiting):
-        raise RuntimeError(f"serve answered {len(answers)} of {len(waiting)} requests")
-    for job, answer in zip(waiting, answers, strict=True):
+    """Serve every waiting job's request at once, hand a job whose forked job is done its
+    value (and that job's notes), then let each served job run to its next request."""
+    asks = [j for j in waiting if not isinstance(j.request, _Join)]
+    joins = [j for j in waiting if isinstance(j.request, _Join)]
+    answers = serve([j.request for j in asks]) if asks else []
+    if len(answers) != len(asks):
+        raise RuntimeError(f"serve answered {len(answers)} of {len(asks)} requests")
+    for job, answer in zip(asks, answers, strict=True):
         job.answer = answer
-        job.step()
+    ready = []
+    for job in joins:
+        child = job.request.forked.job
+        if child is not None and child.done:
+            job.notes += child.notes
+            child.notes = []
+            job.answer = None if child.failed is None else Failure(child.failed)
+            ready.append(job)
+    for job in waiting:
+        if job in asks or job in ready:
+            job.step()

@@ -1,5 +1,6 @@
 """Jobs driven step by step: requests served together, items in job order with their notes,
-one job running at a time, failures and early exits cancelling every job."""
+one job running at a time, forked functions beside their job, failures and early exits
+cancelling every job."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from belieflens.run import coroutines
-from belieflens.run.coroutines import Failure, ask, drive, note
+from belieflens.run.coroutines import Failure, ask, drive, fork, note
 
 
 def _job(name: str, steps: int, log: list[str]) -> Iterator[str]:
@@ -129,3 +130,58 @@ def test_ask_and_note_outside_a_job_are_errors() -> None:
         note("x")
     with pytest.raises(ValueError, match="window"):
         list(drive([], Served(), window=0))
+
+
+def _forking(name: str, log: list[str]) -> Iterator[str]:
+    """Asks once, forks a helper that asks twice, asks again, then takes the helper's value."""
+    note(ask((name, 0)))
+
+    def helper() -> str:
+        log.append(f"{name} helper starts")
+        note(ask((f"{name}-helper", 0)))
+        note(ask((f"{name}-helper", 1)))
+        return f"{name} helped"
+
+    forked = fork(helper)
+    note(ask((name, 1)))
+    yield forked.result()
+
+
+def test_a_forked_function_runs_beside_its_job_and_hands_over_value_and_notes() -> None:
+    serve = Served()
+    log: list[str] = []
+    out = list(drive([_forking("a", log), _forking("b", log)], serve, window=2))
+    assert serve.steps[0] == [("a", 0), ("b", 0)]
+    # both jobs and both helpers ask together; a job waits on its helper without asking
+    assert serve.steps[1] == [("a", 1), ("b", 1), ("a-helper", 0), ("b-helper", 0)]
+    assert serve.steps[2] == [("a-helper", 1), ("b-helper", 1)]
+    assert [item for item, _ in out] == ["a helped", "b helped"]
+    # the helper's notes follow the job's own, as a sequential run makes them
+    assert out[0][1] == ["a:0", "a:1", "a-helper:0", "a-helper:1"]
+
+
+def test_fork_outside_a_drive_runs_when_its_value_is_asked_for() -> None:
+    calls: list[int] = []
+
+    def counted() -> int:
+        calls.append(1)
+        return len(calls)
+
+    forked = fork(counted)
+    assert calls == []
+    assert forked.result() == 1 and forked.result() == 1 and calls == [1]
+
+
+def test_a_failing_forked_function_stops_the_drive() -> None:
+    def job() -> Iterator[str]:
+        def broken() -> str:
+            ask("x")
+            raise ValueError("helper broke")
+
+        forked = fork(broken)
+        ask("y")
+        yield forked.result()
+
+    with pytest.raises(ValueError, match="helper broke"):
+        list(drive([job()], Served(), window=1))
+    assert not [t for t in threading.enumerate() if t.name.startswith("episode-job")]
