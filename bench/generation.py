@@ -19,7 +19,10 @@ CPU time of one thread is what stays comparable), generated texts and tokens, an
 resident memory's rise over the resident size before the run (what ``--max-memory`` bounds;
 the peak is reset before each run through ``/proc/self/clear_refs``). Per workload:
 ``speedup`` (the one-at-a-time run's wall time over the batched one's, median over rounds),
-``speedup_cpu`` (the same in CPU seconds) and whether the two runs wrote the same texts
+``speedup_cpu`` (the same in CPU seconds), ``prepare_speedup_cpu`` (the same for the part
+before the first read-out runs: building the episodes, where every text is generated and
+every score read, and rendering them; the read-outs after it are the same work in both
+runs) and whether the two runs wrote the same texts
 (``texts_equal=k/n``; scores to 1e-4, since the companions of a scored read-out change its
 last bits).
 Last line: ``generation env=... speedup=... speedup_cpu=... texts_equal=... rise_mb=...
@@ -62,6 +65,10 @@ class Run:
     gen_batch: str
     seconds: float
     cpu_seconds: float
+    prepare_seconds: float
+    """Wall seconds until the first read-out could run: the episodes built (every text
+    generated and scored) and rendered, the file allocated."""
+    prepare_cpu: float
     rise_mb: float
     texts: list[tuple[Any, ...]]
     scores: list[list[float]]
@@ -78,7 +85,14 @@ def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: 
         max_memory: str) -> Run:
     """One extraction of the workload into a temporary file."""
     import belieflens
+    from belieflens.run.extract import Progress
     from belieflens.run.generation_log import read_log
+
+    ready: list[tuple[float, float]] = []
+
+    def first_progress(event: object) -> None:
+        if isinstance(event, Progress) and not ready:
+            ready.append((time.perf_counter(), time.process_time()))
 
     with tempfile.TemporaryDirectory() as tmp:
         reset_peak()
@@ -86,7 +100,7 @@ def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: 
         t0, c0 = time.perf_counter(), time.process_time()
         path = belieflens.extract(env, params=params, out=Path(tmp) / "gen.h5", model=model,
                                   episodes=episodes, seed=0, gen_batch=gen_batch,
-                                  max_memory=max_memory)
+                                  max_memory=max_memory, on_event=first_progress)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         rise = peak_rss_mb() - base
         ds = belieflens.open_cache(path)
@@ -94,7 +108,8 @@ def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: 
         ds.close()
     texts = [(r.role, r.messages, r.seed, r.text, r.episode) for r in log if r.role != "score"]
     scores = [json.loads(r.text)["logprob"] for r in log if r.role == "score"]
-    return Run(gen_batch, seconds, cpu, rise, texts, scores, sum(r.tokens for r in log))
+    return Run(gen_batch, seconds, cpu, ready[0][0] - t0, ready[0][1] - c0, rise, texts, scores,
+               sum(r.tokens for r in log))
 
 
 def same(a: Run, b: Run) -> tuple[int, int, bool]:
@@ -120,12 +135,14 @@ def workload(model: Any, env: str, params: dict[str, str], episodes: int,
             r = run(model, env, params, episodes, mode, args.max_memory)
             runs[mode].append(r)
             print(f"round {rnd + 1} env={env} gen_batch={mode} wall_s={r.seconds:.1f} "
-                  f"cpu_s={r.cpu_seconds:.1f} texts={len(r.texts)} tokens={r.tokens} "
+                  f"cpu_s={r.cpu_seconds:.1f} prepare_s={r.prepare_seconds:.1f} "
+                  f"prepare_cpu_s={r.prepare_cpu:.1f} texts={len(r.texts)} tokens={r.tokens} "
                   f"tokens_per_s={r.tokens / r.seconds:.2f} rise_mb={r.rise_mb:.0f}",
                   flush=True)
     one, many = runs["1"], runs[args.gen_batch]
     speedup = statistics.median(a.seconds / b.seconds for a, b in zip(one, many, strict=True))
     cpu = statistics.median(a.cpu_seconds / b.cpu_seconds for a, b in zip(one, many, strict=True))
+    prep = statistics.median(a.prepare_cpu / b.prepare_cpu for a, b in zip(one, many, strict=True))
     k, n, scores = same(one[0], many[0])
     budget = (default_memory("cpu") if args.max_memory == "auto"
               else parse_size(args.max_memory)) / 2**20
@@ -133,7 +150,7 @@ def workload(model: Any, env: str, params: dict[str, str], episodes: int,
     print(f"generation env={env} episodes={episodes} rounds={args.rounds} "
           f"one_s={statistics.median(r.seconds for r in one):.1f} "
           f"batched_s={statistics.median(r.seconds for r in many):.1f} speedup={speedup:.2f} "
-          f"speedup_cpu={cpu:.2f} "
+          f"speedup_cpu={cpu:.2f} prepare_speedup_cpu={prep:.2f} "
           f"texts_equal={k}/{n} scores_within_1e-4={scores} rise_mb={rise:.0f} "
           f"budget_mb={budget:.0f} within_budget={rise <= budget}", flush=True)
 
@@ -160,6 +177,9 @@ def main() -> None:
     sets = parse_sets(args.sets)
     if sets and len(args.env or WORKLOADS) != 1:
         raise SystemExit("error: --set changes one workload: name it with --env")
+    if "recommender" in (args.env or WORKLOADS) and not Path(sets.get("world", WORLD)).is_dir():
+        raise SystemExit(f"error: BayesBench's world is not at {WORLD}: pass --env recommender "
+                         "--set world=PATH/peers/bayesbench/recommender")
     for env in args.env or list(WORKLOADS):
         episodes, params = WORKLOADS[env]
         workload(model, env, {**params, **sets}, args.episodes or episodes, args)
