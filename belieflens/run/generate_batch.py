@@ -35,7 +35,7 @@ from typing import Any
 from belieflens.model.attention import sdpa_attention
 from belieflens.model.load import LoadedModel
 from belieflens.model.norms import native_norms
-from belieflens.run.budget import GEN_ROWS, default_memory, generation_batches
+from belieflens.run.budget import GEN_ROWS, default_memory, generation_batches, runner_attention
 from belieflens.run.generate import (
     DECODE_THREADS,
     Generated,
@@ -69,8 +69,9 @@ def generate_batch(
     spend = budget or default_memory(model.info.device)
     batches = ([[i] for i in range(len(calls))] if not model.info.prefix_reuse else
                generation_batches(model, [len(r) for r in rows],
-                                  [c.max_new_tokens for c in calls],
-                                  budget=spend, max_rows=max(1, max_rows)))
+                                  [c.max_new_tokens for c in calls], budget=spend,
+                                  max_rows=max(1, max_rows),
+                                  attention=runner_attention(model, reuse=True)))
     for batch in batches:
         if len(batch) == 1:
             c = calls[batch[0]]
