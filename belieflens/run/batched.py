@@ -10,7 +10,8 @@ pending request is then served at once (:class:`Server`):
   generate_batch`: left-padded, one key/value cache per batch, finished rows dropped, each
   row with its own seeded generator), in batches of at most ``--gen-batch`` rows that fit
   ``--max-memory``; the reply and the simulator's requests share batches when one model
-  plays both, each row with its own settings;
+  plays both, each row with its own settings; a prompt that extends a finished row (the
+  next turn of a conversation) runs only its new tokens (:mod:`belieflens.run.gen_prefix`);
 - the read-outs to score for one model (the simulator's likelihoods, the active oracle's,
   ...) run as one call of the runner, sized by the same budget.
 
@@ -34,6 +35,7 @@ from belieflens.errors import BeliefLensError
 from belieflens.model.load import LoadedModel
 from belieflens.run import coroutines
 from belieflens.run.budget import GEN_ROWS, default_memory
+from belieflens.run.gen_prefix import PrefixStore
 from belieflens.run.generate import GenerationCall, ModelGenerator, bind_model, check_call
 from belieflens.run.generate_batch import generate_batch
 from belieflens.run.generation_log import (
@@ -48,6 +50,10 @@ from belieflens.run.generation_log import (
 
 WINDOW = 64
 """Episodes driven at once under ``--gen-batch auto`` (``--gen-batch N``: N)."""
+
+STORE_SHARE = 4
+"""The finished rows' caches kept for prompts that extend them take 1/STORE_SHARE of the
+budget (:mod:`belieflens.run.gen_prefix`); the batches the rest."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,8 @@ class Server:
     def __init__(self, *, max_rows: int, budget: int,
                  on_record: Callable[[GenerationRecord], None] | None = None) -> None:
         self.max_rows, self.budget, self.on_record = max_rows, budget, on_record
+        self.stores: dict[int, PrefixStore] = {}
+        """Per model, its finished rows' caches (a quarter of the budget)."""
 
     def __call__(self, requests: list[Any]) -> list[Any]:
         """One answer per request: ``(text, record)``, ``(values, records)`` or a
@@ -133,8 +141,9 @@ class Server:
         if not ok:
             return
         model = requests[ok[0]].generator.model
+        store = self.stores.setdefault(id(model), PrefixStore(self.budget // STORE_SHARE))
         outs = generate_batch(model, [requests[k].call for k in ok], max_rows=self.max_rows,
-                              budget=self.budget)
+                              budget=self.budget - store.limit, store=store)
         for k, out in zip(ok, outs, strict=True):
             record = requests[k].generator.record(requests[k].call, out)
             self._notify(record)

@@ -36,6 +36,7 @@ from belieflens.model.attention import sdpa_attention
 from belieflens.model.load import LoadedModel
 from belieflens.model.norms import native_norms
 from belieflens.run.budget import GEN_ROWS, default_memory, generation_batches, runner_attention
+from belieflens.run.gen_prefix import PrefixStore, keep_rows, start
 from belieflens.run.generate import (
     DECODE_THREADS,
     Generated,
@@ -56,10 +57,13 @@ def generate_batch(
     max_rows: int = GEN_ROWS,
     budget: int = 0,
     stop_ids: frozenset[int] | None = None,
+    store: PrefixStore | None = None,
 ) -> list[Generated]:
     """The generation of every call, in order (see the module docstring).
 
     ``budget``: the bytes a batch may take (0: :func:`~belieflens.run.budget.default_memory`).
+    ``store``: finished rows' caches to start from and to add to
+    (:mod:`belieflens.run.gen_prefix`); every batch then runs batched, a lone row too.
     A call that is not allowed (settings, context) raises its one-line
     :class:`~belieflens.errors.ParameterError` before anything runs.
     """
@@ -73,13 +77,13 @@ def generate_batch(
                                   max_rows=max(1, max_rows),
                                   attention=runner_attention(model, reuse=True)))
     for batch in batches:
-        if len(batch) == 1:
+        if len(batch) == 1 and (store is None or not model.info.prefix_reuse):
             c = calls[batch[0]]
             out[batch[0]] = generate(model, c.messages, seed=c.seed,
                                      max_new_tokens=c.max_new_tokens,
                                      temperature=c.temperature, stop_ids=stops)
             continue
-        done = _decode(model, [rows[i] for i in batch], [calls[i] for i in batch], stops)
+        done = _decode(model, [rows[i] for i in batch], [calls[i] for i in batch], stops, store)
         for i, g in zip(batch, done, strict=True):
             out[i] = g
     return [g for g in out if g is not None]
@@ -112,6 +116,8 @@ class _Rows:
             rng.manual_seed(int(c.seed))
             self.rngs.append(rng)
         self.new: list[list[int]] = [[] for _ in calls]
+        self.fed = 0
+        """Tokens fed to every live row after its prompt (a row leaves when it ends)."""
         self.stop: list[StopReason] = ["length"] * len(calls)
         self.live = list(range(len(calls)))
 
@@ -136,38 +142,24 @@ class _Rows:
         return keep, toks
 
 
-def _padded(rows: Sequence[list[int]], pad: int) -> tuple[Any, Any]:
-    """Left-padded ids and their attention mask."""
-    import torch
-
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for b, r in enumerate(rows):
-        ids[b, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        mask[b, width - len(r):] = 1
-    return ids, mask
-
-
 def _decode(model: LoadedModel, rows: Sequence[list[int]], calls: Sequence[GenerationCall],
-            stops: frozenset[int]) -> list[Generated]:
-    """Decode one batch of at least two rows through one key/value cache."""
+            stops: frozenset[int], store: PrefixStore | None = None) -> list[Generated]:
+    """Decode one batch through one key/value cache (prompts started from ``store``'s rows
+    where they extend one; finished rows added to it)."""
     import torch
 
     bridge = model.bridge
     device = next(bridge.original_model.parameters()).device
-    ids, mask = (t.to(device) for t in _padded(rows, pad_token_id(model.tokenizer)))
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    pasts = [store.match(r) if store is not None else (0, None) for r in rows]
     state = _Rows(calls, stops)
     with torch.inference_mode(), sdpa_attention(bridge), native_norms(bridge):
-        logits, cache = bridge(
-            ids, return_type="logits_and_cache", use_cache=True, logits_to_keep=1,
-            attention_mask=mask, position_ids=pos,
-        )
-        last = pos[:, -1]
+        logits, cache, mask, last = start(bridge, rows, pasts, pad_token_id(model.tokenizer),
+                                          device)
         with _decode_threads(device):
             while True:
                 keep, toks = state.pick(logits)
+                if len(keep) < len(state.live):
+                    _leave(state, rows, keep, cache, mask, store)
                 if not keep:
                     break
                 if len(keep) < len(state.live):
@@ -177,6 +169,7 @@ def _decode(model: LoadedModel, rows: Sequence[list[int]], calls: Sequence[Gener
                     state.live = [state.live[k] for k in keep]
                 one = torch.ones((len(keep), 1), dtype=mask.dtype, device=device)
                 mask, last = torch.cat([mask, one], dim=1), last + 1
+                state.fed += 1
                 logits = bridge(
                     torch.tensor(toks, dtype=torch.long, device=device)[:, None],
                     past_key_values=cache, logits_to_keep=1, attention_mask=mask,
@@ -185,3 +178,14 @@ def _decode(model: LoadedModel, rows: Sequence[list[int]], calls: Sequence[Gener
     decode = model.tokenizer.decode
     return [Generated(ids=tuple(n), text=str(decode(n, skip_special_tokens=True)), stop=s)
             for n, s in zip(state.new, state.stop, strict=True)]
+
+
+def _leave(state: _Rows, rows: Sequence[list[int]], keep: list[int], cache: Any, mask: Any,
+           store: PrefixStore | None) -> None:
+    """Store the rows leaving the batch now (those not in ``keep``) with the tokens their
+    cache holds: the prompt and the tokens fed after it."""
+    if store is None:
+        return
+    gone = [b for b in range(len(state.live)) if b not in set(keep)]
+    fed = [rows[state.live[b]] + state.new[state.live[b]][:state.fed] for b in gone]
+    keep_rows(store, cache, mask, gone, fed)
