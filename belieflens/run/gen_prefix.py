@@ -3,8 +3,8 @@
 In a multi-turn conversation each generated reply's prompt is the previous prompt, the
 previous reply and the next user message: thousands of tokens (BayesBench's recommender
 introduction is about 2,500) of which only the last few dozen are new, and a prompt's
-forward call costs far more than a decode step (on one CPU thread here, 14 s for 2,500
-tokens against 0.12 s for a step). :class:`PrefixStore` keeps the key/value cache of every
+forward call runs every one of its positions where a decode step runs one.
+:class:`PrefixStore` keeps the key/value cache of every
 finished row of a generation batch (its prompt and the tokens fed after it), up to a byte
 limit, oldest dropped first; a later prompt that starts with a stored row's tokens reuses
 that row's keys and values for the common prefix (:meth:`PrefixStore.match`), and only its

@@ -13,6 +13,8 @@ objects at once, each exactly as :func:`~belieflens.run.generate.generate` would
   seed only, never on the rows it was batched with; greedy texts equal the one-at-a-time
   path token for token wherever padding moves no logit across a tie (the logits agree to
   float tolerance);
+- with a :class:`~belieflens.run.gen_prefix.PrefixStore`, a prompt that extends a finished
+  row runs only its new tokens, and every finished row is kept for later prompts;
 - rows are grouped into batches of at most ``max_rows`` whose working set fits the memory
   ``budget`` (:func:`belieflens.run.budget.generation_batches`); a row alone in its batch,
   and every row of a model whose key/value cache failed its load-time check, runs the
