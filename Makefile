@@ -48,7 +48,7 @@ demo: setup
 		--out $(DEMO)/coin-flip.h5 --overwrite
 	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
 
-# The positive control (issue 27): the shipped toy transformers, which hold beliefs, read out
+# The positive control: the shipped toy transformers, which hold beliefs, read out
 # by the same pipeline (extract + analyze) at 2,000 sequences each; tables on stdout, the
 # belief-geometry figures and reports under runs/positive-control/.
 positive-control: setup
@@ -91,17 +91,17 @@ test-fast: setup
 	$(VENV)/bin/pytest -q -m "not real_model"
 	$(VENV)/bin/ruff check .
 
-# The headline benchmarks (bench/README.md): extraction against its limit and floor; issue 32's
-# gates (the paired floor breakdown on the coin flip and the grid, extraction's peak memory,
+# The headline benchmarks (bench/README.md): extraction against its limit and floor; the
+# performance gates (the paired floor breakdown on the coin flip and the grid, extraction's peak memory,
 # patching's speed-up); analysis's peak memory. Each prints its ratios on its last line.
 # Roughly an hour on an idle 2-core machine (an estimate: bench/README.md).
 bench: setup
-	$(PY) bench/extract.py --episodes 16 --turns 12 --skip-naive --grid choice --grid-episodes 15
-	$(PY) bench/floor_gap.py
-	$(PY) bench/floor_gap.py --env choice --episodes 15
-	$(PY) bench/memory.py
-	$(PY) bench/intervene.py --pairs 1 --batch-pairs 1
-	$(PY) bench/analysis_memory.py
+	$(PY) -m bench.extract --episodes 16 --turns 12 --skip-naive --grid choice --grid-episodes 15
+	$(PY) -m bench.floor_gap
+	$(PY) -m bench.floor_gap --env choice --episodes 15
+	$(PY) -m bench.memory
+	$(PY) -m bench.intervene --pairs 1 --batch-pairs 1
+	$(PY) -m bench.analysis_memory
 
 clean:
 	rm -rf $(VENV) runs site .mypy_cache .ruff_cache .pytest_cache

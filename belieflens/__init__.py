@@ -10,14 +10,15 @@ Examples:
     >>> ds = belieflens.open_cache(path)                     # an xarray.Dataset
     >>> ds.bl.beliefs().dims                                 # analysis as methods of the Dataset
     ('delivery', 'probe', 'episode', 'turn', 'outcome')
-    >>> tables = belieflens.analyze(path, probes=False).text  # what `belieflens analyze` prints
+    >>> tables = belieflens.analyze(path, decoders=False).text  # what `belieflens analyze` prints
 
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
 or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
-:func:`analyze`, :func:`compare`, :func:`train_lens`, and the interventions :func:`patch`,
-:func:`steer`, :func:`erase` (options records :class:`PatchOptions`, :class:`SteerOptions`,
-:class:`EraseOptions`; read-outs named by a :class:`Selection`).
+:func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`train_lens`, and the
+interventions :func:`patch`, :func:`steer`, :func:`erase` (options records
+:class:`PatchOptions`, :class:`SteerOptions`, :class:`EraseOptions`; read-outs named by a
+:class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
 :mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.run`,
 :mod:`belieflens.store`, :mod:`belieflens.analysis`, :mod:`belieflens.interventions` and
@@ -37,6 +38,7 @@ from belieflens.api import (
     SteerOptions,
     analyze,
     compare,
+    compare_report,
     environments,
     erase,
     extract,
@@ -66,6 +68,7 @@ __all__ = [
     "__version__",
     "analyze",
     "compare",
+    "compare_report",
     "environments",
     "envs",
     "erase",

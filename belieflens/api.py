@@ -58,16 +58,22 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
-from belieflens.model.load import DEFAULT_MODEL, LoadedModel, ModelInfo, ModelStatus
+from belieflens.model.load import (
+    DEFAULT_MODEL,
+    MODEL_KINDS,
+    LoadedModel,
+    ModelInfo,
+    ModelStatus,
+)
 from belieflens.model.load import catalogue as models
-from belieflens.report.study import Analysis
+from belieflens.report.analysis import Analysis
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
-from belieflens.store.study import merge, open_cache
 from belieflens.store.verify import verify
 from belieflens.train.lens import TrainResult
 from belieflens.types import (
@@ -84,7 +90,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from belieflens.lens.tuned import TunedLens
-    from belieflens.report.study import Analysis
+    from belieflens.report.analysis import Analysis
 
 ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
@@ -384,7 +390,7 @@ def _extract_here(
             bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
         except InterruptedRunError as e:
             raise stopped_before(e, partial_path(out)) from None
-        return cache_extract.extract(bound, loaded, out, options, on_progress=report,
+        return cache_extract.write_cache(bound, loaded, out, options, on_progress=report,
                                      overwrite=overwrite, extra_attrs=dict(attrs),
                                      checkpoint_seconds=chosen.checkpoint_seconds)
 
@@ -455,25 +461,34 @@ def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
     return loaded
 
 
-def train_lens(
-    out: str | os.PathLike[str],
-    *,
-    model: ModelLike = DEFAULT_MODEL,
-    envs: Sequence[str] | None = None,
-    contexts: int = 32,
-    per_context: int = 16,
-    epochs: int = 4,
-    lr: float = 2e-3,
-    vocab_top: int = 256,
-    seed: int = 0,
-    device: DeviceName = "cpu",
-    threads: int = 0,
-    overwrite: bool = False,
-    on_event: Callable[[LensEvent], None] | None = None,
-) -> TrainResult:
-    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate (default
-    :data:`belieflens.lens.DEFAULT_ENVS`) and save it to the folder ``out``; every input is
-    checked before anything heavy runs.
+def _check_lens_run(out: str | os.PathLike[str], envs: Sequence[str] | None,
+                    device: DeviceName, threads: int, vocab_top: int,
+                    overwrite: bool) -> tuple[Path, list[str]]:
+    """:func:`train_lens`'s inputs checked (one line each): the lens folder and the
+    environments' names."""
+    from belieflens.envs import describe
+    from belieflens.train.lens_data import DEFAULT_ENVS
+
+    choice("--device", device, DEVICES)
+    at_least("--threads", threads, 0)
+    at_least("--vocab-top", vocab_top, 0)
+    folder = Path(out)
+    if (folder / "config.json").exists() and not overwrite:
+        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
+    names = list(DEFAULT_ENVS if envs is None else envs)
+    for name in names:
+        describe(name)  # unknown names fail here, before loading anything
+    return folder, names
+
+
+def train_lens(out: str | os.PathLike[str], *, model: ModelLike = DEFAULT_MODEL,
+               envs: Sequence[str] | None = None, contexts: int = 32, per_context: int = 16,
+               epochs: int = 4, lr: float = 2e-3, vocab_top: int = 256, seed: int = 0,
+               device: DeviceName = "cpu", threads: int = 0, overwrite: bool = False,
+               on_event: Callable[[LensEvent], None] | None = None) -> TrainResult:
+    """Train a tuned lens for ``model`` on contexts the environments ``envs`` generate
+    (default :data:`belieflens.train.lens_data.DEFAULT_ENVS`) and save it to the folder
+    ``out``; every input is checked before anything heavy runs.
 
     Args:
         out: the folder to save the lens to.
@@ -501,19 +516,9 @@ def train_lens(
         >>> ds.bl.beliefs(source=result.lens).dims  # doctest: +SKIP
         ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     """
-    from belieflens.envs import describe
     from belieflens.train.lens import TrainOptions
-    from belieflens.train.lens_data import DEFAULT_ENVS
 
-    choice("--device", device, DEVICES)
-    at_least("--threads", threads, 0)
-    at_least("--vocab-top", vocab_top, 0)
-    folder = Path(out)
-    if (folder / "config.json").exists() and not overwrite:
-        raise ParameterError(f"{folder} holds a lens; pass --overwrite to replace it")
-    names = list(DEFAULT_ENVS if envs is None else envs)
-    for name in names:
-        describe(name)  # unknown names fail here, before loading anything
+    folder, names = _check_lens_run(out, envs, device, threads, vocab_top, overwrite)
     options = TrainOptions(epochs=epochs, lr=lr, vocab_top=vocab_top or None)
     _resolve(model)
     import numpy as np
@@ -537,12 +542,12 @@ def compare(
     files: Sequence[str | os.PathLike[str]],
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> xr.Dataset:
     """One Dataset with a ``model`` dimension over cache files (or study directories) of the
     same study extracted from different models: output TVD to the oracle per model and turn,
-    lens and probe TVD on a common relative-depth grid (each model's own ``layer`` kept as a
+    lens and decoder TVD on a common relative-depth grid (each model's own ``layer`` kept as a
     coordinate), the closest depth per read-out, the updating slope with its standard error,
     and position bias (:func:`belieflens.analysis.compare.compare`). Files of different
     studies are refused in one line (:class:`ParameterError`); :func:`compare_report` adds
@@ -551,8 +556,8 @@ def compare(
     Args:
         files: cache files (or study directories), one per model.
         debias: how rotations are pooled.
-        probes: fit the linear probes (their columns are NaN without).
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
 
     Returns:
         Variables such as ``output_tvd_mean`` (dims ``model, delivery, probe, turn``),
@@ -569,7 +574,7 @@ def compare(
     """
     from belieflens.analysis.compare import compare as run
 
-    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -578,15 +583,35 @@ def compare_report(
     out: str | Path | None = None,
     *,
     debias: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
 ) -> Analysis:
     """``belieflens compare``: :func:`compare` as text tables; with ``out`` (a folder), also
-    its figures, ``compare.md`` and the Dataset as ``compare.nc``
-    (:func:`belieflens.report.compare.compare_report`)."""
+    its figures, ``compare.md``, the Dataset as ``compare.nc`` and the page ``compare.html``
+    (:func:`belieflens.report.compare.compare_report`).
+
+    Args:
+        files: cache files (or study directories), one per model.
+        out: a folder for the figures, ``compare.md`` and ``compare.nc`` (``None``: tables
+            only).
+        debias: how rotations are pooled.
+        decoders: fit the linear decoders (their columns are NaN without).
+        seed: seeds the decoders' folds.
+
+    Returns:
+        An ``Analysis``: its ``text`` is the tables ``belieflens compare`` prints, its
+        ``files`` what was written.
+
+    Examples:
+        Not run by the tests here (it needs one study extracted from two or more models;
+        ``tests/analysis/test_compare.py`` compares two tiny models):
+
+        >>> result = belieflens.compare_report(["smollm2.h5", "qwen.h5"], "cmp/")  # doctest: +SKIP
+        >>> print(result.text)  # doctest: +SKIP
+    """
     from belieflens.report.compare import compare_report as run
 
-    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), probes=probes,
+    return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
                seed=seed)
 
 
@@ -596,15 +621,15 @@ def analyze(
     *,
     debias: DebiasMethod = "geometric",
     lens: str | Path | TunedLens | None = None,
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     client: DaskClient | str | None = None,
     html: bool = True,
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
-    (:func:`belieflens.report.study.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
-    loaded lens, ``probes=False`` skips the linear probes, ``client`` runs the dask work on a
+    (:func:`belieflens.report.analysis.analyze`: ``lens`` is ``tuned:DIR``, a lens folder or a
+    loaded lens, ``decoders=False`` skips the linear decoders, ``client`` runs the dask work on a
     cluster). An intervention result file gets its own report
     (:func:`belieflens.report.interventions.report`).
 
@@ -613,8 +638,8 @@ def analyze(
         out: a folder for the figures and ``report.md`` (``None``: tables only).
         debias: how rotations are pooled.
         lens: a tuned lens for the ``tuned-lens`` column.
-        probes: fit the linear probes.
-        seed: seeds the probes' folds.
+        decoders: fit the linear decoders.
+        seed: seeds the decoders' folds.
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
@@ -623,19 +648,19 @@ def analyze(
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
 
     Examples:
-        >>> result = belieflens.analyze("study.h5", probes=False)
+        >>> result = belieflens.analyze("study.h5", decoders=False)
         >>> "next-flip" in result.text
         True
     """
+    from belieflens.report.analysis import analyze as run
     from belieflens.report.interventions import report
-    from belieflens.report.study import analyze as run
     from belieflens.store.results import is_result
 
     method = choice("--debias", debias, DEBIAS_METHODS)
     if is_result(file):
         return report(file, out, method=method, html=html)
-    return run(file, out, method=method, lens=lens, probes=probes, seed=seed, client=client,
-               sections=envs.sections_for, html=html)
+    return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
+               client=client, sections=envs.sections_for, html=html)
 
 
 @dataclass(frozen=True)
@@ -710,14 +735,14 @@ def steer(
     options: SteerOptions | None = None, **run: Unpack[RunKeywords],
 ) -> Path:
     """Steering (:mod:`belieflens.interventions.steer`): alpha times the concept's direction
-    (the ridge probe's or the difference of means, cross-fitted by episode) added per layer,
+    (the ridge decoder's or the difference of means, cross-fitted by episode) added per layer,
     against a random direction of equal norm; writes ``out``. The
     keywords (``model``, ``select``, ...) are :func:`intervene`'s.
 
     Args:
         study: the study's cache file.
         out: the result file to write.
-        options: layers, strengths (``alphas``), folds of the probe, positions.
+        options: layers, strengths (``alphas``), folds of the decoder, positions.
         **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
 
     Returns:
@@ -771,6 +796,7 @@ def erase(
 __all__ = [
     "DEFAULT_ALPHAS",
     "DEFAULT_MODEL",
+    "MODEL_KINDS",
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",

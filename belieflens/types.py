@@ -10,6 +10,10 @@ Role = Literal["system", "user", "assistant"]
 Delivery = Literal["single-turn", "multi-turn", "multi-turn-self"]
 """How evidence reaches the model: all at once, or as a running conversation."""
 
+SpanRole = Literal["evidence", "summary", "question"]
+"""What a marked stretch of a message is: one turn's evidence, a summary of the evidence so
+far (counts), or the belief question; unmarked text is the template."""
+
 PromptFormat = Literal["chat", "raw", "tokens"]
 """``chat`` applies the model's chat template; ``raw`` is plain text completion; ``tokens``
 is a space-separated sequence of vocabulary words fed as their ids (token-level processes)."""

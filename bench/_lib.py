@@ -101,9 +101,9 @@ def peak_rss_mb() -> float:
 
 
 class WriteTimer:
-    """Time spent writing the HDF5 cache file during :func:`belieflens.run.extract.extract`.
+    """Time spent writing the HDF5 cache file during :func:`belieflens.run.extract.write_cache`.
 
-    ``with WriteTimer() as t: extract(...)`` then ``t.seconds``: the time inside
+    ``with WriteTimer() as t: write_cache(...)`` then ``t.seconds``: the time inside
     ``create_partial`` (allocating the file and writing every static value),
     ``PartialFile.write_rows`` (each window, synced) and ``PartialFile.finish`` (the final
     rename), measured by wrapping those three functions while active.

@@ -7,13 +7,13 @@ blocks, d_model 576, its 49k vocabulary) but a narrow attention and MLP (as
 ``bench/memory.py``), saved to a folder so that the Dask worker loads it by path:
 coin flip, multi-turn, 10 turns, both probes, every rotation (77 read-outs per episode,
 71 KiB of float32 residuals per read-out). Each ``analyze`` (tables, report, plots, the
-logit lens and the linear probes) runs in its own fresh process so that each peak RSS is
+logit lens and the linear decoders) runs in its own fresh process so that each peak RSS is
 its own, with glibc's malloc arenas limited as the CLI limits them
 (``--no-arena-limit``: as a script that does not call ``limit_arenas``).
 
 Last line: ``analysis_peak_rss_mb_1x=... analysis_peak_rss_mb_4x=... growth=+x.x%
 resid_gb_4x=... resid_over_rss_4x=...``.
-Run: ``.venv/bin/python bench/analysis_memory.py [--episodes 90] [--keep DIR]
+Run: ``.venv/bin/python -m bench.analysis_memory [--episodes 90] [--keep DIR]
 [--scheduler threads|synchronous] [--no-arena-limit]``.
 """
 
@@ -26,9 +26,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import peak_rss_mb, smol_shaped_hf
 
@@ -74,7 +71,7 @@ def analyze_child(study: Path, report: Path, scheduler: str, arenas: bool) -> No
 
     t0 = time.perf_counter()
     with dask.config.set(scheduler=scheduler):
-        analyze(study, report, probes=True)
+        analyze(study, report, decoders=True)
     wall = time.perf_counter() - t0
     peak = peak_rss_mb()
     resid = readouts = 0
@@ -111,8 +108,8 @@ def main() -> None:
             study = root / f"study-{scale}x"
             seconds = make_study(model_dir, study, args.episodes * scale)
             line = subprocess.run(
-                [sys.executable, __file__, "--child", str(study), str(root / f"report-{scale}x"),
-                 "--scheduler", args.scheduler]
+                [sys.executable, "-m", "bench.analysis_memory", "--child", str(study),
+                 str(root / f"report-{scale}x"), "--scheduler", args.scheduler]
                 + (["--no-arena-limit"] if args.no_arena_limit else []),
                 check=True, capture_output=True, text=True,
             ).stdout.strip().splitlines()[-1]

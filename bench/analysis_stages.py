@@ -1,15 +1,15 @@
 """Where ``analyze`` holds memory: RSS before, at the peak of, and after each stage.
 
 A sampling thread reads this process's RSS every 2 ms; each stage of
-:func:`belieflens.report.study.analyze` and :func:`belieflens.analysis.study.study_results`
+:func:`belieflens.report.analysis.analyze` and :func:`belieflens.analysis.results.study_results`
 (shard verification, open, output beliefs,
-logit lens, probe fits, plots) is wrapped to record the RSS when it starts, its peak and
-the RSS when it returns (what it left held). ``--probe-iter N`` caps the probes' L-BFGS
-iterations (the probe stage's memory does not depend on the iteration count, its time
+logit lens, decoder fits, plots) is wrapped to record the RSS when it starts, its peak and
+the RSS when it returns (what it left held). ``--decoder-iter N`` caps the decoders' L-BFGS
+iterations (the decoder stage's memory does not depend on the iteration count, its time
 does). glibc's malloc arenas are capped as the CLI caps them (``--no-arena-limit``: not).
 
 Run on a study directory written by ``bench/analysis_memory.py --keep DIR``:
-``.venv/bin/python bench/analysis_stages.py DIR/study-4x OUT [--probe-iter 5]``.
+``.venv/bin/python -m bench.analysis_stages DIR/study-4x OUT [--decoder-iter 5]``.
 Last line: ``peak_rss_mb=... start_rss_mb=...``.
 """
 
@@ -80,7 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--probe-iter", type=int, help="cap on the probes' L-BFGS iterations")
+    ap.add_argument("--decoder-iter", type=int, help="cap on the decoders' L-BFGS iterations")
     ap.add_argument("--scheduler", choices=("threads", "synchronous"), default="threads")
     ap.add_argument("--no-arena-limit", action="store_true",
                     help="leave glibc's malloc arenas unlimited (the CLI limits them)")
@@ -90,17 +90,17 @@ def main() -> None:
     start = rss_mb()
     stages = Stages()
     # the modules, not the functions of the same names that belieflens.analysis exports
-    report = importlib.import_module("belieflens.analysis.study")
+    report = importlib.import_module("belieflens.analysis.results")
     summary = importlib.import_module("belieflens.analysis.summary")
-    entry = importlib.import_module("belieflens.report.study")
+    entry = importlib.import_module("belieflens.report.analysis")
 
-    if args.probe_iter is not None:
+    if args.decoder_iter is not None:
         for module in (report, summary):  # before wrapping: the stage is the capped fit
             if hasattr(module, "decoder_tvd"):
                 capped = functools.partial(getattr(module, "decoder_tvd"),  # noqa: B009
-                                           max_iter=args.probe_iter)
+                                           max_iter=args.decoder_iter)
                 setattr(module, "decoder_tvd", capped)  # noqa: B010
-    for n in REPORT_STAGES:  # the computing stages in analysis.study, the rest in report.study
+    for n in REPORT_STAGES:  # computing stages in analysis.results, the rest in report.analysis
         for module in (report, entry):
             if hasattr(module, n):
                 stages.wrap(module, n)
@@ -108,7 +108,7 @@ def main() -> None:
         stages.wrap(summary, n)
     peak = 0.0
     with dask.config.set(scheduler=args.scheduler):
-        entry.analyze(args.study, args.out, probes=True)
+        entry.analyze(args.study, args.out, decoders=True)
     for name, before, top, after, seconds in stages.log:
         peak = max(peak, top)
         print(f"{name:26s} before {before:6.0f}  peak {top:6.0f} (+{top - before:4.0f})  "

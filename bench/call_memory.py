@@ -9,7 +9,7 @@ clear_refs`` resets the mark), so the weights and the allocator's warm pool are 
 
 One line per case: ``call attention=... tokens=... length=... peak_mb=... estimate_mb=...
 ratio=...`` (ratio = estimate / measured: at least 1 means the budget is not exceeded).
-Run: ``.venv/bin/python bench/call_memory.py [--length 2700] [--rows 1 3]``.
+Run: ``.venv/bin/python -m bench.call_memory [--length 2700] [--rows 1 3]``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import peak_rss_mb, rss_mb
 
@@ -84,8 +80,8 @@ def main() -> None:
     for attention in args.attention:
         for rows in args.rows:
             out = subprocess.run(
-                [sys.executable, __file__, "--child", attention, str(rows), str(args.length),
-                 "--threads", str(args.threads)],
+                [sys.executable, "-m", "bench.call_memory", "--child", attention, str(rows),
+                 str(args.length), "--threads", str(args.threads)],
                 check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
             r = json.loads(out)
             print(f"call attention={r['attention']} tokens={r['tokens']} length={r['length']} "

@@ -17,7 +17,7 @@ read back with h5py; medians of 5): ``storage_write_ratio=... storage_read_ratio
 
 Last line: ``wall_ratio=... write_ratio=... size_ratio=... read_ratio=...`` (with /
 without checksums; wall and write times are medians over repeats).
-Run: ``.venv/bin/python bench/checksums.py [--episodes 15] [--repeats 2]
+Run: ``.venv/bin/python -m bench.checksums [--episodes 15] [--repeats 2]
 [--storage-only]``.
 """
 
@@ -26,14 +26,10 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import WriteTimer, smol_shaped_random
 
@@ -48,7 +44,7 @@ def _model(threads: int) -> Any:
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:
     import belieflens.envs as envs
     import belieflens.run.extract as extract_mod
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
     from belieflens.store.file import create_partial
 
     env = envs.get("coin-flip", turns=10, delivery="multi-turn")
@@ -57,7 +53,7 @@ def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, flo
     try:
         with WriteTimer() as w:
             t0 = time.perf_counter()
-            extract(env, model, out, ExtractOptions(episodes=episodes))
+            write_cache(env, model, out, ExtractOptions(episodes=episodes))
             wall = time.perf_counter() - t0
     finally:
         setattr(extract_mod, "create_partial", create_partial)  # noqa: B010

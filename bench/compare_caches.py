@@ -4,7 +4,7 @@ the run's own time, commit and load time. Layout (chunks, filters) is not compar
 Used to check that a change leaves a study's data unchanged, e.g. ``make demo`` before and
 after::
 
-    .venv/bin/python bench/compare_caches.py before/coin-flip.h5 runs/demo/coin-flip.h5
+    .venv/bin/python -m bench.compare_caches before/coin-flip.h5 runs/demo/coin-flip.h5
 
 Prints ``identical`` or one line per difference (exit 1), then attributes only the second
 file has.

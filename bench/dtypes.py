@@ -3,7 +3,7 @@
 Runs the same small coin-flip workload on the embedded model in each dtype and
 reports, against float32: the largest option log-prob difference, the mean and
 largest TVD between debiased beliefs, and the wall time ratio.
-Run: ``.venv/bin/python bench/dtypes.py [--episodes 2 --turns 4]``.
+Run: ``.venv/bin/python -m bench.dtypes [--episodes 2 --turns 4]``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import belieflens.envs as envs
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.divergence import tvd
 from belieflens.model.load import load
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
         for dtype in ["float32", *args.dtypes.split(",")]:
             model = load("smollm2-135m", dtype=dtype)
             t0 = time.perf_counter()
-            path = extract(env, model, Path(tmp) / f"{dtype}.h5",
+            path = write_cache(env, model, Path(tmp) / f"{dtype}.h5",
                            ExtractOptions(episodes=args.episodes))
             results[dtype] = (path, time.perf_counter() - t0)
             del model

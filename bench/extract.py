@@ -26,28 +26,24 @@ The last line reads ``ratio_vs_limit=a/b speedup_vs_naive=c/a peak_rss_mb=...`` 
 grid_ratio_vs_sustained=a/s`` (the grid's, against (s)'s rate), then ``coin_extract_vs_past
 coin_past_vs_peak grid_extract_vs_past grid_past_vs_peak``: bench/floor_gap.py's paired
 breakdown of each workload (``--breakdown-rounds``, median of 3 by default), the measure
-issue 32's floor goal is stated on.
-Run: ``.venv/bin/python bench/extract.py [--episodes 16 --turns 12]`` (defaults are sized for
+the floor goal is stated on.
+Run: ``.venv/bin/python -m bench.extract [--episodes 16 --turns 12]`` (defaults are sized for
 a 2-core machine; the naive loop dominates the run time).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
 import belieflens.envs as envs
 from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.runner import forward_rows, resid_hook_names
 from belieflens.run.trie import build
 from bench._lib import (
@@ -122,7 +118,7 @@ def timed_extract(
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as writes:
         tokens = [0]
         t0 = now()
-        extract(env, loaded, Path(tmp) / "bench.h5",
+        write_cache(env, loaded, Path(tmp) / "bench.h5",
                 ExtractOptions(episodes=episodes, max_rows=batch_size, window=window),
                 on_progress=lambda p: tokens.__setitem__(0, p.tokens))
         a = now() - t0

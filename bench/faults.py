@@ -19,7 +19,7 @@ Steps 1 and 3 mount a tmpfs and need root; where none can be mounted they print
 ``skipped`` with the reason. No step may print a traceback. The last line is
 ``faults_gate=pass|fail`` with the counts.
 
-    .venv/bin/python bench/faults.py --kills 5 --seed 1
+    .venv/bin/python -m bench.faults --kills 5 --seed 1
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def full_disk_analyze(gate: Gate, work: Path, rng: random.Random) -> None:
         if fs is None:
             return
         out = fs / "report"
-        report = ["analyze", str(ref), "--out", str(out), "--no-probes", "--no-html"]
+        report = ["analyze", str(ref), "--out", str(out), "--no-decoders", "--no-html"]
         t0 = time.perf_counter()
         r = run(report)
         seconds = time.perf_counter() - t0

@@ -35,9 +35,9 @@ past_vs_shapes=... extract_vs_past=... past_vs_peak=... extract_vs_sustained=...
 windows_vs_unique=...`` (medians of per-round ratios; ``past_vs_peak``: the plain model's
 own time for extraction's calls over the peak floor, the least a runner adding nothing
 would take).
-Run: ``.venv/bin/python bench/floor_gap.py [--env choice --episodes 15] [--threads 1
+Run: ``.venv/bin/python -m bench.floor_gap [--env choice --episodes 15] [--threads 1
 --clock cpu]``; the default is the coin flip, 4 episodes of 6 turns, 2 threads, wall clock.
-The long-context workload (issue 32) is the recommender on BayesBench's fitted world:
+The long-context workload is the recommender on BayesBench's fitted world:
 ``--env recommender --set world=../shared/peers/bayesbench/recommender --set delivery=all
 --episodes 1 --max-queries 120``: its first read-outs, of about 2,500 tokens each (the
 default deliveries add the model's own replies, which need generation, so are left out).
@@ -47,13 +47,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 

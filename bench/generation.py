@@ -19,16 +19,19 @@ CPU time of one thread is what stays comparable), generated texts and tokens, an
 resident memory's rise over the resident size before the run (what ``--max-memory`` bounds;
 the peak is reset before each run through ``/proc/self/clear_refs``). Per workload:
 ``speedup`` (the one-at-a-time run's wall time over the batched one's, median over rounds),
-``speedup_cpu`` (the same in CPU seconds), ``prepare_speedup_cpu`` (the same for the part
-before the first read-out runs: building the episodes, where every text is generated and
-every score read, and rendering them; the read-outs after it are the same work in both
-runs) and whether the two runs wrote the same texts
+``speedup_cpu`` (the same in CPU seconds), ``prepare_speedup`` and ``prepare_speedup_cpu``
+(the same for the part before the first read-out runs: building the episodes, where every
+text is generated and every score read, and rendering them; the read-outs after it are the
+same work in both runs) and whether the two runs wrote the same texts
 (``texts_equal=k/n``; scores to 1e-4, since the companions of a scored read-out change its
 last bits).
-Last line: ``generation env=... speedup=... speedup_cpu=... texts_equal=... rise_mb=...
-budget_mb=... within_budget=...`` (one per workload).
-Run: ``.venv/bin/python bench/generation.py [--env twenty-questions] [--episodes 8]
-[--set steps=20] [--threads 1] [--rounds 1]``.
+Last line: ``generation env=... speedup=... speedup_cpu=... prepare_speedup=... texts_equal=...
+rise_mb=... budget_mb=... within_budget=...`` (one per workload).
+
+The whole gate is one command with no options: ``.venv/bin/python -m bench.generation``
+(both workloads at their defaults; ``--device cuda`` on a GPU, where the peak is the CUDA
+allocator's). Run: ``.venv/bin/python -m bench.generation [--env twenty-questions]
+[--episodes 8] [--set steps=20] [--threads 1] [--rounds 1] [--device cpu]``.
 """
 
 from __future__ import annotations
@@ -36,15 +39,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import parse_sets, peak_rss_mb, rss_mb
 
@@ -81,6 +80,29 @@ def reset_peak() -> None:
         f.write("5")
 
 
+def _peak_start(device: str) -> float:
+    """Reset the peak memory of ``device`` (this process's resident size on the CPU, the
+    allocator's peak on CUDA); the MiB in use now."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        return float(torch.cuda.memory_allocated()) / 2**20
+    reset_peak()
+    return rss_mb()
+
+
+def _peak_mb(device: str) -> float:
+    """The peak MiB of ``device`` since :func:`_peak_start`."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        return float(torch.cuda.max_memory_allocated()) / 2**20
+    return peak_rss_mb()
+
+
 def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: str,
         max_memory: str) -> Run:
     """One extraction of the workload into a temporary file."""
@@ -95,14 +117,14 @@ def run(model: Any, env: str, params: dict[str, str], episodes: int, gen_batch: 
             ready.append((time.perf_counter(), time.process_time()))
 
     with tempfile.TemporaryDirectory() as tmp:
-        reset_peak()
-        base = rss_mb()
+        device = model.info.device.split(":")[0]
+        base = _peak_start(device)
         t0, c0 = time.perf_counter(), time.process_time()
         path = belieflens.extract(env, params=params, out=Path(tmp) / "gen.h5", model=model,
                                   episodes=episodes, seed=0, gen_batch=gen_batch,
                                   max_memory=max_memory, on_event=first_progress)
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-        rise = peak_rss_mb() - base
+        rise = _peak_mb(device) - base
         ds = belieflens.open_cache(path)
         log = read_log(ds)
         ds.close()
@@ -143,14 +165,16 @@ def workload(model: Any, env: str, params: dict[str, str], episodes: int,
     speedup = statistics.median(a.seconds / b.seconds for a, b in zip(one, many, strict=True))
     cpu = statistics.median(a.cpu_seconds / b.cpu_seconds for a, b in zip(one, many, strict=True))
     prep = statistics.median(a.prepare_cpu / b.prepare_cpu for a, b in zip(one, many, strict=True))
+    prep_wall = statistics.median(a.prepare_seconds / b.prepare_seconds
+                                  for a, b in zip(one, many, strict=True))
     k, n, scores = same(one[0], many[0])
-    budget = (default_memory("cpu") if args.max_memory == "auto"
+    budget = (default_memory(model.info.device) if args.max_memory == "auto"
               else parse_size(args.max_memory)) / 2**20
     rise = max(r.rise_mb for r in many)
     print(f"generation env={env} episodes={episodes} rounds={args.rounds} "
           f"one_s={statistics.median(r.seconds for r in one):.1f} "
           f"batched_s={statistics.median(r.seconds for r in many):.1f} speedup={speedup:.2f} "
-          f"speedup_cpu={cpu:.2f} prepare_speedup_cpu={prep:.2f} "
+          f"speedup_cpu={cpu:.2f} prepare_speedup={prep_wall:.2f} prepare_speedup_cpu={prep:.2f} "
           f"texts_equal={k}/{n} scores_within_1e-4={scores} rise_mb={rise:.0f} "
           f"budget_mb={budget:.0f} within_budget={rise <= budget}", flush=True)
 
@@ -167,13 +191,15 @@ def main() -> None:
     ap.add_argument("--max-memory", default="auto", help="both runs' --max-memory")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1, help="torch's CPU threads")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the model runs (cuda: peak memory is the allocator's)")
     args = ap.parse_args()
     import torch
 
     from belieflens.model.load import load
 
     torch.set_num_threads(args.threads)
-    model = load("smollm2-135m")
+    model = load("smollm2-135m", device=args.device)
     sets = parse_sets(args.sets)
     if sets and len(args.env or WORKLOADS) != 1:
         raise SystemExit("error: --set changes one workload: name it with --env")

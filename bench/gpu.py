@@ -12,7 +12,7 @@ every text ``--gen-tokens`` long, and how many greedy texts the two agree on tok
 token. Exits 1 if float32 differences exceed 1e-3 (log-probs).
 
 NOT RUN YET: no GPU was lent to the session that wrote it, so it has never run on hardware.
-Run: ``.venv/bin/python bench/gpu.py [--model smollm2-135m --episodes 2 --turns 4]``.
+Run: ``.venv/bin/python -m bench.gpu [--model smollm2-135m --episodes 2 --turns 4]``.
 """
 
 from __future__ import annotations

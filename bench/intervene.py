@@ -14,7 +14,7 @@ Each is timed three ways on the same edited residuals:
 - **kv** (:func:`belieflens.interventions.forward.run_edited`, what ``patch``, ``steer`` and
   ``erase`` run): the clean run keeps its key/value cache, and blocks ``l..L-1`` run only
   from each row's first edited position (here its answer position) on;
-- **from** (:func:`~belieflens.interventions.forward.run_from`, the path before issue 32):
+- **from** (:func:`~belieflens.interventions.forward.run_from`, no cache of the clean run):
   blocks ``l..L-1`` on every position;
 - **naive** (:func:`~belieflens.interventions.forward.run_replaced`): one full forward per
   layer, a hook replacing the layer-``l`` residual.
@@ -27,11 +27,11 @@ machine hit all alike), ``--repeats`` times; per repeat the script prints each p
 the largest log-prob difference from naive (and the log-prob it is at: float32 rounds a
 log-prob of -50 to 4e-6), and the ratios, then the median ratios:
 ``patch_kv_vs_naive``, ``patch_kv_vs_from``, ``steer_kv_vs_naive``, ``steer_kv_vs_from``
-(gates of issue 32: >= 4 and >= 3 over naive). ``--clock cpu`` times this process's CPU.
+(the goals: >= 4 and >= 3 over naive). ``--clock cpu`` times this process's CPU.
 
 Last line: ``median of N: patch_kv_vs_naive=... patch_kv_vs_from=... steer_kv_vs_naive=...
 steer_kv_vs_from=...``.
-Run: ``.venv/bin/python bench/intervene.py [--real] [--repeats 3] [--clock cpu --threads 1]``
+Run: ``.venv/bin/python -m bench.intervene [--real] [--repeats 3] [--clock cpu --threads 1]``
 (about 3 min a repeat with ``--real --steer-rows 1`` on one thread of a 2-core machine).
 """
 
@@ -39,15 +39,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._lib import add_clock_options, apply_clock, now, smol_shaped_random
 
@@ -188,16 +184,16 @@ def main() -> None:
 
     import belieflens.envs as envs
     from belieflens.interventions.pairs import pair_instances
-    from belieflens.interventions.study import Selection, read_study
+    from belieflens.interventions.readouts import Selection, read_study
     from belieflens.model.load import load, quiet_libraries
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     apply_clock(args)
     with quiet_libraries():
         model = load("smollm2-135m", kernels="default") if args.real else random_model()
         env = envs.get("coin-flip", turns=args.turns, bins=2, delivery="multi-turn")
         with tempfile.TemporaryDirectory() as tmp:
-            path = extract(env, model, Path(tmp) / "study.h5",
+            path = write_cache(env, model, Path(tmp) / "study.h5",
                            ExtractOptions(episodes=args.episodes, seed=0))
             study = read_study(path)
         pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]

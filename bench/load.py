@@ -6,7 +6,7 @@ the default model (weights from the dequantised cache, bridge boot, KV-cache and
 kernel self-checks); and, within it, reading the weights (``load_seconds``).
 
 Last line: ``load_s=... weights_s=... imports_s=...`` (medians).
-Run: ``.venv/bin/python bench/load.py [--runs 3]``.
+Run: ``.venv/bin/python -m bench.load [--runs 3]``.
 """
 
 from __future__ import annotations

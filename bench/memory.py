@@ -9,7 +9,7 @@ weights'. The workload is coin flip, multi-turn, 10 turns, both probes, every
 rotation (70 read-outs per episode).
 
 Last line: ``rss_1k_mb=... rss_10k_mb=... growth=+x.x% write_share=y.y%``.
-Run: ``.venv/bin/python bench/memory.py [--sizes 1000 10000] [--row-tokens 0]``.
+Run: ``.venv/bin/python -m bench.memory [--sizes 1000 10000] [--row-tokens 0]``.
 
 ``--long-context`` measures long contexts on SmolLM2-135M instead, under each ``--budget``
 (``--max-memory``; ``auto`` is the default, a quarter of the machine's memory): the
@@ -21,13 +21,13 @@ rise_mb=... wall_s=...``, where ``base_rss_mb`` is the resident size once the mo
 (the interpreter, its libraries and the weights) and ``rise_mb`` the peak's rise over it,
 what the budget bounds.
 ``--episodes``, ``--turns`` and ``--delivery`` reduce the recommender's study (the same
-context lengths with fewer read-outs; ``--delivery all`` is the study issue 32 measured,
-1,276 read-outs, before ``multi-turn-self`` became the default), ``--steps`` twenty
+context lengths with fewer read-outs; ``--delivery all`` is the study of
+docs/performance.md, 1,276 read-outs, both plain deliveries), ``--steps`` twenty
 questions', ``--envs`` picks the workloads. ``--rounds N`` runs each N times and ends with
 a ``long_context_median`` line per workload and budget: the median peak, and the median
 rise against the budget. ``--keep DIR`` keeps the first round's files, for
 ``bench/compare_caches.py``.
-Run: ``.venv/bin/python bench/memory.py --long-context --budget auto 1.5GB``.
+Run: ``.venv/bin/python -m bench.memory --long-context --budget auto 1.5GB``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,6 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench._lib import WriteTimer, peak_rss_mb, rss_mb, smol_shaped_random
 
 
@@ -53,7 +50,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     import torch
 
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     torch.set_num_threads(threads)
     model = smol_shaped_random(narrow=True)
@@ -63,7 +60,7 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     episodes = -(-n_readouts // per_episode)
     with tempfile.TemporaryDirectory() as tmp, WriteTimer() as w:
         t0 = time.perf_counter()
-        extract(env, model, Path(tmp) / "mem.h5",
+        write_cache(env, model, Path(tmp) / "mem.h5",
                 ExtractOptions(episodes=episodes, row_tokens=row_tokens))
         wall = time.perf_counter() - t0
     peak = peak_rss_mb()
@@ -116,8 +113,9 @@ def long_context(args: argparse.Namespace) -> None:
     for rnd in range(args.rounds):
         for env in args.envs:
             for budget in args.budget:
-                cmd = [sys.executable, __file__, "--long-child", env, "--budget", budget,
-                       "--threads", str(args.threads), "--episodes", str(args.episodes),
+                cmd = [sys.executable, "-m", "bench.memory", "--long-child", env,
+                       "--budget", budget, "--threads", str(args.threads),
+                       "--episodes", str(args.episodes),
                        "--turns", str(args.turns), "--world", str(args.world),
                        "--steps", str(args.steps)]
                 cmd += ["--delivery", args.delivery] if args.delivery else []
@@ -179,8 +177,8 @@ def main() -> None:
     res = []
     for n in args.sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(n), "--threads", str(args.threads),
-             "--row-tokens", str(args.row_tokens)],
+            [sys.executable, "-m", "bench.memory", "--child", str(n), "--threads",
+             str(args.threads), "--row-tokens", str(args.row_tokens)],
             check=True, capture_output=True, text=True,
         ).stdout.strip().splitlines()[-1]
         r = json.loads(out)

@@ -29,7 +29,7 @@ A peer that is not installed is skipped with the extra to install
 
 Last line: ``belieflens_s=... nnsight_s=... transformerlens_s=... vs_nnsight=...
 vs_transformerlens=...`` (medians over the rounds; ``vs_X`` = X's time / belieflens's).
-Run: ``.venv/bin/python bench/peers.py [--episodes 4 --turns 6 --batch 16 --rounds 3]``.
+Run: ``.venv/bin/python -m bench.peers [--episodes 4 --turns 6 --batch 16 --rounds 3]``.
 """
 
 from __future__ import annotations
@@ -37,15 +37,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
-import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run as a file: the repository root on the path, as -m has it
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import torch
@@ -104,12 +100,12 @@ def run_belieflens(model: LoadedModel, env_args: tuple[Any, int],
                    tqs: Sequence[TokenizedQuery], rows: Sequence[Row], batch: int) -> Result:
     """``belieflens extract`` of the study into a cache file, then its values read back."""
     import belieflens
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     env, episodes = env_args
     with tempfile.TemporaryDirectory() as tmp:
         t0 = now()
-        path = extract(env, model, Path(tmp) / "peers.h5", ExtractOptions(episodes=episodes))
+        path = write_cache(env, model, Path(tmp) / "peers.h5", ExtractOptions(episodes=episodes))
         seconds = now() - t0
         ds = belieflens.open_cache(path)
         resid = np.asarray(ds["resid"].values, dtype=np.float32)

@@ -13,7 +13,7 @@ compared with (a) (bit for bit on CPU when the kernels and thread counts agree; 
 worker runs 1 thread and the single process 2, so the figure printed is the max difference).
 
 Last line: ``ratio_cluster_vs_single=... startup_per_shard_s=... shards=...``.
-Run: ``.venv/bin/python bench/scale.py [--episodes 4 --turns 6 --window 64]``.
+Run: ``.venv/bin/python -m bench.scale [--episodes 4 --turns 6 --window 64]``.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def main() -> None:
         single_s = time.perf_counter() - t0
         study = Path(tmp) / "study"
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(study), "--episodes", str(args.episodes),
-             "--turns", str(args.turns), "--window", str(args.window), "--workers",
+            [sys.executable, "-m", "bench.scale", "--child", str(study), "--episodes",
+             str(args.episodes), "--turns", str(args.turns), "--window", str(args.window),
+             "--workers",
              str(args.workers), "--shard-episodes", str(args.shard_episodes), "--model",
              args.model], check=True, capture_output=True, text=True,
         )
@@ -88,7 +89,7 @@ def main() -> None:
         import numpy as np
         import xarray as xr
 
-        from belieflens.store.study import merge
+        from belieflens.store.cache import merge
 
         merged = merge(study, Path(tmp) / "merged.h5")
         with xr.open_dataset(single, engine="h5netcdf") as a, \

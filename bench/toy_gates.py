@@ -1,5 +1,5 @@
-"""Issue 27's model-level gates for the toy transformers (``coin-toy``, ``mess3-toy``,
-``rrxor-toy``): every number of the issue's Gates section that needs only the model.
+"""The model-level gates of the toy transformers (``coin-toy``, ``mess3-toy``,
+``rrxor-toy``): every gate of docs/positive-control.md that needs only the model.
 
 For each toy (a shipped name or a folder):
 
@@ -24,7 +24,7 @@ For each toy (a shipped name or a folder):
 - **coin**: the mean TVD of the output's next-flip distribution to the posterior
   predictive and the updating slope (``belieflens.analysis.compare.updating_slope``).
 
-Run: ``.venv/bin/python bench/toy_gates.py [mess3-toy rrxor-toy coin-toy | DIR ...]
+Run: ``.venv/bin/python -m bench.toy_gates [mess3-toy rrxor-toy coin-toy | DIR ...]
 [--threads 1] [--json out.json]``. The last line per toy says which gates pass.
 """
 

@@ -4,7 +4,7 @@ print each one's wall time (model set-up, training and saving).
 
 A folder that already holds the finished toy of the same configuration is left as is unless
 ``--overwrite``; a killed run resumes from its checkpoint when rerun.
-Run: ``.venv/bin/python bench/toy_ship.py [NAME ...] [--threads 2] [--overwrite]``.
+Run: ``.venv/bin/python -m bench.toy_ship [NAME ...] [--threads 2] [--overwrite]``.
 """
 
 from __future__ import annotations

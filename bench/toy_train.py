@@ -9,7 +9,7 @@ the module's parameters, fused Adam, its schedule, its progress callback), timed
 figure is the median tokens/s (every input position counts as a token).
 
 Last line: ``trainer_tok_s=... plain_tok_s=... ratio=...``.
-Run: ``.venv/bin/python bench/toy_train.py [--toy mess3-toy] [--steps 60] [--threads 2]``.
+Run: ``.venv/bin/python -m bench.toy_train [--toy mess3-toy] [--steps 60] [--threads 2]``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Page weight and open time of the study viewer (``study.html``) for the demo study and for a
 synthetic study of 100,000 read-outs.
 
-Each study is analysed as ``analyze --out`` does (linear probes skipped: they change the page
+Each study is analysed as ``analyze --out`` does (linear decoders skipped: they change the page
 by a few printed lines), then its page is opened from disk in Debian's headless Chromium
 (Playwright, ``executable_path=/usr/bin/chromium``, a fresh profile each time) and timed from
 navigation to the viewer's first complete draw (``window.blReady``), as the wall clock of
@@ -18,7 +18,7 @@ over a 500-token vocabulary with recorded token text; residuals of width 8 (the 
 no residual: only the lens beliefs per layer computed from them, so their width does not
 change the page) keep the file at ~0.2 GB.
 
-Run: ``.venv/bin/python bench/viewer.py [--demo runs/demo/coin-flip.h5] [--reads 100000]
+Run: ``.venv/bin/python -m bench.viewer [--demo runs/demo/coin-flip.h5] [--reads 100000]
 [--repeats 3] [--keep DIR]``. Lines: ``demo: page_mb=... open_s=... ...`` and ``100k: ...``.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -119,7 +118,6 @@ def _open_times(html: Path, repeats: int,
     """Median seconds to the first draw (driver's clock, page's clock), of it before the
     viewer's script starts (HTML and plotly.js parsed and run) and, with ``episode``, to show
     that episode (loaded from beside the page)."""
-    sys.path.insert(0, str(ROOT))
     from tests.report.browser import chromium, open_page
 
     wall, own, before, switch = [], [], [], []
@@ -146,7 +144,7 @@ def measure(name: str, study: Path, out: Path, repeats: int) -> None:
     from belieflens.api import analyze
 
     t0 = time.perf_counter()
-    res = analyze(study, out, probes=False)
+    res = analyze(study, out, decoders=False)
     analyse_s = time.perf_counter() - t0
     html = out / "study.html"
     folder = out / "study_files"

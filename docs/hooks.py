@@ -225,7 +225,7 @@ def _benches() -> str:
         source = path.read_text("utf-8")
         doc = ast.get_docstring(ast.parse(source)) or ""
         what = " ".join(doc.split("\n\n", 1)[0].split())
-        run = field(doc, "Run") or f"``.venv/bin/python bench/{path.name}``"
+        run = field(doc, "Run") or f"``.venv/bin/python -m bench.{path.stem}``"
         last = field(doc, "Last line") or "—"
         if '__name__ == "__main__"' not in source:
             run, last = "(a module the scripts import)", "—"

@@ -16,8 +16,7 @@ from belieflens import api
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, Progress
-from belieflens.run.extract import extract as cache_extract
+from belieflens.run.extract import ExtractOptions, Progress, write_cache
 from tests.conftest import assert_same_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -39,7 +38,7 @@ def test_extract_by_name_equals_the_cache_layer(tiny_model: LoadedModel, tmp_pat
     )
     assert path == tmp_path / "api.h5"
     env = belieflens.envs.get("coin-flip", turns=1, delivery="multi-turn")
-    ref = cache_extract(env, tiny_model, tmp_path / "ref.h5", ExtractOptions(episodes=1))
+    ref = write_cache(env, tiny_model, tmp_path / "ref.h5", ExtractOptions(episodes=1))
     assert_same_data(ref, path)
     assert _attrs(ref) == _attrs(path)
     progress = [e for e in events if isinstance(e, Progress)]
@@ -180,3 +179,10 @@ def test_debias_is_checked_by_the_facade(call: str, tmp_path: Path) -> None:
             api.analyze(f, debias="median")  # type: ignore[arg-type]
         else:
             api.compare_report([f, f], debias="median")  # type: ignore[arg-type]
+
+
+def test_every_function_of_the_facade_is_exported_from_the_package() -> None:
+    """``belieflens.NAME`` for each command's call of the facade (``compare_report`` too)."""
+    for name in ("analyze", "compare", "compare_report", "extract", "models", "train_lens"):
+        assert getattr(belieflens, name) is getattr(api, name)
+        assert name in belieflens.__all__

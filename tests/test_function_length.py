@@ -1,4 +1,5 @@
-"""No function or method in ``belieflens/`` runs over :data:`LIMIT` lines.
+"""No function or method in ``belieflens/`` runs over :data:`LIMIT` lines, and at most
+:data:`MOST_LONG` run over :data:`LONG`.
 
 A long function is several ideas under one name; the limit keeps each one short enough to
 read at once. Every module is parsed (not imported), and a function's length counts from its
@@ -12,6 +13,12 @@ from pathlib import Path
 
 LIMIT = 80
 """The most lines a function of the package may take."""
+
+LONG = 60
+"""A function over this many lines is long."""
+
+MOST_LONG = 10
+"""The most long functions the package may have."""
 
 PACKAGE = Path(__file__).resolve().parents[1] / "belieflens"
 
@@ -31,6 +38,13 @@ def long_functions(root: Path, limit: int) -> list[tuple[int, str]]:
 def test_no_function_runs_over_the_limit() -> None:
     long = long_functions(PACKAGE, LIMIT)
     assert not long, f"functions over {LIMIT} lines: " + "; ".join(f"{w} ({n})" for n, w in long)
+
+
+def test_few_functions_are_long() -> None:
+    long = long_functions(PACKAGE, LONG)
+    assert len(long) <= MOST_LONG, (
+        f"{len(long)} functions over {LONG} lines (at most {MOST_LONG}): "
+        + "; ".join(f"{w} ({n})" for n, w in long))
 
 
 def test_the_check_finds_a_long_function(tmp_path: Path) -> None:

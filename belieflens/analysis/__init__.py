@@ -1,4 +1,4 @@
-"""Analysis: debiased beliefs, lens beliefs per layer, probes, divergences from the oracle,
+"""Analysis: debiased beliefs, lens beliefs per layer, decoders, divergences from the oracle,
 statistics, the summary table, plots and the report.
 
 Everything here is a pure function of an open cache file (``belieflens.open_cache``), reading
@@ -11,17 +11,10 @@ training a tuned lens needs a model and lives in :mod:`belieflens.train.lens`.
 
 from belieflens.analysis import accessor, decoders, stats
 from belieflens.analysis.accessor import BeliefLensAccessor
-from belieflens.analysis.beliefs import by_instance, output_beliefs, point_estimates
+from belieflens.analysis.beliefs import by_instance, lens_beliefs, output_beliefs, point_estimates
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.decoders import decoder_layers, decoder_layers_array
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, mae, sym_kl, tvd
-from belieflens.analysis.lens import (
-    final_norm_of,
-    has_continuations,
-    lens_beliefs,
-    lens_logits,
-    lens_option_logprob,
-)
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.stats import (
     binomial_test,
@@ -43,14 +36,10 @@ __all__ = [
     "decoder_layers",
     "decoder_layers_array",
     "decoders",
-    "final_norm_of",
-    "has_continuations",
     "js",
     "kl",
     "l1",
     "lens_beliefs",
-    "lens_logits",
-    "lens_option_logprob",
     "mae",
     "mcnemar_test",
     "output_beliefs",

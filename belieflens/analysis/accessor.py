@@ -1,7 +1,7 @@
 """``ds.bl``: the analysis of a cache file as methods of its Dataset.
 
 Importing :mod:`belieflens.analysis` (or ``belieflens``) registers the accessor (a study of
-two episodes below, so the probes take two folds).
+two episodes below, so the decoders take two folds).
 
 Examples:
     >>> ds = belieflens.open_cache("study.h5")
@@ -11,7 +11,7 @@ Examples:
     ('delivery', 'probe', 'episode', 'turn', 'layer', 'outcome')
     >>> ds.bl.divergence("kl").name                   # KL(oracle || belief) per instance
     'kl'
-    >>> ds.bl.summary(probes=False)["tvd_mean"].dims  # TVD per layer and source
+    >>> ds.bl.summary(decoders=False)["tvd_mean"].dims  # TVD per layer and source
     ('delivery', 'probe', 'turn', 'layer', 'source')
     >>> ds.bl.decoders(probe="next-flip", n_folds=2).sizes["layer"]  # held-out, per layer
     31
@@ -28,17 +28,17 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs, point_estimates
 from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
 from belieflens.analysis.geometry import DEFAULT_LAGS, geometry
-from belieflens.analysis.lens import MultiToken, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import unpad
 from belieflens.dims import OUTCOME, PROBE, QUERY
 from belieflens.errors import ParameterError
 from belieflens.lens import Lens
+from belieflens.lens.apply import MultiToken
 from belieflens.types import DebiasMethod
 
 BeliefSource = Literal["output", "logit-lens"]
@@ -85,7 +85,7 @@ class BeliefLensAccessor:
         outcome)``; ``"logit-lens"`` or a :class:`~belieflens.lens.Lens` (checked
         against the file first): every layer, dims ``(delivery, probe, episode, turn, layer,
         outcome)``. ``method`` pools the Latin-square rotations; ``multi_token`` and
-        ``chunk`` are passed to :func:`~belieflens.analysis.lens.lens_beliefs`.
+        ``chunk`` are passed to :func:`~belieflens.analysis.beliefs.lens_beliefs`.
 
         Args:
             source: ``"output"``, ``"logit-lens"`` or a lens object.
@@ -198,19 +198,19 @@ class BeliefLensAccessor:
 
         Args:
             lens: the tuned-lens column's lens (``None``: that column is NaN).
-            **kwargs: ``method``, ``probes`` (``False`` skips the probe fits), ``seed``, ...
+            **kwargs: ``method``, ``decoders`` (``False`` skips the decoder fits), ``seed``, ...
 
         Returns:
             Variables ``tvd_mean``, ``tvd_sem`` and ``n`` (episodes with a value), dims
             ``(delivery, probe, turn, layer, source)``; ``source`` is ``output``,
-            ``logit-lens``, ``tuned-lens`` or ``probe``.
+            ``logit-lens``, ``tuned-lens`` or ``decoder``.
 
         Examples:
-            >>> table = ds.bl.summary(probes=False)
+            >>> table = ds.bl.summary(decoders=False)
             >>> table["tvd_mean"].dims
             ('delivery', 'probe', 'turn', 'layer', 'source')
             >>> table["source"].values.tolist()
-            ['output', 'logit-lens', 'tuned-lens', 'probe']
+            ['output', 'logit-lens', 'tuned-lens', 'decoder']
         """
         return summary(self._ds, lens, **kwargs)
 

@@ -29,6 +29,8 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
+from belieflens.analysis.divergence import tvd_values
+from belieflens.analysis.stats import mean_sem_values
 from belieflens.dims import ALPHA, LAYER, POSITIONS
 from belieflens.errors import ParameterError
 
@@ -76,25 +78,12 @@ def _dist(logprob: F64, outcome: NDArray[np.int64], k: int) -> F64:
     return out
 
 
-def _tvd(p: F64, q: F64) -> F64:
-    out: F64 = 0.5 * np.abs(p - q).sum(axis=-1)
-    return out
-
-
-def _mean_sem(x: F64) -> tuple[F64, F64, NDArray[np.int64]]:
-    """Mean, SEM and count over axis 0, ignoring NaN."""
-    n = np.isfinite(x).sum(axis=0)
-    mean = np.nanmean(x, axis=0)
-    sd = np.nanstd(x, axis=0, ddof=1) if x.shape[0] > 1 else np.full(mean.shape, np.nan)
-    return mean, sd / np.sqrt(np.maximum(n, 1)), n
-
-
 def _summarise(edited: F64, unedited: F64, dims: tuple[str, ...], prefix: str = ""
                ) -> dict[str, Any]:
     """The check's variables from per-row TVDs ``[row, *dims]``."""
     out: dict[str, Any] = {}
     for name, x in (("tvd_edited", edited), ("tvd_unedited", unedited)):
-        mean, sem, n = _mean_sem(x)
+        mean, sem, n = mean_sem_values(x)
         out[f"{prefix}{name}_mean"], out[f"{prefix}{name}_sem"] = (dims, mean), (dims, sem)
         out["n"] = (dims, n)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -133,10 +122,10 @@ def steer_belief_check(ds: xr.Dataset) -> xr.Dataset:
         pred = project_simplex(read + alphas * shift) @ e  # query layer alpha outcome
         out = _dist(np.asarray(ds[out_var].transpose("query", LAYER, ALPHA, ...).values),
                     outcome, k)
-        res.update(_summarise(_tvd(out, pred), _tvd(clean, pred), dims, prefix))
+        res.update(_summarise(tvd_values(out, pred), tvd_values(clean, pred), dims, prefix))
         if not prefix:
-            res["tvd_predicted_move_mean"] = (dims, np.nanmean(_tvd(pred, base_pred), axis=0))
-            res["tvd_output_move_mean"] = (dims, np.nanmean(_tvd(out, clean), axis=0))
+            res["tvd_predicted_move_mean"] = (dims, np.nanmean(tvd_values(pred, base_pred), axis=0))
+            res["tvd_output_move_mean"] = (dims, np.nanmean(tvd_values(out, clean), axis=0))
     return xr.Dataset(res, coords={LAYER: ds[LAYER].values, ALPHA: ds[ALPHA].values},
                       attrs={"emission_max_error": ds.attrs.get("emission_max_error", np.nan)})
 
@@ -157,6 +146,6 @@ def patch_belief_check(ds: xr.Dataset) -> xr.Dataset:
     patched = _dist(np.asarray(ds["patched_logprob"].transpose("pair", LAYER, POSITIONS,
                                                                ...).values), outcome, k)
     base = _dist(np.asarray(ds["base_logprob"].values), outcome, k)[:, None, None, :]
-    res = _summarise(_tvd(patched, pred), _tvd(base, pred), (LAYER, POSITIONS))
+    res = _summarise(tvd_values(patched, pred), tvd_values(base, pred), (LAYER, POSITIONS))
     return xr.Dataset(res, coords={LAYER: ds[LAYER].values, POSITIONS: sets},
                       attrs={"emission_max_error": ds.attrs.get("emission_max_error", np.nan)})

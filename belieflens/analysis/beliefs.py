@@ -5,10 +5,11 @@ delivery; its read-outs are its Latin-square rotations (rows of ``query``).
 :func:`by_instance` reshapes any per-query data with xarray
 (``set_index(query=[delivery, probe, episode, turn, rotation]).unstack("query")``), and
 :func:`pool_rotations` pools the rotations of every instance with
-:func:`belieflens.readouts.debias` (an :func:`xarray.apply_ufunc` over the ``rotation`` and
+:func:`belieflens.episodes.latin.debias` (an :func:`xarray.apply_ufunc` over the ``rotation`` and
 ``option`` dims). :func:`output_beliefs` returns a Dataset with dims
 ``(delivery, probe, episode, turn, outcome)``; probes with fewer outcomes than the widest
-one are padded with NaN.
+one are padded with NaN. :func:`lens_beliefs` debiases a lens's scores per layer
+(:mod:`belieflens.lens.apply`) the same way.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from belieflens.dims import EPISODE, OPTION, OUTCOME, PROBE, QUERY, ROTATION, TURN
+from belieflens.dims import EPISODE, LAYER, OPTION, OUTCOME, PROBE, QUERY, ROTATION, TURN
 from belieflens.episodes.latin import debias
 from belieflens.errors import CacheFileError
+from belieflens.lens.apply import (
+    LENS_BLOCK_BYTES,
+    MultiToken,
+    has_continuations,
+    lens_option_logprob,
+)
+from belieflens.lens.base import Lens, LogitLens
 from belieflens.types import DebiasMethod
 
 DELIVERY = "delivery"
@@ -286,3 +294,51 @@ def point_estimates(beliefs: xr.Dataset) -> xr.Dataset:
     )
 
 
+LAYER_BLOCK_BYTES = 2**22
+"""Bytes of ``[query, layer, option]`` log-scores normalised and pooled at a time."""
+
+
+def _log_normalise_options(logp: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis (options), NaN scores as impossible options."""
+    z = np.where(np.isnan(logp), -np.inf, logp)
+    m = np.max(z, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    z -= m
+    z -= np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+    return z
+
+
+def lens_beliefs(
+    ds: xr.Dataset,
+    *,
+    method: DebiasMethod = "geometric",
+    lens: Lens | None = None,
+    multi_token: MultiToken = "auto",
+    chunk: int = 256,
+) -> xr.DataArray:
+    """Debiased lens beliefs (the logit lens by default, or any
+    :class:`~belieflens.lens.Lens`), scored by :func:`~belieflens.lens.apply.lens_option_logprob`.
+
+    Dims: ``(delivery, probe, episode, turn, layer, outcome)``; attrs record the lens and
+    whether multi-token options were scored whole (``multi_token``).
+    """
+    use = LogitLens() if lens is None else lens
+    logp = lens_option_logprob(ds, chunk=chunk, lens=use, multi_token=multi_token,
+                               memory_budget=LENS_BLOCK_BYTES).values
+    n_layer = logp.shape[1]
+    step = max(1, LAYER_BLOCK_BYTES // max(1, logp[:, :1].nbytes))
+    # normalised and pooled a few layers at a time: the rotation grid and the pooling's
+    # temporaries are then a block's, not the whole [query, layer, option] array's copies
+    parts = [instance_logprob(ds, _log_normalise_options(logp[:, a:a + step]), method=method,
+                              extra=(LAYER,))
+             for a in range(0, n_layer, step)]
+    pooled = parts[0] if len(parts) == 1 else xr.concat(parts, dim=LAYER)
+    whole = multi_token == "auto" and has_continuations(ds)
+    out = pooled.assign_coords({LAYER: list(range(ds.sizes["layer"]))})
+    out.name = "lens_belief"
+    out.attrs = {
+        "lens": use.name.removesuffix("-lens"),
+        "multi_token": "continuation" if whole else "first-token",
+        "debias": method,
+    }
+    return out

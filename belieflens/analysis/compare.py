@@ -8,14 +8,14 @@ parameters, seed and episodes) extracted from different models and returns one
   model's debiased output belief to the oracle (mean ± SEM over episodes), with the point
   estimates ``estimate_mean`` and ``oracle_estimate_mean``.
 - ``tvd_mean`` / ``tvd_sem`` ``(model, delivery, probe, turn, depth, source)``: the summary of
-  :func:`belieflens.analysis.summary` (sources ``output``, ``logit-lens``, ``probe``) on a
+  :func:`belieflens.analysis.summary` (sources ``output``, ``logit-lens``, ``decoder``) on a
   common grid of **relative depth** ``depth`` in [0, 1] (layer / number of blocks; 0 = the
   embeddings, 1 = the last block's output). Models of different depths are aligned there:
   each grid point takes the model's nearest layer, whose own index is kept in the coordinate
   ``layer (model, depth)``. The grid has as many points as the deepest model has layers, so
   that model is shown layer for layer.
 - ``best_depth``, ``best_layer``, ``best_tvd`` ``(model, delivery, probe, source)`` for the
-  logit lens and the probe: the layer (on the model's own layers, not the grid) whose TVD to
+  logit lens and the decoder: the layer (on the model's own layers, not the grid) whose TVD to
   the oracle, averaged over turns, is lowest, and its relative depth.
 - ``slope``, ``slope_se``, ``slope_n`` ``(model, delivery, probe)``: the **updating slope**,
   the least-squares slope through the origin of the change of the model's point estimate
@@ -65,10 +65,10 @@ MODEL = "model"
 DEPTH = "depth"
 SOURCE = "source"
 
-COMPARED_SOURCES: tuple[str, ...] = ("output", "logit-lens", "probe")
+COMPARED_SOURCES: tuple[str, ...] = ("output", "logit-lens", "decoder")
 """The read-outs compared across models (a tuned lens belongs to one model: not compared)."""
 
-LAYER_SOURCES: tuple[str, ...] = ("logit-lens", "probe")
+LAYER_SOURCES: tuple[str, ...] = ("logit-lens", "decoder")
 """The read-outs that have a value per layer, for which the closest depth is found."""
 
 STUDY_KEYS: tuple[str, ...] = ("env_name", "env_params", "seed", "episodes")
@@ -197,13 +197,13 @@ def updating_slope(
 
 
 def _one_model(
-    ds: xr.Dataset, depth: np.ndarray, *, method: DebiasMethod, probes: bool, seed: int
+    ds: xr.Dataset, depth: np.ndarray, *, method: DebiasMethod, decoders: bool, seed: int
 ) -> xr.Dataset:
     """One file's part of :func:`compare` (no ``model`` dimension yet)."""
     n_blocks = ds.sizes[LAYER] - 1
     beliefs = output_beliefs(ds, method=method)
     table = turn_table(beliefs)
-    summ = summary(ds, None, method=method, probes=probes, seed=seed)
+    summ = summary(ds, None, method=method, decoders=decoders, seed=seed)
     tv = summ[["tvd_mean", "tvd_sem"]].sel({SOURCE: list(COMPARED_SOURCES)})
     layer_at = nearest_layers(n_blocks, depth)
     on_grid = tv.isel({LAYER: xr.DataArray(layer_at, dims=DEPTH)}).drop_vars(LAYER)
@@ -272,22 +272,17 @@ def _each_delivery(part: xr.Dataset, deliveries: Sequence[str]) -> xr.Dataset:
     return xr.Dataset(data, attrs=part.attrs)
 
 
-def compare(
-    files: Sequence[CacheLike],
-    *,
-    method: DebiasMethod = "geometric",
-    probes: bool = True,
-    seed: int = 0,
-) -> xr.Dataset:
+def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
+            decoders: bool = True, seed: int = 0) -> xr.Dataset:
     """One Dataset with a ``model`` dimension over cache files (or study directories) of the
     same study from different models; variables in the module docstring.
 
     Files of different studies (environment, parameters, seed or episodes) or two files of
     the same model are refused in one line (:class:`ParameterError`) before any analysis.
-    ``probes=False`` skips the linear probes (their values are NaN); ``seed`` seeds their
+    ``decoders=False`` skips the linear decoders (their values are NaN); ``seed`` seeds their
     folds. Files are analysed one at a time.
     """
-    from belieflens.store.study import open_cache
+    from belieflens.store.cache import open_cache
 
     paths = list(files)
     attrs: list[dict[str, Any]] = []
@@ -311,10 +306,10 @@ def compare(
         try:
             if control:
                 part = _one_model(control_view(ds, study), depth, method=method,
-                                  probes=probes, seed=seed)
+                                  decoders=decoders, seed=seed)
                 parts.append(_each_delivery(part, study["_deliveries"]))
             else:
-                parts.append(_one_model(ds, depth, method=method, probes=probes, seed=seed))
+                parts.append(_one_model(ds, depth, method=method, decoders=decoders, seed=seed))
         finally:
             ds.close()
     out = xr.concat(parts, dim=xr.DataArray(names, dims=MODEL, name=MODEL), join="outer",
@@ -325,22 +320,31 @@ def compare(
     out["weights_hash"] = (MODEL, [str(a.get("weights_hash", "")) for a in attrs])
     out["source_file"] = (MODEL, [os.fspath(f) for f in paths])
     out["positive_control"] = (MODEL, np.asarray(is_control, dtype=np.int8))
-    first = study
-    out.attrs.update({
-        "env_name": str(first.get("env_name")),
-        "env_params": str(first.get("env_params")),
-        "seed": str(first.get("seed")),
-        "episodes": str(first.get("episodes")),
+    out.attrs.update(_attrs(study, attrs, is_control))
+    out.attrs.update({"debias": method, "decoders": int(decoders), "decoder_seed": seed})
+    out.attrs.update(_ATTR_NOTES)
+    return out
+
+
+_ATTR_NOTES = {
+    "depth": "layer / number of blocks (0 = embeddings, 1 = last block's output); each "
+             "grid point takes the model's nearest layer",
+    "slope": "least squares through the origin of the change of the model's point "
+             "estimate per turn on the oracle's change; standard error clustered by "
+             "episode (CR1)",
+}
+"""What :func:`compare`'s depth grid and updating slope are, among its attributes."""
+
+
+def _attrs(study: dict[str, Any], attrs: list[dict[str, Any]],
+           is_control: list[bool]) -> dict[str, str]:
+    """The study's attributes that :func:`compare` records, and its positive controls."""
+    return {
+        "env_name": str(study.get("env_name")),
+        "env_params": str(study.get("env_params")),
+        "seed": str(study.get("seed")),
+        "episodes": str(study.get("episodes")),
         "positive_controls": "; ".join(
             f"{n}: {a.get('env_name')} {a.get('env_params')}, {a.get('episodes')} episodes"
             for n, a, c in zip(model_names(attrs), attrs, is_control, strict=True) if c),
-        "debias": method,
-        "probes": int(probes),
-        "probe_seed": seed,
-        "depth": "layer / number of blocks (0 = embeddings, 1 = last block's output); each "
-                 "grid point takes the model's nearest layer",
-        "slope": "least squares through the origin of the change of the model's point "
-                 "estimate per turn on the oracle's change; standard error clustered by "
-                 "episode (CR1)",
-    })
-    return out
+    }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike, NDArray
 
 _EPS = 1e-12
 _TINY = float(np.finfo(np.float64).tiny)
@@ -32,6 +33,17 @@ def l1(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
 def tvd(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:
     """Total variation distance: half the L1 distance, in [0, 1]."""
     return 0.5 * l1(p, q, dim)
+
+
+def tvd_values(p: ArrayLike, q: ArrayLike, axis: int | None = -1) -> NDArray[np.float64]:
+    """:func:`tvd` of plain arrays over ``axis`` (``None``: the sum over every axis, e.g. of
+    the rows of a batch), for code that holds numpy arrays rather than DataArrays.
+
+    Examples:
+        >>> tvd_values([0.5, 0.5], [1.0, 0.0])
+        array(0.5)
+    """
+    return np.asarray(0.5 * np.abs(np.subtract(p, q)).sum(axis=axis), dtype=np.float64)
 
 
 def chebyshev(p: xr.DataArray, q: xr.DataArray, dim: str = "outcome") -> xr.DataArray:

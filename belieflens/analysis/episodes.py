@@ -7,7 +7,7 @@ from beliefs the analysis has already computed (no residual is read here):
 - ``belief``, ``oracle`` ``(delivery, probe, episode, turn, outcome)``: the model's debiased
   output belief and the exact Bayesian one (:func:`~.beliefs.output_beliefs`);
 - ``lens_belief`` ``(source, delivery, probe, episode, turn, layer, outcome)``: each lens's
-  debiased belief per layer (:func:`~.lens.lens_beliefs`; ``source`` ``logit-lens``, and
+  debiased belief per layer (:func:`~.beliefs.lens_beliefs`; ``source`` ``logit-lens``, and
   ``tuned-lens`` where one is given);
 - ``output_divergence`` ``(metric, delivery, probe, episode, turn)`` and
   ``lens_divergence`` ``(metric, source, delivery, probe, episode, turn, layer)``: the
@@ -68,7 +68,7 @@ def episode_views(
     """Per-instance beliefs and divergences (module docstring for the variables).
 
     ``beliefs`` is :func:`~.beliefs.output_beliefs` of a file; ``lenses`` maps a source name
-    (``logit-lens``, ``tuned-lens``) to that file's :func:`~.lens.lens_beliefs` with the same
+    (``logit-lens``, ``tuned-lens``) to that file's :func:`~.beliefs.lens_beliefs` with the same
     debiasing. ``metrics`` are names of :data:`VIEW_METRICS`.
     """
     unknown = [m for m in metrics if m not in _DISTANCE]

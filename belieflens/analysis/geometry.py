@@ -41,7 +41,7 @@ from belieflens.errors import ParameterError
 F64 = NDArray[np.float64]
 
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 3, 4)
-"""The ``k`` of the recent-token baselines by default (the issue's k = 1..4)."""
+"""The ``k`` of the recent-token baselines by default (the last 1 to 4 tokens)."""
 
 DEFAULT_LAM = 1e-4
 """The ridge penalty, relative to the features' mean variance (small: an almost plain
@@ -172,15 +172,9 @@ def next_token_features(ds: xr.Dataset) -> F64:
     return out
 
 
-def geometry(
-    ds: xr.Dataset,
-    rng: np.random.Generator,
-    *,
-    target: str = "belief_state",
-    n_folds: int = 5,
-    lags: Sequence[int] = DEFAULT_LAGS,
-    lam: float = DEFAULT_LAM,
-) -> xr.Dataset:
+def geometry(ds: xr.Dataset, rng: np.random.Generator, *, target: str = "belief_state",
+             n_folds: int = 5, lags: Sequence[int] = DEFAULT_LAGS,
+             lam: float = DEFAULT_LAM) -> xr.Dataset:
     """Held-out R² and MSE of the belief from the residual (per layer and concatenated), the
     shuffled control, the recent-token baselines and the next-token regressor (module doc).
 

@@ -1,18 +1,18 @@
 """What an intervention result file says: belief transfer, steering slopes, movement to the prior.
 
 Every belief here is debiased over the Latin-square rotations of its probe instance
-(:func:`belieflens.readouts.debias`), like the output beliefs of a study.
+(:func:`belieflens.analysis.beliefs.pool_rotations`), like the output beliefs of a study.
 
 - **patch**: per pair of instances (base episode, source episode at one delivery, probe and
   turn), the belief transfer ``1 − TVD(p_patched, p_source) / TVD(p_base, p_source)`` (0: the
   patch changed nothing, 1: the base now answers like the source) and the TVD of the patched
   belief to the source's oracle, per layer × position set × turn (mean over pairs);
 - **steer**: the slope of the debiased belief's point estimate against α per layer (mean ±
-  SEM over instances), along the probe direction and along the random control, and the
-  selectivity (probe slope − control slope);
+  SEM over instances), along the decoder direction and along the random control, and the
+  selectivity (decoder slope − control slope);
 - **erase**: how far the erased belief moves toward the prior (the model's own belief at turn
   0): ``1 − TVD(p_erased, p_prior) / TVD(p_clean, p_prior)`` over instances after turn 0, for
-  LEACE and for the random subspace, and the held-out probe R² before and after erasure.
+  LEACE and for the random subspace, and the held-out decoder R² before and after erasure.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import belief_mean, instance_logprob
-from belieflens.analysis.divergence import tvd
+from belieflens.analysis.divergence import tvd, tvd_values
 from belieflens.analysis.stats import mean_sem
 from belieflens.dims import LAYER, OUTCOME, PAIR, POSITIONS
 from belieflens.episodes.latin import debias
@@ -31,13 +31,6 @@ from belieflens.types import DebiasMethod
 
 INSTANCE_PAIR = "instance_pair"
 """The dimension of :func:`patch_transfer`: one pair of probe instances (all rotations)."""
-
-
-def _tvd(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """:func:`~belieflens.analysis.divergence.tvd` of numpy distributions over the last axis."""
-    dims = [f"d{i}" for i in range(p.ndim - 1)] + [OUTCOME]
-    qd = dims[len(dims) - q.ndim:]
-    return np.asarray(tvd(xr.DataArray(p, dims=dims), xr.DataArray(q, dims=qd)).values)
 
 
 def _stats(x: xr.DataArray, dim: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -112,10 +105,10 @@ def patch_transfer(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
     for g, n_k in enumerate(ks.tolist()):
         if not np.isfinite(pb[g, :n_k]).all():
             continue  # the instance's rotations are incomplete
-        gap = float(_tvd(pb[g, :n_k], ps[g, :n_k]))
+        gap = float(tvd_values(pb[g, :n_k], ps[g, :n_k]))
         if gap > 1e-9:
-            transfer[g] = 1.0 - _tvd(pp[g, ..., :n_k], ps[g, :n_k]) / gap
-        to_oracle[g] = _tvd(pp[g, ..., :n_k], po[g, :n_k])
+            transfer[g] = 1.0 - tvd_values(pp[g, ..., :n_k], ps[g, :n_k]) / gap
+        to_oracle[g] = tvd_values(pp[g, ..., :n_k], po[g, :n_k])
     dim = INSTANCE_PAIR
     return xr.Dataset(
         {"transfer": ((dim, LAYER, POSITIONS), transfer),
@@ -175,7 +168,7 @@ def _means(beliefs: xr.DataArray, labels: dict[str, list[str]]) -> xr.DataArray:
 
 
 def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataArray]:
-    """The debiased belief's point estimate under steering along the probe direction
+    """The debiased belief's point estimate under steering along the decoder direction
     (``steered_logprob``) and the random control (``control_logprob``), dims ``(delivery,
     probe, episode, turn, layer, alpha)``."""
     labels = outcome_labels(ds)
@@ -186,7 +179,7 @@ def _steer_estimates(ds: xr.Dataset, method: DebiasMethod) -> dict[str, xr.DataA
 
 def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """The steering curves: the debiased belief's point estimate against α per (delivery,
-    probe, layer), mean ± SEM over instances, along the probe direction (``estimate_mean``,
+    probe, layer), mean ± SEM over instances, along the decoder direction (``estimate_mean``,
     ``estimate_sem``) and the random control (``control_estimate_mean``,
     ``control_estimate_sem``); dims ``(delivery, probe, layer, alpha)``."""
     est = _steer_estimates(ds, method)
@@ -206,7 +199,7 @@ def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
 
 def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """Slope of the debiased belief's point estimate vs α per (delivery, probe, layer):
-    ``slope`` (probe direction), ``control_slope``, ``selectivity`` (mean over instances),
+    ``slope`` (decoder direction), ``control_slope``, ``selectivity`` (mean over instances),
     with SEMs and counts."""
     alphas = np.asarray(ds["alpha"].values, dtype=np.float64)
     out: dict[str, Any] = {}

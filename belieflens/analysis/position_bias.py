@@ -24,6 +24,8 @@ from belieflens.analysis.beliefs import (
     pool_rotations,
     query_n_outcome,
 )
+from belieflens.analysis.divergence import tvd_values
+from belieflens.analysis.stats import mean_sem
 from belieflens.dims import EPISODE, OPTION, OUTCOME, QUERY, ROTATION, TURN
 from belieflens.types import DebiasMethod
 
@@ -48,28 +50,17 @@ def _row_bias(
         shown = shown_all[r, :kk]
         own = np.zeros(kk)
         own[shown] = own_pos
-        tvd[r] = 0.5 * float(np.abs(own - q).sum())
+        tvd[r] = float(tvd_values(own, q))
         for j in range(kk):
             exc[r, j] = float(own_pos[j] - q[shown[j]])
     return tvd, exc
 
 
-def _finite_stats(v: np.ndarray) -> tuple[float, float, int]:
-    a = v[np.isfinite(v)]
-    if a.size == 0:
-        return np.nan, np.nan, 0
-    sem = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else np.nan
-    return float(a.mean()), float(sem), int(a.size)
-
-
 def _stats_over(x: xr.DataArray, dims: list[str]) -> tuple[xr.DataArray, ...]:
-    """Mean, SEM and count of the finite values over ``dims`` (taken in that order)."""
-    flat = x.stack(_values=dims)
-    mean, sem, n = xr.apply_ufunc(
-        _finite_stats, flat, input_core_dims=[["_values"]], output_core_dims=[[], [], []],
-        vectorize=True, output_dtypes=[np.float64, np.float64, np.int64],
-    )
-    return mean, sem, n
+    """Mean, SEM and count of the values over ``dims`` (:func:`~.stats.mean_sem`); NaN (the
+    plain one) where there is no value."""
+    ms = mean_sem(x.stack(_values=dims), "_values")
+    return ms["mean"].where(ms["n"] > 0), ms["sem"], ms["n"]
 
 
 def position_bias(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:

@@ -73,6 +73,24 @@ def sem(x: xr.DataArray, dim: str = EPISODE) -> xr.DataArray:
     return (sd / np.sqrt(n)).where(n >= 2)
 
 
+def mean_sem_values(x: ArrayLike, axis: int = 0
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """:func:`mean_sem` of a plain array over ``axis``: mean, SEM and count of its non-NaN
+    values, for code that holds numpy arrays rather than DataArrays.
+
+    Examples:
+        >>> m, s, n = mean_sem_values([[1.0, 2.0], [3.0, np.nan]])
+        >>> m.tolist(), n.tolist(), bool(np.isnan(s[1]))
+        ([2.0, 2.0], [2, 1], True)
+    """
+    a = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
+    ms = mean_sem(xr.DataArray(a, dims=("_values", *(f"_{i}" for i in range(a.ndim - 1)))),
+                  "_values")
+    return (np.asarray(ms["mean"].values, dtype=np.float64),
+            np.asarray(ms["sem"].values, dtype=np.float64),
+            np.asarray(ms["n"].values, dtype=np.int64))
+
+
 def mean_sem(x: xr.DataArray, dim: str = EPISODE) -> xr.Dataset:
     """Mean and ± 1 SEM of ``x`` over ``dim``, skipping NaN: variables ``mean``, ``sem`` and
     ``n`` (the number of non-NaN values), over the remaining named dims.
@@ -161,15 +179,10 @@ def bootstrap_ci(
         hi = np.nanquantile(boot, 1.0 - alpha, axis=-1)
         est = reduce(values, axis=-1)
     template = moved.isel({dim: 0}, drop=True)
-    return BootstrapCI(
-        estimate=template.copy(data=np.asarray(est)),
-        low=template.copy(data=np.asarray(lo)),
-        high=template.copy(data=np.asarray(hi)),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        statistic=statistic,
-        dim=dim,
-    )
+    return BootstrapCI(estimate=template.copy(data=np.asarray(est)),
+                       low=template.copy(data=np.asarray(lo)),
+                       high=template.copy(data=np.asarray(hi)), confidence=confidence,
+                       n_resamples=n_resamples, statistic=statistic, dim=dim)
 
 
 # ----------------------------------------------------------------------------- accuracies
@@ -227,17 +240,9 @@ def binomial_test(
     _check_counts(successes, n)
     res = _scipy_stats().binomtest(int(successes), int(n), p=p0, alternative=alternative)
     ci = res.proportion_ci(confidence_level=confidence, method="exact")
-    return BinomialResult(
-        successes=int(successes),
-        n=int(n),
-        accuracy=successes / n,
-        p0=p0,
-        p_value=float(res.pvalue),
-        ci_low=float(ci.low),
-        ci_high=float(ci.high),
-        confidence=confidence,
-        alternative=alternative,
-    )
+    return BinomialResult(successes=int(successes), n=int(n), accuracy=successes / n, p0=p0,
+                          p_value=float(res.pvalue), ci_low=float(ci.low), ci_high=float(ci.high),
+                          confidence=confidence, alternative=alternative)
 
 
 @dataclass(frozen=True)
@@ -303,16 +308,8 @@ def accuracy_difference(
     d = pa - pb
     low = d - float(np.sqrt((pa - la) ** 2 + (ub - pb) ** 2))
     high = d + float(np.sqrt((ua - pa) ** 2 + (pb - lb) ** 2))
-    return AccuracyDifference(
-        acc_a=pa,
-        acc_b=pb,
-        diff=d,
-        ci_low=low,
-        ci_high=high,
-        p_value=p_value,
-        method=method,
-        confidence=confidence,
-    )
+    return AccuracyDifference(acc_a=pa, acc_b=pb, diff=d, ci_low=low, ci_high=high, p_value=p_value,
+                              method=method, confidence=confidence)
 
 
 def _p_from_z(z: float, alternative: Alternative) -> float:
@@ -366,14 +363,8 @@ def mcnemar_test(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemarResult:
     b_only = int(np.sum(b & ~a))
     disc = a_only + b_only
     p = 1.0 if disc == 0 else float(_scipy_stats().binomtest(a_only, disc, 0.5).pvalue)
-    return McNemarResult(
-        n=n,
-        acc_a=float(a.mean()),
-        acc_b=float(b.mean()),
-        a_only=a_only,
-        b_only=b_only,
-        p_value=p,
-    )
+    return McNemarResult(n=n, acc_a=float(a.mean()), acc_b=float(b.mean()), a_only=a_only,
+                         b_only=b_only, p_value=p)
 
 
 # ----------------------------------------------------------------------------- paired comparison
@@ -468,15 +459,8 @@ def paired_comparison(
         )
     else:
         raise ValueError(f"test must be 't' or 'wilcoxon', got {test!r}")
-    return PairedComparison(
-        mean_diff=mean,
-        sem=se,
-        n=n,
-        statistic=statistic,
-        p_value=p_value,
-        test=test,
-        dim=dim,
-    )
+    return PairedComparison(mean_diff=mean, sem=se, n=n, statistic=statistic, p_value=p_value,
+                            test=test, dim=dim)
 
 
 # ----------------------------------------------------------------------------- marks

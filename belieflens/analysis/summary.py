@@ -7,21 +7,20 @@
   **repeated over every layer**, so that ``sel(layer=l)`` compares all sources at once
   and a layer x turn heatmap of it is flat by construction.
 - ``logit-lens``: each layer's residual at the answer position read through the final
-  norm and unembedding (:mod:`belieflens.analysis.lens`), debiased like the output.
+  norm and unembedding (:mod:`belieflens.lens.apply`), debiased like the output.
 - ``tuned-lens``: the same after the layer's tuned-lens translator; NaN without a lens.
-- ``probe``: a multinomial logistic probe (soft targets: the oracle distribution) fitted
+- ``decoder``: a multinomial logistic decoder (soft targets: the oracle distribution) fitted
   per layer and per probe question on the residuals at the answer position, scored on
   held-out episodes (grouped cross-validation, so no episode's turns are in both train
   and test); its held-out predictions are averaged over rotations per probe instance.
   NaN where no oracle exists or fewer than 2 episodes are in the file.
 
-The issue asked for dims ``(probe, turn, layer, source)``; ``delivery`` is kept as a fifth
-dimension because deliveries (single- vs multi-turn) are different conditions on the same
-evidence, and pooling them would hide the comparison they exist for. A file with one
-delivery has ``delivery`` of size 1 (``.squeeze("delivery")``).
+``delivery`` is a dimension of its own because deliveries (single- vs multi-turn) are
+different conditions on the same evidence, and pooling them would hide the comparison they
+exist for. A file with one delivery has ``delivery`` of size 1 (``.squeeze("delivery")``).
 
 Residuals are read ``chunk`` queries at a time (lens) or in layer groups under a memory
-budget (probes), so files larger than memory work.
+budget (decoders), so files larger than memory work.
 """
 
 from __future__ import annotations
@@ -37,32 +36,33 @@ from belieflens.analysis.beliefs import (
     INSTANCE_DIMS,
     PRESENT,
     by_instance,
+    lens_beliefs,
     output_beliefs,
     query_n_outcome,
 )
 from belieflens.analysis.decoders.folds import group_folds
 from belieflens.analysis.decoders.heldout import heldout_softmax
 from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
-from belieflens.analysis.divergence import tvd
-from belieflens.analysis.lens import lens_beliefs, query_blocks
+from belieflens.analysis.divergence import tvd, tvd_values
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER, QUERY, ROTATION
 from belieflens.lens import Lens
+from belieflens.lens.apply import query_blocks
 from belieflens.types import DebiasMethod
 
-SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "probe")
+SOURCES: tuple[str, ...] = ("output", "logit-lens", "tuned-lens", "decoder")
 """The values of the ``source`` dimension, in this order."""
 
 SOURCE_DIM = "source"
 
 
 DECODER_FOLDS = 5
-"""Folds of the probes' held-out fits (grouped by episode), the default of both
+"""Folds of the decoders' held-out fits (grouped by episode), the default of both
 :func:`decoder_tvd` and :func:`summary`."""
 
 DECODER_LAM = 1e-2
-"""L2 penalty of the probes, the default of both :func:`decoder_tvd` and :func:`summary`."""
+"""L2 penalty of the decoders, the default of both :func:`decoder_tvd` and :func:`summary`."""
 
 
 def _tvd_to_oracle(
@@ -80,7 +80,7 @@ def _rotation_mean(vals: np.ndarray, present: np.ndarray) -> np.ndarray:
 
 
 Task = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""One probe fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
+"""One decoder fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
 
 
 def decoder_tvd(
@@ -93,11 +93,11 @@ def decoder_tvd(
     chunk: int = 256,
     memory_budget: int = 2**26,
 ) -> xr.DataArray:
-    """Held-out probe TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
+    """Held-out decoder TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
 
-    NaN where not estimable. One softmax probe per (probe question, layer), trained on the
+    NaN where not estimable. One softmax decoder per (probe question, layer), trained on the
     oracle distribution with folds grouped by episode; each query row is predicted by the
-    probe that did not see its episode, and a probe instance's TVD is the mean over its
+    decoder that did not see its episode, and a probe instance's TVD is the mean over its
     rotations. The residuals are held ``memory_budget`` bytes (stored dtype) of layers at a time
     and read in blocks of ``chunk`` queries (a dask-backed dataset: its own chunks).
     """
@@ -111,7 +111,7 @@ def decoder_tvd(
     valid = np.all(np.isfinite(oracle) | ~real, axis=1) & (k_q >= 2)
     tasks: list[Task] = []
     for name in np.unique(probe[valid]):
-        # one probe per question and outcome count: a question asked over sets of different
+        # one decoder per question and outcome count: a question asked over sets of different
         # sizes (dice of 4 and 6 sides under one name) is fitted per size
         for k in np.unique(k_q[valid & (probe == name)]):
             rows = np.flatnonzero(valid & (probe == name) & (k_q == k))
@@ -146,7 +146,7 @@ def _fit_task(x: np.ndarray, where: np.ndarray, task: Task, *, lam: float,
     out = np.empty((rows.size, x.shape[1]))
     for i in range(x.shape[1]):
         pred = heldout_softmax(x[:, i], y, folds, rows=where[rows], lam=lam, max_iter=max_iter)
-        out[:, i] = 0.5 * np.abs(pred - y_n).sum(axis=1)
+        out[:, i] = tvd_values(pred, y_n, axis=1)
     return out
 
 
@@ -215,26 +215,18 @@ def _parallel_slots(collection: object) -> int:
     return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
-def _fit_rows(
-    ds: xr.Dataset,
-    tasks: list[Task],
-    row_tvd: np.ndarray,
-    *,
-    lam: float,
-    max_iter: int,
-    chunk: int,
-    memory_budget: int,
-) -> None:
+def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, lam: float, max_iter: int,
+              chunk: int, memory_budget: int) -> None:
     """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer.
 
     Layers are fitted in groups whose residuals (in their stored dtype, the rows the tasks
     use) fit ``memory_budget``. A dask-backed dataset (a study directory) is fitted one dask
-    task per (layer group, probe task) with :func:`dask.compute`, the tasks of a group
+    task per (layer group, decoder task) with :func:`dask.compute`, the tasks of a group
     sharing its gathered residuals: under ``analyze(..., client=...)`` each group's
     residuals are gathered and fitted on the workers and only the ``[row, layer]`` TVDs come
     back; locally the fits run on dask's threads. Groups run in waves that hold at most the
     budget: a group per slot of the scheduler, fewer where the budget holds fewer (down to
-    one group, whose probe tasks then run side by side on its one copy); a group is as many
+    one group, whose decoder tasks then run side by side on its one copy); a group is as many
     layers as the wave's share of the budget holds (one at least), so what is held is the
     budget whatever the study's size, up to one layer's rows. A file read lazily from disk
     is read block by block into one group at a time here.
@@ -247,7 +239,7 @@ def _fit_rows(
     itemsize = np.dtype(resid.dtype).itemsize
     lazy = resid.chunks is not None
     layer_bytes = max(1, used.size * d * itemsize)
-    # groups held at once: one per slot, as many as the budget holds (a group's probe tasks
+    # groups held at once: one per slot, as many as the budget holds (a group's decoder tasks
     # differ in size, a question of 5 outcomes and rotations costing 6x one of 2, so each
     # slot gets a group's whole mix rather than one of its tasks)
     at_once = 1
@@ -282,29 +274,38 @@ def _fit_rows(
                                                                  max_iter=max_iter)
 
 
-def summary(
-    ds: xr.Dataset,
-    lens: Lens | None = None,
-    *,
-    method: DebiasMethod = "geometric",
-    probes: bool = True,
-    seed: int = 0,
-    n_folds: int = DECODER_FOLDS,
-    probe_lam: float = DECODER_LAM,
-    chunk: int = 256,
-    logit_lens: xr.DataArray | None = None,
-    probe_rows: xr.DataArray | None = None,
-) -> xr.Dataset:
+def _over_episodes(tvds: list[xr.DataArray]) -> xr.Dataset:
+    """``tvd_mean``, ``tvd_sem`` and ``n`` over episodes of each source's TVDs (in
+    :data:`SOURCES` order) on dims ``(delivery, probe, turn, layer, source)``."""
+    stacked = xr.concat(
+        [x.transpose("delivery", "probe", EPISODE, "turn", LAYER) for x in tvds],
+        dim=xr.DataArray(list(SOURCES), dims=SOURCE_DIM, name=SOURCE_DIM),
+    )
+    stats = mean_sem(stacked, EPISODE)
+    dims = ("delivery", "probe", "turn", LAYER, SOURCE_DIM)
+    res = xr.Dataset({"tvd_mean": stats["mean"].transpose(*dims),
+                      "tvd_sem": stats["sem"].transpose(*dims),
+                      "n": stats["n"].transpose(*dims)})
+    res["tvd_mean"].attrs["description"] = "TVD to the oracle, mean over episodes"
+    res["tvd_sem"].attrs["description"] = "standard error of the mean over episodes"
+    return res
+
+
+def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = "geometric",
+            decoders: bool = True, seed: int = 0, n_folds: int = DECODER_FOLDS,
+            decoder_lam: float = DECODER_LAM, chunk: int = 256,
+            logit_lens: xr.DataArray | None = None,
+            decoder_rows: xr.DataArray | None = None) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
 
     ``lens`` is the tuned-lens column's :class:`~belieflens.lens.Lens` (e.g. a
     :class:`~belieflens.lens.TunedLens`, checked against the file's
-    ``weights_hash`` first). ``probes=False`` skips the probe fits (their column is NaN).
-    ``seed`` seeds the probes' fold assignment. ``logit_lens``: the file's
-    :func:`~belieflens.analysis.lens.lens_beliefs` with ``method``, where the caller has
-    them already (else computed here). ``probe_rows``: likewise the probes' TVDs,
+    ``weights_hash`` first). ``decoders=False`` skips the decoder fits (their column is NaN).
+    ``seed`` seeds the decoders' fold assignment. ``logit_lens``: the file's
+    :func:`~belieflens.analysis.beliefs.lens_beliefs` with ``method``, where the caller has
+    them already (else computed here). ``decoder_rows``: likewise the decoders' TVDs,
     :func:`decoder_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
-    ``probe_lam`` and ``chunk`` (the report fits them first, before the other results are
+    ``decoder_lam`` and ``chunk`` (the report fits them first, before the other results are
     held, since their fits are its memory peak). Variables: ``tvd_mean``, ``tvd_sem``,
     ``n`` (episodes with a value); see the module docstring for the sources.
     """
@@ -324,35 +325,21 @@ def summary(
         if lens is not None
         else nan
     )
-    if probes:
-        probe_da = probe_rows if probe_rows is not None else decoder_tvd(
-            ds, np.random.default_rng(seed), n_folds=n_folds, lam=probe_lam, chunk=chunk)
-        probe_da = probe_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
+    if decoders:
+        decoder_da = decoder_rows if decoder_rows is not None else decoder_tvd(
+            ds, np.random.default_rng(seed), n_folds=n_folds, lam=decoder_lam, chunk=chunk)
+        decoder_da = decoder_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:
-        probe_da = nan
-    stacked = xr.concat(
-        [x.transpose("delivery", "probe", EPISODE, "turn", LAYER)
-         for x in (out_tvd, logit_tvd, tuned_tvd, probe_da)],
-        dim=xr.DataArray(list(SOURCES), dims=SOURCE_DIM, name=SOURCE_DIM),
-    )
-    stats = mean_sem(stacked, EPISODE)
-    res = xr.Dataset(
-        {
-            "tvd_mean": stats["mean"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-            "tvd_sem": stats["sem"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-            "n": stats["n"].transpose("delivery", "probe", "turn", LAYER, SOURCE_DIM),
-        }
-    )
-    res["tvd_mean"].attrs["description"] = "TVD to the oracle, mean over episodes"
-    res["tvd_sem"].attrs["description"] = "standard error of the mean over episodes"
+        decoder_da = nan
+    res = _over_episodes([out_tvd, logit_tvd, tuned_tvd, decoder_da])
     res.attrs.update({
         "debias": method,
         "output_layer": "repeated: the output belief does not depend on the layer",
         "tuned_lens": int(lens is not None),
-        "probes": int(probes),
-        "probe_kind": "softmax, soft targets = oracle, folds grouped by episode",
-        "probe_folds": n_folds,
-        "probe_lam": probe_lam,
+        "decoders": int(decoders),
+        "decoder_kind": "softmax, soft targets = oracle, folds grouped by episode",
+        "decoder_folds": n_folds,
+        "decoder_lam": decoder_lam,
         "seed": seed,
         "lens_multi_token": str(logit.attrs.get("multi_token")),
     })

@@ -1,7 +1,7 @@
 """``belieflens intervene patch | steer | erase STUDY.h5 --out RESULT.h5``: one library call each.
 
 Each command parses its options into the intervention's options record and a
-:class:`~belieflens.interventions.study.Selection`, makes one call of
+:class:`~belieflens.interventions.readouts.Selection`, makes one call of
 :func:`belieflens.api.intervene` and prints the file written. Every user error prints one
 line ``error: ...`` to stderr and exits with code 2; nothing is written.
 ``belieflens analyze RESULT.h5`` reads the result (:func:`belieflens.api.analyze`).
@@ -164,7 +164,7 @@ def steer_cmd(
         parser=str, help="add the vector at the answer position, or at every position after "
         "the evidence (after-evidence)")] = "answer",
     direction: Annotated[DirectionKind, typer.Option(
-        parser=str, help="the steering direction: the ridge probe's weights, the difference "
+        parser=str, help="the steering direction: the ridge decoder's weights, the difference "
         "of means (diff-means), or, on a token-level study, the direction raising the "
         "regressed belief in hidden state --state: its pattern in the residuals (belief) or the "
         "regression's least-norm shift (belief-decoder); cross-fitted by episode")

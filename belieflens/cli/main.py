@@ -32,13 +32,15 @@ from belieflens.api import (
 from belieflens.cli.intervene import app as intervene_app
 from belieflens.cli.options import (
     Debias,
+    DecoderSeed,
     Device,
     Model,
+    NoDecoders,
     NoProbes,
     Overwrite,
-    ProbeSeed,
     Threads,
     one_line_errors,
+    skip_decoders,
     wrote,
 )
 from belieflens.types import DTypeName, KernelName, PaddingSide, StoreDTypeName
@@ -191,21 +193,14 @@ class _ExtractReport:
 
     def _bar(self) -> tuple[Progress, TaskID]:
         if self.bar is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich import progress as rp
 
             columns = (
-                TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("queries · {task.fields[tps]} tok/s"), TimeElapsedColumn(),
-                TextColumn("ETA"), TimeRemainingColumn(),
+                rp.TextColumn("[bold]extract"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                rp.TextColumn("queries · {task.fields[tps]} tok/s"), rp.TimeElapsedColumn(),
+                rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
             )
-            bar = Progress(*columns, disable=self.quiet, transient=False)
+            bar = rp.Progress(*columns, disable=self.quiet, transient=False)
             bar.start()
             self.bar = bar, bar.add_task("extract", total=None, tps="-")
         return self.bar
@@ -255,8 +250,9 @@ def analyze(
     lens: Annotated[
         str | None, typer.Option("--lens", help="tuned:DIR, a lens from `belieflens lens train`")
     ] = None,
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
     cluster: Annotated[
         str | None, typer.Option(help="run the dask work on a cluster: local[:N], "
                                  "tcp://HOST:PORT or PATH/scheduler.json")
@@ -266,7 +262,8 @@ def analyze(
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
-        result = api.analyze(file, out, debias=debias, lens=lens, probes=not no_probes,
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.analyze(file, out, debias=debias, lens=lens, decoders=decoders,
                              seed=seed, client=cluster, html=not no_html)
     _print(result)
 
@@ -278,32 +275,41 @@ def compare(
     out: Annotated[Path | None, typer.Option(
         "--out", help="folder for the figures, compare.md and compare.nc")] = None,
     debias: Debias = "geometric",
+    no_decoders: NoDecoders = False,
     no_probes: NoProbes = False,
-    seed: ProbeSeed = 0,
+    seed: DecoderSeed = 0,
 ) -> None:
     """Compare models on one study, layers aligned by relative depth: tables to stdout; with
     --out, figures, a Markdown report and the Dataset (compare.nc)."""
     with one_line_errors():
-        result = api.compare_report(files, out, debias=debias, probes=not no_probes, seed=seed)
+        decoders = not skip_decoders(no_decoders, no_probes)
+        result = api.compare_report(files, out, debias=debias, decoders=decoders, seed=seed)
     _print(result)
 
 
 @app.command()
 def models() -> None:
-    """List the embedded model names: size, layers, installed or not (and how to install)."""
+    """List the named models (embedded and toys: size, layers, installed or not, how to
+    install) and the other kinds of value --model takes."""
     rows = api.models()
-    typer.echo(f"{'name':<20} {'blocks':>6} {'GGUF':>9}  {'installed':<10} {'weights cached':<15}"
-               " model")
+    typer.echo(f"{'name':<20} {'kind':<9} {'blocks':>6} {'weights':>9}  {'installed':<10} "
+               f"{'weights cached':<15} model")
     for m in rows:
         installed = "yes" if m.installed else "no"
-        cached = "yes" if m.weights_cached else "no (first load)" if m.installed else "-"
-        typer.echo(f"{m.name:<20} {m.layers:>6} {m.size / 1e6:>6.0f} MB  {installed:<10} "
-                   f"{cached:<15} {m.official_id}")
+        cached = ("-" if m.kind == "toy" or not m.installed else
+                  "yes" if m.weights_cached else "no (first load)")
+        typer.echo(f"{m.name:<20} {m.kind:<9} {m.layers:>6} {m.size / 1e6:>6.1f} MB  "
+                   f"{installed:<10} {cached:<15} "
+                   f"{m.official_id if m.kind == 'embedded' else m.description}")
     missing = [m for m in rows if not m.installed]
     if missing:
         typer.echo("")
         for m in missing:
             typer.echo(f"install {m.name}: {m.install}")
+    typer.echo("\n--model takes a name above, or:")
+    for kind, (spec, what) in api.MODEL_KINDS.items():
+        if kind not in {m.kind for m in rows}:
+            typer.echo(f"  {spec:<12} {kind:<10} {what}")
 
 
 lens_app = typer.Typer(no_args_is_help=True, help="Tuned lenses: train one for a model.")

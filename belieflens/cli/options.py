@@ -44,6 +44,18 @@ Device = Annotated[DeviceName, typer.Option(parser=str, help="cpu, cuda or auto"
 Threads = Annotated[int, typer.Option(help="CPU threads (0 = torch default)")]
 Overwrite = Annotated[bool, typer.Option("--overwrite", help="replace an existing file")]
 Debias = Annotated[DebiasMethod, typer.Option(parser=str, help="geometric or arithmetic")]
-NoProbes = Annotated[bool, typer.Option("--no-probes", help="skip the per-layer linear probes")]
-ProbeSeed = Annotated[int, typer.Option("--seed", help="seed of the probes' cross-validation "
-                                        "folds")]
+NoDecoders = Annotated[bool, typer.Option(
+    "--no-decoders", help="skip the per-layer linear decoders")]
+NoProbes = Annotated[bool, typer.Option(
+    "--no-probes", hidden=True, help="deprecated spelling of --no-decoders")]
+DecoderSeed = Annotated[int, typer.Option(
+    "--seed", help="seed of the decoders' cross-validation folds")]
+
+
+def skip_decoders(no_decoders: bool, no_probes: bool) -> bool:
+    """Whether ``--no-decoders`` or its deprecated spelling ``--no-probes`` was given; the
+    latter with one warning line on stderr."""
+    if no_probes:
+        typer.echo("warning: --no-probes is deprecated; use --no-decoders (a probe is a "
+                   "belief question)", err=True)
+    return no_decoders or no_probes

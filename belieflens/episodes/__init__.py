@@ -17,11 +17,14 @@ numbers: no tokenizer, no model.
 from belieflens.episodes.base import (
     Environment,
     Episode,
+    Marked,
     Message,
     ParamsLike,
     Probe,
     Query,
+    Span,
     Turn,
+    marked,
 )
 from belieflens.episodes.latin import debias, latin_square
 from belieflens.episodes.params import ParamSpec, param, parse, specs
@@ -30,15 +33,18 @@ from belieflens.episodes.questions import completion_probe, mcq_probe, mcq_text
 __all__ = [
     "Environment",
     "Episode",
+    "Marked",
     "Message",
     "ParamSpec",
     "ParamsLike",
     "Probe",
     "Query",
+    "Span",
     "Turn",
     "completion_probe",
     "debias",
     "latin_square",
+    "marked",
     "mcq_probe",
     "mcq_text",
     "param",

@@ -14,15 +14,69 @@ from collections.abc import Iterator, Mapping
 from dataclasses import Field, dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from belieflens.types import Delivery, PromptFormat, Role
+from belieflens.types import Delivery, PromptFormat, Role, SpanRole
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one part of a message's text sits: characters ``start:end`` of its content.
+
+    Examples:
+        >>> Span(8, 13, "evidence", 2)
+        Span(start=8, end=13, role='evidence', turn=2)
+    """
+
+    start: int
+    end: int
+    role: SpanRole
+    turn: int = 0
+    """The turn whose evidence it is (``evidence``); 0 otherwise."""
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A piece of text with its role, for :func:`marked`."""
+
+    text: str
+    role: SpanRole
+    turn: int = 0
+
+
+def marked(*pieces: str | Marked) -> tuple[str, tuple[Span, ...]]:
+    """Text joined from ``pieces`` and the spans of its :class:`Marked` pieces (plain strings
+    are template).
+
+    Examples:
+        >>> marked("Result: ", Marked("heads", "evidence", 1), ".")
+        ('Result: heads.', (Span(start=8, end=13, role='evidence', turn=1),))
+    """
+    text, spans = "", []
+    for piece in pieces:
+        if isinstance(piece, Marked):
+            if piece.text:
+                spans.append(Span(len(text), len(text) + len(piece.text), piece.role,
+                                  piece.turn))
+            text += piece.text
+        else:
+            text += piece
+    return text, tuple(spans)
 
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message."""
+    """One chat message; ``spans`` say where its evidence and its question sit in
+    ``content`` (the rest is template), so that read-outs of different episodes can be
+    aligned by role (:mod:`belieflens.readouts.render`)."""
 
     role: Role
     content: str
+    spans: tuple[Span, ...] = ()
+
+    @classmethod
+    def of(cls, role: Role, *pieces: str | Marked) -> Message:
+        """A message whose content is ``pieces`` joined (:func:`marked`)."""
+        text, spans = marked(*pieces)
+        return cls(role, text, spans)
 
 
 @dataclass(frozen=True)
@@ -159,9 +213,15 @@ class Configured(Generic[ParamsT]):
         return self._params
 
 
-def append_user(context: tuple[Message, ...], text: str) -> tuple[Message, ...]:
-    """Append ``text`` as the user's words: merged into a trailing user message, else a new one."""
+def append_user(context: tuple[Message, ...], text: str, role: SpanRole | None = None
+                ) -> tuple[Message, ...]:
+    """Append ``text`` as the user's words: merged into a trailing user message (its spans
+    kept), else a new one; ``role`` marks the appended text (e.g. ``question``)."""
     if context and context[-1].role == "user":
         last = context[-1]
-        return (*context[:-1], Message("user", f"{last.content}\n\n{text}"))
-    return (*context, Message("user", text))
+        start = len(last.content) + 2
+        mark = (Span(start, start + len(text), role),) if role and text else ()
+        return (*context[:-1], Message("user", f"{last.content}\n\n{text}",
+                                       last.spans + mark))
+    mark = (Span(0, len(text), role),) if role and text else ()
+    return (*context, Message("user", text, mark))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from belieflens.episodes.base import Message, Probe, Turn
+from belieflens.episodes.base import Message, Probe, Span, Turn
 from belieflens.episodes.generation import GenerationSettings, TextGenerator, generate_reply
 from belieflens.errors import ParameterError
 from belieflens.types import Delivery
@@ -38,6 +38,18 @@ def resolve(choice: DeliveryChoice) -> tuple[Delivery, ...]:
     if choice == "all+self":
         return ("single-turn", "multi-turn", "multi-turn-self")
     return (choice,)
+
+
+class Delivers:
+    """A base of an environment's parameters with a ``delivery`` field (a
+    :data:`DeliveryChoice`): the deliveries the value stands for, as :attr:`deliveries`."""
+
+    delivery: DeliveryChoice
+
+    @property
+    def deliveries(self) -> tuple[Delivery, ...]:
+        """The deliveries this run uses."""
+        return resolve(self.delivery)
 
 
 def ack(turn: int) -> str:
@@ -65,25 +77,34 @@ def conversations(
     settings: GenerationSettings | None = None,
     seeds: Sequence[int] = (),
     env: str = "environment",
+    observation_spans: Sequence[tuple[Span, ...]] | None = None,
+    single_spans: Sequence[tuple[Span, ...]] | None = None,
 ) -> list[dict[Delivery, tuple[Message, ...]]]:
     """The conversation of each requested delivery after every turn ``0..len(observations)``.
 
     ``single[t]`` is the single-turn user text at turn ``t``; ``observations[t-1]``
     is the user message of turn ``t`` in the multi-turn deliveries. Under
     ``multi-turn-self`` the reply after turn ``t`` is generated with seed ``seeds[t]``.
+    ``observation_spans[t-1]`` and ``single_spans[t]`` mark where the evidence sits in those
+    texts (:class:`~belieflens.episodes.base.Span`); by default a multi-turn observation is
+    all turn ``t``'s evidence and a single-turn text is unmarked.
     """
     n = len(observations)
     if len(single) != n + 1:
         raise ValueError("need one single-turn text per turn, the prior included")
+    obs = [Message("user", o, (observation_spans[t] if observation_spans is not None
+                               else (Span(0, len(o), "evidence", t + 1),)))
+           for t, o in enumerate(observations)]
     out: list[dict[Delivery, tuple[Message, ...]]] = [{} for _ in range(n + 1)]
     if "single-turn" in deliveries:
         for t in range(n + 1):
-            out[t]["single-turn"] = (Message("user", single[t]),)
+            marks = single_spans[t] if single_spans is not None else ()
+            out[t]["single-turn"] = (Message("user", single[t], marks),)
     if "multi-turn" in deliveries:
         multi: tuple[Message, ...] = (Message("user", intro), Message("assistant", ack(0)))
         out[0]["multi-turn"] = multi
         for t in range(1, n + 1):
-            multi = (*multi, Message("user", observations[t - 1]), Message("assistant", ack(t)))
+            multi = (*multi, obs[t - 1], Message("assistant", ack(t)))
             out[t]["multi-turn"] = multi
     if "multi-turn-self" in deliveries:
         gen = require_generator("delivery multi-turn-self", generator, env)
@@ -93,7 +114,7 @@ def conversations(
         ctx: tuple[Message, ...] = (Message("user", intro),)
         for t in range(n + 1):
             if t:
-                ctx = (*ctx, Message("user", observations[t - 1]))
+                ctx = (*ctx, obs[t - 1])
             ctx = (*ctx, generate_reply(gen, ctx, seed=seeds[t], settings=cfg))
             out[t]["multi-turn-self"] = ctx
     return out

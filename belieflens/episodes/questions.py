@@ -28,21 +28,15 @@ def mcq_text(question: str, shown: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def mcq_probe(
-    name: str,
-    context: tuple[Message, ...],
-    question: str,
-    labels: Sequence[str],
-    oracle: Sequence[float] | None,
-    delivery: Delivery,
-    *,
-    prefill: str = DEFAULT_PREFILL,
-) -> Probe:
+def mcq_probe(name: str, context: tuple[Message, ...], question: str, labels: Sequence[str],
+              oracle: Sequence[float] | None, delivery: Delivery, *,
+              prefill: str = DEFAULT_PREFILL) -> Probe:
     """A multiple-choice probe asked under every rotation of the cyclic Latin square.
 
     Under rotation ``r`` the letter at position ``j`` stands for outcome ``(r + j) % k``.
-    The question is appended as the user's words after ``context`` and the answer
-    is read as the letter continuing ``prefill`` in the assistant's turn.
+    The question is appended as the user's words after ``context`` (marked as the question's
+    span) and the answer is read as the letter continuing ``prefill`` in the assistant's
+    turn.
     """
     k = len(labels)
     if not 2 <= k <= len(LETTERS):
@@ -50,7 +44,8 @@ def mcq_probe(
     options = tuple(f" {LETTERS[j]}" for j in range(k))
     return rotated_mcq(
         name, labels, oracle, delivery, options,
-        lambda row: (append_user(context, mcq_text(question, [labels[o] for o in row])), prefill),
+        lambda row: (append_user(context, mcq_text(question, [labels[o] for o in row]),
+                                 "question"), prefill),
     )
 
 
@@ -90,18 +85,10 @@ def rotated_mcq(
     )
 
 
-def completion_probe(
-    name: str,
-    context: tuple[Message, ...],
-    stem: str,
-    labels: Sequence[str],
-    oracle: Sequence[float] | None,
-    delivery: Delivery,
-    *,
-    format: PromptFormat = "chat",
-    continuations: Sequence[str] | None = None,
-    terminator: str = "\n",
-) -> Probe:
+def completion_probe(name: str, context: tuple[Message, ...], stem: str, labels: Sequence[str],
+                     oracle: Sequence[float] | None, delivery: Delivery, *,
+                     format: PromptFormat = "chat", continuations: Sequence[str] | None = None,
+                     terminator: str = "\n") -> Probe:
     """A revealed-belief probe: the prompt ends right before the outcome, read as text.
 
     ``stem`` is the assistant prefill (``chat``) or the whole prompt (``raw``);

@@ -1,14 +1,15 @@
 """Causal tests of where a belief lives: interchange patching, steering and erasure.
 
-Each intervention re-runs a study file's own read-outs (:mod:`belieflens.interventions.study`)
-through its model with the residual stream edited at one layer, and writes a result file
-that opens with plain xarray (:mod:`belieflens.interventions.results`). Its options record
+Each intervention re-runs a study file's own read-outs
+(:mod:`belieflens.interventions.readouts`) through its model with the residual stream edited
+at one layer, and writes a result file that opens with plain xarray
+(:mod:`belieflens.interventions.results`). Its options record
 says which (:func:`intervene` runs any of them; :func:`belieflens.patch`,
 :func:`belieflens.steer` and :func:`belieflens.erase` name each):
 
 - :class:`PatchOptions`: the source read-out's residual patched into the base run over a
   position set (``patched_logprob[pair, layer, positions, option]``);
-- :class:`SteerOptions`: α times the ridge probe's direction added at the answer position
+- :class:`SteerOptions`: α times the ridge decoder's direction added at the answer position
   (``steered_logprob[query, layer, alpha, option]``), against random directions;
 - :class:`EraseOptions`: LEACE erasure of the oracle concept at the answer position
   (``erased_logprob[query, layer, option]``), against a random subspace of equal rank.
@@ -26,6 +27,7 @@ from belieflens.interventions.pairs import (
     parse_pair,
 )
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
+from belieflens.interventions.readouts import Selection, StudyReadouts, read_study
 from belieflens.interventions.run import Intervention, Plan, RunKeywords, intervene
 from belieflens.interventions.steer import (
     DEFAULT_ALPHAS,
@@ -36,7 +38,6 @@ from belieflens.interventions.steer import (
     SteerOptions,
     steer_logprobs,
 )
-from belieflens.interventions.study import Selection, Study, read_study
 
 __all__ = [
     "DEFAULT_ALPHAS",
@@ -56,7 +57,7 @@ __all__ = [
     "Selection",
     "SteerAt",
     "SteerOptions",
-    "Study",
+    "StudyReadouts",
     "erase_logprobs",
     "intervene",
     "pair_instances",

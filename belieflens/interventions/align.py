@@ -1,32 +1,45 @@
-"""Aligning two read-outs' positions by role, for patching contexts of different lengths.
+"""Aligning two read-outs' positions by the episode's own spans, for patching.
 
 Two read-outs of one probe differ in their evidence; where it changes length (a multi-digit
-count, a generated reply, another number of turns' text) position ``p`` of one is not
-position ``p`` of the other. The alignment maps each context position of the base to the
-source position with the same role:
+count, another number of flips, a generated reply) position ``p`` of one is not position ``p``
+of the other, and where it does not, a token of the template may still sit where the other
+holds evidence. The renderer records the role of every context token
+(:attr:`~belieflens.readouts.render.TokenizedQuery.spans`: turn ``t``'s evidence, a summary of
+the evidence, the question, or the template), and the alignment pairs positions by those
+roles only, never by token identity alone:
 
-- the **shared template**: the blocks of tokens both contexts hold, in order (the longest
-  matching blocks, ``difflib.SequenceMatcher`` without its junk heuristic), position by
-  position; the answer position (the last context token) is the last of them;
-- the **evidence spans**: each stretch between two template blocks (one per turn whose
-  evidence differs) is aligned from its end, so that the tokens just before the next template
-  block meet; a base token with no source token left in its span has **no counterpart**;
-- the options' continuation tokens after the answer position, token by token.
+- the context is cut into **segments**: each maximal run of tokens of one marked role (the
+  ``k``-th run of that role), and each run of template tokens, named by the marked segment
+  that follows it (the template before turn 3's evidence, before the question, ...; the last
+  one by the end);
+- a segment pairs with the source's segment of the same name; inside it, segments of equal
+  length align position by position when they are evidence (the same role at the same offset),
+  and template or question segments where their tokens are equal; otherwise the tokens the two
+  share at the segment's start and at its end align, and the rest have **no counterpart**;
+- the answer position (the last context token) always aligns with the source's answer position,
+  and the options' continuation tokens after it, token by token;
+- positions with no counterpart (a segment the source does not have: turn 5's evidence against
+  a source with two turns; the middle of segments of different lengths) are listed and never
+  patched.
 
-Read-outs of equal context length align position by position (the span of each differing
-token is that token). A pair cannot be aligned when the options differ or the last context
-tokens differ (the answer position has no counterpart).
+Read-outs without spans (files written before the renderer recorded them) are all template:
+their equal tokens align, the differing ones are listed. A pair cannot be aligned when the
+options differ or the last context tokens differ (the answer position has no counterpart).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 
 import numpy as np
 from numpy.typing import NDArray
 
-from belieflens.readouts.render import TokenizedQuery
+from belieflens.readouts.render import QUESTION, SUMMARY, TEMPLATE, TokenizedQuery
+
+Segment = tuple[tuple[int, int, int], int, int]
+"""A segment's name ``(code, occurrence, kind)`` (kind 0: marked, 1: the template before the
+marked segment ``(code, occurrence)``), its first position and its end."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,8 +49,7 @@ class Alignment:
     source_of: NDArray[np.int64]
     """``[base context position]``: the source position of the same role, -1 where none."""
     evidence: NDArray[np.bool_]
-    """``[base context position]``: inside an evidence span (a token the two contexts do not
-    share)."""
+    """``[base context position]``: a token of evidence (a turn's or a summary)."""
 
     @property
     def unaligned(self) -> tuple[int, ...]:
@@ -66,32 +78,76 @@ def why_unaligned(base: TokenizedQuery, source: TokenizedQuery) -> str:
     return ""
 
 
+def roles(query: TokenizedQuery) -> tuple[int, ...]:
+    """The role code of each context token (all template where the read-out has none)."""
+    n = len(query.context_ids)
+    return query.spans if len(query.spans) == n else (TEMPLATE,) * n
+
+
+def segments(codes: Sequence[int]) -> list[Segment]:
+    """The segments of a context's role codes (module docstring), in order."""
+    runs: list[tuple[int, int, int]] = []  # (code, start, end)
+    for p, c in enumerate(codes):
+        if runs and runs[-1][0] == c:
+            runs[-1] = (c, runs[-1][1], p + 1)
+        else:
+            runs.append((c, p, p + 1))
+    seen: dict[int, int] = {}
+    named: list[tuple[tuple[int, int], int, int, int]] = []  # (code, occurrence), start, end, c
+    for c, a, b in runs:
+        if c != TEMPLATE:
+            seen[c] = seen.get(c, -1) + 1
+            named.append(((c, seen[c]), a, b, c))
+        else:
+            named.append(((TEMPLATE, -1), a, b, c))
+    out: list[Segment] = []
+    following: tuple[int, int] = (TEMPLATE, -1)  # the end
+    for key, a, b, c in reversed(named):
+        if c == TEMPLATE:
+            out.append(((following[0], following[1], 1), a, b))
+        else:
+            out.append(((key[0], key[1], 0), a, b))
+            following = key
+    return out[::-1]
+
+
+def _pair(b_ids: Sequence[int], s_ids: Sequence[int], evidence: bool) -> list[tuple[int, int]]:
+    """Offsets ``(base, source)`` that align inside two segments of one name."""
+    n, m = len(b_ids), len(s_ids)
+    if n == m and (evidence or list(b_ids) == list(s_ids)):
+        return [(i, i) for i in range(n)]
+    head = 0
+    while head < min(n, m) and b_ids[head] == s_ids[head]:
+        head += 1
+    tail = 0
+    while tail < min(n, m) - head and b_ids[n - 1 - tail] == s_ids[m - 1 - tail]:
+        tail += 1
+    return [(i, i) for i in range(head)] + [(n - 1 - k, m - 1 - k) for k in range(tail)]
+
+
 def align(base: TokenizedQuery, source: TokenizedQuery) -> Alignment:
     """The role alignment of two read-outs (module docstring); :func:`why_unaligned` must be
     empty.
 
     Examples:
-        >>> q = lambda ids: TokenizedQuery(ids, ((9,),), (0,), "")
-        >>> a = align(q((1, 2, 5, 3, 4)), q((1, 2, 6, 7, 3, 4)))
-        >>> a.source_of.tolist(), a.unaligned, a.evidence.tolist()
-        ([0, 1, 3, 4, 5], (), [False, False, True, False, False])
-        >>> align(q((1, 5, 6, 3)), q((1, 7, 3))).source_of.tolist()
-        [0, -1, 1, 2]
+        >>> T, Q = TEMPLATE, QUESTION
+        >>> q = lambda ids, sp: TokenizedQuery(ids, ((9,),), (0,), "", sp)
+        >>> # "rolled 1 2 and 3 ?" against "rolled 1 and 3 4 ?": evidence of turns 1..3
+        >>> a = align(q((5, 1, 2, 7, 3, 8), (T, 1, 2, T, 3, Q)),
+        ...           q((5, 1, 7, 3, 4, 8), (T, 1, T, 2, 3, Q)))
+        >>> a.source_of.tolist(), a.unaligned
+        ([0, 1, 3, -1, 4, 5], (3,))
     """
-    b, s = base.context_ids, source.context_ids
-    src = np.full(len(b), -1, dtype=np.int64)
-    if len(b) == len(s):
-        src[:] = np.arange(len(b))
-        return Alignment(src, np.asarray(b) != np.asarray(s))
-    evidence = np.zeros(len(b), dtype=bool)
-    matcher = SequenceMatcher(None, b, s, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            src[i1:i2] = np.arange(j1, j2)
+    b_codes, s_codes = roles(base), roles(source)
+    src = np.full(len(base.context_ids), -1, dtype=np.int64)
+    theirs = {name: (a, b) for name, a, b in segments(s_codes)}
+    for name, a, b in segments(b_codes):
+        if name not in theirs:
             continue
-        evidence[i1:i2] = True
-        n = min(i2 - i1, j2 - j1)  # aligned from the span's end
-        if n:
-            src[i2 - n : i2] = np.arange(j2 - n, j2)
-    src[len(b) - 1] = len(s) - 1
-    return Alignment(src, evidence)
+        sa, sb = theirs[name]
+        marked = name[2] == 0 and name[0] not in (TEMPLATE, QUESTION)
+        for i, j in _pair(base.context_ids[a:b], source.context_ids[sa:sb], marked):
+            src[a + i] = sa + j
+    src[len(src) - 1] = len(source.context_ids) - 1
+    codes = np.asarray(b_codes, dtype=np.int64)
+    return Alignment(src, (codes >= 1) | (codes == SUMMARY))

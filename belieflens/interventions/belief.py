@@ -33,7 +33,7 @@ from belieflens.analysis.geometry import ridge_fit
 from belieflens.dims import FOLD, LAYER, OUTCOME, PAIR, QUERY, STATE
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import episode_folds
-from belieflens.interventions.study import Study, oracle_mean, study_resid
+from belieflens.interventions.readouts import StudyReadouts, oracle_mean, study_resid
 from belieflens.store.results import Kind
 
 F64 = NDArray[np.float64]
@@ -45,13 +45,13 @@ SEED = 0
 """Seed of those folds."""
 
 
-def has_beliefs(study: Study) -> bool:
+def has_beliefs(study: StudyReadouts) -> bool:
     """Whether the study file holds ``belief_state`` (a token-level study)."""
     with xr.open_dataset(study.path, engine="h5netcdf") as ds:
         return "belief_state" in ds.variables
 
 
-def study_beliefs(study: Study) -> F64:
+def study_beliefs(study: StudyReadouts) -> F64:
     """The study's exact beliefs ``[query, state]``; one line for a study without them."""
     with xr.open_dataset(study.path, engine="h5netcdf") as ds:
         if "belief_state" not in ds.variables:
@@ -76,7 +76,7 @@ def state_emission(beliefs: F64, oracle: F64) -> tuple[F64, float]:
     return emission, float(np.abs(beliefs @ emission - oracle).max(initial=0.0))
 
 
-def with_belief_reads(ds: xr.Dataset, study: Study, kind: Kind) -> xr.Dataset:
+def with_belief_reads(ds: xr.Dataset, study: StudyReadouts, kind: Kind) -> xr.Dataset:
     """``ds``, a result of ``kind`` on ``study``, with the module docstring's variables where
     it is a steering or patching result and the study holds beliefs; else as it is."""
     if kind not in ("intervention-steer", "intervention-patch") or not has_beliefs(study):
@@ -97,7 +97,7 @@ def with_belief_reads(ds: xr.Dataset, study: Study, kind: Kind) -> xr.Dataset:
     return ds
 
 
-def _steer_reads(ds: xr.Dataset, study: Study, beliefs: F64, layers: list[int]) -> None:
+def _steer_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
     """The steering variables: the reads by each fold's map (fitted, as the directions were,
     on the other folds' read-outs that have an oracle) and the shifts per unit α."""
     rows = np.asarray(ds["study_query"].values, dtype=np.int64)
@@ -126,7 +126,7 @@ def _steer_reads(ds: xr.Dataset, study: Study, beliefs: F64, layers: list[int]) 
     ds["belief_shift"].attrs["description"] = "change of the read per unit alpha (steering)"
 
 
-def _patch_reads(ds: xr.Dataset, study: Study, beliefs: F64, layers: list[int]) -> None:
+def _patch_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
     """The patching variables: every read-out's read by the map fitted without its episode."""
     groups = np.asarray(study.table["episode"].values)
     folds, k = episode_folds(groups, FOLDS, np.random.default_rng(SEED))

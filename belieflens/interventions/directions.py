@@ -1,7 +1,7 @@
 """Per-layer directions and erasers fitted on a study's residuals at the answer position.
 
 The concept is each read-out's oracle point estimate
-(:func:`belieflens.interventions.study.oracle_mean`: E[value] for numeric or range outcomes,
+(:func:`belieflens.interventions.readouts.oracle_mean`: E[value] for numeric or range outcomes,
 else P(first outcome); for coin flip both probes give the posterior mean of the bias).
 Folds are grouped by episode (:func:`belieflens.analysis.decoders.group_folds`): the
 read-outs of one episode share a context and are never split between fitting and testing.
@@ -25,14 +25,14 @@ F64 = NDArray[np.float64]
 
 @dataclass(frozen=True, eq=False)
 class Direction:
-    """A layer's steering direction: the ridge probe's weight vector, normalised."""
+    """A layer's steering direction: the ridge decoder's weight vector, normalised."""
 
     unit: F64
-    """``[d_model]``, norm 1, oriented so that moving along it raises the probe's output."""
+    """``[d_model]``, norm 1, oriented so that moving along it raises the decoder's output."""
     scale: float
     """Standard deviation of the residuals' projection on ``unit`` (α's unit)."""
     r2: float
-    """Held-out R² of the probe (grouped cross-validation; NaN with fewer than 3 groups)."""
+    """Held-out R² of the decoder (grouped cross-validation; NaN with fewer than 3 groups)."""
     lam: float
     """The ridge penalty used."""
 
@@ -48,30 +48,31 @@ def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.ra
     return group_folds(g, k, rng), k
 
 
-def probe_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any], rng: np.random.Generator,
-                    *, n_folds: int = 5, lam: float | None = None) -> Direction:
-    """The ridge probe of ``y [n]`` on ``x [n, d]`` (the existing streaming ridge probe,
+def decoder_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any],
+                      rng: np.random.Generator, *, n_folds: int = 5,
+                      lam: float | None = None) -> Direction:
+    """The ridge decoder of ``y [n]`` on ``x [n, d]`` (the streaming ridge decoder,
     penalty chosen by grouped CV unless ``lam``) as a :class:`Direction`."""
     folds, k = episode_folds(groups, n_folds, rng)
     fitter = RidgeFitter(k)
     fitter.update(x, y, folds if k > 1 else None)
     if lam is None and k < 2:
         lam = 1e-2
-    probe = fitter.fit(lam=lam)
+    decoder = fitter.fit(lam=lam)
     r2 = float("nan")
     if k >= 3:
-        r2 = float(fitter.cross_validate(lam=probe.provenance.lam).r2[0])
-    w = np.asarray(probe.coef[:, 0], dtype=np.float64)
+        r2 = float(fitter.cross_validate(lam=decoder.provenance.lam).r2[0])
+    w = np.asarray(decoder.coef[:, 0], dtype=np.float64)
     norm = float(np.linalg.norm(w))
     unit = w / norm if norm > 0 else w
     scale = float(np.std(x @ unit)) if norm > 0 else 0.0
-    return Direction(unit=unit, scale=scale, r2=r2, lam=float(probe.provenance.lam))
+    return Direction(unit=unit, scale=scale, r2=r2, lam=float(decoder.provenance.lam))
 
 
 def diff_means_direction(x: F64, y: F64) -> Direction:
     """The difference of means of ``x [n, d]`` between the rows whose concept ``y [n]`` lies
     above its median and the others, normalised (zero when either side is empty or the means
-    coincide), as a :class:`Direction` (``r2`` NaN, ``lam`` 0: no probe is fitted).
+    coincide), as a :class:`Direction` (``r2`` NaN, ``lam`` 0: no decoder is fitted).
 
     Examples:
         >>> x = np.array([[0.0, 1.0], [0.0, 3.0], [2.0, 1.0], [2.0, 3.0]])
@@ -204,9 +205,9 @@ def random_eraser_at(mean: F64, rank: int, rng: np.random.Generator) -> Eraser:
 
 def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,
                lam: float = 1e-3) -> float:
-    """Pooled held-out R² of a ridge probe of ``y`` on ``x`` over grouped ``folds``; with
+    """Pooled held-out R² of a ridge decoder of ``y`` on ``x`` over grouped ``folds``; with
     ``erase`` a LEACE eraser is fitted on each training fold and applied to its training and
-    test rows before the probe (LEACE's guarantee: the probe is then at chance, R² ≤ 0)."""
+    test rows before the decoder (LEACE's guarantee: the decoder is then at chance, R² ≤ 0)."""
     sse = sst = 0.0
     for k in np.unique(folds):
         test = folds == k

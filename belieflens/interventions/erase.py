@@ -1,13 +1,16 @@
 """Erasure: LEACE of the oracle concept at layer l, applied at the answer position.
 
 At each layer the concept (each read-out's oracle point estimate,
-:func:`belieflens.interventions.study.oracle_mean`) is erased from the residual stream at the
+:func:`belieflens.interventions.readouts.oracle_mean`) is erased from the residual stream at the
 answer position with LEACE (``concept_erasure``), fitted on the study's own residuals there,
 with folds grouped by episode and **cross-fitted**: a read-out is erased by the eraser fitted
-on the other folds' episodes. ``at="all"`` erases every position of a read-out's forward rows,
-with an eraser fitted on the positions it edits: every position of the other folds'
-read-outs, each labelled with its read-out's concept (:func:`fit_every_position`; the
-residuals come from the model, streamed into one LEACE fit per layer and fold). The control
+on the other folds' episodes. ``at="all"`` erases every position of a read-out's forward rows
+with **an eraser per position role** (the position's segment of the episode and its offset
+there), each fitted on that role's positions of the other folds' read-outs
+(:func:`fit_every_position`, :mod:`.positions`; the residuals come from the model, streamed
+into sums per role, layer and fold). One eraser of the concept pooled over positions leaves
+it readable at each position where positions carry it along different axes; per role, no
+position's decoder reads it. The control
 erases a random subspace of the same rank (an orthogonal projection around the training
 mean), seeded. Only blocks ``l..L-1`` run on the erased residual, from the first erased
 position on (:func:`belieflens.interventions.forward.run_edited`).
@@ -16,16 +19,20 @@ Variables: ``erased_logprob`` and ``control_logprob[query, layer, option]``,
 ``clean_logprob[query, option]``, ``prior_logprob[query, option]`` (the study's output at turn
 0 of the same episode, delivery, probe and rotation: the model's belief before any evidence,
 what erasing the evidence should move the output toward), ``study_query[query]``, ``fold``
-of each read-out, and per layer ``eraser_rank``, ``probe_r2_clean`` and ``probe_r2_erased``
-(held-out R² of a ridge probe of the concept before and after erasure,
-:func:`belieflens.interventions.directions.heldout_r2`).
+of each read-out, and per layer ``eraser_rank`` (with ``at="all"`` the rank at each position,
+and ``eraser_roles`` the roles with an eraser), ``decoder_r2_clean`` and ``decoder_r2_erased``
+(held-out R² of a ridge decoder of the concept at the answer position before and after the
+eraser **applied**, :func:`belieflens.interventions.directions.heldout_r2`); with
+``at="all"`` also ``decoder_r2_clean_max`` and ``decoder_r2_erased_max``, the largest held-out
+R² of a decoder at one position role among those checked (:class:`PositionSamples`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import numpy as np
 import xarray as xr
@@ -33,26 +40,39 @@ import xarray as xr
 from belieflens.dims import LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.directions import (
-    Eraser,
     episode_folds,
-    eraser_of,
     heldout_r2,
     leace,
     random_eraser,
-    random_eraser_at,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
-from belieflens.interventions.run import Plan
-from belieflens.interventions.study import (
+from belieflens.interventions.positions import (
+    MIN_ROLE_ROWS,
+    RoleIndex,
+    RoleKey,
+    RoleStats,
+    heldout_position_r2,
+    random_role_erasers,
+    role_erasers,
+    row_roles,
+)
+from belieflens.interventions.readouts import (
     Selection,
-    Study,
+    StudyReadouts,
     oracle_mean,
     study_resid,
     with_table,
 )
+from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
+from belieflens.readouts.render import TokenizedQuery
+from belieflens.run.rows import forward_rows
 from belieflens.store.results import Kind
+
+CHECK_BYTES = 256 * 2**20
+"""Memory for the residuals of the per-position R² check of ``at="all"`` (clean and erased,
+every layer): the number of positions checked is what fits."""
 
 EraseAt = Literal["answer", "all"]
 """Positions an eraser is applied at."""
@@ -89,7 +109,7 @@ class EraseOptions:
         at_least("--folds", self.n_folds, 2)
         choice("--at", self.at, ERASE_AT)
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Erase the concept from the selected read-outs (:func:`erase_logprobs`)."""
         rows = select.rows(study)
         return Plan({**asdict(self), **asdict(select)}, lambda model, progress: erase_logprobs(
@@ -101,13 +121,17 @@ class LayerErasers:
     """One layer's cross-fitted erasers: ``erasers[k]`` was fitted without fold ``k``."""
 
     layer: int
-    erasers: tuple[Eraser, ...]
-    controls: tuple[Eraser, ...]
+    erasers: tuple[Any, ...]
+    """Per fold an :class:`~.directions.Eraser` (the answer position) or
+    :class:`~.positions.RoleErasers` (every position, with ``index``)."""
+    controls: tuple[Any, ...]
     r2_clean: float
     r2_erased: float
+    index: RoleIndex | None = None
+    """The role columns of ``at="all"``'s erasers."""
 
 
-def fit_erasers(study: Study, rows: np.ndarray, folds: np.ndarray, n_folds: int, layer: int,
+def fit_erasers(study: StudyReadouts, rows: np.ndarray, folds: np.ndarray, n_folds: int, layer: int,
                 rng: np.random.Generator) -> LayerErasers:
     """LEACE erasers (one per fold, each fitted on the other folds' rows with an oracle) and
     random controls of equal rank at ``layer``."""
@@ -128,7 +152,7 @@ def fit_erasers(study: Study, rows: np.ndarray, folds: np.ndarray, n_folds: int,
     return LayerErasers(layer, tuple(erasers), tuple(controls), r2c, r2e)
 
 
-def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: EraseOptions,
+def fit_all(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int], options: EraseOptions,
             ) -> tuple[np.ndarray, list[LayerErasers]]:
     """The fold of each row (grouped by episode, seeded by ``options.seed``) and the
     cross-fitted erasers of every layer: what :func:`erase_logprobs` applies."""
@@ -142,50 +166,92 @@ def fit_all(study: Study, rows: np.ndarray, layers: Sequence[int], options: Eras
     return folds, [fit_erasers(study, rows, folds, k, layer, rng) for layer in layers]
 
 
-def fit_every_position(model: LoadedModel, study: Study, rows: np.ndarray, folds: np.ndarray,
-                       fitted: list[LayerErasers], batch_size: int, rng: np.random.Generator,
-                       ) -> list[LayerErasers]:
-    """``fitted`` with its erasers and controls refitted on every position (``at="all"``):
-    eraser ``k`` of a layer on the residuals at every real position of every forward row of
-    the rows outside fold ``k`` that have an oracle, each position labelled with its
-    read-out's concept; the controls around those positions' mean. The held-out R² stay the
-    answer position's."""
+def fit_every_position(model: LoadedModel, study: StudyReadouts, rows: np.ndarray,
+                       folds: np.ndarray, fitted: list[LayerErasers], batch_size: int,
+                       rng: np.random.Generator) -> list[LayerErasers]:
+    """``fitted`` with erasers and controls for every position (``at="all"``): per fold ``k``
+    and layer, one eraser per position role (:mod:`belieflens.interventions.positions`),
+    fitted on that role's positions in every forward row of the rows outside fold ``k`` that
+    have an oracle; the controls project a random direction out per role instead. The
+    held-out R² are filled in by :func:`erase_logprobs`, on what the applied erasers leave."""
     import torch
-    from concept_erasure import LeaceFitter
 
     target = oracle_mean(study.table)[rows]
     ok = np.flatnonzero(np.isfinite(target))
-    # standardised: LEACE's rank cut (svd_tol) is absolute, and the concept is one signal
-    # among every position's variance; erasing z or a z + b erases the same subspace
-    target = (target - np.mean(target[ok])) / max(float(np.std(target[ok])), 1e-12)
     n_folds, d = len(fitted[0].erasers), model.info.d_model
-    fitters = [[LeaceFitter(d, 1, dtype=torch.float64) for _ in range(n_folds)] for _ in fitted]
-    sums, counts = np.zeros((len(fitted), n_folds, d)), np.zeros(n_folds)
+    index = RoleIndex.of([row_roles(study.queries[rows[i]], len(r.ids))
+                          for i in ok for r in forward_rows([study.queries[rows[i]]])])
+    stats = [[RoleStats(d, index.size) for _ in range(n_folds)] for _ in fitted]
     for start in range(0, ok.size, batch_size):
         idx = ok[start : start + batch_size]
         batch = RowBatch.of([study.queries[q] for q in rows[idx]])
         run = clean_run(model, batch, keep_cache=False)
         for b, (r, n) in enumerate(zip(batch.rows, batch.lengths(), strict=True)):
             i = int(idx[r.query])
-            train = [k for k in range(n_folds) if n_folds == 1 or folds[i] != k]
-            z = torch.full((int(n), 1), float(target[i]), dtype=torch.float64)
-            counts[train] += n
+            role = index.ids(row_roles(batch.queries[r.query], int(n)))
             for li, f in enumerate(fitted):
-                x = run.resid[f.layer][b, : int(n)].to(torch.float64).cpu()
-                for k in train:
-                    fitters[li][k].update(x, z)
-                    sums[li, k] += x.sum(0).numpy()
+                x = run.resid[f.layer][b, : int(n)].to(torch.float64).cpu().numpy()
+                stats[li][int(folds[i]) if n_folds > 1 else 0].update(x, role, float(target[i]))
         del run
     out = []
     for li, f in enumerate(fitted):
-        erasers = tuple(eraser_of(fitters[li][k], d) for k in range(n_folds))
-        controls = tuple(random_eraser_at(sums[li, k] / max(counts[k], 1.0), e.rank, rng)
-                         for k, e in enumerate(erasers))
-        out.append(LayerErasers(f.layer, erasers, controls, f.r2_clean, f.r2_erased))
+        train = [stats[li][0].merged([s for j, s in enumerate(stats[li])
+                                      if n_folds == 1 or j != k]) for k in range(n_folds)]
+        erasers = tuple(role_erasers(t) for t in train)
+        controls = tuple(random_role_erasers(e, rng) for e in erasers)
+        out.append(LayerErasers(f.layer, erasers, controls, f.r2_clean, float("nan"), index))
     return out
 
 
-def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
+@dataclass(eq=False)
+class PositionSamples:
+    """Residuals at the checked positions, clean and erased, per layer (mutable accumulator).
+
+    Units checked: the answer position, and the roles with a column of their own in most
+    read-outs, as many as :data:`CHECK_BYTES` holds (most frequent first)."""
+
+    units: list[RoleKey]
+    clean: np.ndarray
+    erased: np.ndarray
+
+    @classmethod
+    def of(cls, study: StudyReadouts, rows: np.ndarray, n_layers: int, d: int) -> PositionSamples:
+        """Room for ``rows`` at every layer, for the units the budget holds."""
+        seen = Counter(k for q in rows for k in set(row_roles(study.queries[q],
+                                                              len(study.queries[q].context_ids))))
+        frequent = [k for k, n in sorted(seen.items(), key=lambda kv: (-kv[1], repr(kv[0])))
+                    if n >= MIN_ROLE_ROWS]
+        per_unit = max(rows.size * d * 4 * 2 * n_layers, 1)
+        units: list[RoleKey] = [("answer",), *frequent][: max(1, CHECK_BYTES // per_unit)]
+        shape = (n_layers, rows.size, len(units), d)
+        return cls(units, np.full(shape, np.nan, np.float32), np.full(shape, np.nan, np.float32))
+
+    def add(self, li: int, row: int, query: TokenizedQuery, clean: np.ndarray,
+            erased: np.ndarray) -> None:
+        """Keep the checked positions of one read-out's first forward row at layer ``li``."""
+        keys = row_roles(query, len(query.context_ids))
+        where = {k: p for p, k in enumerate(keys)}
+        where[("answer",)] = query.answer_pos
+        for u, key in enumerate(self.units):
+            if key in where:
+                self.clean[li, row, u] = clean[where[key]]
+                self.erased[li, row, u] = erased[where[key]]
+
+    def r2(self, concept: np.ndarray, folds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Held-out decoder R² ``[layer, unit]`` before and after erasure (NaN where a unit
+        has too few read-outs)."""
+        out = np.full((2, *self.clean.shape[:1], len(self.units)), np.nan)
+        for li in range(self.clean.shape[0]):
+            for u in range(len(self.units)):
+                have = np.isfinite(self.clean[li, :, u, 0]) & np.isfinite(concept)
+                if have.sum() >= MIN_ROLE_ROWS:
+                    for j, x in enumerate((self.clean, self.erased)):
+                        out[j, li, u] = heldout_position_r2(
+                            x[li, have, u].astype(np.float64), concept[have], folds[have])
+        return out[0], out[1]
+
+
+def prior_rows(study: StudyReadouts, rows: np.ndarray) -> np.ndarray:
     """For each row, the study query at turn 0 with the same episode, delivery, probe and
     rotation (-1 where there is none)."""
     t = study.table
@@ -196,84 +262,148 @@ def prior_rows(study: Study, rows: np.ndarray) -> np.ndarray:
     return np.array([at0.get(key[q], -1) for q in rows], dtype=np.int64)
 
 
+@dataclass(eq=False)
+class _Outputs:
+    """What :func:`erase_logprobs` fills, batch by batch (mutable accumulator)."""
+
+    erased: np.ndarray
+    control: np.ndarray
+    clean: np.ndarray
+    samples: PositionSamples | None
+
+
+def _erase_chunk(model: LoadedModel, study: StudyReadouts, chunk: np.ndarray, at: int,
+                 folds: np.ndarray, fitted: list[LayerErasers], out: _Outputs,
+                 every: bool) -> None:
+    """Erase (and, as the control, project out a random subspace) at every layer of ``fitted``
+    for the read-outs ``chunk`` (rows ``at..`` of the outputs)."""
+    import torch
+
+    sl = slice(at, at + chunk.size)
+    fk = folds[sl]
+    batch = RowBatch.of([study.queries[q] for q in chunk])
+    run = clean_run(model, batch)
+    out.clean[sl, : run.logprob.shape[1]] = run.logprob
+    tiled = batch.tile(2)
+    first = _row_query(batch)
+    lengths = batch.lengths()
+    leading = {int(q): r for r, q in reversed(list(enumerate(first)))}
+    for li, f in enumerate(fitted):
+        res = run.resid[f.layer]
+        edited = []
+        if every:
+            assert f.index is not None
+            full = res.double().cpu().numpy()
+            for kind in (f.erasers, f.controls):
+                new = full.copy()
+                for r, n in enumerate(lengths):
+                    role = f.index.ids(row_roles(batch.queries[first[r]], int(n)))
+                    new[r, :n] = kind[int(fk[first[r]])].apply(full[r, :n], role)
+                edited.append(torch.as_tensor(new, device=res.device, dtype=res.dtype))
+                if out.samples is not None and kind is f.erasers:
+                    for q, r in leading.items():
+                        out.samples.add(li, at + q, batch.queries[q], full[r], new[r])
+        else:
+            ans = at_answer(res, batch).double().cpu().numpy()
+            for kind in (f.erasers, f.controls):
+                new = np.stack([kind[int(fk[first[r]])].apply(ans[r : r + 1])[0]
+                                for r in range(ans.shape[0])])
+                edited.append(with_answer(res, batch, torch.as_tensor(new, device=res.device)))
+        lp = run_edited(model, tiled, f.layer, torch.cat(edited), run).reshape(2, chunk.size, -1)
+        out.erased[sl, li, : lp.shape[-1]] = lp[0]
+        out.control[sl, li, : lp.shape[-1]] = lp[1]
+    del run
+
+
 def erase_logprobs(
     model: LoadedModel,
-    study: Study,
+    study: StudyReadouts,
     rows: np.ndarray,
     options: EraseOptions = EraseOptions(),
     *,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> xr.Dataset:
-    """Erase the concept at every layer of ``options`` for the study's read-outs ``rows``."""
-    import torch
+    """Erase the concept at every layer of ``options`` for the study's read-outs ``rows``.
 
+    The R² after erasure are those of the eraser applied: at the answer position, the
+    cross-fitted answer erasers; ``at="all"``, a decoder at each checked position
+    (:class:`PositionSamples`) on the residuals the every-position eraser left, held out
+    over the same folds (``decoder_r2_erased`` at the answer position, ``decoder_r2_erased_max``
+    over the checked positions)."""
     layers = layer_list(options.layers, model.info.n_layers)
     folds, fitted = fit_all(study, rows, layers, options)
-    if options.at == "all":
+    every = options.at == "all"
+    samples = None
+    if every:
         fitted = fit_every_position(model, study, rows, folds, fitted, options.batch_size,
                                     np.random.default_rng([options.seed, 1]))
+        samples = PositionSamples.of(study, rows, len(layers), model.info.d_model)
     n_opt = max(len(study.queries[q].option_ids) for q in rows)
     erased = np.full((rows.size, len(layers), n_opt), np.nan)
-    control = np.full_like(erased, np.nan)
-    clean = np.full((rows.size, n_opt), np.nan)
+    out = _Outputs(erased, np.full_like(erased, np.nan), np.full((rows.size, n_opt), np.nan),
+                   samples)
     for start in range(0, rows.size, options.batch_size):
         chunk = rows[start : start + options.batch_size]
-        sl = slice(start, start + chunk.size)
-        fk = folds[sl]
-        batch = RowBatch.of([study.queries[q] for q in chunk])
-        run = clean_run(model, batch)
-        clean[sl, : run.logprob.shape[1]] = run.logprob
-        tiled = batch.tile(2)
-        first = _row_query(batch)
-        for li, layer in enumerate(layers):
-            res = run.resid[layer]
-            edited = []
-            if options.at == "all":
-                full = res.double().cpu().numpy()
-                for kind in (fitted[li].erasers, fitted[li].controls):
-                    new = np.stack([kind[int(fk[first[r]])].apply(full[r])
-                                    for r in range(full.shape[0])])
-                    edited.append(torch.as_tensor(new, device=res.device, dtype=res.dtype))
-            else:
-                ans = at_answer(res, batch).double().cpu().numpy()
-                for kind in (fitted[li].erasers, fitted[li].controls):
-                    new = np.stack([kind[int(fk[first[r]])].apply(ans[r : r + 1])[0]
-                                    for r in range(ans.shape[0])])
-                    edited.append(with_answer(res, batch, torch.as_tensor(new,
-                                                                           device=res.device)))
-            lp = run_edited(model, tiled, layer, torch.cat(edited), run)
-            lp = lp.reshape(2, chunk.size, -1)
-            erased[sl, li, : lp.shape[-1]] = lp[0]
-            control[sl, li, : lp.shape[-1]] = lp[1]
-        del run
+        _erase_chunk(model, study, chunk, start, folds, fitted, out, every)
         if on_progress is not None:
             on_progress(start + chunk.size, rows.size)
+    ds = _erase_dataset(study, rows, layers, folds, fitted, out, options.at)
+    if samples is not None:
+        r2_clean, r2_erased = samples.r2(oracle_mean(study.table)[rows], folds)
+        ds["decoder_r2_erased"] = (LAYER, r2_erased[:, 0])
+        ds["decoder_r2_clean_max"] = (LAYER, _nanmax(r2_clean))
+        ds["decoder_r2_erased_max"] = (LAYER, _nanmax(r2_erased))
+        ds["decoder_r2_erased_max"].attrs["description"] = (
+            "largest held-out R² of a ridge decoder of the concept at one checked position "
+            "role, on the residuals the every-position eraser left (cross-fitted)")
+        ds.attrs["decoder_r2_positions"] = (
+            f"{len(samples.units)} position roles checked (the answer position first)")
+    return ds
+
+
+def _nanmax(x: np.ndarray) -> np.ndarray:
+    """Max over the last axis ignoring NaN (NaN where all are)."""
+    have = np.isfinite(x).any(axis=-1)
+    return np.where(have, np.nanmax(np.where(np.isfinite(x), x, -np.inf), axis=-1), np.nan)
+
+
+def _erase_dataset(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int], folds: np.ndarray,
+                   fitted: list[LayerErasers], out: _Outputs, at: str) -> xr.Dataset:
+    """The result file's variables (module docstring)."""
+    n_opt = out.clean.shape[1]
     prior_q = prior_rows(study, rows)
     study_lp = np.asarray(study.table["option_logprob"].values, dtype=np.float64)[:, :n_opt]
     prior = np.where(prior_q[:, None] >= 0, study_lp[np.maximum(prior_q, 0)], np.nan)
     ds = xr.Dataset(
         {
-            "erased_logprob": ((QUERY, LAYER, OPTION), erased),
-            "control_logprob": ((QUERY, LAYER, OPTION), control),
-            "clean_logprob": ((QUERY, OPTION), clean),
+            "erased_logprob": ((QUERY, LAYER, OPTION), out.erased),
+            "control_logprob": ((QUERY, LAYER, OPTION), out.control),
+            "clean_logprob": ((QUERY, OPTION), out.clean),
             "prior_logprob": ((QUERY, OPTION), prior),
             "study_query": (QUERY, rows.astype(np.int32)),
             "fold": (QUERY, folds.astype(np.int32)),
             "eraser_rank": (LAYER, np.array([f.erasers[0].rank for f in fitted], np.int32)),
-            "probe_r2_clean": (LAYER, np.array([f.r2_clean for f in fitted])),
-            "probe_r2_erased": (LAYER, np.array([f.r2_erased for f in fitted])),
+            **({"eraser_roles": (LAYER, np.array([f.erasers[0].roles for f in fitted],
+                                                 np.int32))} if at == "all" else {}),
+            "decoder_r2_clean": (LAYER, np.array([f.r2_clean for f in fitted])),
+            "decoder_r2_erased": (LAYER, np.array([f.r2_erased for f in fitted])),
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32)},
     )
-    where = "the answer position" if options.at == "answer" else "every position"
-    ds.attrs["at"] = options.at
+    where = "the answer position" if at == "answer" else "every position"
+    ds.attrs["at"] = at
     ds["erased_logprob"].attrs["description"] = (
         f"log P(option) with the oracle concept LEACE-erased at {where} of layer l "
-        f"(eraser fitted at {where} of the other folds' episodes)")
+        f"(eraser fitted at {where} of the other folds' episodes"
+        + ("" if at == "answer" else ", one per position role") + ")")
     ds["control_logprob"].attrs["description"] = (
-        "log P(option) with a random subspace of equal rank erased instead")
+        "log P(option) with a random subspace of equal rank erased instead"
+        + ("" if at == "answer" else " (a random direction per position role)"))
     ds["prior_logprob"].attrs["description"] = (
         "the study's log P(option) at turn 0 of the same episode, delivery, probe, rotation")
+    ds["decoder_r2_erased"].attrs["description"] = (
+        "held-out R² of a ridge decoder of the concept at the answer position after the "
+        "eraser applied")
     return with_table(ds, study.select(rows), n_opt)
 
 

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from typing import get_args
 
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
-from belieflens.interventions.study import Study
+from belieflens.interventions.readouts import StudyReadouts
 from belieflens.model.load import LoadedModel, load, quiet_libraries, resolve
 from belieflens.types import DeviceName, KernelName
 
 KERNELS: tuple[KernelName, ...] = get_args(KernelName)
 
 
-def _kernels(study: Study) -> KernelName:
+def _kernels(study: StudyReadouts) -> KernelName:
     """The study's CPU kernels (``default`` where it names none this version knows)."""
     named = str(study.attrs.get("model_kernels", "default"))
     for k in KERNELS:
@@ -22,7 +22,7 @@ def _kernels(study: Study) -> KernelName:
     return "default"
 
 
-def model_for(model: LoadedModel | str | None, study: Study, *,
+def model_for(model: LoadedModel | str | None, study: StudyReadouts, *,
               device: DeviceName = "cpu") -> LoadedModel:
     """``model`` itself, or the model spec loaded (``None``: the study's ``model_spec``) in
     float32 with the CPU kernels the study ran with (``model_kernels``); one line if it cannot

@@ -1,10 +1,11 @@
 """Pairs of read-outs for interchange patching, and the position sets patched.
 
 A pair ``(base, source)`` names two queries of one study (indices into its ``query``). Its
-positions are **aligned by role** (:mod:`belieflens.interventions.align`): the shared
-template position by position, each evidence span from its end, the answer position with
-the answer position, so contexts of different lengths pair too; a base position with no
-counterpart is never patched and is listed in the file. A pair whose options differ or whose
+positions are **aligned by role** (:mod:`belieflens.interventions.align`), by the spans the
+renderer recorded: turn t's evidence with turn t's, each template piece with the same piece,
+the question with the question, the answer position with the answer position, so contexts of
+different lengths pair too; a base position with no counterpart is never patched and is
+listed in the file. A pair whose options differ or whose
 answer positions hold different tokens cannot be aligned, and is refused in one line naming
 the first (:func:`check_aligned`).
 
@@ -18,9 +19,8 @@ be debiased over rotations.
 Position sets (:data:`POSITION_SETS`):
 
 - ``answer``: the answer position (the last context token, where the answer is read);
-- ``evidence``: the base context positions in evidence spans that have a counterpart — the
-  tokens that carry the evidence in which the two episodes differ (for coin flip, the flips
-  and their counts); empty for a self-patch;
+- ``evidence``: the base context positions in evidence spans (a turn's evidence or a summary
+  of it) that have a counterpart — for coin flip, the flips and their counts;
 - ``all``: every position of the row that has a counterpart.
 """
 
@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from belieflens.errors import ParameterError
 from belieflens.interventions.align import align, why_unaligned
 from belieflens.interventions.forward import RowBatch
-from belieflens.interventions.study import Selection, Study
+from belieflens.interventions.readouts import Selection, StudyReadouts
 from belieflens.readouts.render import TokenizedQuery
 
 PositionSet = Literal["answer", "evidence", "all"]
@@ -67,7 +67,7 @@ def misalignment(base: TokenizedQuery, source: TokenizedQuery) -> str:
     return why_unaligned(base, source)
 
 
-def check_aligned(study: Study, pairs: Sequence[Pair]) -> None:
+def check_aligned(study: StudyReadouts, pairs: Sequence[Pair]) -> None:
     """Refuse (one line naming the first offending pair) pairs that are out of range or
     misaligned."""
     if not pairs:
@@ -102,7 +102,7 @@ def parse_pair(text: str) -> Pair:
         ) from None
 
 
-def pair_instances(study: Study, select: Selection | None = None) -> list[Pair]:
+def pair_instances(study: StudyReadouts, select: Selection | None = None) -> list[Pair]:
     """Aligned, differing pairs of whole probe instances among the read-outs ``select``
     names (default: all; see the module docstring)."""
     t = study.table
@@ -129,7 +129,7 @@ def pair_instances(study: Study, select: Selection | None = None) -> list[Pair]:
     return pairs
 
 
-def _instances_pair(study: Study, base: dict[int, int], source: dict[int, int]) -> bool:
+def _instances_pair(study: StudyReadouts, base: dict[int, int], source: dict[int, int]) -> bool:
     if sorted(base) != sorted(source):
         return False
     qs = study.queries
@@ -158,7 +158,7 @@ def position_masks(base: RowBatch, source: RowBatch
     return masks, where
 
 
-def same_length(study: Study, pairs: Sequence[Pair]) -> int:
+def same_length(study: StudyReadouts, pairs: Sequence[Pair]) -> int:
     """How many of ``pairs`` have contexts of one length (the pairs position-by-position
     alignment alone would allow)."""
     qs = study.queries

@@ -18,8 +18,9 @@ layer, positions, option]``, the clean ``base_logprob`` and ``source_logprob[pai
 ``n_patched[pair, positions]`` and the base read-out's coordinates, outcomes and oracle
 (plus ``source_episode`` and ``source_oracle``), so that analysis needs no study file.
 
-Positions are aligned by role (:mod:`belieflens.interventions.align`): the source's residual
-patched in at base position ``p`` is the one at ``p``'s counterpart, so pairs whose contexts
+Positions are aligned by the episode's own spans (:mod:`belieflens.interventions.align`): the
+source's residual patched in at base position ``p`` is the one at ``p``'s counterpart (the same
+role: turn t's evidence, the same template piece, the question), so pairs whose contexts
 differ in length are patched too. ``unaligned_positions[pair]`` lists the base positions
 without a counterpart (never patched; ``n_unaligned``), and the attributes
 ``pairs_same_length`` and ``pairs_gained`` count the pairs of one context length and those
@@ -49,8 +50,8 @@ from belieflens.interventions.pairs import (
     position_masks,
     same_length,
 )
+from belieflens.interventions.readouts import Selection, StudyReadouts, with_table
 from belieflens.interventions.run import Plan
-from belieflens.interventions.study import Selection, Study, with_table
 from belieflens.model.load import LoadedModel
 from belieflens.store.results import Kind
 
@@ -92,7 +93,7 @@ class PatchOptions:
         if self.layers is not None and not self.layers:
             raise ParameterError("option '--layers' is empty")
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Patch the explicit pairs, or pairs of the selected read-outs' probe instances
         (episodes pair with each other, so ``select`` may not name them); the provenance
         keeps today's ``option_*`` attributes (turns, probes, deliveries, explicit_pairs)."""
@@ -110,7 +111,7 @@ class PatchOptions:
 
 def patch_logprobs(
     model: LoadedModel,
-    study: Study,
+    study: StudyReadouts,
     pairs: Sequence[Pair],
     options: PatchOptions = PatchOptions(),
     *,
@@ -164,7 +165,7 @@ def patch_logprobs(
     return _with_alignment(ds, study, pairs)
 
 
-def _with_alignment(ds: xr.Dataset, study: Study, pairs: Sequence[Pair]) -> xr.Dataset:
+def _with_alignment(ds: xr.Dataset, study: StudyReadouts, pairs: Sequence[Pair]) -> xr.Dataset:
     """``ds`` with each pair's base positions that have no counterpart in the source
     (``unaligned_positions``, comma-separated; ``n_unaligned``) and, in its attributes, how
     many pairs have one context length (``pairs_same_length``) and how many more the role
@@ -189,7 +190,7 @@ def _first_rows(batch: RowBatch) -> np.ndarray:
     return np.array([first[q] for q in range(len(batch.queries))], dtype=np.int64)
 
 
-def _dataset(study: Study, pairs: Sequence[Pair], layers: Sequence[int],
+def _dataset(study: StudyReadouts, pairs: Sequence[Pair], layers: Sequence[int],
              sets: Sequence[PositionSet], patched: np.ndarray, base_lp: np.ndarray,
              source_lp: np.ndarray, n_patched: np.ndarray) -> xr.Dataset:
     b_idx = np.array([p.base for p in pairs], dtype=np.int64)
@@ -219,6 +220,6 @@ def _dataset(study: Study, pairs: Sequence[Pair], layers: Sequence[int],
     ds["source_query"].attrs["description"] = "index of the source read-out in the study's query"
     ds["n_patched"].attrs["description"] = "number of positions patched"
     ds[POSITIONS].attrs["description"] = (
-        "answer: the answer position; evidence: context positions where base and source "
-        "tokens differ; all: every position")
+        "answer: the answer position; evidence: the context positions of the evidence spans "
+        "(each turn's evidence, a summary) with a counterpart; all: every position with one")
     return ds

@@ -21,7 +21,7 @@ from typing import Any
 import xarray as xr
 
 from belieflens.errors import ParameterError
-from belieflens.interventions.study import Study
+from belieflens.interventions.readouts import StudyReadouts
 from belieflens.model.load import LoadedModel
 from belieflens.store import space
 from belieflens.store.provenance import git_commit
@@ -41,7 +41,7 @@ def check_out(out: Path, overwrite: bool) -> None:
         )
 
 
-def provenance(kind: Kind, study: Study, model: LoadedModel, options: Mapping[str, Any]
+def provenance(kind: Kind, study: StudyReadouts, model: LoadedModel, options: Mapping[str, Any]
                ) -> dict[str, Any]:
     """Root attributes of a result file: what it is, from which study and model, how."""
     try:

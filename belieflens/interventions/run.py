@@ -23,8 +23,8 @@ import xarray as xr
 from belieflens.errors import choice
 from belieflens.interventions.belief import with_belief_reads
 from belieflens.interventions.model import layer_list, model_for
+from belieflens.interventions.readouts import Selection, StudyReadouts, check_model, read_study
 from belieflens.interventions.results import check_out, provenance, write_result
-from belieflens.interventions.study import Selection, Study, check_model, read_study
 from belieflens.model.load import LoadedModel, quiet_libraries
 from belieflens.store.results import Kind
 from belieflens.types import DEVICES, DeviceName
@@ -48,14 +48,14 @@ class Intervention(Protocol):
     kind: ClassVar[Kind]
     """The ``kind`` attribute of its result file."""
     need: ClassVar[tuple[str, ...]]
-    """Study variables it reads beyond :data:`~belieflens.interventions.study.NEEDED`."""
+    """Study variables it reads beyond :data:`~belieflens.interventions.readouts.NEEDED`."""
 
     @property
     def layers(self) -> tuple[int, ...] | None:
         """Layers it edits (``None``: all)."""
         ...
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Its plan for the read-outs ``select`` names (one line if they cannot be used)."""
         ...
 

@@ -1,4 +1,4 @@
-"""Steering along probe directions: add α·σ_l·w_l at the answer position of layer l
+"""Steering along decoder directions: add α·σ_l·w_l at the answer position of layer l
 (``at="after-evidence"``: at every position after the evidence, through the read-out's end).
 
 **After the evidence.** A read-out's evidence ends at the last context position where the
@@ -9,8 +9,8 @@ tokens) is steered. A read-out with no such comparison (one episode, or no other
 length) is refused in one line (:func:`evidence_end`).
 
 ``w_l`` is the unit direction of the oracle's point estimate in the study's own residuals at
-layer ``l``: the ridge probe's (``direction=ridge``,
-:func:`belieflens.interventions.directions.probe_direction`) or the difference of means
+layer ``l``: the ridge decoder's (``direction=ridge``,
+:func:`belieflens.interventions.directions.decoder_direction`) or the difference of means
 between read-outs above and below the concept's median (``direction=diff-means``,
 :func:`~belieflens.interventions.directions.diff_means_direction`); ``σ_l`` the standard
 deviation of those residuals along ``w_l``, so ``α`` is in units of the residuals' own spread
@@ -27,7 +27,8 @@ Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option
 ``clean_logprob[query, option]``, ``study_query[query]``, ``query_fold[query]``, the directions
 applied ``fold_direction[layer, fold, d_model]`` and their ``fold_resid_std[layer, fold]``;
 per layer the direction fitted on all the selected read-outs, for reference (``direction``,
-``resid_std``, ``probe_r2``: its held-out R² under grouped cross-validation, ``probe_lam``),
+``resid_std``, ``decoder_r2``: its held-out R² under grouped cross-validation,
+``decoder_lam``),
 ``control_direction[layer, d_model]``; and the read-outs' coordinates, outcomes and oracle.
 """
 
@@ -46,21 +47,21 @@ from belieflens.interventions.belief import study_beliefs
 from belieflens.interventions.directions import (
     Direction,
     belief_direction,
+    decoder_direction,
     diff_means_direction,
     episode_folds,
-    probe_direction,
     random_unit,
 )
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
-from belieflens.interventions.run import Plan
-from belieflens.interventions.study import (
+from belieflens.interventions.readouts import (
     Selection,
-    Study,
+    StudyReadouts,
     oracle_mean,
     study_resid,
     with_table,
 )
+from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
 from belieflens.store.results import Kind
 
@@ -80,13 +81,13 @@ DEFAULT_ALPHAS: tuple[float, ...] = (-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0)
 
 @dataclass(frozen=True)
 class SteerOptions:
-    """How to steer: layers, strengths, folds of the probe, batch size, seed, positions.
+    """How to steer: layers, strengths, folds of the decoder, batch size, seed, positions.
 
     Passed to :func:`belieflens.steer`; the result file holds
     ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``. Directions are
     cross-fitted over ``n_folds`` folds grouped by episode (a read-out is steered along a
     direction fitted without its episode): ``n_folds`` needs as many episodes in the study.
-    ``direction`` is ``ridge`` (the ridge probe's weights), ``diff-means``, or, on a
+    ``direction`` is ``ridge`` (the ridge decoder's weights), ``diff-means``, or, on a
     token-level study, ``belief`` / ``belief-decoder``: the direction raising the regressed
     belief in hidden state ``state`` (its pattern in the residuals, or the regression's
     least-norm shift; :func:`~belieflens.interventions.directions.belief_direction`).
@@ -120,7 +121,7 @@ class SteerOptions:
         at_least("--folds", self.n_folds, 2)
         at_least("--state", self.state, 0)
 
-    def plan(self, study: Study, select: Selection) -> Plan:
+    def plan(self, study: StudyReadouts, select: Selection) -> Plan:
         """Steer the selected read-outs (:func:`steer_logprobs`)."""
         rows = select.rows(study)
         if self.direction.startswith("belief"):  # one line now, before the model loads
@@ -132,7 +133,7 @@ class SteerOptions:
             model, study, rows, self, on_progress=progress))
 
 
-def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
+def fit_directions(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int],
                    rng: np.random.Generator, *, n_folds: int = 5, lam: float | None = None,
                    kind: DirectionKind = "ridge", state: int = 0) -> list[Direction]:
     """The direction of each layer, fitted on the rows ``rows`` that have an oracle."""
@@ -140,7 +141,7 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
     ok = np.isfinite(target)
     if ok.sum() < 3:
         raise ParameterError("fewer than 3 selected read-outs have an oracle: nothing to fit "
-                             "a probe direction on")
+                             "a decoder direction on")
     fit_rows = rows[ok]
     groups = np.asarray(study.table["episode"].values)[fit_rows]
     out = []
@@ -151,7 +152,8 @@ def fit_directions(study: Study, rows: np.ndarray, layers: Sequence[int],
                                         n_folds=n_folds, decoder=kind == "belief-decoder"))
             continue
         out.append(diff_means_direction(x, target[ok]) if kind == "diff-means" else
-                   probe_direction(x, target[ok], groups, rng, n_folds=n_folds, lam=lam))
+                   decoder_direction(x, target[ok], groups, rng, n_folds=n_folds,
+                                     lam=lam))
     return out
 
 
@@ -166,7 +168,7 @@ class CrossFit:
     full: list[Direction]
 
 
-def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: SteerOptions,
+def cross_fit(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int], options: SteerOptions,
               rng: np.random.Generator) -> CrossFit:
     """The fold of each row (grouped by episode) and each layer's direction per fold, fitted
     on the other folds' rows; one line when the rows span a single episode."""
@@ -193,7 +195,7 @@ def cross_fit(study: Study, rows: np.ndarray, layers: Sequence[int], options: St
     return CrossFit(folds, by_fold, full)
 
 
-def evidence_end(study: Study, rows: np.ndarray) -> np.ndarray:
+def evidence_end(study: StudyReadouts, rows: np.ndarray) -> np.ndarray:
     """For each selected read-out, the last context position of its evidence: the last
     position where read-outs of the same turn, delivery, probe, rotation and length differ
     across episodes (module docstring). One line if a read-out has nothing to compare with."""
@@ -261,7 +263,7 @@ def _row_vectors(fit: CrossFit, li: int, folds: np.ndarray, control: np.ndarray,
 
 def steer_logprobs(
     model: LoadedModel,
-    study: Study,
+    study: StudyReadouts,
     rows: np.ndarray,
     options: SteerOptions = SteerOptions(),
     *,
@@ -330,8 +332,8 @@ def _steer_dataset(fit: CrossFit, layers: Sequence[int], alphas: np.ndarray,
             "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in full])),
             "control_direction": ((LAYER, D_MODEL), np.stack(controls)),
             "resid_std": (LAYER, np.array([x.scale for x in full])),
-            "probe_r2": (LAYER, np.array([x.r2 for x in full])),
-            "probe_lam": (LAYER, np.array([x.lam for x in full])),
+            "decoder_r2": (LAYER, np.array([x.r2 for x in full])),
+            "decoder_lam": (LAYER, np.array([x.lam for x in full])),
         },
         coords={LAYER: np.asarray(layers, dtype=np.int32), ALPHA: alphas},
     )

@@ -6,11 +6,24 @@
 - :class:`Head`: the final norm and the unembedding, one formula for numpy and torch, read
   from a cache file (:meth:`Head.from_dataset`) or a loaded model (:meth:`Head.from_model`).
 
-Applying a lens to a cache file is analysis (``ds.bl.beliefs(source=lens)``,
-:func:`belieflens.analysis.lens.lens_beliefs`); training a tuned lens needs a model and lives
-in :mod:`belieflens.train.lens`. This package imports neither.
+- :mod:`.apply`: a lens applied to a cache file's residuals, each layer's scores of the
+  answer options (:func:`~.apply.lens_logits`, :func:`~.apply.lens_option_logprob`), read a
+  block of queries at a time.
+
+Debiasing those scores over rotations into beliefs is analysis
+(:func:`belieflens.analysis.beliefs.lens_beliefs`, ``ds.bl.beliefs(source=lens)``); training a
+tuned lens needs a model and lives in :mod:`belieflens.train.lens`. This package imports
+neither.
 """
 
+from belieflens.lens.apply import (
+    MultiToken,
+    final_norm_of,
+    has_continuations,
+    lens_logits,
+    lens_option_logprob,
+    query_blocks,
+)
 from belieflens.lens.base import Lens, LogitLens
 from belieflens.lens.head import FinalNorm, Head, final_norm, unembed_hash, unembedding
 from belieflens.lens.tuned import (
@@ -28,13 +41,19 @@ __all__ = [
     "Head",
     "Lens",
     "LogitLens",
+    "MultiToken",
     "TunedLens",
     "TunedLensConfig",
     "TunedLensError",
     "final_norm",
+    "final_norm_of",
+    "has_continuations",
     "identity_lens",
+    "lens_logits",
+    "lens_option_logprob",
     "load_tuned_lens",
     "parse_lens_spec",
+    "query_blocks",
     "save_tuned_lens",
     "unembed_hash",
     "unembedding",

@@ -5,7 +5,7 @@ every layer's residual into the final layer's space, and the model's
 :class:`~belieflens.lens.head.Head` (the final norm, then the unembedding) turns the result
 into logits. :class:`LogitLens` is the identity; :class:`~belieflens.lens.tuned.TunedLens`
 applies trained per-layer translators. Nothing here needs a model: a cache file stores the
-head (:meth:`Head.from_dataset`).
+head (:meth:`~.head.Head.from_dataset`).
 """
 
 from __future__ import annotations

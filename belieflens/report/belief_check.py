@@ -3,6 +3,9 @@ patching result; :mod:`belieflens.analysis.belief_check` defines the numbers).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -25,24 +28,27 @@ def belief_check_text(ds: xr.Dataset) -> str:
 
 def steer_check_table(check: xr.Dataset) -> str:
     """Per layer and α: edited and unedited TVD, follow, and the random control's follow."""
-    lines = ["  layer  alpha   edited  unedited  follow  control follow  predicted move"]
-    for la in check[LAYER].values:
-        for a in check[ALPHA].values:
-            s = check.sel({LAYER: la, ALPHA: a})
-            lines.append(f"  {int(la):>5} {float(a):>6g} {float(s.tvd_edited_mean):8.4f} "
-                         f"{float(s.tvd_unedited_mean):9.4f} {_num(s.follow):>7} "
-                         f"{_num(s.control_follow):>15} {float(s.tvd_predicted_move_mean):15.4f}")
-    return "\n".join(lines)
+    return _table(check, ALPHA, "  alpha", lambda a: f" {float(a):>6g}",
+                  "  control follow  predicted move",
+                  lambda s: f" {_num(s.control_follow):>15} "
+                            f"{float(s.tvd_predicted_move_mean):15.4f}")
 
 
 def patch_check_table(check: xr.Dataset) -> str:
     """Per layer and position set: edited and unedited TVD and follow."""
-    lines = ["  layer  positions   edited  unedited  follow"]
+    return _table(check, POSITIONS, "  positions", lambda p: f"  {p!s:>9}", "", lambda s: "")
+
+
+def _table(check: xr.Dataset, by: str, by_head: str, by_cell: Callable[[Any], str],
+           more_head: str, more: Callable[[xr.Dataset], str]) -> str:
+    """One row per layer and value of ``by``: edited and unedited TVD and follow, then the
+    ``more`` columns."""
+    lines = [f"  layer{by_head}   edited  unedited  follow{more_head}"]
     for la in check[LAYER].values:
-        for p in check[POSITIONS].values:
-            s = check.sel({LAYER: la, POSITIONS: p})
-            lines.append(f"  {int(la):>5}  {p!s:>9} {float(s.tvd_edited_mean):8.4f} "
-                         f"{float(s.tvd_unedited_mean):9.4f} {_num(s.follow):>7}")
+        for v in check[by].values:
+            s = check.sel({LAYER: la, by: v})
+            lines.append(f"  {int(la):>5}{by_cell(v)} {float(s.tvd_edited_mean):8.4f} "
+                         f"{float(s.tvd_unedited_mean):9.4f} {_num(s.follow):>7}{more(s)}")
     return "\n".join(lines)
 
 

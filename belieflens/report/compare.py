@@ -19,10 +19,10 @@ from belieflens.analysis.compare import (
     compare,
 )
 from belieflens.dims import LAYER, TURN
+from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.figures import pyplot, save
-from belieflens.report.study import Analysis
-from belieflens.report.tables import pm
+from belieflens.report.tables import cells, has_values, pm
 from belieflens.report.viewer import compare_payload, render_html
 from belieflens.store import space
 from belieflens.types import DebiasMethod
@@ -30,9 +30,7 @@ from belieflens.types import DebiasMethod
 
 def _cells(cmp: xr.Dataset) -> list[tuple[str, str]]:
     """The (delivery, probe) pairs that have an output value for some model."""
-    tv = cmp["output_tvd_mean"]
-    return [(str(d), str(p)) for d in tv["delivery"].values for p in tv["probe"].values
-            if not bool(tv.sel(delivery=d, probe=p).isnull().all())]
+    return [(d, p) for d, p, _ in cells(cmp["output_tvd_mean"], has_values)]
 
 
 def _width(cmp: xr.Dataset) -> int:
@@ -63,7 +61,7 @@ def format_compare(cmp: xr.Dataset) -> str:
     lines: list[str] = []
     w = _width(cmp)
     head = (f"  {'model':<{w}}{'blocks':>7}  {'output TVD':>12}  {'lens: depth (layer) TVD':>26}"
-            f"  {'probe: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
+            f"  {'decoder: depth (layer) TVD':>26}  {'updating slope':>15}  {'rot. TVD':>8}")
     for d, p in _cells(cmp):
         lines.append(f"{d} / {p}: mean over turns; slope ± clustered SE; rotation TVD = "
                      "position bias")
@@ -134,7 +132,7 @@ def _colors(n: int) -> list[Any]:
 
 def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
     """TVD to the oracle against relative depth (mean over turns ± mean SEM), one colour per
-    model: logit lens solid, probe dashed, the output as a dotted level; one panel per
+    model: logit lens solid, decoder dashed, the output as a dotted level; one panel per
     (delivery, probe)."""
     plt = pyplot()
     cells = _cells(cmp)
@@ -149,7 +147,7 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
             # each of the model's own layers once, at its own depth (the grid repeats layers)
             own, first = np.unique(sub[LAYER].values, return_index=True)
             x = own / int(sub["n_layers"])
-            for s, ls in (("logit-lens", "-"), ("probe", "--")):
+            for s, ls in (("logit-lens", "-"), ("decoder", "--")):
                 tv = sub.sel({SOURCE: s}).isel({DEPTH: first})
                 mean = tv["tvd_mean"].mean(TURN, skipna=True).values
                 if not np.isfinite(mean).any():
@@ -168,7 +166,7 @@ def depth_plot(cmp: xr.Dataset, out: Path) -> Path:
         ax.legend(fontsize=6, ncol=2)
     for ax in list(axes.flat)[len(cells):]:
         ax.axis("off")
-    fig.suptitle("Where each model's belief forms: lens (solid) and probe (dashed) against "
+    fig.suptitle("Where each model's belief forms: lens (solid) and decoder (dashed) against "
                  "depth; output (dotted)")
     return save(fig, out, tight=True)
 
@@ -266,7 +264,7 @@ per turn, mean ± 1 SEM over episodes.
 
 Layers are aligned by relative depth (layer / number of blocks): 0 is the embedding of the
 last prompt token, 1 the last block's output. Solid: logit lens (each layer read through the
-model's own final norm and unembedding); dashed: linear probe (held-out, folds grouped by
+model's own final norm and unembedding); dashed: linear decoder (held-out, folds grouped by
 episode); dotted: the model's output. *Closest depth* is the model's own layer with the
 lowest TVD averaged over turns.
 
@@ -301,7 +299,7 @@ def compare_report(
     out_dir: str | Path | None = None,
     *,
     method: DebiasMethod = "geometric",
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     html: bool = True,
 ) -> Analysis:
@@ -315,13 +313,13 @@ def compare_report(
     place once whole (:func:`belieflens.report.atomic.staged`)."""
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
+        from belieflens.store.cache import cache_files
         from belieflens.store.integrity import verify_file
-        from belieflens.store.study import cache_files
 
         for f in files:
             for one in cache_files(f) if Path(f).is_dir() else [Path(f)]:
                 verify_file(one)
-    cmp = compare(files, method=method, probes=probes, seed=seed)
+    cmp = compare(files, method=method, decoders=decoders, seed=seed)
     table = format_compare(cmp)
     turns = format_turns(cmp)
     head = headline(cmp)

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.report.tables import cells, has_values
+
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on first use: it is
@@ -68,12 +70,7 @@ def trajectory_plot(table: xr.Dataset, out: Path) -> Path:
 def lens_heatmap(table: xr.Dataset, out: Path) -> Path:
     """Lens TVD to the oracle as a layer x turn heatmap, one panel per (delivery, probe)."""
     plt = pyplot()
-    panels = [
-        (str(d), str(p))
-        for d in table["delivery"].values
-        for p in table["probe"].values
-        if not bool(table["tvd_mean"].sel(delivery=d, probe=p).isnull().all())
-    ]
+    panels = [(d, p) for d, p, _ in cells(table["tvd_mean"], has_values)]
     cols = min(2, len(panels)) or 1
     rows = (len(panels) + cols - 1) // cols or 1
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
@@ -100,13 +97,8 @@ def source_heatmaps(summary: xr.Dataset, out: Path) -> Path:
     per source of :func:`belieflens.analysis.summary` that has values."""
     plt = pyplot()
     tv = summary["tvd_mean"]
-    sources = [str(s) for s in tv["source"].values if not bool(tv.sel(source=s).isnull().all())]
-    panels = [
-        (str(d), str(p))
-        for d in tv["delivery"].values
-        for p in tv["probe"].values
-        if not bool(tv.sel(delivery=d, probe=p).isnull().all())
-    ]
+    sources = [str(s) for s in tv["source"].values if has_values(tv.sel(source=s))]
+    panels = [(d, p) for d, p, _ in cells(tv, has_values)]
     rows, cols = max(1, len(panels)), max(1, len(sources))
     fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols + 1, 2.8 * rows + 0.8),
                              squeeze=False)
@@ -137,12 +129,7 @@ def layer_profile_plot(summary: xr.Dataset, out: Path) -> Path:
     one panel per (delivery, probe)."""
     plt = pyplot()
     tv = summary["tvd_mean"]
-    panels = [
-        (str(d), str(p))
-        for d in tv["delivery"].values
-        for p in tv["probe"].values
-        if not bool(tv.sel(delivery=d, probe=p).isnull().all())
-    ]
+    panels = [(d, p) for d, p, _ in cells(tv, has_values)]
     cols = min(2, len(panels)) or 1
     rows = (len(panels) + cols - 1) // cols or 1
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.4 * rows), squeeze=False)
@@ -171,16 +158,10 @@ def position_bias_plot(table: xr.Dataset, out: Path) -> Path:
     """Left: TVD of each rotation's belief from the debiased one; right: excess probability
     per answer position. One bar group per (delivery, probe)."""
     plt = pyplot()
-    cells = [
-        (str(d), str(p))
-        for d in table["delivery"].values
-        for p in table["probe"].values
-        if int(table["rotation_n"].sel(delivery=d, probe=p).sum()) > 0
-    ]
+    shown = list(cells(table, lambda s: int(s["rotation_n"].sum()) > 0))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.8))
-    width = 0.8 / max(1, len(cells))
-    for i, (d, p) in enumerate(cells):
-        sub = table.sel(delivery=d, probe=p)
+    width = 0.8 / max(1, len(shown))
+    for i, (d, p, sub) in enumerate(shown):
         rt = sub["rotation_tvd_mean"]
         ok = np.isfinite(rt.values)
         x = sub["rotation"].values[ok] + i * width

@@ -24,10 +24,10 @@ from belieflens.analysis.interventions import (
     steer_summary,
 )
 from belieflens.dims import LAYER, POSITIONS
+from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.belief_check import belief_check_text
 from belieflens.report.figures import pyplot, save
-from belieflens.report.study import Analysis
 from belieflens.report.viewer import (
     erase_payload,
     intervention_page,
@@ -117,15 +117,15 @@ def _steer_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
     at = ("every position after the evidence" if ds.attrs.get("at") == "after-evidence"
           else "the answer position")
     lines = ["slope of the debiased belief's point estimate per unit alpha (alpha in SDs of "
-             f"the residuals along the probe direction, added at {at}), mean ± SEM over "
+             f"the residuals along the decoder direction, added at {at}), mean ± SEM over "
              "instances"]
     for d in summ["delivery"].values:
         for p in summ["probe"].values:
             lines.append(f"  {p} ({d})")
-            lines.append("    layer   probe R2        slope   control slope  selectivity")
+            lines.append("    layer decoder R2        slope   control slope  selectivity")
             for la in summ[LAYER].values:
                 s = summ.sel(delivery=d, probe=p, layer=la)
-                r2 = float(ds["probe_r2"].sel(layer=la))
+                r2 = float(ds["decoder_r2"].sel(layer=la))
                 lines.append(
                     f"    {int(la):>5} {r2:>10.3f} {float(s['slope_mean']):>+8.4f}±"
                     f"{float(s['slope_sem']):.4f} {float(s['control_slope_mean']):>+8.4f}±"
@@ -159,9 +159,9 @@ def _layer_lines(summ: xr.Dataset, out: Path, series: tuple[tuple[str, str], ...
 
 def _steer_plot(summ: xr.Dataset, out: Path) -> Path:
     return _layer_lines(
-        summ, out, (("slope", "probe direction"), ("control_slope", "random direction")),
+        summ, out, (("slope", "decoder direction"), ("control_slope", "random direction")),
         "d belief mean / d alpha",
-        "Steering: slope of the output belief along the probe direction vs control")
+        "Steering: slope of the output belief along the decoder direction vs control")
 
 
 def _erase_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
@@ -175,12 +175,19 @@ def _erase_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
             for la in summ[LAYER].values:
                 s = summ.sel(delivery=d, probe=p, layer=la)
                 lines.append(
-                    f"    {int(la):>5} {float(ds['probe_r2_clean'].sel(layer=la)):>9.3f} "
-                    f"{float(ds['probe_r2_erased'].sel(layer=la)):>10.3f} "
+                    f"    {int(la):>5} {float(ds['decoder_r2_clean'].sel(layer=la)):>9.3f} "
+                    f"{float(ds['decoder_r2_erased'].sel(layer=la)):>10.3f} "
                     f"{float(s['toward_prior_mean']):>+7.3f}±{float(s['toward_prior_sem']):.3f} "
                     f"{float(s['control_toward_prior_mean']):>+7.3f}±"
                     f"{float(s['control_toward_prior_sem']):.3f} "
                     f"{float(s['tvd_erased_clean_mean']):>10.4f}")
+    if "decoder_r2_erased_max" in ds:
+        lines.append(f"  every position ({ds.attrs.get('decoder_r2_positions', '')}): largest "
+                     "held-out decoder R² at one position role, clean -> after the erasers "
+                     "applied")
+        lines += [f"    {int(la):>5} {float(ds['decoder_r2_clean_max'].sel(layer=la)):>9.3f} "
+                  f"{float(ds['decoder_r2_erased_max'].sel(layer=la)):>10.3f}"
+                  for la in ds[LAYER].values]
     return "\n".join(lines)
 
 
@@ -193,7 +200,7 @@ def _erase_plot(summ: xr.Dataset, out: Path) -> Path:
 
 _TITLES = {
     "intervention-patch": "Interchange patching",
-    "intervention-steer": "Steering along probe directions",
+    "intervention-steer": "Steering along decoder directions",
     "intervention-erase": "Concept erasure (LEACE)",
 }
 

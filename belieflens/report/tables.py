@@ -4,38 +4,49 @@
 
 from __future__ import annotations
 
-from typing import SupportsFloat
+from collections.abc import Callable, Iterator
+from typing import SupportsFloat, TypeVar
 
 import numpy as np
 import xarray as xr
 
+Table = TypeVar("Table", xr.Dataset, xr.DataArray)
+
+
+def cells(table: Table, keep: Callable[[Table], bool]) -> Iterator[tuple[str, str, Table]]:
+    """Each (delivery, probe) of ``table`` and its selection, where ``keep`` of it holds: the
+    blocks of a table, the panels of a figure."""
+    for d in table["delivery"].values:
+        for p in table["probe"].values:
+            sub = table.sel(delivery=d, probe=p)
+            if keep(sub):
+                yield str(d), str(p), sub
+
+
+def has_values(x: xr.DataArray) -> bool:
+    """Whether ``x`` holds a value that is not NaN."""
+    return not bool(x.isnull().all())
+
 
 def format_turn_table(table: xr.Dataset) -> str:
-    """Plain-text rendering of :func:`turn_table`, one block per delivery and probe."""
+    """Plain-text rendering of :func:`~belieflens.analysis.tables.turn_table`, one block per
+    delivery and probe."""
     lines: list[str] = []
-    for deliv in table["delivery"].values:
-        for probe in table["probe"].values:
-            sub = table.sel(delivery=deliv, probe=probe)
-            if int(sub["n"].sum()) == 0:
+    for deliv, probe, sub in cells(table, lambda s: int(s["n"].sum()) > 0):
+        kind = str(sub["estimate_kind"].values)
+        est = "E[value]" if kind == "mean" else "P(first)"
+        lines.append(f"{deliv} / {probe}")
+        lines.append(f"  {'turn':>4}  {'TVD':>15}  {'|err| of ' + est:>20}  "
+                     f"{'model ' + est:>16}  {'oracle':>8}  {'n':>3}")
+        for t in sub["turn"].values:
+            r = sub.sel(turn=t)
+            if int(r["n"]) == 0:
                 continue
-            kind = str(sub["estimate_kind"].values)
-            est = "E[value]" if kind == "mean" else "P(first)"
-            lines.append(f"{deliv} / {probe}")
-            lines.append(
-                f"  {'turn':>4}  {'TVD':>15}  {'|err| of ' + est:>20}  {'model ' + est:>16}"
-                f"  {'oracle':>8}  {'n':>3}"
-            )
-            for t in sub["turn"].values:
-                r = sub.sel(turn=t)
-                if int(r["n"]) == 0:
-                    continue
-                lines.append(
-                    f"  {int(t):>4}  {pm(r['tvd_mean'], r['tvd_sem']):>15}  "
-                    f"{pm(r['abs_err_mean'], r['abs_err_sem']):>20}  "
-                    f"{pm(r['estimate_mean'], r['estimate_sem']):>16}  "
-                    f"{float(r['oracle_estimate_mean']):>8.3f}  {int(r['n']):>3}"
-                )
-            lines.append("")
+            lines.append(f"  {int(t):>4}  {pm(r['tvd_mean'], r['tvd_sem']):>15}  "
+                         f"{pm(r['abs_err_mean'], r['abs_err_sem']):>20}  "
+                         f"{pm(r['estimate_mean'], r['estimate_sem']):>16}  "
+                         f"{float(r['oracle_estimate_mean']):>8.3f}  {int(r['n']):>3}")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -44,14 +55,10 @@ def format_lens_table(table: xr.Dataset, *, every: int = 5) -> str:
     lines: list[str] = []
     layers = list(table["layer"].values)
     shown = sorted(set(layers[::every]) | {layers[-1]})
-    for deliv in table["delivery"].values:
-        for probe in table["probe"].values:
-            sub = table["tvd_mean"].sel(delivery=deliv, probe=probe)
-            if bool(sub.isnull().all()):
-                continue
-            by_layer = sub.mean("turn", skipna=True)
-            cells = "  ".join(f"L{int(la)}={float(by_layer.sel(layer=la)):.3f}" for la in shown)
-            lines.append(f"{deliv} / {probe}: lens TVD to oracle (mean over turns): {cells}")
+    for deliv, probe, sub in cells(table["tvd_mean"], has_values):
+        by_layer = sub.mean("turn", skipna=True)
+        row = "  ".join(f"L{int(la)}={float(by_layer.sel(layer=la)):.3f}" for la in shown)
+        lines.append(f"{deliv} / {probe}: lens TVD to oracle (mean over turns): {row}")
     return "\n".join(lines)
 
 
@@ -63,44 +70,28 @@ def format_summary(summary: xr.Dataset, *, every: int = 5) -> str:
     shown = sorted(set(layers[::every]) | {layers[-1]})
     sources = [str(s) for s in tv["source"].values]
     lines: list[str] = []
-    for d in tv["delivery"].values:
-        for p in tv["probe"].values:
-            sub = tv.sel(delivery=d, probe=p)
-            if bool(sub.isnull().all()):
-                continue
-            by_layer = sub.mean("turn", skipna=True)
-            lines.append(f"{d} / {p}: TVD to oracle, mean over turns")
-            lines.append("  " + f"{'layer':>5}" + "".join(f"  {s:>10}" for s in sources))
-            for la in shown:
-                cells = "".join(
-                    f"  {num(by_layer.sel(layer=la, source=s)):>10}" for s in sources
-                )
-                lines.append(f"  {la:>5}{cells}")
-            lines.append("")
+    for d, p, sub in cells(tv, has_values):
+        by_layer = sub.mean("turn", skipna=True)
+        lines.append(f"{d} / {p}: TVD to oracle, mean over turns")
+        lines.append("  " + f"{'layer':>5}" + "".join(f"  {s:>10}" for s in sources))
+        for la in shown:
+            row = "".join(f"  {num(by_layer.sel(layer=la, source=s)):>10}" for s in sources)
+            lines.append(f"  {la:>5}{row}")
+        lines.append("")
     return "\n".join(lines)
 
 
 def format_position_bias(table: xr.Dataset) -> str:
     """Plain-text rendering: per probe, TVD of each rotation and the excess of each position."""
     lines: list[str] = []
-    for d in table["delivery"].values:
-        for p in table["probe"].values:
-            sub = table.sel(delivery=d, probe=p)
-            if int(sub["rotation_n"].sum()) == 0:
-                continue
-            rot = "  ".join(
-                f"r{int(r)}={float(v):.3f}"
-                for r, v in zip(sub["rotation"].values, sub["rotation_tvd_mean"].values,
-                                strict=True)
-                if np.isfinite(v)
-            )
-            pos = "  ".join(
-                f"p{int(j)}={float(v):+.3f}"
-                for j, v in zip(sub["option"].values, sub["position_excess_mean"].values,
-                                strict=True)
-                if np.isfinite(v)
-            )
-            lines.append(f"{d} / {p}: TVD(rotation, debiased) {rot} | position excess {pos}")
+    for d, p, sub in cells(table, lambda s: int(s["rotation_n"].sum()) > 0):
+        rot = "  ".join(f"r{int(r)}={float(v):.3f}" for r, v in zip(
+            sub["rotation"].values, sub["rotation_tvd_mean"].values, strict=True)
+            if np.isfinite(v))
+        pos = "  ".join(f"p{int(j)}={float(v):+.3f}" for j, v in zip(
+            sub["option"].values, sub["position_excess_mean"].values, strict=True)
+            if np.isfinite(v))
+        lines.append(f"{d} / {p}: TVD(rotation, debiased) {rot} | position excess {pos}")
     return "\n".join(lines)
 
 

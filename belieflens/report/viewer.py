@@ -216,7 +216,7 @@ def _bias(bias: xr.Dataset) -> dict[str, Any]:
 
 def study_payload(results: xr.DataTree, texts: Mapping[str, str], headline: str,
                   slice_entry: Mapping[str, Any], note: str) -> dict[str, Any]:
-    """The page's data for a study: :func:`belieflens.analysis.study.study_results` with its
+    """The page's data for a study: :func:`belieflens.analysis.results.study_results` with its
     ``episodes`` group, the printed tables ``texts`` (title -> text), the headline, the
     episode slices (:func:`slices`) and the note on where they are."""
     from belieflens.analysis.episodes import UNITS

@@ -306,6 +306,7 @@ def _static_rows(
             oracle[i, : len(rec.oracle)] = rec.oracle
     return {
         "input_ids": _pad2([tq.context_ids for tq in tqs], sizes.token),
+        "context_span": _pad2([tq.spans for tq in tqs], sizes.token),
         "answer_pos": np.array([tq.answer_pos for tq in tqs], dtype=np.int32),
         "option_ids": option_ids,
         "option_lens_index": lens_idx,
@@ -366,7 +367,7 @@ def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> I
 
 @dataclass(frozen=True)
 class Prepared:
-    """A study rendered and sized, before any forward: what :func:`extract` writes from.
+    """A study rendered and sized, before any forward: what :func:`write_cache` writes from.
 
     Everything here depends only on the environment, the tokenizer and the options, so every
     shard of a study directory prepares the same whole study (:mod:`belieflens.run.shards`).
@@ -490,7 +491,7 @@ def check_rows(rows: tuple[int, int], n: int, window: int) -> None:
         )
 
 
-def extract(
+def write_cache(
     env: Environment,
     model: LoadedModel,
     out: Path,
@@ -512,10 +513,11 @@ def extract(
     ``checkpoint_seconds`` and at each window's end (:mod:`belieflens.run.checkpoint`). If
     ``<out>.partial`` holds an interrupted run of the same study, only its rows not marked
     complete run (see :mod:`belieflens.run.resume`); a partial file of another study raises
-    :class:`CacheFileError` unless ``overwrite``. A second process writing ``out`` is
-    refused (:mod:`belieflens.store.lock`). SIGINT or SIGTERM finish the batch, save and
-    raise :class:`~belieflens.errors.InterruptedRunError`; no space left or an I/O error
-    keep the partial file and raise :class:`~belieflens.errors.StorageError` (one line each).
+    :class:`~belieflens.errors.CacheFileError` unless ``overwrite``. A second process
+    writing ``out`` is refused (:mod:`belieflens.store.lock`). SIGINT or SIGTERM finish the
+    batch, save and raise :class:`~belieflens.errors.InterruptedRunError`; no space left or
+    an I/O error keep the partial file and raise :class:`~belieflens.errors.StorageError`
+    (one line each).
 
     ``rows`` writes only the query rows ``[start, stop)`` of the study, a run of whole
     windows: a shard of a study directory (:mod:`belieflens.run.shards`). The shard is

@@ -158,15 +158,8 @@ def _seeded(seed: int) -> Any:
     return rng
 
 
-def generate(
-    model: LoadedModel,
-    messages: tuple[Message, ...],
-    *,
-    seed: int,
-    max_new_tokens: int,
-    temperature: float,
-    stop_ids: frozenset[int] | None = None,
-) -> Generated:
+def generate(model: LoadedModel, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
+             temperature: float, stop_ids: frozenset[int] | None = None) -> Generated:
     """Generate the assistant's reply to ``messages`` (see the module docstring for the rules).
 
     ``stop_ids`` replaces the model's stop tokens (:func:`stop_token_ids`) when given.

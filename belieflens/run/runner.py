@@ -263,20 +263,11 @@ def plan_batches(
     return batches
 
 
-def run_queries(
-    model: LoadedModel,
-    tqs: Sequence[TokenizedQuery],
-    *,
-    max_rows: int,
-    max_tokens: int,
-    row_tokens: int = ROW_TOKENS,
-    save_logits: bool = False,
-    padding_side: PaddingSide = "right",
-    reuse_prefix: bool = True,
-    cont_resid: bool = False,
-    skip: Collection[int] = (),
-    retain_bytes: int | None = None,
-) -> Iterator[tuple[list[int], list[ReadOut], int]]:
+def run_queries(model: LoadedModel, tqs: Sequence[TokenizedQuery], *, max_rows: int,
+                max_tokens: int, row_tokens: int = ROW_TOKENS, save_logits: bool = False,
+                padding_side: PaddingSide = "right", reuse_prefix: bool = True,
+                cont_resid: bool = False, skip: Collection[int] = (),
+                retain_bytes: int | None = None) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries; yield ``(indices, read-outs, tokens computed)`` batch by batch.
 
     With ``reuse_prefix`` (and a model that passed the KV-cache self-check) the

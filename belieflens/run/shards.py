@@ -2,7 +2,7 @@
 
 A study is cut into shards of whole *windows* (the resume unit, ``--window`` queries: the
 span whose batches and shared prefixes are computed together). Each shard is written by
-:func:`belieflens.run.extract.extract` with ``rows=(start, stop)``: the shard renders and
+:func:`belieflens.run.extract.write_cache` with ``rows=(start, stop)``: the shard renders and
 sizes the whole study exactly as one process would (every episode is a function of
 ``(seed, episode)`` alone, see :mod:`belieflens.envs`), then runs only its own windows,
 with the usual crash-safe partial file and resume. Because each window is batched exactly
@@ -27,7 +27,7 @@ the planning run's. Faults:
   shards and resumes the partial ones;
 - a directory holding another study's shards is refused in one line unless ``overwrite``.
 
-:mod:`belieflens.store.study` opens a finished study directory as one dask-backed
+:mod:`belieflens.store.cache` opens a finished study directory as one dask-backed
 ``xarray.Dataset`` and merges it into the single file.
 """
 
@@ -56,8 +56,8 @@ from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractOptions, Prepared, Progress, check_rows
 from belieflens.run.generation_log import GeneratingEnvironment, GenerationRecord
 from belieflens.store import manifest as mf
+from belieflens.store.cache import shard_attrs
 from belieflens.store.fingerprint import differences
-from belieflens.store.study import shard_attrs
 from belieflens.types import DeviceName, DTypeName, KernelName
 
 RETRIES = 2
@@ -259,7 +259,7 @@ def shard_task(
             return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
                                load_s, prep_s, rows[1] - rows[0], 0, replayed[0])
         with _worker_signals():
-            cache_extract.extract(
+            cache_extract.write_cache(
                 env, model, out, job.options, rows=rows, prepared=prep, on_progress=seen.append,
                 extra_attrs={**attrs, "shard_of": fingerprint, "shard_index": index,
                              "shard_rows": list(rows)},

@@ -431,23 +431,11 @@ def _packable(bridge: Any) -> bool:
     return bool(blocks) and all(id(getattr(b, "attn", None)) in plain for b in blocks)
 
 
-def run_trie(
-    model: LoadedModel,
-    tqs: Sequence[TokenizedQuery],
-    *,
-    max_rows: int,
-    max_tokens: int,
-    save_logits: bool = False,
-    cont_resid: bool = False,
-    attention: AttentionName = "sdpa",
-    prealloc: bool = True,
-    hooks_once: bool = True,
-    row_tokens: int = ROW_TOKENS,
-    norms: bool = True,
-    skip: Collection[int] = (),
-    retain_bytes: int | None = None,
-    stats: CacheStats | None = None,
-) -> Iterator[tuple[list[int], list[ReadOut], int]]:
+def run_trie(model: LoadedModel, tqs: Sequence[TokenizedQuery], *, max_rows: int, max_tokens: int,
+             save_logits: bool = False, cont_resid: bool = False, attention: AttentionName = "sdpa",
+             prealloc: bool = True, hooks_once: bool = True, row_tokens: int = ROW_TOKENS,
+             norms: bool = True, skip: Collection[int] = (), retain_bytes: int | None = None,
+             stats: CacheStats | None = None) -> Iterator[tuple[list[int], list[ReadOut], int]]:
     """Run all queries over their radix tree; yield ``(indices, read-outs, tokens computed)``.
 
     Needs a model whose KV cache passed the self-check at load (``model.info.prefix_reuse``)
@@ -463,8 +451,8 @@ def run_trie(
     (:mod:`belieflens.model.attention`) only; 0 runs every edge in a row of its own.
     ``norms``: the bridge's norms run their HF module alone, without the bridge's
     step-by-step recomputation for hooks nobody attached (:mod:`belieflens.model.norms`).
-    The last five exist so that ``bench/floor_steps.py`` can measure each step; the
-    results agree within 1e-4 either way (tested).
+    The last five switch each step toward the compute floor off, so that the plain path
+    can be timed against it; the results agree within 1e-4 either way (tested).
 
     ``skip``: queries saved by an interrupted run. Only the calls that read another query's
     position run, with those computing their past (:func:`needed_calls`), each as in the

@@ -3,7 +3,8 @@
 - :mod:`.file`: the HDF5 cache file (netCDF-compatible), written crash-safe and opened as an
   ``xarray.Dataset``;
 - :mod:`.integrity`: per-chunk checksums and one-line refusals of damaged data;
-- :mod:`.manifest`, :mod:`.study`: a sharded study's directory, opened lazily and merged;
+- :mod:`.manifest`, :mod:`.cache`: a cache file or a sharded study's directory, opened
+  lazily, and merging shards;
 - :mod:`.fingerprint`: what decides a file's data, to resume or refuse;
 - :mod:`.provenance`, :mod:`.info`, :mod:`.verify`, :mod:`.lock`.
 

@@ -122,6 +122,9 @@ SCHEMA: Mapping[str, VarSpec] = _schema(
     VarSpec("answer_lse", (QUERY,), "f8", "logsumexp of the final logits at the answer position"),
     VarSpec("input_ids", (QUERY, TOKEN), "i4", "context token ids, BOS included (-1 = pad)"),
     VarSpec("answer_pos", (QUERY,), "i4", "index in input_ids of the last context token"),
+    VarSpec("context_span", (QUERY, TOKEN), "i4",
+            "role of each context token: t = turn t's evidence, -1 template (or pad), "
+            "-2 the question, -3 a summary of the evidence"),
     VarSpec("option_ids", (QUERY, OPTION, CONT_TOKEN), "i4",
             "token ids of each option's continuation (-1 = pad)"),
     VarSpec("option_lens_index", (QUERY, OPTION, CONT_TOKEN), "i4",
@@ -282,8 +285,9 @@ def create_partial(
     same size in place and never touch the file's metadata.
 
     ``needed``: the bytes the file will take (:func:`allocation_bytes`); with less free on
-    its filesystem, one line (:class:`StorageError`) and nothing is written. A fault while
-    building it (no space left, an I/O error) removes the temporary file and is one line too.
+    its filesystem, one line (:class:`~belieflens.errors.StorageError`) and nothing is
+    written. A fault while building it (no space left, an I/O error) removes the temporary
+    file and is one line too.
     """
     target = partial_path(out)
     tmp = out.with_name(out.name + ".partial.new")

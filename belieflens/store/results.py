@@ -21,6 +21,15 @@ Kind = Literal["intervention-patch", "intervention-steer", "intervention-erase"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 KIND_ATTR = "kind"
 
+FORMER_NAMES: dict[str, str] = {
+    "probe_r2": "decoder_r2",
+    "probe_lam": "decoder_lam",
+    "probe_r2_clean": "decoder_r2_clean",
+    "probe_r2_erased": "decoder_r2_erased",
+}
+"""Result-file variables under their older names (``probe`` for a decoder), each with the name
+:func:`open_result` reads it as."""
+
 
 def result_kind(path: str | Path) -> str:
     """The ``kind`` attribute of a file (``''`` for a study file or any other file)."""
@@ -45,7 +54,9 @@ def is_result(path: str | Path) -> bool:
 
 
 def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
-    """Open a result file (loaded in memory), or one line if it is not one (of ``kind``)."""
+    """Open a result file (loaded in memory), or one line if it is not one (of ``kind``).
+
+    Variables under a former name (:data:`FORMER_NAMES`) are renamed to the current one."""
     p = Path(path)
     if not p.is_file():
         raise CacheFileError(f"no such result file: {p}")
@@ -55,6 +66,8 @@ def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
         raise CacheFileError(f"{p} is not {want} file (kind {found!r})")
     try:
         with xr.open_dataset(p, engine="h5netcdf") as ds:
-            return ds.load()
+            loaded = ds.load()
     except (OSError, ValueError, KeyError) as e:
         raise CacheFileError(f"{p} is corrupt or unreadable: {str(e).splitlines()[0]}") from None
+    return loaded.rename_vars({old: new for old, new in FORMER_NAMES.items()
+                               if old in loaded.variables and new not in loaded.variables})

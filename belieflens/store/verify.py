@@ -76,8 +76,8 @@ def verify(path: str | Path) -> list[str]:
     If ``path`` does not exist but ``<path>.partial`` does, the partial file is checked.
     First every chunk of every variable is read and checked against its checksum
     (:func:`belieflens.store.integrity.check_file`): damaged data raises
-    :class:`CacheFileError` with one line naming the file, each damaged variable and
-    its rows, and is not checked further. ``belieflens.verify`` is this function
+    :class:`~belieflens.errors.CacheFileError` with one line naming the file, each damaged
+    variable and its rows, and is not checked further. ``belieflens.verify`` is this function
     (``belieflens info --verify``).
 
     Args:

@@ -129,14 +129,36 @@ def _vocab_subset(x: Any, head: Head, top: int, batch_size: int) -> Any:
     return torch.nonzero(keep).reshape(-1)
 
 
-def train_tuned_lens(
-    model: Any,
-    positions: Positions,
-    rng: np.random.Generator,
-    options: TrainOptions = TrainOptions(),
-    *,
-    head: Head | None = None,
-) -> TrainResult:
+def _fit_translators(x: Any, head: Head, vocab: Any, scale: Any, options: TrainOptions,
+                     gen: Any) -> tuple[Any, Any]:
+    """Adam over ``options.epochs`` passes of ``x [position, layer, d]`` in the order ``gen``
+    draws: each layer's ``A_l`` and raw ``b_l`` (in units of the layer's RMS ``scale``)."""
+    import torch
+
+    n, n_layer, d = x.shape
+    a = torch.zeros(n_layer - 1, d, d, requires_grad=True)
+    b_raw = torch.zeros(n_layer - 1, d, requires_grad=True)
+    opt = torch.optim.Adam([a, b_raw], lr=options.lr, weight_decay=options.weight_decay)
+    for _ in range(options.epochs):
+        order = torch.randperm(n, generator=gen)
+        for s in range(0, n, options.batch_size):
+            xb = x[order[s : s + options.batch_size]]
+            with torch.no_grad():
+                p = torch.softmax(head.logits(xb[:, -1], vocab), dim=-1)
+            opt.zero_grad()
+            for layer in range(n_layer - 1):
+                h = _translate(xb[:, layer], a[layer], b_raw[layer] * scale[layer])
+                logq = torch.log_softmax(head.logits(h, vocab), dim=-1)
+                # cross-entropy: KL(final ‖ lens) up to the final entropy, same gradient
+                loss = -(p * logq).sum(dim=-1).mean()
+                loss.backward()  # type: ignore[no-untyped-call]
+            opt.step()
+    return a, b_raw
+
+
+def train_tuned_lens(model: Any, positions: Positions, rng: np.random.Generator,
+                     options: TrainOptions = TrainOptions(), *,
+                     head: Head | None = None) -> TrainResult:
     """Train one translator per layer (all but the last) on ``positions`` of ``model``.
 
     Layer ``l``'s translator maps ``h`` to ``h + A_l h + b_l`` with ``A_l = 0, b_l = 0`` at
@@ -152,29 +174,10 @@ def train_tuned_lens(
     x = torch.as_tensor(positions.resid[train_idx])
     n, n_layer, d = x.shape
     scale = x.pow(2).mean(dim=(0, 2)).sqrt().clamp(min=1e-6)  # [layer] residual RMS
-    a = torch.zeros(n_layer - 1, d, d, requires_grad=True)
-    b_raw = torch.zeros(n_layer - 1, d, requires_grad=True)
-    opt = torch.optim.Adam([a, b_raw], lr=options.lr, weight_decay=options.weight_decay)
-    vocab = (
-        _vocab_subset(x, head, options.vocab_top, options.batch_size)
-        if options.vocab_top is not None
-        else None
-    )
-    gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
-    for _ in range(options.epochs):
-        order = torch.randperm(n, generator=gen)
-        for s in range(0, n, options.batch_size):
-            xb = x[order[s : s + options.batch_size]]
-            with torch.no_grad():
-                p = torch.softmax(head.logits(xb[:, -1], vocab), dim=-1)
-            opt.zero_grad()
-            for layer in range(n_layer - 1):
-                h = _translate(xb[:, layer], a[layer], b_raw[layer] * scale[layer])
-                logq = torch.log_softmax(head.logits(h, vocab), dim=-1)
-                # cross-entropy: KL(final ‖ lens) up to the final entropy, same gradient
-                loss = -(p * logq).sum(dim=-1).mean()
-                loss.backward()  # type: ignore[no-untyped-call]
-            opt.step()
+    vocab = (_vocab_subset(x, head, options.vocab_top, options.batch_size)
+             if options.vocab_top is not None else None)
+    a, b_raw = _fit_translators(x, head, vocab, scale, options,
+                                torch.Generator().manual_seed(int(rng.integers(2**31))))
     weight = np.zeros((n_layer, d, d), dtype=np.float32)
     bias = np.zeros((n_layer, d), dtype=np.float32)
     weight[:-1] = a.detach().numpy()

@@ -1,4 +1,4 @@
-"""Train a small causal transformer on samples of a token-level process (issue 27's toy models).
+"""Train a small causal transformer on samples of a token-level process (the shipped toys).
 
 The model is transformers' ``GPT2LMHeadModel`` (TransformerLens 4 has no ``HookedTransformer``;
 belieflens loads models through ``TransformerBridge``): learned positions, pre-LayerNorm
@@ -192,7 +192,7 @@ TOYS: dict[ToyName, ToyConfig] = {
 3e-3 with 100 warm-up steps and cosine decay, batches of 256 sequences, d_mlp 256, seed 0.
 
 - ``mess3-toy``: the paper's Mess3 shape (4 layers, d_model 64, ReLU, LayerNorm, 10 tokens of
-  context after ``<bos>``) and the issue's quick run (Adam 3e-3, batch 256, 1,500 steps).
+  context after ``<bos>``) and a quick run (Adam 3e-3, batch 256, 1,500 steps).
   GPT-2 ties the head width to ``d_model / n_head``, so the paper's single head of width 8
   cannot be written; one head of 64 is the single-head model closest to it (8 heads of 8
   would keep the width but not the single attention pattern) and the cheapest step.
@@ -467,16 +467,10 @@ def _resume_state(out: Path, ckpt_path: Path, fp: str, overwrite: bool) -> dict[
     return state
 
 
-def train(
-    config: ToyConfig,
-    out: str | os.PathLike[str],
-    *,
-    overwrite: bool = False,
-    threads: int = 0,
-    progress: bool = True,
-    on_step: Callable[[Progress], None] | None = None,
-    stop_after: int | None = None,
-) -> TrainResult:
+def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = False,
+          threads: int = 0, progress: bool = True,
+          on_step: Callable[[Progress], None] | None = None,
+          stop_after: int | None = None) -> TrainResult:
     """Train ``config``'s toy into the folder ``out`` (created; resumed if it holds a
     checkpoint of the same configuration).
 

@@ -12,13 +12,12 @@ import xarray as xr
 import belieflens.analysis  # noqa: F401  (registers ds.bl)
 from belieflens.analysis import divergence as dv
 from belieflens.analysis.accessor import METRICS, BeliefLensAccessor
-from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.lens import lens_beliefs
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.summary import summary
 from belieflens.errors import BeliefLensError
 from belieflens.lens import LogitLens, TunedLens, TunedLensConfig, TunedLensError
 from belieflens.model.load import LoadedModel
-from tests.analysis.test_lens_multitoken import N_LAYER, D, synthetic
+from tests.lens.test_apply import N_LAYER, D, synthetic
 
 INSTANCE = ("delivery", "probe", "episode", "turn")
 
@@ -69,13 +68,13 @@ def test_divergence_matches_the_functions_and_summary() -> None:
     for metric, fn in (("tvd", dv.tvd), ("kl", dv.kl), ("js", dv.js)):
         xr.testing.assert_allclose(ds.bl.divergence(metric).drop_attrs(),
                                    fn(b["oracle"], b["belief"], "outcome").rename(metric))
-    s = summary(ds, probes=False)
+    s = summary(ds, decoders=False)
     lens_tvd = ds.bl.divergence("tvd", source="logit-lens").mean("episode")
     np.testing.assert_allclose(
         s["tvd_mean"].sel(source="logit-lens").values,
         lens_tvd.transpose("delivery", "probe", "turn", "layer").values,
     )
-    xr.testing.assert_identical(ds.bl.summary(probes=False), s)
+    xr.testing.assert_identical(ds.bl.summary(decoders=False), s)
 
 
 def test_oracle_labels_and_position_bias() -> None:
@@ -86,7 +85,7 @@ def test_oracle_labels_and_position_bias() -> None:
     assert "rotation_tvd_mean" in ds.bl.position_bias()
 
 
-def test_probe_returns_scores_per_layer() -> None:
+def test_decoders_return_scores_per_layer() -> None:
     ds = synthetic()
     got = ds.bl.decoders(n_folds=2, max_iter=20)
     assert dict(got.sizes) == {"layer": N_LAYER}
@@ -99,9 +98,9 @@ def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) 
     """On an extracted file, the logit lens at the last layer reproduces the output belief."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
-    path = extract(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
+    path = write_cache(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
     ds = belieflens.open_cache(path)
     out = ds.bl.beliefs()
@@ -116,9 +115,9 @@ def test_accessor_on_the_real_model(smol_model: LoadedModel, tmp_path: Path) -> 
     """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
-    path = extract(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
+    path = write_cache(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
     ds = belieflens.open_cache(path)
     last = ds.bl.beliefs(source="logit-lens").isel(layer=-1)

@@ -94,7 +94,7 @@ def test_updating_slope_recovers_the_rate_of_updating() -> None:
 
 
 def test_compare_two_depths_on_one_dataset(studies: dict[str, Path]) -> None:
-    cmp = belieflens.compare([studies["two"], studies["three"]], probes=False)
+    cmp = belieflens.compare([studies["two"], studies["three"]], decoders=False)
     assert list(cmp["model"].values) == ["tiny-two", "tiny-three"]
     assert cmp["n_layers"].values.tolist() == [2, 3]
     assert cmp.sizes["depth"] == 4
@@ -107,7 +107,7 @@ def test_compare_two_depths_on_one_dataset(studies: dict[str, Path]) -> None:
     # the single-file analysis's
     for name, path in (("tiny-two", studies["two"]), ("tiny-three", studies["three"])):
         ds = belieflens.open_cache(path)
-        own = ds.bl.summary(probes=False)
+        own = ds.bl.summary(decoders=False)
         beliefs = ds.bl.divergence("tvd").mean("episode")
         ds.close()
         layers = cmp["layer"].sel(model=name).values
@@ -130,7 +130,7 @@ def test_compare_two_depths_on_one_dataset(studies: dict[str, Path]) -> None:
     assert np.isfinite(cmp["slope"].values).all() and np.isfinite(cmp["slope_se"].values).all()
     assert (cmp["slope_n"].values > 0).all()
     assert cmp["position_excess_mean"].dims == ("model", "delivery", "probe", "option")
-    assert bool(cmp["tvd_mean"].sel(source="probe").isnull().all())  # probes=False
+    assert bool(cmp["tvd_mean"].sel(source="decoder").isnull().all())  # decoders=False
 
 
 def test_compare_refuses_different_studies_in_one_line(studies: dict[str, Path]) -> None:
@@ -150,7 +150,7 @@ def test_cli_compare_writes_report_figures_and_dataset(
     runner = CliRunner()
     out = tmp_path / "cmp"
     r = runner.invoke(app, ["compare", str(studies["two"]), str(studies["three"]),
-                            "--out", str(out), "--no-probes"])
+                            "--out", str(out), "--no-decoders"])
     assert r.exit_code == 0, r.output
     assert "updating slope" in r.output and "tiny-three" in r.output
     for f in ("compare_depth.png", "compare_turns.png", "compare_updating.png"):
@@ -179,7 +179,7 @@ def test_coin_toy_stands_beside_the_models_as_positive_control(
     coin-flip comparison, labelled, its read-out after k flips at turn k."""
     toy = belieflens.extract("coin-tokens", model="coin-toy", episodes=8, seed=3,
                              out=tmp_path / "toy.h5")
-    cmp = compare([studies["two"], toy], probes=False)
+    cmp = compare([studies["two"], toy], decoders=False)
     name = "coin-toy (positive control)"
     assert list(cmp["model"].values) == ["tiny-two", name]
     assert cmp["positive_control"].values.tolist() == [0, 1]
@@ -195,7 +195,7 @@ def test_coin_toy_stands_beside_the_models_as_positive_control(
     assert bool(cmp["output_tvd_mean"].sel(model=name, probe="bias").isnull().all())
     assert np.isfinite(cmp["tvd_mean"].sel(model=name, probe="next-flip",
                                            source="logit-lens").values).all()
-    r = CliRunner().invoke(app, ["compare", str(studies["two"]), str(toy), "--no-probes",
+    r = CliRunner().invoke(app, ["compare", str(studies["two"]), str(toy), "--no-decoders",
                                  "--out", str(tmp_path / "cmp")])
     assert r.exit_code == 0, r.output
     assert "positive control: a toy transformer" in r.output and name in r.output

@@ -1,4 +1,4 @@
-"""Tests for linear probes on residuals (``belieflens.analysis.decoders``), on synthetic data."""
+"""Tests for linear decoders on residuals (``belieflens.analysis.decoders``), on synthetic data."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _episodes() -> np.ndarray:
 def _planted(seed: int = 0, noise: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Residuals [query, layer=3, d]: layer 0 is pure noise, layers 1 and 2 carry y linearly.
 
-    The target varies within episodes (per turn), so a probe must read it from the
+    The target varies within episodes (per turn), so a decoder must read it from the
     residual, not from the episode identity.
     """
     rng = np.random.default_rng(seed)
@@ -140,11 +140,11 @@ def test_ridge_small_lambda_matches_least_squares() -> None:
     fitter = RidgeFitter()
     for a in range(0, 200, 64):
         fitter.update(x[a : a + 64], y[a : a + 64])
-    probe = fitter.fit(lam=1e-12)
+    decoder = fitter.fit(lam=1e-12)
     ref, *_ = np.linalg.lstsq(np.c_[x, np.ones(200)], y, rcond=None)
-    np.testing.assert_allclose(probe.coef[:, 0], ref[:5], atol=1e-6)
-    assert probe.intercept[0] == pytest.approx(ref[5], abs=1e-6)
-    assert probe.predict(x).shape == (200,)
+    np.testing.assert_allclose(decoder.coef[:, 0], ref[:5], atol=1e-6)
+    assert decoder.intercept[0] == pytest.approx(ref[5], abs=1e-6)
+    assert decoder.predict(x).shape == (200,)
     with pytest.raises(ValueError):
         RidgeFitter().fit()  # no data
     with pytest.raises(ValueError):
@@ -207,13 +207,13 @@ def test_softmax_fitter_recovers_planted_distributions() -> None:
         for a in range(0, x.shape[0], 64):
             yield x[a : a + 64], p[a : a + 64]
 
-    probe = SoftmaxFitter(lam=1e-6, max_iter=1000, layer=3, target="oracle").fit(batches)
-    q = probe.predict_proba(x)
+    decoder = SoftmaxFitter(lam=1e-6, max_iter=1000, layer=3, target="oracle").fit(batches)
+    q = decoder.predict_proba(x)
     np.testing.assert_allclose(q.sum(1), 1.0)
     kl = np.sum(p * (np.log(p) - np.log(q)), axis=1).mean()
     assert kl < 1e-3
-    assert probe.provenance.kind == "softmax" and probe.provenance.layer == 3
-    assert probe.provenance.n_train == x.shape[0]
+    assert decoder.provenance.kind == "softmax" and decoder.provenance.layer == 3
+    assert decoder.provenance.n_train == x.shape[0]
 
 
 def test_softmax_cv_heldout_kl_low_and_control_high() -> None:
@@ -328,7 +328,7 @@ def _dataset(resid: np.ndarray, ep: np.ndarray) -> xr.Dataset:
     )
 
 
-def test_probe_layers_ridge_selectivity() -> None:
+def test_decoder_layers_ridge_selectivity() -> None:
     resid, y, ep = _planted()
     ds = _dataset(resid, ep)
     y[:5] = np.nan  # queries without an oracle are dropped
@@ -346,7 +346,7 @@ def test_probe_layers_ridge_selectivity() -> None:
     np.testing.assert_array_equal(again[LAYER].values, [1, 2])
 
 
-def test_probe_layers_softmax() -> None:
+def test_decoder_layers_softmax() -> None:
     x, p, ep = _planted_distributions(2, k=3)
     resid = np.stack([np.random.default_rng(9).normal(size=x.shape), x], axis=1)
     ds = _dataset(resid, ep)
@@ -365,7 +365,7 @@ def test_probe_layers_softmax() -> None:
     np.testing.assert_allclose(streamed["score"].values, kl, rtol=1e-3, atol=1e-5)
 
 
-def test_probe_layers_array_and_errors() -> None:
+def test_decoder_layers_array_and_errors() -> None:
     resid, y, ep = _planted()
     out = decoder_layers_array(resid[:, 1], y, ep, np.random.default_rng(0), n_folds=4, lam=1e-3)
     assert out.sizes[LAYER] == 1 and float(out["score"][0]) > 0.98
@@ -378,7 +378,7 @@ def test_probe_layers_array_and_errors() -> None:
         decoder_layers(_dataset(resid, ep), short, np.random.default_rng(0))
 
 
-def test_probe_layers_lazy_file(tmp_path: Path) -> None:
+def test_decoder_layers_lazy_file(tmp_path: Path) -> None:
     """A file opened lazily (nothing loaded up front) gives the in-memory numbers."""
     resid, y, ep = _planted()
     ds = _dataset(resid, ep)

@@ -13,13 +13,13 @@ import xarray as xr
 import belieflens
 import belieflens.analysis as analysis
 import belieflens.envs as envs
+from belieflens.analysis.beliefs import lens_beliefs
 from belieflens.analysis.calibration import reliability
-from belieflens.analysis.lens import lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.api import analyze
 from belieflens.lens.tuned import TunedLensConfig, identity_lens
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def batched_file(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFacto
     env = envs.get("coin-flip", turns=2, bins=3)
     out = tmp_path_factory.mktemp("summary") / "coin.h5"
     # window=7: the file is written in many small batches (queries are not a multiple of 7)
-    return extract(env, tiny_model, out, ExtractOptions(episodes=4, window=7, max_rows=4))
+    return write_cache(env, tiny_model, out, ExtractOptions(episodes=4, window=7, max_rows=4))
 
 
 def _lens_for(ds: xr.Dataset) -> Any:
@@ -47,7 +47,7 @@ def test_summary_shape_sources_and_semantics(batched_file: Path) -> None:
     ds = belieflens.open_cache(batched_file)
     s = analysis.summary(ds, _lens_for(ds), chunk=5)
     assert s["tvd_mean"].dims == ("delivery", "probe", "turn", "layer", "source")
-    assert list(s["source"].values) == ["output", "logit-lens", "tuned-lens", "probe"]
+    assert list(s["source"].values) == ["output", "logit-lens", "tuned-lens", "decoder"]
     tv = s["tvd_mean"]
     # output repeated over layers; logit lens at the last layer equals the output
     out = tv.sel(source="output")
@@ -55,14 +55,14 @@ def test_summary_shape_sources_and_semantics(batched_file: Path) -> None:
     assert _close(tv.sel(source="logit-lens").isel(layer=-1), out.isel(layer=-1), atol=1e-4)
     # an identity tuned lens is the logit lens
     assert _close(tv.sel(source="tuned-lens"), tv.sel(source="logit-lens"))
-    probe = tv.sel(source="probe")
+    decoder = tv.sel(source="decoder")
     has = s["n"].sel(source="output") > 0
-    assert bool(np.isfinite(probe.where(has)).sum() == has.sum())
-    assert float(probe.min()) >= 0 and float(probe.max()) <= 1
+    assert bool(np.isfinite(decoder.where(has)).sum() == has.sum())
+    assert float(decoder.min()) >= 0 and float(decoder.max()) <= 1
     assert ((s["n"] == 4) | (s["n"] == 0)).all() and int(s["n"].max()) == 4
     assert np.all(s["tvd_sem"].values[np.isfinite(s["tvd_sem"].values)] >= 0)
-    no = analysis.summary(ds, probes=False)
-    assert no["tvd_mean"].sel(source=["tuned-lens", "probe"]).isnull().all()
+    no = analysis.summary(ds, decoders=False)
+    assert no["tvd_mean"].sel(source=["tuned-lens", "decoder"]).isnull().all()
     ds.close()
 
 
@@ -142,7 +142,7 @@ def test_reliability_is_zero_at_the_oracle_and_positive_when_overconfident() -> 
 
 
 def test_report_embeds_every_figure(batched_file: Path, tmp_path: Path) -> None:
-    res = analyze(batched_file, tmp_path / "rep", probes=False)
+    res = analyze(batched_file, tmp_path / "rep", decoders=False)
     md = (tmp_path / "rep" / "report.md").read_text()
     pngs = [f for f in res.files if f.suffix == ".png"]
     assert len(pngs) >= 6
@@ -163,7 +163,7 @@ def test_mean_abs_sees_what_binned_ece_misses() -> None:
                                                                      + 1 / 3 - 0.1) / 3)
 
 
-def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
+def test_decoder_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
     """One probe name whose instances have 2 or 3 outcomes (dice of different sizes under one
     question) is fitted per outcome count, not refused for the NaN past the smaller K."""
     from belieflens.analysis.summary import decoder_tvd
@@ -184,7 +184,7 @@ def test_probe_tvd_fits_a_question_asked_over_sets_of_different_sizes() -> None:
     assert np.isfinite(vals).all() and (vals >= 0).all() and (vals <= 1).all()
 
 
-def test_probe_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
+def test_decoder_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
     """A dask-backed study (a study directory) is fitted one dask task per layer group; the
     held-out TVDs equal those of the block-by-block path, groups split by a small budget."""
     from belieflens.analysis.summary import decoder_tvd
@@ -206,12 +206,12 @@ def test_probe_tvd_on_dask_backed_residuals_equals_the_in_memory_fit() -> None:
     np.testing.assert_array_equal(local.values, lazy.values)
 
 
-def test_report_fits_probes_first_with_summarys_own_result(
+def test_report_fits_decoders_first_with_summarys_own_result(
     batched_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the report runs the probe fits before the other stages and hands them to summary:
+    # the report runs the decoder fits before the other stages and hands them to summary:
     # its summary is the one summary() computes on its own
-    import belieflens.analysis.study as report
+    import belieflens.analysis.results as report
 
     seen: list[xr.Dataset] = []
 
@@ -221,10 +221,10 @@ def test_report_fits_probes_first_with_summarys_own_result(
 
     monkeypatch.setattr(report, "summary", keep)
     seed = 3
-    analyze(batched_file, probes=True, seed=seed)
+    analyze(batched_file, decoders=True, seed=seed)
     with belieflens.open_cache(batched_file) as ds:
-        alone = analysis.summary(ds, probes=True, seed=seed)
-        other = analysis.summary(ds, probes=True, seed=seed + 1)
-    assert np.isfinite(alone["tvd_mean"].sel(source="probe")).any()
+        alone = analysis.summary(ds, decoders=True, seed=seed)
+        other = analysis.summary(ds, decoders=True, seed=seed + 1)
+    assert np.isfinite(alone["tvd_mean"].sel(source="decoder")).any()
     xr.testing.assert_identical(seen[0], alone)
-    assert not other.identical(alone)  # the probes' folds follow the seed
+    assert not other.identical(alone)  # the decoders' folds follow the seed

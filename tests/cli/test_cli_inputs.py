@@ -20,7 +20,7 @@ from belieflens import envs, open_cache
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.store.file import partial_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -101,7 +101,7 @@ def test_out_in_unwritable_folder(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def small(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract(envs.get("coin-flip", turns=1), tiny_model,
+    return write_cache(envs.get("coin-flip", turns=1), tiny_model,
                    tmp_path_factory.mktemp("cli") / "small.h5", ExtractOptions(episodes=1))
 
 

@@ -166,6 +166,8 @@ GENERATING: list[tuple[str, dict[str, object]]] = [
     ("medical-triage", dict(delivery="multi-turn-self", max_segments=2)),
     ("protein-world", dict(classes=2, attributes=2, steps=2, sequence="model",
                            stated="sampled", truth="each-class")),
+    ("protein-world", dict(classes=2, attributes=2, steps=2, sequence="model-mcq",
+                           stated="off", truth="each-class")),
     ("belief-attribution", dict()),
     ("belief-attribution", dict(protocol="belieflens", stated="model", condition="both")),
     ("dutch-book", dict(answers="model")),

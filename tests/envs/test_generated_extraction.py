@@ -24,7 +24,7 @@ import belieflens.envs as envs
 from belieflens.api import analyze
 from belieflens.episodes.generation import extract_message
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.generate import bind_model
 from belieflens.run.generation_log import read_log, replay
 
@@ -75,7 +75,7 @@ def extracted(
             threads = torch.get_num_threads()
             torch.set_num_threads(THREADS)
             try:
-                done[name] = extract(env, smol_model, folder / f"{name}.h5",
+                done[name] = write_cache(env, smol_model, folder / f"{name}.h5",
                                      ExtractOptions(episodes=episodes))
             finally:
                 torch.set_num_threads(threads)

@@ -23,7 +23,7 @@ from belieflens.interventions.forward import (
     run_replaced,
     with_answer,
 )
-from belieflens.interventions.study import read_study
+from belieflens.interventions.readouts import read_study
 from belieflens.model.load import LoadedModel
 
 ATOL, RTOL = 1e-5, 1e-6

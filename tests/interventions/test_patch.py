@@ -14,7 +14,8 @@ from belieflens.api import patch
 from belieflens.errors import ParameterError
 from belieflens.interventions.pairs import Pair, check_aligned, pair_instances, parse_pair
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
-from belieflens.interventions.study import Selection, read_study
+from belieflens.interventions.readouts import Selection, read_study
+from belieflens.readouts.render import SUMMARY
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,9 @@ def test_self_patch_changes_nothing(tiny_model: Any, tiny_study: Path) -> None:
     base = ds["base_logprob"].values[:, None, None, :]
     np.testing.assert_allclose(ds["patched_logprob"].values,
                                np.broadcast_to(base, ds["patched_logprob"].shape), atol=1e-5)
-    assert (ds["n_patched"].sel(positions="evidence").values == 0).all()
+    n_evidence = [sum(c >= 1 or c == SUMMARY for c in study.queries[q].spans) for q in (4, 5, 30)]
+    assert ds["n_patched"].sel(positions="evidence").values.tolist() == n_evidence
+    assert min(n_evidence) >= 1  # the flips are marked evidence
 
 
 def test_reuse_equals_full_forwards(tiny_model: Any, tiny_study: Path) -> None:
@@ -137,7 +140,9 @@ def test_contexts_of_different_lengths_align_by_role(tiny_model: Any, tiny_study
     base = study.queries[pair.base]
     ids = base.context_ids
     k = len(ids) // 2  # one extra token in the middle of the base's evidence
-    longer = dataclasses.replace(base, context_ids=(*ids[:k], ids[k], *ids[k:]))
+    sp = base.spans
+    longer = dataclasses.replace(base, context_ids=(*ids[:k], ids[k], *ids[k:]),
+                                 spans=(*sp[:k], sp[k], *sp[k:]))
     queries = tuple(longer if i == pair.base else q for i, q in enumerate(study.queries))
     study = dataclasses.replace(study, queries=queries)
     check_aligned(study, [pair])

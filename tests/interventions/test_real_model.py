@@ -9,17 +9,17 @@ import pytest
 
 from belieflens.interventions.pairs import pair_instances
 from belieflens.interventions.patch import PatchOptions, patch_logprobs
-from belieflens.interventions.study import Selection, read_study
+from belieflens.interventions.readouts import Selection, read_study
 
 
 def test_patching_identities_on_the_embedded_model(
     smol_model: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     env = envs.get("coin-flip", turns=1, bins=2, delivery="multi-turn")
-    path = extract(env, smol_model, tmp_path_factory.mktemp("real") / "study.h5",
+    path = write_cache(env, smol_model, tmp_path_factory.mktemp("real") / "study.h5",
                    ExtractOptions(episodes=3, seed=0))
     study = read_study(path)
     pairs = pair_instances(study, Selection(probes=("next-flip",)))[:2]

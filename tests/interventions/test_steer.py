@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from belieflens.interventions.readouts import Selection, read_study
 from belieflens.interventions.steer import SteerOptions, evidence_end, steer_logprobs
-from belieflens.interventions.study import Selection, read_study
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +35,13 @@ def test_steering_moves_the_output(steered: xr.Dataset) -> None:
     assert float(moved.sel(layer=2).max()) > 1e-4
 
 
-def test_directions_are_unit_and_the_probe_reads_the_concept(steered: xr.Dataset) -> None:
+def test_directions_are_unit_and_the_decoder_reads_the_concept(steered: xr.Dataset) -> None:
     np.testing.assert_allclose(np.linalg.norm(steered["control_direction"].values, axis=1), 1.0)
     # layer 0 is the answer token's embedding, the same in every read-out: no direction
     norms = np.linalg.norm(steered["direction"].values, axis=1)
     np.testing.assert_allclose(norms, [0.0, 1.0, 1.0], atol=1e-9)
     assert steered["steered_logprob"].dims == ("query", "layer", "alpha", "option")
-    assert float(steered["probe_r2"].sel(layer=2)) > 0.5
+    assert float(steered["decoder_r2"].sel(layer=2)) > 0.5
     assert (steered["resid_std"].sel(layer=[1, 2]).values > 0).all()
 
 
@@ -118,7 +118,7 @@ def test_directions_are_cross_fitted_by_episode(steered: xr.Dataset, diff_means:
     """A read-out is steered along a direction fitted without its episode's read-outs
     (issue 31: the direction was fitted on the very rows it steered)."""
     from belieflens.interventions.directions import diff_means_direction
-    from belieflens.interventions.study import oracle_mean, study_resid
+    from belieflens.interventions.readouts import oracle_mean, study_resid
 
     for ds in (steered, diff_means):
         fold = ds["query_fold"].values

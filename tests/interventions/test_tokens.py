@@ -19,7 +19,7 @@ from belieflens.analysis.belief_check import (
 from belieflens.analysis.interventions import patch_beliefs, patch_summary, patch_transfer
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import belief_direction
-from belieflens.interventions.study import read_study
+from belieflens.interventions.readouts import read_study
 from belieflens.report.interventions import report
 
 

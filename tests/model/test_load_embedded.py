@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,17 @@ from typer.testing import CliRunner
 from belieflens.cli.main import app
 from belieflens.errors import ModelNotFoundError
 from belieflens.model import load as models
-from belieflens.model.load import EMBEDDED, Chunk, EmbeddedModel, assemble, catalogue, resolve
+from belieflens.model.load import (
+    EMBEDDED,
+    TOY_INFO,
+    TOY_MODELS,
+    Chunk,
+    EmbeddedModel,
+    assemble,
+    catalogue,
+    resolve,
+    toy_folder,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGED = ("qwen2.5-coder-0.5b", "gemma3-270m", "qwen2.5-coder-1.5b")
@@ -147,7 +159,8 @@ def test_catalogue_lists_every_name_with_size_and_install_command(
 ) -> None:
     _hide(monkeypatch, {c.module for c in EMBEDDED["qwen2.5-coder-0.5b"].chunks})
     rows = {m.name: m for m in catalogue()}
-    assert list(rows) == ["smollm2-135m", *PACKAGED]
+    assert list(rows) == ["smollm2-135m", *PACKAGED, *TOY_MODELS]
+    assert {m.kind for m in rows.values()} == {"embedded", "toy"}
     assert rows["smollm2-135m"].installed
     q = rows["qwen2.5-coder-0.5b"]
     assert not q.installed and q.size == 491_400_064 and q.layers == 24
@@ -157,6 +170,21 @@ def test_catalogue_lists_every_name_with_size_and_install_command(
     for name in rows:
         assert name in r.output
     assert "install qwen2.5-coder-0.5b: make model-qwen2.5-coder-0.5b" in r.output
+    for kind in ("directory", "gguf", "hub-cache"):  # the other kinds --model takes
+        assert re.search(rf"^  \S+ +{kind} +\S", r.output, re.M), r.output
+
+
+def test_the_shipped_toys_are_listed_with_their_layers_and_process() -> None:
+    toys = {m.name: m for m in catalogue() if m.kind == "toy"}
+    assert list(toys) == list(TOY_MODELS)
+    for name, m in toys.items():
+        folder = toy_folder(name)
+        assert m.installed == (folder / TOY_INFO).is_file()
+        if m.installed:
+            config = json.loads((folder / "config.json").read_text())
+            assert m.layers == config["n_layer"] and m.size > 0
+            assert json.loads((folder / TOY_INFO).read_text())["process"] in m.description
+        assert m.install == f"python -m bench.toy_ship {name}"
 
 
 def test_each_name_is_an_extra_listing_exactly_its_chunk_packages() -> None:

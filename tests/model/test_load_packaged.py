@@ -19,9 +19,9 @@ import torch
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.analysis.lens import final_norm_of, lens_logits
+from belieflens.lens.apply import final_norm_of, lens_logits
 from belieflens.model.load import LoadedModel, catalogue
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 pytestmark = pytest.mark.real_model
 
@@ -54,7 +54,7 @@ def packaged(request: pytest.FixtureRequest,
         pytest.skip(f"{name} needs {need:.0f} GB of available memory, {have:.1f} GB is")
     model = belieflens.load(name)
     env = envs.get("coin-flip", turns=2, delivery="multi-turn")
-    path = extract(env, model, tmp_path_factory.mktemp(name) / "coin.h5",
+    path = write_cache(env, model, tmp_path_factory.mktemp(name) / "coin.h5",
                    ExtractOptions(episodes=2, max_rows=8))
     yield model, path
     del model

@@ -94,3 +94,40 @@ def test_forced_bos_prepended_once(smol_tokenizer: PreTrainedTokenizerBase) -> N
 def test_identical_options_rejected() -> None:
     with pytest.raises(ValueError):
         Query((), "x", ("a", "a"), (0, 1), format="raw")
+
+
+def test_each_token_carries_its_span(smol_tokenizer: PreTrainedTokenizerBase) -> None:
+    """The renderer places each message's spans where the chat template put its content and
+    reads them onto tokens: coin flip's flips are turn t's evidence, its counts a summary, the
+    MCQ the question, everything else (chat template, intro, prefill) template."""
+    import belieflens.envs as envs
+    from belieflens.readouts.render import QUESTION, SUMMARY, TEMPLATE
+
+    ep = next(envs.get("coin-flip", turns=3, delivery="single-turn").episodes(1, seed=0))
+    q = ep.turns[3].probes[0].queries[1]
+    tq = render(smol_tokenizer, q, bos=bos_policy(smol_tokenizer))
+    assert len(tq.spans) == len(tq.context_ids)
+    words = {code: _text(smol_tokenizer, [t for t, c in zip(tq.context_ids, tq.spans,
+                                                           strict=True) if c == code])
+             for code in set(tq.spans)}
+    flips = ep.turns[3].messages["single-turn"][0].content.split("so far: ")[1].split(" (")[0]
+    assert [words[t].strip() for t in (1, 2, 3)] == flips.split(", ")
+    # ")." is one token: a token that covers marked and unmarked text takes the mark
+    assert words[SUMMARY].strip() == "(3 flips so far: 2 heads, 1 tails)."
+    assert words[QUESTION].startswith("What do you think the next flip will be?")
+    assert words[QUESTION].rstrip().endswith("Answer with the letter only.")
+    assert "I have a coin" in words[TEMPLATE] and words[TEMPLATE].rstrip().endswith("Answer:")
+    assert set(tq.spans) == {TEMPLATE, QUESTION, SUMMARY, 1, 2, 3}
+
+
+def test_token_level_queries_mark_each_symbol_as_its_turns_evidence() -> None:
+    from belieflens.readouts.render import TEMPLATE, _render_tokens
+
+    class Words:
+        bos_token_id, unk_token_id = 0, 3
+
+        def convert_tokens_to_ids(self, words: list[str]) -> list[int]:
+            return [{"H": 1, "T": 2}.get(w, 3) for w in words]
+
+    tq = _render_tokens(Words(), Query((), "H T T", ("H", "T"), (0, 1), format="tokens"))
+    assert tq.context_ids == (0, 1, 2, 2) and tq.spans == (TEMPLATE, 1, 2, 3)

@@ -13,11 +13,11 @@ import pytest
 def viewer_study(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny study's cache file (with its token-text table)."""
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     env = envs.get("coin-flip", turns=3, bins=2)
     out = tmp_path_factory.mktemp("viewer-study") / "coin-flip.h5"
-    return extract(env, tiny_model, out, ExtractOptions(episodes=3, seed=0))
+    return write_cache(env, tiny_model, out, ExtractOptions(episodes=3, seed=0))
 
 
 @pytest.fixture(scope="session")
@@ -26,5 +26,5 @@ def viewer_out(viewer_study: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from belieflens.api import analyze
 
     out = tmp_path_factory.mktemp("viewer-out")
-    analyze(viewer_study, out, probes=False)
+    analyze(viewer_study, out, decoders=False)
     return out

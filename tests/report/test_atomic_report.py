@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from belieflens.cli.main import app
-from belieflens.report import study as report_study
+from belieflens.report import analysis as report_analysis
 from belieflens.store import space
 from tests.smallfs import leftovers, small_fs
 
@@ -30,7 +30,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _analyze(study: Path, out: Path) -> Any:
-    return CliRunner().invoke(app, ["analyze", str(study), "--out", str(out), "--no-probes",
+    return CliRunner().invoke(app, ["analyze", str(study), "--out", str(out), "--no-decoders",
                                     "--no-html"])
 
 
@@ -60,7 +60,7 @@ def test_a_failed_analyze_leaves_the_previous_report_untouched(
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("the signal did not stop the report")
 
-    monkeypatch.setattr(report_study, "layer_profile_plot", failing)
+    monkeypatch.setattr(report_analysis, "layer_profile_plot", failing)
     r = _analyze(viewer_study, out)
     kept = "the previous report, if any, is untouched"
     if fault == "ENOSPC":
@@ -100,3 +100,20 @@ def test_full_disk_during_analyze(viewer_study: Path, tmp_path: Path) -> None:
             f"error: no space left on {fs} while writing the report into {out}; free space "
             "and rerun (the previous report, if any, is untouched)")
         assert leftovers(fs) == []
+
+
+def test_no_probes_is_the_deprecated_spelling_of_no_decoders(viewer_study: Path,
+                                                             tmp_path: Path) -> None:
+    """``--no-probes`` still skips the decoders, with one warning line; ``--no-decoders``
+    warns of nothing."""
+    args = ["analyze", str(viewer_study), "--out", str(tmp_path / "old"), "--no-html"]
+    old = CliRunner().invoke(app, [*args, "--no-probes"])
+    assert old.exit_code == 0, old.output
+    assert old.stderr.count("--no-probes is deprecated") == 1
+    assert "Linear decoders were skipped" in (tmp_path / "old" / "report.md").read_text()
+    new = _analyze(viewer_study, tmp_path / "new")
+    assert new.exit_code == 0, new.output
+    assert "deprecated" not in new.stderr
+    assert (tmp_path / "new" / "report.md").read_text() == (
+        tmp_path / "old" / "report.md").read_text().replace(
+        str(tmp_path / "old"), str(tmp_path / "new"))

@@ -15,10 +15,10 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from belieflens.analysis.episodes import VIEW_METRICS, episode_views
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.cli.main import app
 from belieflens.report.viewer import encode, slices
-from belieflens.store.study import open_cache
+from belieflens.store.cache import open_cache
 
 runner = CliRunner()
 
@@ -42,7 +42,7 @@ def decode(o: dict[str, Any]) -> np.ndarray:
 def episodes(viewer_study: Path) -> xr.Dataset:
     ds = open_cache(viewer_study)
     try:
-        return study_results(ds, probes=False, episodes=True)["episodes"].to_dataset()
+        return study_results(ds, decoders=False, episodes=True)["episodes"].to_dataset()
     finally:
         ds.close()
 
@@ -125,7 +125,7 @@ def test_large_studies_get_their_slices_beside_the_page(episodes: xr.Dataset,
 def test_no_html_skips_the_page_and_bad_input_is_one_line(viewer_study: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "rep"
-    r = runner.invoke(app, ["analyze", str(viewer_study), "--out", str(out), "--no-probes",
+    r = runner.invoke(app, ["analyze", str(viewer_study), "--out", str(out), "--no-decoders",
                             "--no-html"])
     assert r.exit_code == 0, r.output
     assert (out / "report.md").exists() and not (out / "study.html").exists()

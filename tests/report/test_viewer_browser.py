@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import xarray as xr
 
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.report.viewer import study_page
-from belieflens.store.study import open_cache
+from belieflens.store.cache import open_cache
 from tests.report.browser import artifact, open_page
 
 pytestmark = pytest.mark.browser
@@ -142,7 +142,7 @@ def test_slices_beside_the_page_load_when_selected(browser: Any, viewer_study: P
                                                    tmp_path: Path) -> None:
     ds = open_cache(viewer_study)
     try:
-        results = study_results(ds, probes=False, episodes=True)
+        results = study_results(ds, decoders=False, episodes=True)
     finally:
         ds.close()
     page_path = study_page(results, {}, "", tmp_path / "study.html", budget=1000).path
@@ -190,7 +190,7 @@ def compare_page_path(viewer_study: Path, tmp_path_factory: pytest.TempPathFacto
     with h5py.File(other, "r+") as h:
         h.attrs["weights_hash"] = "0" * 64
         h.attrs["model_spec"] = "other-model"
-    compare_report([viewer_study, other], tmp / "out", probes=False)
+    compare_report([viewer_study, other], tmp / "out", decoders=False)
     return tmp / "out" / "compare.html"
 
 

@@ -15,7 +15,7 @@ import belieflens.envs as envs
 from belieflens.episodes.base import Environment
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import BatchedEnvironment, bind_run
-from belieflens.run.extract import ExtractOptions, Progress, QueryRecord, extract, records
+from belieflens.run.extract import ExtractOptions, Progress, QueryRecord, records, write_cache
 from belieflens.run.generation_log import GeneratingEnvironment, GenerationRecord
 from belieflens.store.file import partial_path, read_partial
 from tests.conftest import assert_same_data
@@ -90,7 +90,7 @@ OPTIONS = ExtractOptions(episodes=3, max_rows=4, window=8)
 def _extract(model: LoadedModel, out: Path, gen_batch: int,
              on_progress: Callable[[Progress], None] | None = None) -> Path:
     bound, _ = bind_run(envs.get("recommender", **RECOMMENDER), model, gen_batch=gen_batch)
-    return extract(bound, model, out, OPTIONS, on_progress=on_progress)
+    return write_cache(bound, model, out, OPTIONS, on_progress=on_progress)
 
 
 def test_a_resumed_study_equals_an_uninterrupted_one_and_one_at_a_time(
@@ -104,3 +104,30 @@ def test_a_resumed_study_equals_an_uninterrupted_one_and_one_at_a_time(
         _extract(tiny_model, out, 0, on_progress=_interrupt_after(9))
     assert int(read_partial(partial_path(out)).complete.sum()) == 8
     assert_same_data(reference, _extract(tiny_model, out, gen_batch=0))
+
+
+@pytest.mark.parametrize("sequence", ["model", "model-mcq"])
+def test_protein_world_chooses_the_same_experiments_together(
+    tiny_model: LoadedModel, sequence: str,
+) -> None:
+    """The model's experiments, by EIG under its revealed belief (its class MCQ scored through
+    the batched scorer) or by its answers to the next-experiment MCQ, are those it chooses one
+    at a time; the beliefs the choice used agree to float tolerance."""
+    env = envs.get("protein-world", preset="belieflens", classes=3, attributes=3, steps=2,
+                   sequence=sequence, delivery="single-turn")
+    recs_one, log_one = _run(env, tiny_model, 3, gen_batch=1)
+    recs_all, log_all = _run(env, tiny_model, 3, gen_batch=0)
+    truths = [{r.episode: r.truth for r in recs} for recs in (recs_one, recs_all)]
+    assert sorted(truths[0]) == sorted(truths[1]) == [0, 1, 2]
+    for episode, one in truths[0].items():
+        together = truths[1][episode]
+        assert set(one) == set(together)
+        for key, value in one.items():
+            if key.startswith(("choice_belief", "choice_eig")):
+                assert together[key] == pytest.approx(value, abs=1e-4), key
+            else:
+                assert together[key] == value, key
+    if sequence == "model":
+        assert {t["choice_source_1"] for t in truths[0].values()} == {"eig"}
+    assert [r.query for r in recs_all] == [r.query for r in recs_one]
+    assert _texts(log_all) == _texts(log_one)

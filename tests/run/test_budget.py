@@ -128,13 +128,13 @@ def test_held_readouts_are_written_within_the_budget(tiny_model: LoadedModel,
                                                      tmp_path: Path) -> None:
     """Under a budget whose share for read-outs holds fewer than a window, they are written as
     that many are done (no write holds more), and the file equals the default's bit for bit."""
-    from belieflens.run.extract import extract, prepare
+    from belieflens.run.extract import prepare, write_cache
     from belieflens.store.file import PartialFile
     from tests.conftest import assert_same_data
 
     env = envs.get("coin-flip", turns=4, delivery="multi-turn")
     base = ExtractOptions(episodes=10, max_rows=2, max_tokens=400)
-    out = extract(env, tiny_model, tmp_path / "a.h5", base)
+    out = write_cache(env, tiny_model, tmp_path / "a.h5", base)
     tight = dataclasses.replace(base, max_memory=2_000_000)
     p = prepare(env, tiny_model, tight)
     assert 1 < p.held_rows < len(p.recs) <= base.window
@@ -148,7 +148,7 @@ def test_held_readouts_are_written_within_the_budget(tiny_model: LoadedModel,
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(PartialFile, "write_runs", counted)
-        held = extract(env, tiny_model, tmp_path / "b.h5", tight)
+        held = write_cache(env, tiny_model, tmp_path / "b.h5", tight)
     assert sum(writes) == len(p.recs) and len(writes) > 1
     assert max(writes) < p.held_rows + base.max_rows * 40  # a batch's read-outs at most over
     assert_same_data(out, held)

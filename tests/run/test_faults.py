@@ -25,7 +25,7 @@ from belieflens.episodes.base import Environment
 from belieflens.errors import InterruptedRunError, StorageError
 from belieflens.model.load import LoadedModel
 from belieflens.run import runner
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.store import space
 from belieflens.store.file import PartialFile, Run, partial_path, read_partial
 from tests.conftest import assert_same_data
@@ -43,7 +43,7 @@ def _env() -> Environment:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
+    return write_cache(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
 
 
 class _FakeStatvfs:
@@ -69,7 +69,7 @@ def _resume_equals(reference: Path, tiny_model: LoadedModel, out: Path,
     """Rerun: only the rows not marked complete are computed, and the file is the reference's."""
     missing = sorted(int(i) for i in np.flatnonzero(~read_partial(partial_path(out)).complete))
     computed = _count_computed(monkeypatch)
-    extract(_env(), tiny_model, out, OPTIONS)
+    write_cache(_env(), tiny_model, out, OPTIONS)
     assert sorted(computed) == missing
     assert not partial_path(out).exists()
     assert_same_data(reference, out)
@@ -81,7 +81,7 @@ def test_too_little_space_is_one_line_before_writing(
     monkeypatch.setattr(os, "statvfs", lambda path: _FakeStatvfs())
     out = tmp_path / "x.h5"
     with pytest.raises(StorageError) as caught:
-        extract(_env(), tiny_model, out, OPTIONS)
+        write_cache(_env(), tiny_model, out, OPTIONS)
     line = str(caught.value)
     assert re.fullmatch(rf"not enough space on / for {out}: [\d.]+ MB needed, 409\.6 kB free; "
                         "free space or choose another --out", line), line
@@ -95,12 +95,12 @@ def test_small_filesystem_before_and_during_allocation(
         out = fs / "x.h5"
         with pytest.raises(StorageError, match=rf"not enough space on {fs} for {out}: .* "
                            r"needed, 1[23]\d\.\d kB free"):
-            extract(_env(), tiny_model, out, OPTIONS)
+            write_cache(_env(), tiny_model, out, OPTIONS)
         assert leftovers(fs) == []
         # the check passed over (as if the estimate were short): the disk fills while allocating
         monkeypatch.setattr(space, "require", lambda path, needed: None)
         with pytest.raises(StorageError) as caught:
-            extract(_env(), tiny_model, out, OPTIONS)
+            write_cache(_env(), tiny_model, out, OPTIONS)
         assert str(caught.value) == (f"no space left on {fs} while allocating "
                                      f"{partial_path(out)}; free space and rerun the same "
                                      "command")
@@ -125,7 +125,7 @@ def test_a_write_fault_keeps_the_saved_rows_and_rerun_resumes(
     monkeypatch.setattr(PartialFile, "_write", failing)
     out = tmp_path / "x.h5"
     with pytest.raises(StorageError) as caught:
-        extract(_env(), tiny_model, out, OPTIONS, checkpoint_seconds=0)
+        write_cache(_env(), tiny_model, out, OPTIONS, checkpoint_seconds=0)
     complete = read_partial(partial_path(out)).complete
     saved = int(complete.sum())
     assert 0 < saved < complete.size
@@ -160,7 +160,7 @@ def test_sigterm_after_the_first_checkpoint_saves_it_and_rerun_computes_the_rest
     out = tmp_path / "x.h5"
     computed = _count_computed(monkeypatch)
     with pytest.raises(InterruptedRunError) as caught:
-        extract(_env(), tiny_model, out, OPTIONS, checkpoint_seconds=0)
+        write_cache(_env(), tiny_model, out, OPTIONS, checkpoint_seconds=0)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is given back
     complete = read_partial(partial_path(out)).complete
     saved = int(complete.sum())
@@ -187,11 +187,11 @@ def test_checkpoints_by_time_commit_within_a_window(
         write_runs(self, runs)
 
     monkeypatch.setattr(PartialFile, "write_runs", counted)
-    extract(_env(), tiny_model, tmp_path / "a.h5", OPTIONS, checkpoint_seconds=3600)
+    write_cache(_env(), tiny_model, tmp_path / "a.h5", OPTIONS, checkpoint_seconds=3600)
     assert len(commits) == 1
     total = commits[0]
     commits.clear()
-    extract(_env(), tiny_model, tmp_path / "b.h5", OPTIONS, checkpoint_seconds=0)
+    write_cache(_env(), tiny_model, tmp_path / "b.h5", OPTIONS, checkpoint_seconds=0)
     assert len(commits) > 1 and sum(commits) == total
     assert_same_data(tmp_path / "a.h5", tmp_path / "b.h5")
 
@@ -210,7 +210,7 @@ def test_sigterm_while_rendering_says_nothing_was_saved(
     monkeypatch.setattr(cache_extract, "prepare", then_sigterm)
     out = tmp_path / "x.h5"
     with pytest.raises(InterruptedRunError) as caught:
-        extract(_env(), tiny_model, out, OPTIONS)
+        write_cache(_env(), tiny_model, out, OPTIONS)
     assert str(caught.value) == (f"stopped by SIGTERM: no read-out saved ({partial_path(out)} "
                                  "was not created); rerun the same command to start")
     assert caught.value.exit_code == 143 and leftovers(tmp_path) == []

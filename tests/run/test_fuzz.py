@@ -19,7 +19,7 @@ from belieflens import envs, open_cache
 from belieflens.api import analyze
 from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.store.info import describe, rerun_command
 from belieflens.store.verify import verify
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def clean(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     env = envs.get("coin-flip", turns=1, delivery="multi-turn")
-    path = extract(env, tiny_model, tmp_path_factory.mktemp("fuzz") / "clean.h5",
+    path = write_cache(env, tiny_model, tmp_path_factory.mktemp("fuzz") / "clean.h5",
                    ExtractOptions(episodes=1))
     return path.read_bytes()
 

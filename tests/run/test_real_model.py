@@ -10,9 +10,9 @@ import torch
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.analysis.lens import final_norm_of, lens_logits
+from belieflens.lens.apply import final_norm_of, lens_logits
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 pytestmark = pytest.mark.real_model
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.real_model
 @pytest.fixture(scope="module")
 def small_file(smol_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = envs.get("coin-flip", turns=2)
-    return extract(env, smol_model, tmp_path_factory.mktemp("real") / "coin.h5",
+    return write_cache(env, smol_model, tmp_path_factory.mktemp("real") / "coin.h5",
                    ExtractOptions(episodes=1, max_rows=8))
 
 

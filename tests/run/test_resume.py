@@ -17,7 +17,7 @@ from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run import runner
-from belieflens.run.extract import ExtractOptions, Progress, extract
+from belieflens.run.extract import ExtractOptions, Progress, write_cache
 from belieflens.run.resume import done_windows, windows
 from belieflens.run.rows import ReadOut
 from belieflens.store.file import Sizes, chunk_rows, partial_path, read_partial
@@ -53,7 +53,7 @@ def _interrupt_after(rows: int) -> Callable[[Progress], None]:
 
 @pytest.fixture(scope="module")
 def reference(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
+    return write_cache(_env(), tiny_model, tmp_path_factory.mktemp("ref") / "ref.h5", OPTIONS)
 
 
 def test_windows_and_chunks() -> None:
@@ -92,7 +92,7 @@ def test_study_record_keeps_the_stored_form() -> None:
 def test_same_options_reproduce_identical_data(
     tiny_model: LoadedModel, reference: Path, tmp_path: Path
 ) -> None:
-    again = extract(_env(), tiny_model, tmp_path / "again.h5", OPTIONS)
+    again = write_cache(_env(), tiny_model, tmp_path / "again.h5", OPTIONS)
     assert_same_data(reference, again)
 
 
@@ -101,7 +101,7 @@ def test_interrupted_run_resumes_to_identical_file(
 ) -> None:
     out = tmp_path / "run.h5"
     with pytest.raises(_StopError):
-        extract(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(9))
+        write_cache(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(9))
     assert not out.exists()
     state = read_partial(partial_path(out))
     assert int(state.complete.sum()) == 8  # two windows of four written, the third lost
@@ -118,7 +118,7 @@ def test_interrupted_run_resumes_to_identical_file(
 
     monkeypatch.setattr(runner, "run_queries", counting)
     seen: list[Progress] = []
-    done = extract(_env(), tiny_model, out, OPTIONS, on_progress=seen.append)
+    done = write_cache(_env(), tiny_model, out, OPTIONS, on_progress=seen.append)
     n = int(state.complete.size)
     assert sum(computed) == n - 8  # nothing computed twice
     assert seen[0].resumed == 8
@@ -129,14 +129,14 @@ def test_interrupted_run_resumes_to_identical_file(
 def test_other_study_on_the_same_path_is_refused(tiny_model: LoadedModel, tmp_path: Path) -> None:
     out = tmp_path / "run.h5"
     with pytest.raises(_StopError):
-        extract(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(5))
+        write_cache(_env(), tiny_model, out, OPTIONS, on_progress=_interrupt_after(5))
     other = ExtractOptions(episodes=2, max_rows=3, window=4, seed=1)
     with pytest.raises(CacheFileError, match=r"another study \(.*seed 0 -> 1.*--overwrite"):
-        extract(_env(), tiny_model, out, other)
+        write_cache(_env(), tiny_model, out, other)
     bigger = ExtractOptions(episodes=2, max_rows=5, window=4)
     with pytest.raises(CacheFileError, match="max_rows 3 -> 5"):
-        extract(_env(), tiny_model, out, bigger)
-    done = extract(_env(), tiny_model, out, other, overwrite=True)
+        write_cache(_env(), tiny_model, out, bigger)
+    done = write_cache(_env(), tiny_model, out, other, overwrite=True)
     with h5py.File(done) as h:
         assert int(np.asarray(h.attrs["seed"]).item()) == 1
 
@@ -147,9 +147,9 @@ def test_damaged_partial_is_one_line_and_overwrite_restarts(
     out = tmp_path / "run.h5"
     partial_path(out).write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 200)
     with pytest.raises(CacheFileError) as e:
-        extract(_env(), tiny_model, out, OPTIONS)
+        write_cache(_env(), tiny_model, out, OPTIONS)
     assert "--overwrite" in str(e.value) and "\n" not in str(e.value)
-    done = extract(_env(), tiny_model, out, OPTIONS, overwrite=True)
+    done = write_cache(_env(), tiny_model, out, OPTIONS, overwrite=True)
     open_cache(done).close()
 
 

@@ -14,7 +14,7 @@ from belieflens.episodes.base import Query
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render
 from belieflens.run import rows, runner
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 
 def _coin_queries(model: LoadedModel, n_turns: int = 3) -> list[TokenizedQuery]:
@@ -82,7 +82,7 @@ def test_plan_batches_respects_budgets_and_covers_all(tiny_model: LoadedModel) -
 
 def test_file_round_trip_opens_with_plain_xarray(tiny_model: LoadedModel, tmp_path: Path) -> None:
     env = envs.get("coin-flip", turns=2)
-    out = extract(env, tiny_model, tmp_path / "c.h5",
+    out = write_cache(env, tiny_model, tmp_path / "c.h5",
                   ExtractOptions(episodes=2, max_rows=5, window=7))
     ds = xr.open_dataset(out, engine="h5netcdf")
     n = 2 * 3 * 2 * (2 + 5)
@@ -157,7 +157,7 @@ def test_auto_batch_budget_is_deterministic_and_fits(
     assert a.max_rows >= 1 and a.max_tokens >= 300
     assert a.max_tokens * bytes_per_token(tiny_model, 300) <= 0.25 * a.bytes_available + 1
     env = envs.get("coin-flip", turns=1, delivery="single-turn")
-    out = extract(env, tiny_model, tmp_path / "auto.h5", ExtractOptions(episodes=1, max_rows=0))
+    out = write_cache(env, tiny_model, tmp_path / "auto.h5", ExtractOptions(episodes=1, max_rows=0))
     ds = xr.open_dataset(out, engine="h5netcdf")
     assert int(ds["complete"].sum()) == ds.sizes["query"] == 2 * 7
     ds.close()

@@ -29,11 +29,11 @@ from belieflens.envs import get as get_env
 from belieflens.errors import CacheFileError, ParameterError
 from belieflens.model.load import load
 from belieflens.run import cluster
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.shards import ShardJob, run_study
 from belieflens.store import manifest as mf
+from belieflens.store.cache import merge, open_cache
 from belieflens.store.file import read_partial
-from belieflens.store.study import merge, open_cache
 from tests.conftest import assert_same_data
 
 PARAMS = {"turns": 2}
@@ -62,7 +62,7 @@ def reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.set_num_threads(1)
     try:
         out = tmp_path_factory.mktemp("single") / "single.h5"
-        return extract(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
+        return write_cache(get("coin-flip", **PARAMS), load(str(tiny_dir)), out, OPTIONS)
     finally:
         torch.set_num_threads(before)
 
@@ -146,8 +146,8 @@ def test_open_study_keeps_no_shard_dataset_and_closes_every_file(
     import gc
     import weakref
 
+    from belieflens.store import cache as shards
     from belieflens.store import file as store
-    from belieflens.store import study as shards
 
     opened: list[weakref.ref[xr.Dataset]] = []
     real = store.open_cache  # what shards opens each shard with (as open_file)
@@ -275,8 +275,8 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
     file one process wrote (the report's provenance header aside)."""
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "dir", probes=False)
-    b = analyze(reference, tmp_path / "file", probes=False)
+    a = analyze(study, tmp_path / "dir", decoders=False)
+    b = analyze(reference, tmp_path / "file", decoders=False)
     assert a.text == b.text
     body = [(tmp_path / d / "report.md").read_text().split("\n## ", 1)[1] for d in ("dir", "file")]
     assert body[0] == body[1]
@@ -286,15 +286,15 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     study: Path, client: Any, tmp_path: Path
 ) -> None:
     """`analyze DIR --cluster`: the workers verify the shards, score the lens chunk by chunk
-    and fit the probes layer group by layer group; the tables and the report equal those of
+    and fit the decoders layer group by layer group; the tables and the report equal those of
     the analysis run in this process."""
     import distributed
 
     from belieflens.api import analyze
 
-    a = analyze(study, tmp_path / "local", probes=True)
+    a = analyze(study, tmp_path / "local", decoders=True)
     with distributed.get_task_stream(client) as stream:
-        b = analyze(study, tmp_path / "cluster", probes=True, client=client)
+        b = analyze(study, tmp_path / "cluster", decoders=True, client=client)
     assert a.text == b.text
     assert (tmp_path / "local" / "report.md").read_text().split("\n## ", 1)[1] == (
         tmp_path / "cluster" / "report.md").read_text().split("\n## ", 1)[1]
@@ -302,7 +302,7 @@ def test_analysis_on_the_cluster_equals_the_local_one(
     shards = len(list(study.glob("shard-*.h5")))
     assert sum("verify_file" in k for k in keys) == shards, keys[:10]
     assert any("block" in k for k in keys), keys[:10]  # the lens's apply_ufunc tasks
-    assert any("_fit_task" in k for k in keys), keys[:10]  # the probes, fitted on workers
+    assert any("_fit_task" in k for k in keys), keys[:10]  # the decoders, fitted on workers
 
 
 # --- a study that generates text: generated once by the planning task, replayed by shards --
@@ -332,7 +332,7 @@ def gen_reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
         model = load(str(tiny_dir))
         env, attrs = bind_run(get(GEN_ENV, **GEN_PARAMS), model)
         out = tmp_path_factory.mktemp("gen-single") / "single.h5"
-        return extract(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
+        return write_cache(env, model, out, GEN_OPTIONS, extra_attrs=attrs)
     finally:
         torch.set_num_threads(before)
 

@@ -17,11 +17,11 @@ import xarray as xr
 from typer.testing import CliRunner
 
 from belieflens import envs, open_cache
-from belieflens.analysis.lens import lens_beliefs
+from belieflens.analysis.beliefs import lens_beliefs
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
 from belieflens.run import extract as extract_mod
-from belieflens.run.extract import ExtractOptions, Progress, extract
+from belieflens.run.extract import ExtractOptions, Progress, write_cache
 from belieflens.store import file as store
 from belieflens.store.file import partial_path
 from belieflens.store.info import describe
@@ -39,7 +39,7 @@ def _env() -> Any:
 
 @pytest.fixture(scope="module")
 def good(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return extract(_env(), tiny_model, tmp_path_factory.mktemp("ck") / "good.h5", OPTIONS)
+    return write_cache(_env(), tiny_model, tmp_path_factory.mktemp("ck") / "good.h5", OPTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def old(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(extract_mod, "create_partial",
                    functools.partial(store.create_partial, checksums=False))
-        return extract(_env(), tiny_model, tmp_path_factory.mktemp("ck") / "old.h5", OPTIONS)
+        return write_cache(_env(), tiny_model, tmp_path_factory.mktemp("ck") / "old.h5", OPTIONS)
 
 
 def _damage(src: Path, dst: Path, name: str, row: int) -> None:
@@ -141,7 +141,7 @@ def test_damage_is_refused_on_every_read_path(
 
     # the CLI: one line, exit 2, nothing written
     out = tmp_path / "report"
-    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-probes"])
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-decoders"])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     assert not out.exists() or not any(out.iterdir())
     r = CliRunner().invoke(app, ["info", "--verify", str(bad)])
@@ -179,7 +179,7 @@ def test_resume_resets_a_torn_chunk_and_writes_touch_no_metadata(
 ) -> None:
     out = tmp_path / "run.h5"
     with pytest.raises(_StopError):
-        extract(_env(), tiny_model, out, OPTIONS, on_progress=_stop_after_first_window)
+        write_cache(_env(), tiny_model, out, OPTIONS, on_progress=_stop_after_first_window)
     partial = partial_path(out)
     n = store.read_partial(partial).complete.size
     last = n // OPTIONS.window * OPTIONS.window
@@ -201,7 +201,7 @@ def test_resume_resets_a_torn_chunk_and_writes_touch_no_metadata(
     shutil.move(copy, partial)
     with h5py.File(partial, "r") as h, pytest.raises(OSError):
         h["resid"][n - 1]
-    done = extract(_env(), tiny_model, out, OPTIONS)
+    done = write_cache(_env(), tiny_model, out, OPTIONS)
     assert_same_data(good, done)
 
 
@@ -244,6 +244,6 @@ def test_damaged_text_is_refused(good: Path, tmp_path: Path, name: str, needle: 
     r = CliRunner().invoke(app, ["info", "--verify", str(bad)])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     out = tmp_path / "report"
-    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-probes"])
+    r = CliRunner().invoke(app, ["analyze", str(bad), "--out", str(out), "--no-decoders"])
     assert r.exit_code == 2 and _one_line(r.output) == f"error: {expected}"
     assert not out.exists()

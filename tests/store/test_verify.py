@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from belieflens import envs
 from belieflens.cli.main import app
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.store.verify import verify
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def good(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = envs.get("coin-flip", turns=1)
-    return extract(env, tiny_model, tmp_path_factory.mktemp("verify") / "good.h5",
+    return write_cache(env, tiny_model, tmp_path_factory.mktemp("verify") / "good.h5",
                    ExtractOptions(episodes=1, save_logits=True))
 
 

@@ -1,21 +1,21 @@
-"""Linear probes on the residual stream: ridge for scalars, softmax regression for distributions.
+"""Linear decoders on the residual stream: ridge for scalars, softmax regression for distributions.
 
-A probe reads an oracle quantity (a posterior mean, log-odds, or a whole posterior
+A decoder reads an oracle quantity (a posterior mean, log-odds, or a whole posterior
 over outcomes) linearly from the residual at the answer position, one layer at a
 time. The question is *where* such a read-out becomes possible, so every score is:
 
 - **held out**: cross-validation grouped by episode (:func:`group_folds`); the
   read-outs of one episode (its turns and rotations share a context) are never
   split between train and test;
-- **against a control task**: the same probe fitted to targets shuffled at the
+- **against a control task**: the same decoder fitted to targets shuffled at the
   episode level (:func:`shuffle_by_group`); ``selectivity`` = score − control score
-  (for losses such as KL: control − score), so a probe that merely memorises is not
+  (for losses such as KL: control − score), so a decoder that merely memorises is not
   mistaken for one that finds a representation (Hewitt & Liang, 2019).
 
 Fitting streams: :class:`RidgeFitter` accumulates sufficient statistics with
 ``update(X, y)`` (one pass, numerically stable merges of centred moments);
 :class:`SoftmaxFitter` runs L-BFGS over a batch iterator factory (one pass per
-function evaluation). Both give a frozen probe that saves to ``.npz`` with its
+function evaluation). Both give a frozen decoder that saves to ``.npz`` with its
 provenance as JSON. :func:`decoder_layers` runs both per layer over a cache file's
 ``resid`` (dims ``query, layer, d_model``), reading ``query`` chunks, so files
 larger than memory work.

@@ -1,4 +1,4 @@
-"""Held-out predictions of softmax probes: each row comes from the probe fitted without it."""
+"""Held-out predictions of softmax decoders: each row comes from the decoder fitted without it."""
 
 from __future__ import annotations
 
@@ -35,11 +35,11 @@ def heldout_softmax(
     rows: ArrayLike | None = None,
     block: int = BLOCK_ROWS,
 ) -> F64:
-    """Held-out probabilities ``[n, k]``: row ``i`` from the probe fitted on every other fold.
+    """Held-out probabilities ``[n, k]``: row ``i`` from the decoder fitted on every other fold.
 
     ``x [N, d_model]`` (any float dtype), ``y [n, k]`` (distributions, soft targets),
     ``folds [n]`` in ``0 .. n_folds-1`` (e.g. :func:`~belieflens.analysis.decoders.group_folds`
-    by episode, so no episode is in a probe's training and test rows); ``rows [n]`` picks the
+    by episode, so no episode is in a decoder's training and test rows); ``rows [n]`` picks the
     rows of ``x`` the targets belong to (default: all, ``n == N``). All folds are fitted in
     one joint L-BFGS optimisation, as in
     :func:`~belieflens.analysis.decoders.cross_validate_softmax`. The rows are streamed

@@ -1,4 +1,4 @@
-"""Save and load fitted probes: one ``.npz`` with the weights and the provenance as JSON."""
+"""Save and load fitted decoders: one ``.npz`` with the weights and the provenance as JSON."""
 
 from __future__ import annotations
 
@@ -16,20 +16,20 @@ from belieflens.analysis.decoders.softmax import SoftmaxDecoder
 Decoder = RidgeDecoder | SoftmaxDecoder
 
 
-def save_decoder(probe: Decoder, path: str | Path) -> Path:
-    """Write ``probe`` to one ``.npz`` (weights) holding its provenance as a JSON string."""
+def save_decoder(decoder: Decoder, path: str | Path) -> Path:
+    """Write ``decoder`` to one ``.npz`` (weights) holding its provenance as a JSON string."""
     p = Path(path)
     if p.suffix != ".npz":
         p = p.with_suffix(p.suffix + ".npz")
-    meta: dict[str, Any] = {"provenance": asdict(probe.provenance)}
-    if isinstance(probe, RidgeDecoder):
-        meta["scalar"] = probe.scalar
-    np.savez(p, coef=probe.coef, intercept=probe.intercept, meta=np.array(json.dumps(meta)))
+    meta: dict[str, Any] = {"provenance": asdict(decoder.provenance)}
+    if isinstance(decoder, RidgeDecoder):
+        meta["scalar"] = decoder.scalar
+    np.savez(p, coef=decoder.coef, intercept=decoder.intercept, meta=np.array(json.dumps(meta)))
     return p
 
 
 def load_decoder(path: str | Path) -> Decoder:
-    """Read a probe written by :func:`save_decoder`."""
+    """Read a decoder written by :func:`save_decoder`."""
     with np.load(Path(path), allow_pickle=False) as z:
         coef = np.asarray(z["coef"], dtype=np.float64)
         intercept = np.asarray(z["intercept"], dtype=np.float64)
@@ -39,4 +39,4 @@ def load_decoder(path: str | Path) -> Decoder:
         return RidgeDecoder(coef, intercept, bool(meta["scalar"]), prov)
     if prov.kind == "softmax":
         return SoftmaxDecoder(coef, intercept, prov)
-    raise ValueError(f"unknown probe kind {prov.kind!r} in {path}")
+    raise ValueError(f"unknown decoder kind {prov.kind!r} in {path}")

@@ -29,25 +29,14 @@ def _chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
         yield a, min(n, a + size)
 
 
-def decoder_layers(
-    resid: xr.Dataset | xr.DataArray,
-    target: xr.DataArray,
-    rng: np.random.Generator,
-    *,
-    kind: DecoderKind | None = None,
-    group: str = EPISODE,
-    n_folds: int = 5,
-    folds: ArrayLike | None = None,
-    lam: float | None = None,
-    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
-    nested: bool = True,
-    softmax_lam: float = 1e-3,
-    max_iter: int = 500,
-    layers: Sequence[int] | None = None,
-    chunk_size: int | None = None,
-    memory_budget: int = 2**30,
-) -> xr.Dataset:
-    """Held-out probe scores per layer, against a control task, from residuals over ``query``.
+def decoder_layers(resid: xr.Dataset | xr.DataArray, target: xr.DataArray, rng: np.random.Generator,
+                   *, kind: DecoderKind | None = None, group: str = EPISODE, n_folds: int = 5,
+                   folds: ArrayLike | None = None, lam: float | None = None,
+                   lambdas: Sequence[float] = DEFAULT_LAMBDAS, nested: bool = True,
+                   softmax_lam: float = 1e-3, max_iter: int = 500,
+                   layers: Sequence[int] | None = None, chunk_size: int | None = None,
+                   memory_budget: int = 2**30) -> xr.Dataset:
+    """Held-out decoder scores per layer, against a control task, from residuals over ``query``.
 
     ``resid`` is a Dataset with variable ``resid`` or the DataArray itself, dims
     ``query, layer, d_model`` (lazy or dask-backed is fine: it is read ``chunk_size``
@@ -61,7 +50,7 @@ def decoder_layers(
     Returns a Dataset over ``layer`` with ``score``, ``control_score`` and
     ``selectivity`` (attrs ``metric`` and ``higher_is_better``); ridge adds ``lam``,
     softmax adds ``tvd`` and ``control_tvd``. Ridge scores are held-out R² (mean over
-    outputs); softmax scores are mean held-out KL(target ‖ probe) in nats, and
+    outputs); softmax scores are mean held-out KL(target ‖ decoder) in nats, and
     selectivity is then control − score.
     """
     da = _resid_array(resid)
@@ -91,17 +80,10 @@ def decoder_layers(
         {name: ((LAYER,), np.asarray(vals)) for name, vals in per_layer.items()},
         coords={LAYER: _layer_coord(da, layer_idx)},
     )
-    out.attrs.update(
-        {
-            "probe": kind,
-            "metric": "r2" if kind == "ridge" else "kl",
-            "higher_is_better": int(kind == "ridge"),
-            "n_folds": n_folds,
-            "n_rows": int(valid.sum()),
-            "group": group,
-            "target": str(target.name) if target.name is not None else "target",
-        }
-    )
+    out.attrs.update({"decoder": kind, "metric": "r2" if kind == "ridge" else "kl",
+                      "higher_is_better": int(kind == "ridge"), "n_folds": n_folds,
+                      "n_rows": int(valid.sum()), "group": group,
+                      "target": str(target.name) if target.name is not None else "target"})
     return out
 
 
@@ -116,7 +98,7 @@ def _reader(da: xr.DataArray, valid: NDArray[np.bool_]) -> Reader:
 
 
 def _layer_coord(da: xr.DataArray, layer_idx: list[int]) -> np.ndarray:
-    """The ``layer`` coordinate of the probed layers (their indices when ``da`` has none)."""
+    """The ``layer`` coordinate of the layers read (their indices when ``da`` has none)."""
     if LAYER in da.coords:
         return np.asarray(da.coords[LAYER].values)[layer_idx]
     return np.array(layer_idx)
@@ -162,7 +144,7 @@ def _fold_ids(
 
 @dataclass(frozen=True)
 class _Data:
-    """What both probes read: the residual reader, its layout, targets, controls and folds."""
+    """What both decoders read: the residual reader, its layout, targets, controls and folds."""
 
     read: Reader
     n_query: int

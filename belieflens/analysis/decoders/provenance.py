@@ -1,4 +1,4 @@
-"""Provenance of a fitted probe (saved with it as JSON)."""
+"""Provenance of a fitted decoder (saved with it as JSON)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ def package_version() -> str:
 
 @dataclass(frozen=True)
 class DecoderProvenance:
-    """Where a fitted probe comes from; saved with it as JSON."""
+    """Where a fitted decoder comes from; saved with it as JSON."""
 
     kind: DecoderKind
     """``ridge`` or ``softmax``."""
     target: str
     """Name of the target quantity (e.g. ``posterior_mean``, ``oracle``)."""
     layer: int | None
-    """Residual layer the probe reads (0 = embeddings), if known."""
+    """Residual layer the decoder reads (0 = embeddings), if known."""
     lam: float
     """L2 penalty used (standardised units, see the module docstring)."""
     n_train: int
@@ -39,4 +39,4 @@ class DecoderProvenance:
     model_id: str | None = None
     """Model id the residuals came from, if provided."""
     belieflenspackage_version: str = ""
-    """Package version that fitted the probe."""
+    """Package version that fitted the decoder."""

@@ -1,4 +1,4 @@
-"""Streaming ridge regression probes: centred sufficient statistics, grouped (nested) CV."""
+"""Streaming ridge regression decoders: centred sufficient statistics, grouped (nested) CV."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class RidgeCV:
 
 @dataclass(frozen=True, eq=False)
 class RidgeDecoder:
-    """A fitted ridge probe: ``y ≈ X @ coef + intercept`` in raw residual units."""
+    """A fitted ridge decoder: ``y ≈ X @ coef + intercept`` in raw residual units."""
 
     coef: F64
     """Weights ``[d_model, t]``."""
@@ -143,25 +143,17 @@ class RidgeFitter:
     """Streaming ridge regression: ``update`` on batches, then ``fit`` or ``cross_validate``.
 
     Keeps one :class:`RidgeStats` per fold (``d_model² `` floats each); pass
-    ``folds`` (from :func:`group_folds`) to ``update`` to enable grouped CV and
+    ``folds`` (from :func:`~.folds.group_folds`) to ``update`` to enable grouped CV and
     choosing ``lam`` by it.
     """
 
-    def __init__(
-        self,
-        n_folds: int = 1,
-        *,
-        target: str = "target",
-        layer: int | None = None,
-        model_id: str | None = None,
-    ) -> None:
+    def __init__(self, n_folds: int = 1, *, target: str = "target", layer: int | None = None,
+                 model_id: str | None = None) -> None:
         """Prepare an empty accumulator with ``n_folds`` folds (1 = no CV)."""
         if n_folds < 1:
             raise ValueError(f"n_folds must be >= 1, got {n_folds}")
         self.n_folds = n_folds
-        self.target = target
-        self.layer = layer
-        self.model_id = model_id
+        self.target, self.layer, self.model_id = target, layer, model_id
         self._folds: list[RidgeStats | None] = [None] * n_folds
         self._scalar: bool | None = None
 

@@ -1,4 +1,4 @@
-"""Multinomial logistic probes with soft targets, fitted by L-BFGS over streamed batches."""
+"""Multinomial logistic decoders with soft targets, fitted by L-BFGS over streamed batches."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from belieflens.analysis.decoders.provenance import DecoderProvenance, package_version
+from belieflens.analysis.divergence import tvd_values
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -25,7 +26,7 @@ BatchFactory = Callable[[], Iterable[Batch]]
 
 
 FIT_BLAS_THREADS: int | None = 1
-"""BLAS threads of a probe fit (``None``: the libraries' own default). One, because
+"""BLAS threads of a decoder fit (``None``: the libraries' own default). One, because
 L-BFGS-B's many small vector operations lose far more to BLAS thread hand-offs than the
 objective's thin products gain; parallelism comes
 from fitting layer groups at once."""
@@ -78,7 +79,7 @@ def _log_softmax(z: F64) -> F64:
 
 @dataclass(frozen=True, eq=False)
 class SoftmaxDecoder:
-    """A fitted softmax probe: ``P(outcome) = softmax(X @ coef + intercept)``."""
+    """A fitted softmax decoder: ``P(outcome) = softmax(X @ coef + intercept)``."""
 
     coef: F64
     """Weights ``[d_model, k]`` in raw residual units."""
@@ -164,14 +165,8 @@ class _Moments:
         return n, mean, np.where(sd > 0, sd, 1.0)
 
 
-def _fit_heads(
-    batches: Callable[[], Iterable[HeadBatch]],
-    heads: _Heads,
-    n_folds: int,
-    lam: float,
-    max_iter: int,
-    tol: float,
-) -> _HeadFit:
+def _fit_heads(batches: Callable[[], Iterable[HeadBatch]], heads: _Heads, n_folds: int, lam: float,
+               max_iter: int, tol: float) -> _HeadFit:
     """Fit all heads jointly (their losses are independent) by L-BFGS, one pass per evaluation."""
     moments = _Moments(n_folds)
     d = k = 0
@@ -224,13 +219,8 @@ def _fit_heads(
     from scipy.optimize import minimize  # imported on use: it is slow to import
 
     with FIT_BLAS_LIMIT:
-        res = minimize(
-            objective,
-            theta0,
-            jac=True,
-            method="L-BFGS-B",
-            options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3},
-        )
+        res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": max_iter, "gtol": tol, "ftol": tol * 1e-3})
     _, _, w_eff, b_eff = effective(np.asarray(res.x, dtype=np.float64))
     intercept = b_eff - np.matmul(mu0, w_eff)
     return _HeadFit(coef=w_eff, intercept=intercept, n_train=n_h.astype(np.int64), passes=passes)
@@ -243,25 +233,14 @@ class SoftmaxFitter:
     in memory: one pass for feature statistics, then one per function evaluation.
     """
 
-    def __init__(
-        self,
-        lam: float = 1e-3,
-        *,
-        max_iter: int = 500,
-        tol: float = 1e-6,
-        target: str = "target",
-        layer: int | None = None,
-        model_id: str | None = None,
-    ) -> None:
+    def __init__(self, lam: float = 1e-3, *, max_iter: int = 500, tol: float = 1e-6,
+                 target: str = "target", layer: int | None = None,
+                 model_id: str | None = None) -> None:
         """Configure the penalty ``lam`` (standardised units) and the optimiser."""
         if lam < 0:
             raise ValueError(f"lam must be >= 0, got {lam}")
-        self.lam = lam
-        self.max_iter = max_iter
-        self.tol = tol
-        self.target = target
-        self.layer = layer
-        self.model_id = model_id
+        self.lam, self.max_iter, self.tol = lam, max_iter, tol
+        self.target, self.layer, self.model_id = target, layer, model_id
 
     def fit(self, batches: BatchFactory) -> SoftmaxDecoder:
         """Fit on every batch ``(X [n, d_model], Y [n, k])``; rows of Y are distributions."""
@@ -300,10 +279,10 @@ def _as_distributions(y: ArrayLike) -> F64:
 
 @dataclass(frozen=True, eq=False)
 class SoftmaxCV:
-    """Grouped cross-validation of softmax probes, one score per task (e.g. real, control)."""
+    """Grouped cross-validation of softmax decoders, one score per task (e.g. real, control)."""
 
     kl: F64
-    """Mean held-out KL(target ‖ probe) in nats per task ``[T]``."""
+    """Mean held-out KL(target ‖ decoder) in nats per task ``[T]``."""
     tvd: F64
     """Mean held-out total variation distance per task ``[T]``."""
     n: int
@@ -320,7 +299,7 @@ def cross_validate_softmax(
     max_iter: int = 500,
     tol: float = 1e-6,
 ) -> SoftmaxCV:
-    """Grouped CV of softmax probes; all folds and tasks are fitted in one joint optimisation.
+    """Grouped CV of softmax decoders; all folds and tasks are fitted in one joint optimisation.
 
     ``batches()`` yields ``(X [n, d], Y, folds [n])`` with ``Y`` either ``[n, k]`` (one
     task) or ``[T, n, k]`` (several target sets on the same rows, e.g. real and control).
@@ -353,5 +332,5 @@ def cross_validate_softmax(
             p = ys[task[h]][m]
             logp = np.log(np.where(p > 0, p, 1.0))
             kl_sum[task[h]] += float(np.sum(np.where(p > 0, p * (logp - logq), 0.0)))
-            tvd_sum[task[h]] += 0.5 * float(np.abs(p - np.exp(logq)).sum())
+            tvd_sum[task[h]] += float(tvd_values(p, np.exp(logq), axis=None))
     return SoftmaxCV(kl=kl_sum / max(n, 1), tvd=tvd_sum / max(n, 1), n=n, passes=fit.passes)

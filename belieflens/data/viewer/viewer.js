@@ -485,7 +485,7 @@
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p; ctl.l.set(S.l);
       const r = (n) => A[n].row(S.d, S.p);
-      Plotly.react("slopes", [line("probe direction", C.layer, r("slope_mean"), r("slope_sem"), style(0)),
+      Plotly.react("slopes", [line("decoder direction", C.layer, r("slope_mean"), r("slope_sem"), style(0)),
         line("random control", C.layer, r("control_slope_mean"), r("control_slope_sem"), style(1)),
         line("selectivity", C.layer, r("selectivity_mean"), r("selectivity_sem"), style(2))], {
         title: { text: `${C.probe[S.p]} (${C.delivery[S.d]})`, font: { size: 12 } }, margin: { t: 36, r: 10, b: 45, l: 55 },
@@ -493,7 +493,7 @@
         legend: { orientation: "h", y: -0.2 },
         shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.layer[S.l], x1: C.layer[S.l], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }] }, PLOT);
       const c = (n) => K[n].row(S.d, S.p, S.l);
-      Plotly.react("curves", [line("probe direction", C.alpha, c("estimate_mean"), c("estimate_sem"), style(0)),
+      Plotly.react("curves", [line("decoder direction", C.alpha, c("estimate_mean"), c("estimate_sem"), style(0)),
         line("random control", C.alpha, c("control_estimate_mean"), c("control_estimate_sem"), style(1))], {
         title: { text: `layer ${C.layer[S.l]}`, font: { size: 12 } }, margin: { t: 36, r: 10, b: 45, l: 55 },
         xaxis: { title: { text: "α (SDs of the residuals along the direction)" } }, yaxis: { title: { text: "point estimate of the belief" } },

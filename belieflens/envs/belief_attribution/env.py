@@ -27,7 +27,9 @@ on the evaluated model (a bound :class:`~belieflens.episodes.generation.TextGene
   :func:`~.replies.committed_answer`: "Some say Sydney, but the capital is Canberra."
   commits to Canberra). The benchmark's own ``measure_revision`` counts any mention of
   d1's text, so a reply that names d1 to reject it counts as revised; it is kept in the
-  file as ``revised_mention``.
+  file as ``revised_mention``. A ``self`` episode whose first answer already commits to the
+  contradiction (``truth["first_is_contradiction"]``) could count as revised with no change
+  of mind: analysis leaves it out of both measures of revision and counts it.
 
 The read-outs follow that conversation: turn 1 is the question and the reply, turn 2
 adds the contradiction. (As in the benchmark's code, the user condition's contradiction
@@ -48,7 +50,7 @@ answer stands in and ``truth["own_matched"]`` is 0 so analysis can leave the pai
 
 Questions: ``questions=facts`` (default: 766 recall questions in six domains, derived
 by :mod:`.facts` from public data packages and shipped as ``facts.json``, each with two
-plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 655 questions
+plausible distractors of the same kind), ``computed`` (:mod:`.generated`: 660 questions
 built by code, three quarters of them computations), ``shipped`` (105 questions written
 for belieflens) or the path of a JSON set (:mod:`.questions`; a duplicate id, or a
 distractor equal to its answer, is refused).
@@ -159,7 +161,7 @@ class BeliefAttributionParams:
     questions: str = param(
         "facts",
         "facts (766 recall questions in six domains, derived from public data packages), "
-        "computed (655 built by code, mostly computations), shipped (105 written for "
+        "computed (660 built by code, mostly computations), shipped (105 written for "
         "belieflens) or the path of a JSON question set",
     )
     protocol: Literal["benchmark", "belieflens"] = param(
@@ -342,6 +344,7 @@ class BeliefAttribution(Configured[BeliefAttributionParams], GeneratorBinding):
             "final_named": float(-1 if final_named is None else order.index(final_named)),
             "revised_match": float(revised_by_match(final, answers, 1, item.question)),
             "revised_mention": float(mentions_text(final, d1)),
+            "first_is_contradiction": float(condition == "self" and named == 1),
         }
         return Episode(index=index, turns=turns, truth=truth)
 

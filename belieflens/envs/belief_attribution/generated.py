@@ -8,18 +8,21 @@ available as ``questions=computed``. It is built from public-domain facts, with 
 randomness outside a fixed seed, so the set is the same on every machine
 (:data:`GENERATED_SEED`):
 
-- ``arithmetic``: products (distractors: one factor off by one, ``a(b+1)``, ``a(b-1)``)
-  and sums of three-digit numbers (off by ten);
+- ``arithmetic``: products (distractors: one factor off by one or two, ``a(b±1)``,
+  ``a(b±2)``) and sums of three-digit numbers (off by ten or twenty);
 - ``units``: non-decimal unit conversions (hours, minutes, days, weeks, feet, yards,
-  dozens, years, fortnights), distractors from a confusable factor;
+  dozens, years, fortnights), distractors one or two of the given unit off;
 - ``capitals``: national capitals, distractors two other large cities of the country;
-- ``elements``: the element with a given symbol, and an element's atomic number;
+- ``elements``: the element with a given symbol, and an element's atomic number (off by one
+  or two);
 - ``calendar``: the weekday of a date (Gregorian calendar, computed), the days in a
   month, and the month some months after another.
 
 Every item has three answers none of which contains another (case-insensitive), so the
 benchmark's revision test (the contradiction's text inside the model's reply) cannot be
-met by naming a different answer.
+met by naming a different answer. Numeric distractors are drawn so that the answer is the
+smallest, the middle or the largest of the three equally often (:func:`ranked`): the middle
+value never gives it away.
 
 Licence: the facts are public domain (arithmetic, the SI and imperial unit definitions,
 the Gregorian calendar, IUPAC element names, symbols and atomic numbers, national
@@ -152,6 +155,18 @@ MONTHS: Final = tuple(calendar.month_name)[1:]
 """January ... December."""
 
 
+def ranked(value: int, step: int, rank: int) -> tuple[int, int]:
+    """Two distractors ``step`` apart around ``value`` with ``value`` at ``rank`` among the
+    three (0: the next two, 1: one on each side, 2: the previous two)."""
+    offsets = {0: (1, 2), 1: (-1, 1), 2: (-2, -1)}[rank]
+    return value + offsets[0] * step, value + offsets[1] * step
+
+
+def _ranks(rng: np.random.Generator, n: int) -> list[int]:
+    """``n`` ranks, 0, 1 and 2 equally often, in a seeded order."""
+    return [int(r) for r in rng.permutation(np.resize([0, 1, 2], n))]
+
+
 def _distinct(answers: tuple[str, str, str]) -> bool:
     """No answer contains another (case-insensitive), and all three differ."""
     low = [a.lower() for a in answers]
@@ -170,20 +185,22 @@ def _arithmetic(rng: np.random.Generator) -> Iterator[FactQuestion | None]:
     pairs: set[tuple[int, int]] = set()
     while len(pairs) < 130:
         pairs.add((int(rng.integers(12, 100)), int(rng.integers(3, 20))))
-    for n, (a, b) in enumerate(sorted(pairs)):
-        yield _item("arithmetic", n, f"What is {a} times {b}?", a * b, a * (b + 1), a * (b - 1))
+    ranks = _ranks(np.random.default_rng([GENERATED_SEED, 2]), 130)  # apart from the draws
+    for n, ((a, b), r) in enumerate(zip(sorted(pairs), ranks, strict=True)):
+        yield _item("arithmetic", n, f"What is {a} times {b}?", a * b, *ranked(a * b, a, r))
     for n in range(60):
         x, y = (int(v) for v in rng.integers(100, 500, size=2))
-        yield _item("arithmetic", 200 + n, f"What is {x} plus {y}?", x + y, x + y + 10,
-                    x + y - 10)
+        yield _item("arithmetic", 200 + n, f"What is {x} plus {y}?", x + y,
+                    *ranked(x + y, 10, n % 3))
 
 
 def _units() -> Iterator[FactQuestion | None]:
     n = 0
-    for asked, given, factor, wrong1, wrong2 in CONVERSIONS:
+    for asked, given, factor, _, _ in CONVERSIONS:
         for amount in range(2, 16):
+            rank = (n + amount // 3) % 3 if amount > 2 else 0
             yield _item("units", n, f"How many {asked} are in {amount} {given}?",
-                        amount * factor, amount * wrong1, amount * wrong2)
+                        amount * factor, *ranked(amount * factor, factor, rank))
             n += 1
 
 
@@ -194,15 +211,19 @@ def _capitals() -> Iterator[FactQuestion | None]:
 
 def _elements() -> Iterator[FactQuestion | None]:
     names = [name for _, name, _ in ELEMENTS]
+    ranks = _ranks(np.random.default_rng([GENERATED_SEED, 1]), len(ELEMENTS))
     for n, (number, name, symbol) in enumerate(ELEMENTS):
-        others = [x for x in names if x != name]
         i = names.index(name)
-        # the neighbours in the list: elements a reader may confuse with it
-        d1, d2 = others[i % len(others)], others[(i - 1) % len(others)]
+        # the neighbours in the list (elements a reader may confuse with it), those starting
+        # with the answer's letter first, so the answer is not the only name starting like
+        # its symbol
+        near = sorted((x for x in names if x != name),
+                      key=lambda x: (x[0] != name[0], abs(names.index(x) - i)))
         yield _item("elements", n, f"Which chemical element has the symbol {symbol}?", name,
-                    d1, d2)
+                    near[0], near[1])
+        rank = 0 if number <= 2 else ranks[n]
         yield _item("elements", 100 + n, f"What is the atomic number of {name}?", number,
-                    number + 1, number - 1 if number > 1 else number + 2)
+                    *ranked(number, 1, rank))
 
 
 def _calendar(rng: np.random.Generator) -> Iterator[FactQuestion | None]:
@@ -229,7 +250,7 @@ def _calendar(rng: np.random.Generator) -> Iterator[FactQuestion | None]:
 
 @cache
 def generated_questions() -> tuple[FactQuestion, ...]:
-    """The computed set (655 items, five domains), the same on every call and machine."""
+    """The computed set (660 items, five domains), the same on every call and machine."""
     rng = np.random.default_rng(GENERATED_SEED)
     parts = [_arithmetic(rng), _units(), _capitals(), _elements(), _calendar(rng)]
     return tuple(q for part in parts for q in part if q is not None)

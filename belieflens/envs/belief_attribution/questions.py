@@ -102,9 +102,8 @@ def parse_questions(data: object, source: str) -> tuple[FactQuestion, ...]:
 
 
 def load_questions(path: str | Path) -> tuple[FactQuestion, ...]:
-    """Load a user question set; malformed content raises :class:`ImportFormatError`."""
-    p = Path(path)
-    return parse_questions(read_json(p), str(p))
+    """Load a user question set; malformed content is one line (``ImportFormatError``)."""
+    return parse_questions(read_json(Path(path)), str(path))
 
 
 def _packaged(name: str) -> tuple[FactQuestion, ...]:

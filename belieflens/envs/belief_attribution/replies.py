@@ -18,15 +18,23 @@ commits to, among the question's three answers:
    ``the belief that``, ...), when it is called wrong after it in its sentence
    (``Sydney is incorrect``, ``, which was a mistake``), or when it is asked about
    (followed by ``?``).
-4. A remaining mention is *affirmed* when it follows a statement cue (``is``, ``'s``,
-   ``:``, ``answer``, ``would say``, ...; an adverb such as *actually* or *indeed* and
+4. A mention is set aside, too, when its sentence says it belongs to **another entity** than
+   the one asked about: ``Noumea is the capital of New Caledonia`` (after it, ``is ... of``
+   a capitalised name the question does not hold, or ``is <name>'s``: ``11 is sodium's``),
+   ``Spain is +34`` and ``the capital of Ohio is Columbus`` (before it, a capitalised name
+   the question does not hold as the subject of ``is``, ``'s``, ``uses`` or ``has``). An
+   explanation of a neighbour's fact is not a commitment to it.
+5. A remaining mention is *affirmed* when it follows a statement cue (``is``, ``'s``,
+   ``:``, ``answer``, ``would say``, ``uses``, ...; an adverb such as *actually* or *indeed* and
    ``the`` may stand between) or is followed by ``is (the) correct/right/answer`` or by
    ``is the`` and a word of the question (``Canberra is the capital``).
-5. The committed answer is the last affirmed mention; without one, the first remaining
+6. The committed answer is the last affirmed mention; without one, the first remaining
    mention; without any, none (``None``).
 
 This is a reading of plain English replies by rules, not a parser: the tests list the
-replies it is meant to read (:mod:`tests.envs.test_belief_attribution_replies`).
+replies it is meant to read (``tests/envs/belief_attribution/test_replies.py``), and a table
+of realistic replies with the answer a careful reader reads in each
+(``tests/envs/fixtures/reply_tables.json``) measures how often it agrees.
 """
 
 from __future__ import annotations
@@ -67,10 +75,25 @@ WRONG_AFTER: Final = re.compile(
 """A mention called wrong right after it."""
 
 AFFIRM_BEFORE: Final = re.compile(
-    r"(?:\b(?:is|are|was|be|remains|answer|say|choose|pick|go with|stick with)|'s|[:=])"
+    r"(?:\b(?:is|are|was|be|remains|answer|say|choose|pick|go with|stick with|uses?)|'s|[:=])"
     r"\s*(?:(?:actually|indeed|in fact|definitely|certainly|still|correctly|really|"
     r"probably|likely|clearly|simply|now|therefore|thus|then|also)\s+)*(?:the\s+)?$")
 """A statement cue right before a mention."""
+
+ENTITY_AFTER: Final = re.compile(
+    r"^\s*(?:[,(]\s*(?:which\s+|that\s+)?(?:is\s+)?|(?:is|was|'s|are|remains)\s+)"
+    r"(?:also\s+|actually\s+)?(?:the\s+)?(?:[\w'-]+\s+){0,3}?(?:of|in|for)\s+"
+    r"(?P<ent>[\w' .-]+?)\s*(?=[.!?;,)]|$|\n)")
+"""After a mention: ``is the capital of <entity>`` (or ``, the capital of <entity>``)."""
+
+ENTITY_OWNS: Final = re.compile(r"^\s*(?:is|was|are)\s+(?:also\s+)?(?P<ent>[\w .-]+?)'s?\b")
+"""After a mention: ``is <entity>'s`` (``11 is sodium's``, ``the Lek is Albania's currency``)."""
+
+ENTITY_BEFORE: Final = re.compile(
+    r"(?:^\s*|\b(?:of|for|in)\s+|[.!?;,:]\s*)(?P<ent>(?:[\w'-]+\s+){0,2}?[\w-]+)(?:'s\s+"
+    r"(?:[\w-]+\s+){0,3}?)?\s*(?:\b(?:is|was|are|uses|has|remains)\s+)"
+    r"(?:(?:actually|indeed|still|also|simply)\s+)*(?:the\s+)?$")
+"""Before a mention: ``<entity> is``, ``<entity>'s code is``, ``the capital of <entity> is``."""
 
 ADVERBS: Final = r"(?:(?:indeed|actually|in fact|still|definitely|correctly|certainly)\s+)*"
 
@@ -82,12 +105,31 @@ STOPWORDS: Final = frozenset((
 """Words of a question that do not name what it asks for."""
 
 
+NOT_NAMES: Final = frozenset((
+    "i", "you", "we", "they", "he", "she", "yes", "no", "actually", "well", "so", "but",
+    "however", "sorry", "okay", "ok", "indeed", "correct", "right", "true", "according",
+    "note", "please", "thanks", "thank", "apologies", "there", "then", "now", "also", "my",
+    "your", "our", "their", "his", "her", "answer", "capital"))
+"""Capitalised words that start sentences without naming an entity."""
+
+
 def normalise(text: str) -> str:
     """Lower case, accents removed, typographic apostrophes and dashes made plain."""
-    text = (text.replace("\u2019", "'").replace("\u2018", "'").replace("\u2013", "-")
-            .replace("\u2014", "-"))
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+    return normalise_map(text)[0]
+
+
+def normalise_map(text: str) -> tuple[str, list[int]]:
+    """:func:`normalise` of ``text`` and, for each of its characters, the index in ``text``
+    of the character it comes from (so the original's capitals can be read)."""
+    out: list[str] = []
+    where: list[int] = []
+    for i, c in enumerate(text.replace("\u2019", "'").replace("\u2018", "'")
+                          .replace("\u2013", "-").replace("\u2014", "-")):
+        plain = "".join(d for d in unicodedata.normalize("NFKD", c)
+                        if not unicodedata.combining(d)).casefold()
+        out.append(plain)
+        where.extend([i] * len(plain))
+    return "".join(out), where
 
 
 def _answer_pattern(answer: str) -> str:
@@ -129,7 +171,7 @@ def _clauses(text: str) -> list[tuple[int, int]]:
 def mentions(reply: str, answers: Sequence[str], question: str = "") -> list[Mention]:
     """Every mention of ``answers`` in ``reply``, in order, each read as rejected or
     affirmed (module docstring); ``question`` supplies the words of ``X is the <word>``."""
-    text = normalise(reply)
+    text, where = normalise_map(reply)
     found: list[tuple[int, int, int]] = []
     for i, a in enumerate(answers):
         if a.strip():
@@ -148,16 +190,50 @@ def mentions(reply: str, answers: Sequence[str], question: str = "") -> list[Men
         + r"(?:the\s+)?(?:(?:correct|right|true|answer)\b"
         + (r"|(?:[\w-]+\s+){0,1}(?:" + topic + r")\b" if topic else "") + ")")
     clauses = _clauses(text)
+    asked = set(re.findall(r"[a-z0-9]+", normalise(question)))
     out = []
     for start, end, i in kept:
         c0, c1 = next(((a, b) for a, b in clauses if a <= start < b), (0, len(text)))
         before, after = text[c0:start], text[end:c1]
         sentence = re.split(r"[.!?;]+(?=\s|$)|\n", text[end:], maxsplit=1)[0]
         rejected = bool(NEGATION_BEFORE.search(before) or REPORTED_BEFORE.search(before)
-                        or WRONG_AFTER.search(sentence) or re.match(r"\s*\?", text[end:]))
+                        or WRONG_AFTER.search(sentence) or re.match(r"\s*\?", text[end:])
+                        or _another_entity(reply, where, start, end, asked))
         affirmed = bool(AFFIRM_BEFORE.search(before) or affirm_after.search(after))
         out.append(Mention(i, start, end, rejected, affirmed and not rejected))
     return out
+
+
+def _another_entity(reply: str, where: Sequence[int], start: int, end: int,
+                    asked: set[str]) -> bool:
+    """Whether the mention at ``start:end`` of the normalised reply is said to belong to an
+    entity the question (its words ``asked``) does not name: a capitalised word of the
+    original ``reply`` (``where`` maps normalised positions to it) right after
+    (``is the capital of Ohio``) or before (``Spain is``) it. Without a question, none."""
+    if not asked:  # without the question nothing is known to be another entity
+        return False
+    text = normalise(reply)
+    sentence_start = max((m.end() for m in re.finditer(r"[.!?;\n]+(?=\s|$)|\n",
+                                                       text[:start])), default=0)
+    found = [(m.start("ent") + end, m.end("ent") + end)
+             for m in [ENTITY_AFTER.match(text[end:]), _owns(text[end:])] if m is not None]
+    found += [(m.start("ent") + sentence_start, m.end("ent") + sentence_start)
+              for m in [ENTITY_BEFORE.search(text[sentence_start:start])] if m is not None]
+    for k, (a, b) in enumerate(found):
+        words = list(re.finditer(r"[a-z0-9]+", text[a:b]))
+        if k == len(found) - 1 and a < start:  # before it: the word right before the verb
+            words = words[-1:]
+        for w in words:
+            if (reply[where[a + w.start()]].isupper() and w.group() not in asked
+                    and w.group() not in STOPWORDS and w.group() not in NOT_NAMES):
+                return True
+    return False
+
+
+def _owns(after: str) -> re.Match[str] | None:
+    """:data:`ENTITY_OWNS` where the entity ends in ``'s`` (a possessive)."""
+    m = ENTITY_OWNS.match(after)
+    return m if m is not None and after[m.end("ent"):].startswith("'s") else None
 
 
 def committed_answer(reply: str, answers: Sequence[str], question: str = "") -> int | None:

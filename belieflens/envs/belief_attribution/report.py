@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.stats import mean_sem
+from belieflens.analysis.stats import mean_sem, mean_sem_values
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, OUTCOME
 from belieflens.envs.belief_attribution.metrics import (
@@ -73,6 +73,9 @@ class EpisodeRevision:
         p_correct: belief in the correct answer at turns 0, 1, 2.
         item: the question id per episode (``truth_item``), or ``None`` when the file
             has none; the BAS interval resamples questions when it is there.
+        excluded: ``self`` episodes whose first answer already committed to the
+            contradiction (:func:`first_is_contradiction`): their shift and string match
+            are NaN, so revision cannot be counted without a change of mind.
     """
 
     shift: xr.DataArray
@@ -83,6 +86,8 @@ class EpisodeRevision:
     p_correct: xr.DataArray
     matched: xr.DataArray | None = None
     item: xr.DataArray | None = None
+    excluded: int = 0
+    """``self`` episodes left out because their first answer already was the contradiction."""
 
 
 def episode_revisions(
@@ -111,18 +116,35 @@ def episode_revisions(
     ok = np.isfinite(before).all(-1) & np.isfinite(after).all(-1)
     if has_truth(ds, "own_matched"):  # stated=model: leave out replies naming no answer
         ok &= episode_truth(ds, "own_matched").values > 0.5
+    first = first_is_contradiction(ds)
+    matched = (episode_truth(ds, "revised_match").astype(np.float64)
+               if has_truth(ds, "revised_match") else None)
     return EpisodeRevision(
-        shift=xr.DataArray(np.where(ok, shift, np.nan), dims=[EPISODE],
+        shift=xr.DataArray(np.where(ok & ~first, shift, np.nan), dims=[EPISODE],
                            coords={EPISODE: cond[EPISODE].values}),
         condition=cond,
         domain=episode_truth(ds, "domain"),
         p_contra=at("contradiction"),
         p_stated=at("stated"),
         p_correct=at("correct"),
-        matched=(episode_truth(ds, "revised_match").astype(np.float64)
-                 if has_truth(ds, "revised_match") else None),
+        matched=None if matched is None else matched.where(~first),
         item=episode_truth(ds, "item") if has_truth(ds, "item") else None,
+        excluded=int(first.sum()),
     )
+
+
+def first_is_contradiction(ds: xr.Dataset) -> np.ndarray:
+    """Per episode: a ``self`` episode whose first answer already committed to the
+    contradiction (``truth_first_is_contradiction``; in files without it, the committed
+    ``truth_reply_named`` equal to ``truth_contradiction``). False where neither is stored."""
+    cond = episode_truth(ds, "condition").values.astype(str)
+    if has_truth(ds, "first_is_contradiction"):
+        return np.asarray(episode_truth(ds, "first_is_contradiction").values > 0.5)
+    if has_truth(ds, "reply_named"):
+        named = episode_truth(ds, "reply_named").values
+        contra = episode_truth(ds, "contradiction").values
+        return np.asarray((cond == "self") & (named == contra))
+    return np.zeros(cond.size, dtype=bool)
 
 
 def bas_table(
@@ -225,11 +247,8 @@ def _plot(rev: EpisodeRevision, table: dict[str, BASResult | None], out: Path) -
         mask = rev.condition.values.astype(str) == c
         if not mask.any():
             continue
-        pc = rev.p_contra.values[mask]
-        n = np.isfinite(pc).sum(0)
-        m = np.nanmean(pc, axis=0)
-        s = np.where(n > 1, np.nanstd(pc, axis=0, ddof=min(1, pc.shape[0] - 1))
-                     / np.sqrt(np.maximum(n, 1)), 0.0)
+        m, sem, _ = mean_sem_values(rev.p_contra.values[mask])
+        s = np.nan_to_num(sem)  # no bar where fewer than two episodes
         t = rev.p_contra["turn"].values
         a1.errorbar(t, m, yerr=s, marker="o", capsize=3, label=c)
     a1.set_xticks([0, 1, 2], ["question", "stated answer", "contradiction"])
@@ -271,7 +290,8 @@ def belief_attribution_section(
         f"contradiction); revised = shift ≥ {threshold}; BAS = (rate_user − rate_self) / "
         f"(rate_user + rate_self) with a {N_BOOT}-resample percentile bootstrap "
         f"(seed {BOOT_SEED}) over {over}, "
-        f"0 when neither condition revises (as the benchmark's code)"
+        f"0 when neither condition revises (as the benchmark's code); self episodes whose "
+        f"first answer already was the contradiction are left out: {rev.excluded}"
     )
     ctab = condition_table(rev, threshold)
     btab = "revision by log-prob shift\n" + format_bas(table)

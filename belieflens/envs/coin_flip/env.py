@@ -8,8 +8,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
-from belieflens.episodes.delivery import resolve
+from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
+from belieflens.episodes.delivery import Delivers
 from belieflens.episodes.params import bad, int_in, param, positive
 from belieflens.episodes.questions import mcq_probe
 from belieflens.report.section import SectionFn
@@ -25,7 +25,7 @@ BIAS_Q = "Which range most likely contains the coin's probability of landing hea
 
 
 @dataclass(frozen=True)
-class CoinFlipParams:
+class CoinFlipParams(Delivers):
     """Parameters of the coin-flip environment."""
 
     a0: float = param(1.0, "Beta prior pseudo-count of heads (> 0)")
@@ -46,11 +46,6 @@ class CoinFlipParams:
         int_in("turns", self.turns, 1, 1000)
         int_in("per_turn", self.per_turn, 1, 100)
         int_in("bins", self.bins, 2, 10)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def next_flip_oracle(a0: float, b0: float, heads: int, n: int) -> tuple[float, float]:
@@ -79,9 +74,28 @@ def _flips_text(flips: Sequence[int]) -> str:
     return ", ".join("heads" if f else "tails" for f in flips)
 
 
+def _flips_marked(flips: Sequence[int], per_turn: int, first_turn: int = 1) -> list[str | Marked]:
+    """The flips' text with each turn's flips marked as that turn's evidence."""
+    out: list[str | Marked] = []
+    for k in range(0, len(flips), per_turn):
+        if k:
+            out.append(", ")
+        out.append(Marked(_flips_text(flips[k : k + per_turn]), "evidence",
+                          first_turn + k // per_turn))
+    return out
+
+
 def _summary(flips: Sequence[int]) -> str:
     h = sum(flips)
     return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
+
+
+def single_message(flips: Sequence[int], per_turn: int) -> Message:
+    """The single-turn message after ``flips``: each turn's flips and the counts marked."""
+    if not flips:
+        return Message("user", INTRO + "\nNo flips yet.")
+    return Message.of("user", INTRO + "\nThe results so far: ", *_flips_marked(flips, per_turn),
+                      " ", Marked(_summary(flips), "summary"), ".")
 
 
 class CoinFlip(Configured[CoinFlipParams]):
@@ -127,14 +141,11 @@ class CoinFlip(Configured[CoinFlipParams]):
             seen = flips[: t * p.per_turn]
             new = flips[(t - 1) * p.per_turn : t * p.per_turn] if t else []
             if t:
-                multi = (*multi, Message("user", f"Result: {_flips_text(new)}."),
+                multi = (*multi, Message.of("user", "Result: ",
+                                            *_flips_marked(new, p.per_turn, t), "."),
                          Message("assistant", ACK))
-            single_text = INTRO + (
-                f"\nThe results so far: {_flips_text(seen)} {_summary(seen)}." if seen
-                else "\nNo flips yet."
-            )
             messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", single_text),),
+                "single-turn": (single_message(seen, p.per_turn),),
                 "multi-turn": multi,
             }
             heads = sum(seen)

@@ -10,7 +10,7 @@ A yes/no question is read in one of two ways, and both are handled the same:
 
 Per rotation, the probability of each outcome is the sum over all options that
 stand for it (log-sum-exp of their log-probs), renormalised over the two
-outcomes; rotations are then pooled with :func:`belieflens.readouts.debias`
+outcomes; rotations are then pooled with :func:`belieflens.episodes.latin.debias`
 (geometric or arithmetic). With one option per outcome this equals the generic
 debiased belief of :func:`belieflens.analysis.beliefs.output_beliefs`.
 """
@@ -27,10 +27,10 @@ from belieflens.analysis.beliefs import (
     first_present,
     query_n_outcome,
 )
-from belieflens.analysis.lens import lens_logits
 from belieflens.dims import LAYER, OPTION, PROBE, QUERY, ROTATION
 from belieflens.episodes.latin import debias
 from belieflens.errors import CacheFileError
+from belieflens.lens.apply import lens_logits
 from belieflens.types import DebiasMethod
 
 

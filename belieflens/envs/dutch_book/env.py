@@ -41,7 +41,7 @@ from belieflens.envs.dutch_book.scenarios import (
 )
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Query, Turn, append_user
 from belieflens.episodes.capabilities import GeneratorBinding
-from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import derive_seed
 from belieflens.episodes.params import bad, int_in, param
 from belieflens.episodes.questions import DEFAULT_PREFILL, mcq_probe, mcq_text
@@ -68,7 +68,7 @@ NO_VARIANTS = (" No", " no")
 
 
 @dataclass(frozen=True)
-class DutchBookParams:
+class DutchBookParams(Delivers):
     """Parameters of the Dutch-book environment."""
 
     questions: str | None = param(
@@ -96,11 +96,6 @@ class DutchBookParams:
         if self.questions is not None and not self.questions.strip():
             raise bad("questions", self.questions, "a path to a JSON file or none")
         int_in("answer_tokens", self.answer_tokens, 1, 256)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def question_text(question: str) -> str:

@@ -97,9 +97,8 @@ def parse_scenarios(data: object, source: str) -> tuple[Scenario, ...]:
 
 
 def load_scenarios(path: str | Path) -> tuple[Scenario, ...]:
-    """Load a user scenario set; malformed content raises :class:`ImportFormatError`."""
-    p = Path(path)
-    return parse_scenarios(read_json(p), str(p))
+    """Load a user scenario set; malformed content is one line (``ImportFormatError``)."""
+    return parse_scenarios(read_json(Path(path)), str(path))
 
 
 def shipped_scenarios() -> tuple[Scenario, ...]:

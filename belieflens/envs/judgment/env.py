@@ -17,15 +17,14 @@ from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
 from belieflens.episodes.base import Configured, Episode
 from belieflens.episodes.capabilities import SimulatorBinding
-from belieflens.episodes.delivery import require_generator, resolve
+from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import GenerationSettings
 from belieflens.episodes.params import bad, check_temperature, int_in, param
 from belieflens.report.section import SectionFn
-from belieflens.types import Delivery
 
 
 @dataclass(frozen=True)
-class JudgmentParams:
+class JudgmentParams(Delivers):
     """Parameters shared by the judgment environments (subclasses set ``KIND``)."""
 
     KIND: ClassVar[Kind] = "social"
@@ -75,11 +74,6 @@ class JudgmentParams:
         if not chosen or any(s not in allowed for s in chosen) or len(set(chosen)) != len(chosen):
             raise bad("styles", self.styles, "'all' or distinct names from " + ", ".join(allowed))
         return tuple(s for s in allowed if s in chosen)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 class JudgmentEnvironment(Configured[JudgmentParams], SimulatorBinding):

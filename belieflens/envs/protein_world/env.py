@@ -20,11 +20,15 @@ proteins belong to (MCQ over the classes, oracle: the passive exact posterior)
 and which experiment to run next (MCQ over the experiments, no oracle: the
 model's choice is read out; the max-EIG choice is in the episode's ``truth``).
 
-The sequence is the model's own under the paper preset (``sequence=model``, App. F.3: "We
-use the LLM to update beliefs and choose experiments": at each step the bound generator --
-``belieflens extract`` binds the evaluated model -- answers the next-experiment MCQ
-greedily after the single-turn context; a reply naming no option falls back to
-the seeded draw and ``truth["model_choice_valid_k"]`` is 0), or seeded (``random`` or
+The sequence is the model's own under the paper preset (``sequence=model``, §4.2 and App.
+F.3.4: "We use the LLM to update beliefs and choose experiments", by expected information
+gain): at each step the experiment of largest EIG under the model's own debiased revealed
+belief (the ``class`` MCQ of the single-turn context, scored under every rotation by the
+bound model -- ``belieflens extract`` binds the evaluated model) with the world's
+likelihoods (:mod:`.choice`). ``sequence=model-mcq`` keeps the earlier choice by the
+``next-experiment`` MCQ, answered greedily under every rotation and decided by the rotations'
+votes; a choice no rotation parses falls back to the seeded draw, recorded
+(``truth["choice_source_k"]``) and reported. Or the sequence is seeded (``random`` or
 ``cycle``, the ``belieflens`` preset's ``random``), or the active oracle's (``active``).
 
 Beside the revealed read-out (the ``class`` MCQ's option log-probs) the paper preset records
@@ -40,13 +44,18 @@ the true class (``p_active_true_k``), for the downstream gap
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
 
+from belieflens.envs.protein_world.choice import (
+    Choice,
+    eig_choice,
+    mcq_choice,
+    revealed_belief,
+)
 from belieflens.envs.protein_world.oracle import (
     ExperimentGrid,
     active_run,
@@ -60,10 +69,11 @@ from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
-from belieflens.episodes.delivery import require_generator, resolve
-from belieflens.episodes.generation import derive_seed
+from belieflens.episodes.delivery import Delivers, require_generator
+from belieflens.episodes.generation import OptionScorer, derive_seed
 from belieflens.episodes.params import bad, int_in, param, positive
-from belieflens.episodes.questions import LETTERS, mcq_probe, mcq_text
+from belieflens.episodes.questions import mcq_probe
+from belieflens.errors import BeliefLensError
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
@@ -97,7 +107,7 @@ _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eigh
 
 
 @dataclass(frozen=True)
-class ProteinWorldParams:
+class ProteinWorldParams(Delivers):
     """Parameters of the ProteinWorld environment.
 
     Numeric parameters left at 0 and options left at ``auto`` take the preset's value
@@ -148,10 +158,12 @@ class ProteinWorldParams:
                 "every class is the truth once per world) or drawn from the prior; auto = "
                 "paper: each-class, belieflens: prior"
     )
-    sequence: Literal["auto", "random", "cycle", "active", "model"] = param(
+    sequence: Literal["auto", "random", "cycle", "active", "model", "model-mcq"] = param(
         "auto",
-        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, or the "
-        "model's own greedy MCQ choices; auto = paper: model (App. F.3), belieflens: random",
+        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, the model's "
+        "(max EIG under its own debiased revealed belief, App. F.3.4), or the model's answers "
+        "to the next-experiment MCQ over all rotations (model-mcq); auto = paper: model, "
+        "belieflens: random",
     )
     stated: Literal["auto", "sampled", "off"] = param(
         "auto", "the stated posterior of App. F.3.2 (verbalised, sampled at τ = 1.0, parsed) "
@@ -197,11 +209,6 @@ class ProteinWorldParams:
         int_in("mc_samples", self.mc_samples, 100, 100_000)
         int_in("decimals", self.decimals, 1, 8)
         int_in("stated_tokens", self.stated_tokens, 16, 2048)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def _paper_style(world: World) -> bool:
@@ -398,25 +405,40 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
 
     @property
     def requires_generator(self) -> bool:
-        """Whether the experiment sequence is the model's own (``sequence=model``) or the
-        stated posterior is read (``stated=sampled``)."""
-        return self._params.sequence == "model" or self._params.stated == "sampled"
+        """Whether the experiment sequence is the model's own (``sequence=model`` or
+        ``model-mcq``) or the stated posterior is read (``stated=sampled``)."""
+        return self._params.sequence in ("model", "model-mcq") or self._params.stated == "sampled"
 
     def _need(self) -> str:
         """What needs the generator, for the error that none is bound."""
-        return "sequence=model" if self._params.sequence == "model" else "stated=sampled"
+        seq = self._params.sequence
+        return f"sequence={seq}" if seq in ("model", "model-mcq") else "stated=sampled"
 
-    def model_choice(self, context: str, n_experiments: int, seed: int) -> int | None:
-        """The experiment the bound generator picks by letter after ``context``, or ``None``.
-
-        The question is the ``next-experiment`` MCQ in its first rotation; the reply's
-        first standalone letter among the options is the choice.
-        """
+    def _scorer(self) -> OptionScorer:
+        """The bound generator as the scorer of ``sequence=model``'s revealed belief."""
         gen = require_generator("sequence=model", self._generator, self.name)
-        reply = gen((Message("user", context),), seed=seed, max_new_tokens=4, temperature=0.0)
-        letters = LETTERS[:n_experiments]
-        found = re.search(rf"\b([{letters}])\b", reply)
-        return None if found is None else letters.index(found.group(1))
+        if not isinstance(gen, OptionScorer):
+            raise BeliefLensError(
+                "protein-world: sequence=model needs a generator that also scores read-outs "
+                "(a loaded model, or a replay of a protein-world file); sequence=model-mcq "
+                "asks the model in text instead")
+        return gen
+
+    def model_choice(self, world: World, history: list[tuple[int, float]], intro: str,
+                     grids: tuple[ExperimentGrid, ...], fallback: int, at: tuple[int, int]
+                     ) -> Choice:
+        """The model's choice of the next experiment after ``history`` (:mod:`.choice`):
+        by EIG under its revealed belief (``sequence=model``) or by the MCQ
+        (``model-mcq``); ``at`` is ``(seed, episode index)``."""
+        k = len(history)
+        text = _single_text(world, intro, history)
+        if self._params.sequence == "model":
+            probe = mcq_probe("class", (Message("user", text),), CLASS_Q, world.classes, None,
+                              "single-turn")
+            return eig_choice(revealed_belief(self._scorer(), probe), grids, fallback, k)
+        gen = require_generator("sequence=model-mcq", self._generator, self.name)
+        labels = [experiment_label(world, j) for j in range(len(world.experiments))]
+        return mcq_choice(gen, text + "\n\n", NEXT_Q, labels, fallback, k, derive_seed(*at))
 
     def world(self, rng: np.random.Generator) -> World:
         """Draw a world with this environment's parameters."""
@@ -474,7 +496,7 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
-            history = self._history(world, truth, intro, experiments, rng, (seed, index), info)
+            history = self._history(world, truth, intro, grids, rng, (seed, index), info)
         info |= {
             "theta": world.classes[truth],
             "theta_index": float(truth),
@@ -547,28 +569,23 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         return world_index, world, truth, grids
 
     def _history(
-        self, world: World, truth: int, intro: str, experiments: tuple[str, ...],
+        self, world: World, truth: int, intro: str, grids: tuple[ExperimentGrid, ...],
         rng: np.random.Generator, at: tuple[int, int], info: dict[str, float | str],
     ) -> list[tuple[int, float]]:
-        """The ``random``, ``cycle`` or ``model`` sequence of experiments and their results.
-
-        ``at`` is ``(seed, episode index)``; ``model`` records whether each of the model's
-        choices named an option in ``info``.
-        """
-        n_exp = len(experiments)
+        """The ``random``, ``cycle``, ``model`` or ``model-mcq`` sequence of experiments and
+        their results (the seeded draw is made at every step, so the results' draws are the
+        same whoever chooses). ``at`` is ``(seed, episode index)``; the model's choices record
+        how they were made in ``info`` (:mod:`.choice`)."""
+        n_exp = len(world.experiments)
         history: list[tuple[int, float]] = []
         for k in range(self._params.steps):
             fallback = int(rng.integers(n_exp))
             if self._params.sequence == "cycle":
                 j = k % n_exp
-            elif self._params.sequence == "model":
-                so_far = "\n".join(result_text(world, i + 1, a, y)
-                                   for i, (a, y) in enumerate(history))
-                context = intro + "\n\n" + (so_far or "No experiments yet.") + "\n\n"
-                choice = self.model_choice(context + mcq_text(NEXT_Q, experiments),
-                                           n_exp, derive_seed(*at, k))
-                info[f"model_choice_valid_{k}"] = float(choice is not None)
-                j = fallback if choice is None else choice
+            elif self._params.sequence in ("model", "model-mcq"):
+                choice = self.model_choice(world, history, intro, grids, fallback, at)
+                info |= choice.truth
+                j = choice.experiment
             else:
                 j = fallback
             history.append((j, measure(world, truth, j, rng)))

@@ -21,6 +21,7 @@ import numpy as np
 from jaxtyping import Float
 from numpy.typing import ArrayLike
 
+from belieflens.analysis.stats import mean_sem_values
 from belieflens.envs.protein_world.world import (
     World,
     grid_weights,
@@ -148,7 +149,8 @@ def eig_mc(
         joint = np.where(pi > 0, log_pi + lv, -np.inf)
         m = joint.max()
         terms[i] = lv[c] - (m + np.log(np.exp(joint - m).sum()))
-    return float(terms.mean()), float(terms.std(ddof=1) / np.sqrt(n))
+    mean, sem, _ = mean_sem_values(terms)
+    return float(mean), float(sem)
 
 
 def best_experiment(prior: ArrayLike, grids: Sequence[ExperimentGrid]) -> int:

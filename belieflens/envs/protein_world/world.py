@@ -233,24 +233,15 @@ def observation_models(
     return (observation,) * n
 
 
-def generate_world(
-    rng: np.random.Generator,
-    *,
-    classes: int,
-    attributes: int,
-    difficulty: Difficulty,
-    spread: float,
-    tau: float,
-    sigma: float,
-    rho: float,
-    mc_samples: int,
-    uniform_prior: bool,
-    style: Literal["paper", "belieflens"] = "belieflens",
-    scales: Literal["drawn", "drawn-sd", "fixed"] | None = None,
-    experiments: int | None = None,
-    observation: Literal["exact", "gaussian", "uniform", "bernoulli", "mixed"] = "gaussian",
-    decimals: int = 2,
-) -> World:
+def generate_world(rng: np.random.Generator, *, classes: int, attributes: int,
+                   difficulty: Difficulty, spread: float, tau: float, sigma: float, rho: float,
+                   mc_samples: int, uniform_prior: bool,
+                   style: Literal["paper", "belieflens"] = "belieflens",
+                   scales: Literal["drawn", "drawn-sd", "fixed"] | None = None,
+                   experiments: int | None = None,
+                   observation: Literal["exact", "gaussian", "uniform", "bernoulli",
+                                        "mixed"] = "gaussian",
+                   decimals: int = 2) -> World:
     """Draw a world.
 
     ``belieflens`` style: the listed attribute names, class means ``N(0, spread^2)``
@@ -291,20 +282,11 @@ def generate_world(
     r = rho if difficulty == "hard" else 0.0
     noise = rng.standard_normal((mc_samples, attributes))
     models = observation_models(observation, n_exp)
-    return World(
-        classes=names,
-        attributes=attr_names,
-        means=means,
-        variances=variances,
-        prior=prior,
-        sigma=sigma,
-        rho=r,
-        difficulty=difficulty,
-        experiments=tuple(Experiment(i, o) for i, o in zip(observed, models, strict=True)),
-        decimals=decimals,
-        samples=simulate(means, np.sqrt(variances), r, noise),
-        style=style,
-    )
+    return World(classes=names, attributes=attr_names, means=means, variances=variances,
+                 prior=prior, sigma=sigma, rho=r, difficulty=difficulty,
+                 experiments=tuple(Experiment(i, o) for i, o in zip(observed, models, strict=True)),
+                 decimals=decimals, samples=simulate(means, np.sqrt(variances), r, noise),
+                 style=style)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -16,13 +16,13 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
-from belieflens.episodes.base import Configured, Episode, Message, Probe
+from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Span, marked
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import (
+    Delivers,
     conversation_turns,
     conversations,
     require_generator,
-    resolve,
 )
 from belieflens.episodes.generation import GenerationSettings, derive_seed
 from belieflens.episodes.params import bad, check_temperature, int_in, param
@@ -41,7 +41,7 @@ Titles = Literal["anonymised", "anonymised+genres", "explicit"]
 
 
 @dataclass(frozen=True)
-class RecommenderParams:
+class RecommenderParams(Delivers):
     """Parameters of the recommender environment."""
 
     world: str = param(
@@ -96,11 +96,6 @@ class RecommenderParams:
         check_temperature("temperature", self.temperature)
         int_in("decimals", self.decimals, 0, 6)
         int_in("reply_tokens", self.reply_tokens, 1, 4096)
-
-    @property
-    def deliveries(self) -> tuple[Delivery, ...]:
-        """The deliveries this run uses."""
-        return resolve(self.delivery)
 
 
 def movie_names(world: World, titles: Titles) -> tuple[str, ...]:
@@ -277,21 +272,24 @@ class Recommender(Configured[RecommenderParams], GeneratorBinding):
             intro = distributions_text(w, self._names, [*movies, target], p.decimals)
         else:
             intro = intro_text(w)
-        single = []
+        single: list[tuple[str, tuple[Span, ...]]] = []
         for t in range(p.turns + 1):
             if t:
-                seen = "\n".join(
-                    f"- {self._names[m]}: {_stars(y)}"
-                    for m, y in zip(movies[:t], ratings[:t], strict=True)
-                )
-                single.append(f"{intro}\n\nTheir ratings so far:\n{seen}")
+                lines: list[str | Marked] = [f"{intro}\n\nTheir ratings so far:"]
+                for k, (m, y) in enumerate(zip(movies[:t], ratings[:t], strict=True)):
+                    lines += ["\n- ", Marked(f"{self._names[m]}: {_stars(y)}", "evidence", k + 1)]
+                single.append(marked(*lines))
             else:
-                single.append(f"{intro}\n\nThey have not rated any movies yet.")
+                single.append((f"{intro}\n\nThey have not rated any movies yet.", ()))
+        rated = [marked("They rated ", Marked(o[len("They rated "):-1], "evidence", t + 1), ".")
+                 for t, o in enumerate(observations)]
         return conversations(
             intro,
-            observations,
-            single,
+            [text for text, _ in rated],
+            [text for text, _ in single],
             p.deliveries,
+            observation_spans=[spans for _, spans in rated],
+            single_spans=[spans for _, spans in single],
             generator=self._generator,
             settings=GenerationSettings(p.temperature, p.reply_tokens),
             seeds=[derive_seed(seed, index, 1, t) for t in range(p.turns + 1)],

@@ -66,15 +66,8 @@ def rating_table(mean: NDArray[np.float64], noise: float) -> NDArray[np.float64]
     return result
 
 
-def default_world(
-    seed: int,
-    *,
-    types: int = 4,
-    movies: int = 12,
-    targets: int = 4,
-    spread: float = 1.5,
-    noise: float = 0.9,
-) -> World:
+def default_world(seed: int, *, types: int = 4, movies: int = 12, targets: int = 4,
+                  spread: float = 1.5, noise: float = 0.9) -> World:
     """Generate the default world: ``movies`` rated in sequence and ``targets`` held out.
 
     The rating mean of movie m under type k is ``3 + spread * taste[m, k] + q[m]``,

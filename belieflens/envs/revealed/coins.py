@@ -95,19 +95,12 @@ def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int,
     for r in prior.values:
         first = f"{setup} The first time, {r} {'coin' if r == 1 else 'coins'} landed on {focus}."
         if variant == "independent":
-            yield point(
-                prior,
-                f"{first} I toss all {n} coins again; the new toss does not depend on the first "
-                "one.",
-                f"This time, the number of coins showing {focus} is",
-                f"What is the probability that {count} in the new toss is {{outcome}}?", float(r),
-            )
+            yield point(prior, f"{first} I toss all {n} coins again; the new toss does not "
+                        "depend on the first one.", "This time, the number of coins showing "
+                        f"{focus} is", f"What is the probability that {count} in the new toss "
+                        "is {outcome}?", float(r))
         else:
-            yield point(
-                shift(prior, r),
-                f"{first} I toss all {n} coins again and add the new count to the first one.",
-                f"The total number of {focus} over both tosses is",
-                f"What is the probability that the total number of {focus} over both tosses is "
-                "{outcome}?",
-                float(r),
-            )
+            yield point(shift(prior, r), f"{first} I toss all {n} coins again and add the new "
+                        "count to the first one.", f"The total number of {focus} over both "
+                        "tosses is", f"What is the probability that the total number of {focus} "
+                        "over both tosses is {outcome}?", float(r))

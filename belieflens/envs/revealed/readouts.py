@@ -16,8 +16,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis import truth
-from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.lens import lens_beliefs
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.dims import EPISODE, OUTCOME, TURN
 from belieflens.errors import CacheFileError
 from belieflens.types import DebiasMethod
@@ -47,7 +46,7 @@ class Readouts:
         revealed_lens: per-layer lens belief, ``(episode, layer, outcome)``, or ``None``.
         stated_lens: per-layer lens belief over the candidates, or ``None``.
         lens_scoring: how the lens scored multi-token outcomes, as
-            :func:`belieflens.analysis.lens.lens_beliefs` records it (``first-token``:
+            :func:`belieflens.analysis.beliefs.lens_beliefs` records it (``first-token``:
             each outcome's first token only, a documented approximation; ``continuation``:
             every token).
     """

@@ -119,15 +119,8 @@ def stated_text(question: str, shown: tuple[str, ...]) -> str:
     return "\n".join([*lines, INSTRUCTION])
 
 
-def stated_probe(
-    scenario: str,
-    question: str,
-    cands: Candidates,
-    fmt: PromptFormat,
-    delivery: Delivery = "single-turn",
-    *,
-    name: str = "stated",
-) -> Probe:
+def stated_probe(scenario: str, question: str, cands: Candidates, fmt: PromptFormat,
+                 delivery: Delivery = "single-turn", *, name: str = "stated") -> Probe:
     """The stated-answer probe: one query per cyclic rotation of the five candidates.
 
     ``raw``: the whole text followed by ``Answer:`` is the prompt; ``chat``: the
@@ -230,16 +223,9 @@ def case_candidates(
     return FractionCandidates(tuple(values), values.index(Fraction(p)), int(denom))
 
 
-def paper_stated_probe(
-    scenario: str,
-    question: str,
-    cands: FractionCandidates,
-    fmt: PromptFormat,
-    delivery: Delivery = "single-turn",
-    *,
-    name: str = "stated",
-    system: str | None = None,
-) -> Probe:
+def paper_stated_probe(scenario: str, question: str, cands: FractionCandidates, fmt: PromptFormat,
+                       delivery: Delivery = "single-turn", *, name: str = "stated",
+                       system: str | None = None) -> Probe:
     """The paper's stated-answer MCQ, one query per cyclic rotation of the five candidates.
 
     Text (App. C): :data:`PAPER_PREAMBLE`, ``Scenario: ...``, ``Question: ...``,

@@ -6,7 +6,7 @@ the grid point (one episode each); means are over grid points ± 1 SEM.
 - ``distance``: Chebyshev, L1 and symmetric KL of the revealed belief to the
   truth at the output; ``lens_distance``: the same per layer (logit lens; how it
   scores multi-token outcomes is recorded in ``lens_scoring``, see
-  :mod:`belieflens.analysis.lens`).
+  :mod:`belieflens.lens.apply`).
 - ``accuracy``: over grid points whose truth has a unique mode, StaA (the stated
   read-out's most likely candidate is the correct one) and RevB (the revealed
   belief's argmax is the mode), each with an exact (Clopper-Pearson) 95% CI, and

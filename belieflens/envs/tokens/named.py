@@ -72,7 +72,7 @@ def z1r_tensor(p: float) -> Float[np.ndarray, "symbol state state"]:
 
 
 class HMMProcess:
-    """A token-level process backed by an :class:`HMM`, with the :class:`TokenProcess`
+    """A token-level process backed by an :class:`HMM`, with the :class:`~.base.TokenProcess`
     interface. Beliefs are over the hidden states; sequences start from the stationary
     distribution."""
 

@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.compare import updating_slope
+from belieflens.analysis.divergence import tvd_values
 from belieflens.analysis.geometry import (
     DEFAULT_LAGS,
     cross_entropy,
@@ -81,7 +82,7 @@ def output_agreement(ds: xr.Dataset) -> xr.Dataset:
     k = len([s for s in np.asarray(ds["outcome_label"].values)[0] if str(s)])
     model = next_token_features(ds)[:, :k]
     oracle = np.asarray(ds["oracle"].values, dtype=np.float64)[:, :k]
-    tvd = 0.5 * np.abs(model - oracle).sum(axis=1)
+    tvd = tvd_values(model, oracle, axis=1)
     ep, turn = np.asarray(ds[EPISODE].values), np.asarray(ds[TURN].values)
     eps, turns = np.unique(ep), np.unique(turn)
     grid_m = np.full((eps.size, turns.size), np.nan)

@@ -14,7 +14,9 @@ Step k = 1..T (turn k is the state after k answers):
    writes ``candidates`` questions (τ = ``temperature``), a uniform sample of
    min(|Θ_{k-1}|, ``eig_sample``) hypotheses is drawn, and the question of largest EIG over its
    outcomes is asked (read-outs ``eig/c/s``: P(Yes) of question c for sampled hypothesis s);
-2. the answerer, playing θ*, answers at τ = ``answer_temperature``; ``Correct!`` ends the run;
+2. the answerer, playing θ*, answers at τ = ``answer_temperature``; a confirmed guess that names
+   θ* is ``Correct!`` and ends the run (a confirmation of any other question is ``Yes``,
+   :func:`~.prompts.parse_answer`);
 3. the model names ``propose`` new animals Θ_new given h_{1:k} (τ = ``temperature``; names over
    ``max_chars`` characters dropped);
 4. at turn k, for every θ in C_k = Θ_{k-1} ∪ Θ_new: its compatibility with h_{1:k}
@@ -28,11 +30,11 @@ at turn k is the compatibility normalised across Θ_k; the oracle's is uniform o
 ∏_i p(y_i | θ, ξ_i), θ dropped where a likelihood is ≤ 0.2 (:mod:`.bayes`); the
 ``twenty-questions`` analysis section reports KL(oracle ‖ model) per step from the stored read-outs.
 
-Where the paper is silent: an answer naming none of Yes / No / Correct reads as No
-(``answer_valid`` false); the guess rule needs 1 ≤ |Θk| ≤ 2, so an empty Θk gets generated
-questions (every EIG 0: the first is asked); a game whose generated text holds no question
-ends there (``asked`` null). Each read-out is asked in one Yes/No order, as in the paper (no
-rotations to debias).
+Where the paper is silent: an answer that states no result (no affirmation or denial, and no
+restatement of the question) reads as No (``answer_valid`` false); the guess rule needs
+1 ≤ |Θk| ≤ 2, so an empty Θk gets generated questions (every EIG 0: the first is asked); a
+game whose generated text holds no question ends there (``asked`` null). Each read-out is
+asked in one Yes/No order, as in the paper (no rotations to debias).
 
 ``truth``: ``secret``, ``solved_at`` (the step answered ``Correct!``, else -1), ``steps_run``,
 and per turn k a JSON object ``step_k`` with ``hypotheses`` (Θ_k), ``candidates`` (C_k, indexed

@@ -107,11 +107,13 @@ class Player:
 
     def ask(self, question: str, step: int) -> dict[str, Any]:
         """Ask the answerer ``question`` as step ``step``: the answer joins the history; the
-        step's record (``question``, ``answer``, ``raw_answer``, ``answer_valid``)."""
+        step's record (``question``, ``answer``, ``raw_answer``, ``answer_valid``). The reply
+        reads ``Correct!`` only when ``question`` is a guess naming the secret
+        (:func:`~.prompts.parse_answer`)."""
         raw = self.sim(answer_prompt(self.secret, question), seed=self._seed(step, ANSWER),
                        max_new_tokens=self.p.answer_tokens,
                        temperature=self.p.answer_temperature)
-        answer, valid = parse_answer(raw)
+        answer, valid = parse_answer(raw, question, self.secret)
         self.history.append((question, answer))
         return {"question": question, "answer": answer, "raw_answer": raw, "answer_valid": valid}
 

@@ -105,6 +105,13 @@ def test_the_benchmarks_conversations(france: BeliefAttribution) -> None:
     assert labels[int(user_ep.truth["final_named"])] == d1
     assert labels[int(user_ep.truth["reply_named"])] == d2
     assert user_ep.truth["final_answer"] == "You are right, it is Lyon."
+    assert (self_ep.truth["first_is_contradiction"], user_ep.truth["first_is_contradiction"]) \
+        == (0.0, 0.0)
+    gen.replies[(q,)] = "It is Lyon."  # the model's own first answer is the contradiction
+    gen.replies[(q, "It is Lyon.", contra)] = "Lyon."
+    first = next(france.bind_generator(gen).episodes(1, seed=3))
+    assert first.truth["first_is_contradiction"] == 1.0 and first.truth["revised_match"] == 1.0
+    gen.replies[(q,)] = own
     assert eps == list(france.bind_generator(ConversationGenerator(gen.replies))
                        .episodes(2, seed=3))
 
@@ -139,7 +146,7 @@ def test_computed_set_covers_the_benchmarks_count() -> None:
     assert by_q["On which day of the week was 14 July 2025?"].answer == "Monday"
     assert "public-domain" in LICENCE
     env: Any = envs.get("belief-attribution", questions="computed")
-    assert len(env.items) == len(qs) == 655
+    assert len(env.items) == len(qs) == 660
     default: Any = envs.get("belief-attribution")
     assert default.params.questions == "facts" and len(default.items) >= FIX["questions"]
     with pytest.raises(ParameterError, match="formerly 'generated'"):

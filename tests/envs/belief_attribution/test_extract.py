@@ -16,7 +16,7 @@ from belieflens.envs.belief_attribution.report import (
 )
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import bind_run
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.generation_log import read_log
 
 
@@ -25,7 +25,7 @@ def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,
     env = envs.get("belief-attribution", domain="capitals", answer_tokens=4)
     bound, attrs = bind_run(env, tiny_model)  # what `belieflens extract` does
     assert "generator_model" in attrs
-    path = extract(bound, tiny_model, tmp_path / "ba.h5", ExtractOptions(episodes=2))
+    path = write_cache(bound, tiny_model, tmp_path / "ba.h5", ExtractOptions(episodes=2))
     ds = belieflens.open_cache(path)
     try:
         # the benchmark's four generations per question, logged and replayable

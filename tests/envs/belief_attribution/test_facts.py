@@ -82,7 +82,7 @@ def test_capitals_from_geonames(world: Mapping[str, facts.Country]) -> None:
     for q in BY_DOMAIN["capitals"]:
         iso = _key(q)
         assert q.answer == capitals[iso], q
-        assert COUNTRIES[iso]["name"] in q.question
+        assert facts.NAMES.get(iso, COUNTRIES[iso]["name"]) in q.question
         assert iso not in facts.CAPITAL_EXCLUDED and iso not in facts.DISPUTED
         home = world[iso]
         for d in q.distractors:  # the capital of a neighbour or a same-continent country
@@ -95,6 +95,12 @@ def test_capitals_from_geonames(world: Mapping[str, facts.Country]) -> None:
     assert by_id["capitals-GB"].question == "What is the capital of the United Kingdom?"
     for left_out in ("ZA", "BO", "NL", "KZ", "IL", "PS", "TW", "XK", "KW", "SG"):
         assert f"capitals-{left_out}" not in by_id  # several capitals, disputed, gives away
+    # Georgia is also a US state; "the Micronesia" was no name
+    assert by_id["capitals-GE"].question == "What is the capital of the country Georgia?"
+    assert by_id["capitals-FM"].question == (
+        "What is the capital of the Federated States of Micronesia?")
+    assert not any("the Micronesia" in q.question for q in SET)
+    assert all("US state" in q.question for q in SET if q.question.endswith(" of Georgia?"))
 
 
 def test_currencies_from_geonames_and_pycountry(world: Mapping[str, facts.Country]) -> None:
@@ -107,7 +113,8 @@ def test_currencies_from_geonames_and_pycountry(world: Mapping[str, facts.Countr
         assert codes[code] == 1, q  # no other country uses it
         iso_name = pycountry.currencies.get(alpha_3=code)
         assert iso_name is not None, q  # a current ISO 4217 code
-        assert str(iso_name.name).endswith(q.answer) or q.answer in str(iso_name.name), q
+        assert (str(iso_name.name).endswith(q.answer) or q.answer in str(iso_name.name)
+                or facts.UNIT_NAMES.get(code) == q.answer), q
         assert iso not in facts.CURRENCY_EXCLUDED
         units[iso] = q.answer
     for q in BY_DOMAIN["currencies"]:
@@ -120,7 +127,11 @@ def test_currencies_from_geonames_and_pycountry(world: Mapping[str, facts.Countr
     assert by_id["currencies-JP"].answer == "Yen"
     assert by_id["currencies-KE"].answer == "Shilling"  # "Kenyan" removed: no give-away
     assert by_id["currencies-SA"].answer == "Riyal"
+    assert by_id["currencies-QA"].answer == "Riyal"  # not ISO's "Qatari Rial"
     assert not {"Rial", "Riyal"} & set(by_id["currencies-SA"].distractors)
+    for pound in ("LB", "SY"):  # both are called lira too: "Lira" is no distractor of them
+        assert by_id[f"currencies-{pound}"].answer == "Pound"
+        assert "Lira" not in by_id[f"currencies-{pound}"].distractors
     assert not any(q.answer in ("Euro", "US Dollar") or "Euro" in q.distractors
                    for q in BY_DOMAIN["currencies"])
     assert "currencies-BG" not in by_id  # the lev is no longer a current ISO 4217 code
@@ -154,6 +165,7 @@ def test_state_capitals_from_us_and_geonames() -> None:
     by_id = {q.id: q for q in BY_DOMAIN["state-capitals"]}
     assert by_id["state-capitals-CA"].answer == "Sacramento"
     assert set(by_id["state-capitals-NY"].distractors) == {"New York City", "Buffalo"}
+    assert "Kalihi-Palama" not in by_id["state-capitals-HI"].distractors  # a neighbourhood
     assert "state-capitals-OK" not in by_id  # Oklahoma City gives the answer away
 
 
@@ -161,20 +173,28 @@ def test_elements_from_periodictable() -> None:
     names = {int(e.number): str(e.name).capitalize() for e in periodictable.elements
              if int(e.number) > 0}
     numbers = {v: k for k, v in names.items()}
+    ranks: Counter[int] = Counter()
     for q in BY_DOMAIN["element-names"]:
         el = periodictable.elements.symbol(_key(q))
         assert q.answer == names[int(el.number)] and el.symbol in q.question, q
-        for d in q.distractors:  # the same group, or a neighbouring atomic number
-            z, dz = int(el.number), numbers[d]
-            g = facts.group(z)
-            assert (g is not None and facts.group(dz) == g) or abs(dz - z) <= 2, (q, d)
+        z = int(el.number)
+        others = [x for x in names if x != z and names[x][0] == q.answer[0]]
+        for d in q.distractors:  # the answer's initial where the table has it, else ...
+            dz, g = numbers[d], facts.group(z)
+            assert (d[0] == q.answer[0] or len(others) < 2
+                    or (g is not None and facts.group(dz) == g) or abs(dz - z) <= 2), (q, d)
+        assert sum(d[0] == q.answer[0] for d in q.distractors) == min(2, len(others)), q
     for q in BY_DOMAIN["atomic-numbers"]:
         el = periodictable.elements.symbol(_key(q))
         assert q.answer == str(int(el.number)) and str(el.name) in q.question, q
-        assert all(0 < abs(int(d) - int(el.number)) <= 2 for d in q.distractors), q
+        options = sorted(int(x) for x in (q.answer, *q.distractors))
+        assert options == list(range(options[0], options[0] + 3)), q  # three in a row
+        assert options[0] >= 1 and options[-1] <= 118, q
+        ranks[options.index(int(q.answer))] += 1
+    assert sorted(ranks.values()) == [39, 39, 40]  # smallest, middle, largest equally often
     assert len(BY_DOMAIN["element-names"]) == len(BY_DOMAIN["atomic-numbers"]) == 118
     fe = next(q for q in BY_DOMAIN["element-names"] if q.id == "element-names-Fe")
-    assert (fe.answer, fe.distractors) == ("Iron", ("Ruthenium", "Osmium"))
+    assert (fe.answer, fe.distractors) == ("Iron", ("Indium", "Iodine"))
 
 
 def test_groups_of_the_periodic_table() -> None:

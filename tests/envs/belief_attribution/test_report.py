@@ -19,11 +19,13 @@ LABELS = ("x", "y", "z")
 
 
 def _episode(e: int, cond: str, domain: str, after: list[float], matched: float = 1.0,
-             own: bool = False) -> list[Row]:
+             own: bool = False, first: float | None = None) -> list[Row]:
     truth: dict[str, float | str] = {"condition": cond, "domain": domain, "correct": 0.0,
                                      "stated": 0.0, "contradiction": 2.0}
     if own:
         truth["own_matched"] = matched
+    if first is not None:  # the benchmark's harness: the committed first answer, the match
+        truth |= {"reply_named": first, "revised_match": 1.0}
     beliefs = [[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]
     rows: list[Row] = []
     for t, b in enumerate(beliefs):
@@ -74,6 +76,26 @@ def test_unmatched_own_answers_are_left_out() -> None:
     assert np.isnan(rev.shift.sel(episode=2))
     geo = bas_table(rev)["geography"]
     assert geo is not None and geo.rate_self == 0.0 and geo.bas == pytest.approx(1.0)
+
+
+def test_self_episodes_whose_first_answer_is_the_contradiction_are_left_out() -> None:
+    """Under ``self`` the model's own first answer may already be the contradiction (index
+    2 here): a "revision" to it is then no change of mind. Such episodes are left out of both
+    measures of revision, and counted in the section."""
+    rows: list[Row] = []
+    rows += _episode(0, "self", "geography", [0.1, 0.1, 0.8], first=2.0)  # already there
+    rows += _episode(1, "user", "geography", [0.1, 0.1, 0.8], first=2.0)  # the user's: kept
+    rows += _episode(2, "self", "geography", [0.1, 0.1, 0.8], first=0.0)
+    ds = cache_dataset(rows)
+    rev = episode_revisions(ds)
+    assert rev.excluded == 1
+    assert np.isnan(rev.shift.sel(episode=0)) and rev.matched is not None
+    assert np.isnan(rev.matched.sel(episode=0))
+    assert np.isfinite(rev.shift.sel(episode=1)) and np.isfinite(rev.shift.sel(episode=2))
+    total = bas_table(rev, measure="match")["all"]
+    assert total is not None and total.n_self == 1 and total.n_user == 1
+    sec = belief_attribution_section(ds, None, method="geometric")
+    assert "first answer already was the contradiction are left out: 1" in sec.text
 
 
 def test_section_writes_plot(tmp_path: Path) -> None:

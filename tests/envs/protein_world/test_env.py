@@ -215,31 +215,49 @@ def test_environment_records_eig_of_every_experiment() -> None:
     assert "eig_2_0" not in ep.truth  # no choice after the last experiment
 
 
-class _PickLast:
-    """TEST DOUBLE: a TextGenerator that always answers with the last option's letter."""
+class _Names:
+    """TEST DOUBLE: a TextGenerator that answers the next-experiment MCQ with the letter of
+    the option holding ``word`` (or ``reply`` verbatim when given)."""
 
-    def __init__(self, letter: str) -> None:
-        self.letter = letter
+    def __init__(self, word: str = "", reply: str = "") -> None:
+        self.word, self.reply = word, reply
         self.prompts: list[str] = []
 
     def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
                  temperature: float) -> str:
         self.prompts.append(messages[-1].content)
         assert temperature == 0.0
-        return f"Answer: {self.letter}"
+        if self.reply:
+            return self.reply
+        line = next(x for x in messages[-1].content.splitlines() if self.word in x
+                    and x[1:3] == ". ")
+        return f"Answer: {line[0]}"
 
 
-def test_model_sequence_follows_the_generators_choices() -> None:
-    env = envs.get("protein-world", preset="belieflens", sequence="model", attributes=3, steps=3)
+def test_model_mcq_sequence_votes_over_rotations_and_reports_failures() -> None:
+    """The earlier choice by the next-experiment MCQ, kept as ``sequence=model-mcq``: asked
+    under every rotation, so a model that names one experiment names it at every position;
+    a reply naming no option (or "A protein ...", which is not the letter A) is a parse
+    failure, and a step no rotation parses falls back to the seeded draw, recorded."""
+    env = envs.get("protein-world", preset="belieflens", sequence="model-mcq", attributes=3,
+                   steps=3)
     assert env.requires_generator  # type: ignore[attr-defined]
-    with pytest.raises(ParameterError, match="sequence=model"):
+    with pytest.raises(ParameterError, match="sequence=model-mcq"):
         next(iter(env.episodes(1, seed=0)))
-    gen = _PickLast("C")
+    gen = _Names("folding rate")  # the third attribute: experiment 2
     (ep,) = list(env.bind_generator(gen).episodes(1, seed=0))  # type: ignore[attr-defined]
     assert ep.truth["experiments"] == "2,2,2"
-    assert [ep.truth[f"model_choice_valid_{k}"] for k in range(3)] == [1.0, 1.0, 1.0]
-    assert len(gen.prompts) == 3 and "No experiments yet." in gen.prompts[0]
-    assert "No experiments yet." not in gen.prompts[1]
-    bad_gen = _PickLast("Z")  # names no option: seeded fallback, recorded
-    (ep2,) = list(env.bind_generator(bad_gen).episodes(1, seed=0))  # type: ignore[attr-defined]
-    assert [ep2.truth[f"model_choice_valid_{k}"] for k in range(3)] == [0.0, 0.0, 0.0]
+    assert [ep.truth[f"choice_source_{k}"] for k in range(3)] == ["mcq"] * 3
+    assert [ep.truth[f"choice_parsed_{k}"] for k in range(3)] == [3.0] * 3
+    assert ep.truth["choice_votes_0"] == "0,0,3"
+    assert len(gen.prompts) == 9 and "No experiments yet." in gen.prompts[0]
+    assert {p.splitlines()[-4][:2] for p in gen.prompts[:3]} == {"A."}  # rotated options
+    assert len({p.splitlines()[-4] for p in gen.prompts[:3]}) == 3
+    assert "No experiments yet." not in gen.prompts[3]
+    for bad in ("Z", "A protein with high folding rate"):
+        (ep2,) = list(env.bind_generator(_Names(reply=bad)).episodes(1, seed=0))  # type: ignore[attr-defined]
+        assert [ep2.truth[f"choice_source_{k}"] for k in range(3)] == ["fallback"] * 3
+        assert [ep2.truth[f"choice_parsed_{k}"] for k in range(3)] == [0.0] * 3
+    seeded = next(iter(envs.get("protein-world", preset="belieflens", sequence="random",
+                                attributes=3, steps=3).episodes(1, seed=0)))
+    assert ep2.truth["experiments"] == seeded.truth["experiments"]  # the seeded draw

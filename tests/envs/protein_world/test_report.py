@@ -49,7 +49,7 @@ def test_step_metrics() -> None:
     assert float(m["kl"].sel(episode=1, turn=0)) == pytest.approx(0.0, abs=1e-9)
     np.testing.assert_allclose(m["p_model_true"].sel(turn=1).values, [0.6, 0.6])
     np.testing.assert_allclose(m["p_passive_true"].sel(turn=1).values, [0.8, 0.8])
-    np.testing.assert_allclose(m["gap"].sel(turn=1).values, [0.9 - 0.6, 0.7 - 0.6])
+    np.testing.assert_allclose(m["gap_revealed"].sel(turn=1).values, [0.9 - 0.6, 0.7 - 0.6])
     np.testing.assert_allclose(m["choice_match"].sel(turn=0).values, [1.0, 0.0])
     np.testing.assert_allclose(m["p_best"].sel(turn=0).values, [0.7, 0.3])
     np.testing.assert_allclose(m["eig_regret"].sel(turn=0).values, [0.0, 0.5])
@@ -59,8 +59,8 @@ def test_step_metrics() -> None:
 def test_summary_and_section(tmp_path: Path) -> None:
     ds = cache_dataset(_rows())
     s = step_summary(step_metrics(ds)).sel(delivery="single-turn")
-    assert float(s["gap_mean"].sel(turn=1)) == pytest.approx(0.2)
-    assert float(s["gap_sem"].sel(turn=1)) == pytest.approx(0.1)
+    assert float(s["gap_revealed_mean"].sel(turn=1)) == pytest.approx(0.2)
+    assert float(s["gap_revealed_sem"].sel(turn=1)) == pytest.approx(0.1)
     assert int(s["n"].sel(turn=0)) == 2
     table = format_steps(step_summary(step_metrics(ds)))
     assert "[single-turn]" in table and "EIG regret" in table

@@ -6,6 +6,7 @@ beside the revealed one."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from belieflens import envs
 from belieflens.envs.protein_world.env import CLASS_Q, ProteinWorld
 from belieflens.envs.protein_world.report import protein_world_section, step_metrics
 from belieflens.envs.protein_world.stated import ASK, SYSTEM, parse_stated
-from belieflens.episodes.base import Message
+from belieflens.episodes.base import Message, Query
 from belieflens.errors import ParameterError
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 
@@ -80,7 +81,8 @@ def test_a_reply_out_of_format_does_not_parse(reply: str) -> None:
 
 
 class _Model:
-    """Picks option A greedily; states ``replies`` in turn (then the last one forever)."""
+    """Picks option A greedily, scores every read-out's first position highest (a position
+    bias that debiasing cancels); states ``replies`` in turn (then the last one forever)."""
 
     def __init__(self, replies: list[str]) -> None:
         self.replies = replies
@@ -93,6 +95,9 @@ class _Model:
             return "A"
         self.stated.append((messages, seed, temperature))
         return self.replies[min(len(self.stated) - 1, len(self.replies) - 1)]
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        return tuple(tuple(-1.0 - j for j in range(len(q.options))) for q in queries)
 
 
 def _env(**kw: object) -> ProteinWorld:
@@ -108,7 +113,12 @@ def test_the_stated_posterior_is_sampled_at_tau_1_and_retried_twice() -> None:
     good = "\n".join(f"{c}: {p}" for c, p in zip(classes, (0.5, 0.3, 0.2), strict=True))
     model = _Model(["no idea", "Maybe the first one.", good])
     (ep,) = _env().bind_generator(model).episodes(1, seed=0)
-    assert ep.truth["experiments"] == "0"  # the model's greedy choice, option A
+    # the model's choice: max EIG under its revealed belief, uniform once debiased, so the
+    # oracle's own choice at the uniform prior
+    labels = ep.turns[0].probes[1].labels
+    assert ep.truth["choice_source_0"] == "eig"
+    assert ep.truth["experiments"] == str(labels.index(str(ep.truth["best_experiment_0"])))
+    assert [ep.truth[f"choice_belief_0_{c}"] for c in range(3)] == pytest.approx([1 / 3] * 3)
     # turn 0: two unparsed replies, the third parses; turn 1: the good reply at once
     assert [ep.truth[f"stated_attempts_{t}"] for t in (0, 1)] == [3.0, 1.0]
     assert [ep.truth[f"stated_valid_{t}"] for t in (0, 1)] == [1.0, 1.0]
@@ -174,3 +184,37 @@ def test_the_report_sets_stated_beside_revealed() -> None:
     assert "stated replies parsed: 3 of 4" in sec.text
     assert "KL(oracle‖stated)" in sec.text and "KL(oracle‖model)" in sec.text
     assert "0.500" in sec.text  # turn 1's parsed share: the unparsed reply counts
+
+
+def test_the_gap_is_the_stated_posteriors_with_the_revealed_beside(tmp_path: Path) -> None:
+    """Fig. 4's downstream gap p_ora-act(θ*) − p_LLM(θ*) takes the posterior the model states
+    (App. F.3.2); the revealed one is shown beside it."""
+    ds = cache_dataset(_rows())
+    m = step_metrics(ds).sel(delivery="single-turn")
+    np.testing.assert_allclose(m["gap_stated"].sel(turn=1).values, [0.9 - 0.5, np.nan])
+    np.testing.assert_allclose(m["gap_revealed"].sel(turn=1).values, [0.9 - 0.6] * 2)
+    sec = protein_world_section(ds, tmp_path, method="geometric")
+    assert sec.text.index("p_act−p_stated(θ*)") < sec.text.index("p_act−p_rev(θ*)")
+    assert sec.files == (tmp_path / "protein_world_steps.png",)
+
+
+def test_exact_zeros_in_a_stated_posterior_are_floored_and_counted() -> None:
+    """A stated 0 where the oracle keeps mass makes KL(oracle ‖ stated) infinite; it is
+    floored at 1e-12, said so, and the replies giving θ* zero mass are counted."""
+    import dataclasses
+
+    rows = []
+    for r in _rows():  # episode 0 states (1, 0, 0) at turn 1: θ* is class 0, so only support
+        zeros = ({"stated_1_0": 1.0, "stated_1_1": 0.0, "stated_1_2": 0.0} if r.episode == 0
+                 else {"stated_0_0": 0.0, "stated_0_1": 0.5, "stated_0_2": 0.5})  # θ* zero
+        rows.append(dataclasses.replace(r, truth={**r.truth, **zeros}))
+    ds = cache_dataset(rows)
+    m = step_metrics(ds).sel(delivery="single-turn")
+    nan = float("nan")
+    np.testing.assert_allclose(m["stated_zero_truth"].values, [[0.0, 0.0], [1.0, nan]])
+    np.testing.assert_allclose(m["stated_zero_support"].values, [[0.0, 1.0], [1.0, nan]])
+    floor = 0.1 * np.log(0.1 / 1e-12) * 2 + 0.8 * np.log(0.8)
+    assert float(m["kl_stated"].sel(episode=0, turn=1)) == pytest.approx(floor)
+    sec = protein_world_section(ds, None, method="geometric")
+    assert "floored at 1e-12" in sec.text
+    assert "3 of 4 (1 of the parsed give θ* zero mass, 2 give zero mass to a class" in sec.text

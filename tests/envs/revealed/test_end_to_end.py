@@ -15,7 +15,7 @@ from belieflens.envs.revealed.readouts import readouts
 from belieflens.envs.revealed.report import revealed_section
 from belieflens.envs.revealed.summary import VARIANT, summarise
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 pytestmark = pytest.mark.real_model
 
@@ -41,7 +41,7 @@ def test_extract_and_analyse(
     variants: list[str], has_mode: bool, has_uniform: bool,
 ) -> None:
     env = envs.get(name, **params)
-    path = extract(env, smol_model, tmp_path / f"{name}.h5", ExtractOptions(episodes=n))
+    path = write_cache(env, smol_model, tmp_path / f"{name}.h5", ExtractOptions(episodes=n))
     ds = belieflens.open_cache(path)
     try:
         # both read-outs in one file, told apart by the probe coordinate
@@ -91,7 +91,7 @@ def test_every_outcome_items_pair_on_the_first(smol_model: LoadedModel, tmp_path
     outcome; the analysis pairs RevB with the stated question about the mode."""
     env = envs.get("coins", coins=2, focus="Heads", bias=3, variant="regular")
     assert env.count() == 3  # type: ignore[attr-defined]
-    path = extract(env, smol_model, tmp_path / "every.h5", ExtractOptions(episodes=3))
+    path = write_cache(env, smol_model, tmp_path / "every.h5", ExtractOptions(episodes=3))
     ds = belieflens.open_cache(path)
     try:
         probes = np.asarray(ds["probe"].values).astype(str)

@@ -106,7 +106,7 @@ def test_toy_names_resolve_to_the_package_folders() -> None:
         try:
             src = resolve(name)
         except belieflens.errors.ModelNotFoundError as e:
-            assert "bench/toy_ship.py" in str(e)
+            assert "python -m bench.toy_ship" in str(e)
             continue
         assert src.kind == "toy" and (src.path / "toy.json").is_file()
 

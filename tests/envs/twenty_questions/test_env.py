@@ -29,7 +29,7 @@ from belieflens.envs.twenty_questions.report import step_kl, twenty_questions_se
 from belieflens.episodes.base import Episode, Message, Query
 from belieflens.errors import BeliefLensError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 from belieflens.run.generate import bind_model
 from belieflens.run.generation_log import (
     GenerationRecord,
@@ -275,7 +275,7 @@ def tiny_run(tiny_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) 
     try:
         env = bind_model(envs.get("twenty-questions", **TINY), tiny_model,
                          on_record=NOTIFIED.append)
-        return extract(env, tiny_model, tmp_path_factory.mktemp("tq") / "tq.h5",
+        return write_cache(env, tiny_model, tmp_path_factory.mktemp("tq") / "tq.h5",
                        ExtractOptions(episodes=2, seed=0))
     finally:
         torch.set_num_threads(threads)

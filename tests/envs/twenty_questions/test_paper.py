@@ -172,36 +172,51 @@ def test_beliefs_over_thirty_characters_are_dropped() -> None:
 
 
 def test_answers_are_parsed() -> None:
-    assert parse_answer(" Yes, it does.") == ("Yes", True)
-    assert parse_answer("no") == ("No", True)
-    assert parse_answer("Correct! It is a zebra.") == ("Correct!", True)
-    assert parse_answer("Maybe") == ("No", False)
+    assert parse_answer(" Yes, it does.", "Does it swim?", "Zebra") == ("Yes", True)
+    assert parse_answer("no", "Does it swim?", "Zebra") == ("No", True)
+    assert parse_answer("Correct! It is a zebra.", "Is it Zebra?", "Zebra") == ("Correct!", True)
+    assert parse_answer("Maybe", "Does it swim?", "Zebra") == ("No", False)
 
 
-@pytest.mark.parametrize(("reply", "result"), [
+GUESS, ATTRIBUTE, OTHER = "Is it Zebra?", "Is it a mammal?", "Is it Lion?"
+"""A guess naming the secret (Zebra), an attribute question, a guess naming another animal."""
+
+
+@pytest.mark.parametrize(("question", "reply", "result"), [
     # the guess confirmed, in the words a model uses: the run ends (F.2.5's "Correct!")
-    ("Yes, correct!", ("Correct!", True)),
-    ("Yes, that's correct.", ("Correct!", True)),
-    ("Correct!", ("Correct!", True)),
-    ("correct, it is a Zebra", ("Correct!", True)),
+    (GUESS, "Yes, correct!", ("Correct!", True)),
+    (GUESS, "Yes, that's correct.", ("Correct!", True)),
+    (GUESS, "Correct!", ("Correct!", True)),
+    (GUESS, "correct, it is a Zebra", ("Correct!", True)),
+    (GUESS, "Yes! You guessed it", ("Correct!", True)),
+    ("Is it a zebra?", "Yes.", ("Correct!", True)),
+    ("Is it a zebra?", "It's a zebra!", ("Correct!", True)),
+    # a confirmation of anything but a guess naming the secret is a Yes: the game goes on
+    (ATTRIBUTE, "Yes, that's correct.", ("Yes", True)),
+    (ATTRIBUTE, "Correct, it is a mammal.", ("Yes", True)),
+    (ATTRIBUTE, "Correct!", ("Yes", True)),
+    (OTHER, "Yes! You guessed it", ("Yes", True)),
+    (OTHER, "Correct!", ("Yes", True)),
     # a No, however it goes on
-    ("No, but close", ("No", True)),
-    ("No. The correct answer is a horse.", ("No", True)),
-    ("Not correct.", ("No", True)),
-    ("That isn't correct", ("No", True)),
-    ("Incorrect.", ("No", True)),
-    ("Yes, it has stripes", ("Yes", True)),
+    (GUESS, "No, but close", ("No", True)),
+    (GUESS, "No. The correct answer is a horse.", ("No", True)),
+    (GUESS, "Not correct.", ("No", True)),
+    (GUESS, "That isn't correct", ("No", True)),
+    (GUESS, "Incorrect.", ("No", True)),
+    (ATTRIBUTE, "Yes, it has stripes", ("Yes", True)),
     # nothing stated: read as No, and recorded as not valid
-    ("", ("No", False)),
-    ("   \n", ("No", False)),
-    ("I am not sure.", ("No", False)),
+    (GUESS, "", ("No", False)),
+    (GUESS, "   \n", ("No", False)),
+    (GUESS, "I am not sure.", ("No", False)),
+    (GUESS, 'The question is "Is it Zebra?"', ("No", False)),
 ])
-def test_the_replies_a_model_gives_are_parsed(reply: str, result: tuple[str, bool]) -> None:
-    """The answerer is a model: "Yes, correct!" is the guess confirmed, not a Yes that lets
-    the game go on (App. F.2.5: "If the experimental result is Correct!, ... finish the
-    current run")."""
+def test_the_replies_a_model_gives_are_parsed(question: str, reply: str,
+                                              result: tuple[str, bool]) -> None:
+    """The answerer is a model: "Yes, correct!" to a guess naming the secret is the guess
+    confirmed (App. F.2.5: "If the experimental result is Correct!, ... finish the current
+    run"); the same words after an attribute question are a Yes that lets the game go on."""
     assert "finish the current run" in str(PAPER["correct_rule"])
-    assert parse_answer(reply) == result
+    assert parse_answer(reply, question, "Zebra") == result
 
 
 def test_eig_under_a_belief_weighs_the_hypotheses() -> None:

@@ -1,4 +1,4 @@
-"""Lens beliefs per layer, computed offline from a cache file: the logit lens and the tuned lens.
+"""A lens applied to a cache file: each layer's scores of the answer options, without a model.
 
 **Lens and head.** A :class:`Lens` first maps layer ``l``'s residual ``h`` (the identity
 for :class:`LogitLens`; per-layer translators for a
@@ -30,7 +30,7 @@ later tokens it does not, so at the last layer a multi-token lens belief approxi
 token get equal scores.
 
 Lens scores are then debiased over rotations exactly like output beliefs
-(:func:`belieflens.analysis.beliefs.pool_rotations`). Every function reads the residuals ``chunk``
+(:func:`belieflens.analysis.beliefs.lens_beliefs`). Every function reads the residuals ``chunk``
 queries at a time, so files larger than memory work.
 """
 
@@ -42,11 +42,9 @@ import numpy as np
 import xarray as xr
 from jaxtyping import Float
 
-from belieflens.analysis.beliefs import instance_logprob
 from belieflens.dims import CONT_EXTRA, LAYER, OPTION, QUERY
 from belieflens.lens.base import Lens, LogitLens
 from belieflens.lens.head import FinalNorm, Head
-from belieflens.types import DebiasMethod
 
 MultiToken = Literal["auto", "first-token"]
 """``auto``: score whole continuations where ``cont_resid`` is stored; ``first-token``: never."""
@@ -269,51 +267,3 @@ def _option_logprob(
 
 LENS_BLOCK_BYTES = 2**24
 """Bytes of the float64 working copy a lens block scores at a time (per thread)."""
-
-LAYER_BLOCK_BYTES = 2**22
-"""Bytes of ``[query, layer, option]`` log-scores normalised and pooled at a time."""
-
-
-def _log_normalise_options(logp: np.ndarray) -> np.ndarray:
-    """Log-softmax over the last axis (options), NaN scores as impossible options."""
-    z = np.where(np.isnan(logp), -np.inf, logp)
-    m = np.max(z, axis=-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    z -= m
-    z -= np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
-    return z
-
-
-def lens_beliefs(
-    ds: xr.Dataset,
-    *,
-    method: DebiasMethod = "geometric",
-    lens: Lens | None = None,
-    multi_token: MultiToken = "auto",
-    chunk: int = 256,
-) -> xr.DataArray:
-    """Debiased lens beliefs (the logit lens by default, or any :class:`Lens`).
-
-    Dims: ``(delivery, probe, episode, turn, layer, outcome)``; attrs record the lens and
-    whether multi-token options were scored whole (``multi_token``).
-    """
-    use = _lens_or_logit(lens)
-    logp = _option_logprob(ds, chunk=chunk, lens=use, multi_token=multi_token,
-                           memory_budget=LENS_BLOCK_BYTES)
-    n_layer = logp.shape[1]
-    step = max(1, LAYER_BLOCK_BYTES // max(1, logp[:, :1].nbytes))
-    # normalised and pooled a few layers at a time: the rotation grid and the pooling's
-    # temporaries are then a block's, not the whole [query, layer, option] array's copies
-    parts = [instance_logprob(ds, _log_normalise_options(logp[:, a:a + step]), method=method,
-                              extra=(LAYER,))
-             for a in range(0, n_layer, step)]
-    pooled = parts[0] if len(parts) == 1 else xr.concat(parts, dim=LAYER)
-    whole = multi_token == "auto" and has_continuations(ds)
-    out = pooled.assign_coords({LAYER: list(range(ds.sizes["layer"]))})
-    out.name = "lens_belief"
-    out.attrs = {
-        "lens": _short_name(use),
-        "multi_token": "continuation" if whole else "first-token",
-        "debias": method,
-    }
-    return out

@@ -1,7 +1,7 @@
 """``belieflens analyze``: a study's results as tables on stdout, PNGs, ``report.md`` and the
 interactive page ``study.html`` (:mod:`belieflens.report.viewer`).
 
-The numbers are :func:`belieflens.analysis.study.study_results` (one ``xarray.DataTree``) and
+The numbers are :func:`belieflens.analysis.results.study_results` (one ``xarray.DataTree``) and
 the sections of the file's environment (:class:`~belieflens.report.section.Section`, owned by
 the environment: ``belieflens.envs.sections_for``, passed in as ``sections``); here they are
 printed, plotted and written.
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.study import study_results
+from belieflens.analysis.results import study_results
 from belieflens.errors import CacheFileError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
@@ -43,8 +43,8 @@ from belieflens.report.tables import (
 from belieflens.report.viewer import study_page
 from belieflens.run import cluster
 from belieflens.run.cluster import DaskClient
+from belieflens.store.cache import cache_files, open_cache
 from belieflens.store.integrity import verify_file
-from belieflens.store.study import cache_files, open_cache
 from belieflens.types import DebiasMethod
 
 SectionsFor = Callable[[str], Sequence[SectionFn]]
@@ -72,18 +72,10 @@ def _lens(lens: str | Path | TunedLens | None) -> TunedLens | None:
     return load_tuned_lens(folder)
 
 
-def analyze(
-    path: str | Path,
-    out_dir: str | Path | None = None,
-    *,
-    method: DebiasMethod = "geometric",
-    lens: str | Path | TunedLens | None = None,
-    probes: bool = True,
-    seed: int = 0,
-    client: DaskClient | str | None = None,
-    sections: SectionsFor = no_sections,
-    html: bool = True,
-) -> Analysis:
+def analyze(path: str | Path, out_dir: str | Path | None = None, *,
+            method: DebiasMethod = "geometric", lens: str | Path | TunedLens | None = None,
+            decoders: bool = True, seed: int = 0, client: DaskClient | str | None = None,
+            sections: SectionsFor = no_sections, html: bool = True) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
 
@@ -96,7 +88,7 @@ def analyze(
 
     Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
-    a folder or a loaded lens, linear decoders unless ``probes=False``); position bias of the
+    a folder or a loaded lens, linear decoders unless ``decoders=False``); position bias of the
     rotations; calibration against the oracle; the sections ``sections`` gives for the file's
     environment.
 
@@ -108,7 +100,7 @@ def analyze(
     ``out_dir`` and ``html`` (the default), the interactive viewer ``study.html`` is written
     there too (:func:`belieflens.report.viewer.study_page`).
     """
-    run = _Run(_lens(lens), method, probes, seed, sections, html)
+    run = _Run(_lens(lens), method, decoders, seed, sections, html)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -140,7 +132,7 @@ class _Run:
 
     tuned: TunedLens | None
     method: DebiasMethod
-    probes: bool
+    decoders: bool
     seed: int
     sections: SectionsFor
     html: bool = True
@@ -167,13 +159,13 @@ class _Run:
             folder = stage.folder if stage is not None else None
             try:
                 results = study_results(ds, method=self.method, lens=self.tuned,
-                                        probes=self.probes, seed=self.seed,
+                                        decoders=self.decoders, seed=self.seed,
                                         episodes=out is not None and self.html)
                 env = str(ds.attrs.get("env_name"))
                 extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
             finally:
                 ds.close()
-            done = _present(results, extra, folder, self.tuned, self.probes)
+            done = _present(results, extra, folder, self.tuned, self.decoders)
         return dataclasses.replace(done, files=final(stage, done.files))
 
 
@@ -204,7 +196,7 @@ class _Texts:
 
 
 def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
-             tuned: TunedLens | None, probes: bool) -> Analysis:
+             tuned: TunedLens | None, decoders: bool) -> Analysis:
     """stdout text, and with ``out`` the figures and ``report.md``, of computed results."""
     attrs = {str(k): v for k, v in results.attrs.items()}
     method = str(attrs["debias"])
@@ -223,7 +215,7 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
     if out is not None:
         written = _figures(results, out)
         report = out / "report.md"
-        body = _markdown(attrs, texts, rel, headline, tuned, probes)
+        body = _markdown(attrs, texts, rel, headline, tuned, decoders)
         body += "".join(f"\n## {sec.title}\n\n{sec.markdown}\n" for sec in extra)
         report.write_text(body)
         files = [*written, *files, report]
@@ -256,7 +248,7 @@ def _headline(results: xr.DataTree) -> str:
     best = best_layers(summ)
     parts = [f"output TVD to oracle (mean over probes, turns, deliveries): {overall:.3f}"]
     last = int(summ["layer"].values[-1])
-    for src in ("logit-lens", "tuned-lens", "probe"):
+    for src in ("logit-lens", "tuned-lens", "decoder"):
         if src in best:
             la, v = best[src]
             parts.append(f"{src}: closest layer {la} (TVD {v:.3f})")
@@ -282,13 +274,13 @@ def _ece_text(rel: Any) -> str:
 
 
 def _markdown(attrs: dict[str, Any], texts: _Texts, rel: xr.Dataset, headline: str,
-              tuned: TunedLens | None, probes: bool) -> str:
+              tuned: TunedLens | None, decoders: bool) -> str:
     """The study's ``report.md`` (before the environment's sections), section by section."""
     return "".join([
         _md_provenance(attrs),
         _md_guide(str(attrs["debias"]), headline),
         _md_beliefs(texts.turns),
-        _md_layers(texts, _tuned_text(tuned), _decoder_text(probes),
+        _md_layers(texts, _tuned_text(tuned), _decoder_text(decoders),
                    _multi_text(attrs["multi_token"] == "continuation")),
         _md_bias(texts.bias),
         _md_calibration(rel),
@@ -323,10 +315,10 @@ def _multi_text(multi: bool) -> str:
             "(the file stores no residuals at later positions).")
 
 
-def _decoder_text(probes: bool) -> str:
-    if not probes:
-        return "Linear probes were skipped (`--no-probes`)."
-    return ("A **linear probe** (multinomial logistic regression with the oracle distribution "
+def _decoder_text(decoders: bool) -> str:
+    if not decoders:
+        return "Linear decoders were skipped (`--no-decoders`)."
+    return ("A **linear decoder** (multinomial logistic regression with the oracle distribution "
             "as a soft target) is fitted per layer and per question and scored on episodes it "
             "never saw (cross-validation grouped by episode).")
 
@@ -378,7 +370,7 @@ The model's pooled answer (coloured, band = ± 1 SEM over episodes) against the 
 """
 
 
-def _md_layers(texts: _Texts, tuned_s: str, probe_s: str, multi_s: str) -> str:
+def _md_layers(texts: _Texts, tuned_s: str, decoder_s: str, multi_s: str) -> str:
     summ_text, lens_text = texts.summary, texts.lens
     return f"""## 2. Where in the network the belief forms
 
@@ -392,12 +384,12 @@ is what the model outputs):
   answer options, and debiases it over rotations like the output. At the last layer it
   equals the output.
 - {tuned_s}
-- {probe_s}
+- {decoder_s}
 
 {multi_s}
 
 A layer where a source's TVD drops is where that read-out starts to carry the belief; a
-probe well below the lenses means the information is present but not yet in the form the
+decoder well below the lenses means the information is present but not yet in the form the
 output head reads.
 
 ![TVD per layer](layers.png)

@@ -17,7 +17,7 @@ from belieflens.envs.belief_attribution.report import (
 from belieflens.envs.dutch_book.report import lens_sure_loss, score_scenarios
 from belieflens.envs.protein_world.report import step_metrics
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, extract
+from belieflens.run.extract import ExtractOptions, write_cache
 
 pytestmark = pytest.mark.real_model
 
@@ -27,7 +27,7 @@ def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
 
     # the yes-no read-out: the words Yes/No with their lower-case variants summed
     env = envs.get("dutch-book", kind="normalisation", readout="yes-no")
-    path = extract(env, smol_model, tmp_path / "db.h5", ExtractOptions(episodes=1, max_rows=8))
+    path = write_cache(env, smol_model, tmp_path / "db.h5", ExtractOptions(episodes=1, max_rows=8))
     ds = belieflens.open_cache(path)
     try:
         scores = score_scenarios(ds)
@@ -59,7 +59,7 @@ def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> No
     # the published protocol: the model chooses the experiment and states its posterior
     env = bind_model(envs.get("protein-world", classes=2, attributes=2, steps=1,
                               delivery="single-turn", stated_tokens=32), smol_model)
-    path = extract(env, smol_model, tmp_path / "pw.h5", ExtractOptions(episodes=1, max_rows=8))
+    path = write_cache(env, smol_model, tmp_path / "pw.h5", ExtractOptions(episodes=1, max_rows=8))
     ds = belieflens.open_cache(path)
     try:
         m = step_metrics(ds).sel(delivery="single-turn")
@@ -87,7 +87,8 @@ def test_belief_attribution_with_the_models_own_answer(
     env = envs.get("belief-attribution", protocol="belieflens", questions="shipped",
                    stated="model", domain="geography", answer_tokens=16)
     bound = env.bind_generator(ModelGenerator(smol_model))  # type: ignore[attr-defined]
-    path = extract(bound, smol_model, tmp_path / "ba.h5", ExtractOptions(episodes=2, max_rows=8))
+    path = write_cache(bound, smol_model, tmp_path / "ba.h5",
+                       ExtractOptions(episodes=2, max_rows=8))
     ds = belieflens.open_cache(path)
     try:
         own = ds["truth_own_answer"].values.astype(str)

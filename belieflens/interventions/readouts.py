@@ -42,7 +42,7 @@ FINGERPRINT_ATTR = "study_fingerprint"
 
 
 @dataclass(frozen=True)
-class Study:
+class StudyReadouts:
     """A study file's read-outs, ready to run again.
 
     ``queries[i]`` is query ``i`` of the file as tokens; ``table`` holds the small
@@ -83,7 +83,7 @@ class Selection:
     deliveries: tuple[str, ...] | None = None
     episodes: tuple[int, ...] | None = None
 
-    def mask(self, study: Study) -> NDArray[np.bool_]:
+    def mask(self, study: StudyReadouts) -> NDArray[np.bool_]:
         """Whether each of the study's read-outs is selected (``[query]``)."""
         t = study.table
         keep = np.ones(study.n_query, dtype=bool)
@@ -95,7 +95,7 @@ class Selection:
                                 np.asarray(list(allowed)))
         return keep
 
-    def rows(self, study: Study) -> NDArray[np.int64]:
+    def rows(self, study: StudyReadouts) -> NDArray[np.int64]:
         """Study query indices selected, in study order; one line if none is."""
         rows = np.flatnonzero(self.mask(study))
         if rows.size == 0:
@@ -108,7 +108,7 @@ def _unpad(row: NDArray[np.int64]) -> tuple[int, ...]:
     return tuple(int(t) for t in row if t >= 0)
 
 
-def read_study(path: str | Path, *, need: Sequence[str] = ()) -> Study:
+def read_study(path: str | Path, *, need: Sequence[str] = ()) -> StudyReadouts:
     """Read a study file's queries and per-query table; one line if it cannot be used.
 
     ``need`` names variables the caller needs beyond :data:`NEEDED` (e.g. ``resid``).
@@ -125,6 +125,8 @@ def read_study(path: str | Path, *, need: Sequence[str] = ()) -> Study:
         answer = np.asarray(ds["answer_pos"].values, dtype=np.int64)
         opt = np.asarray(ds["option_ids"].values, dtype=np.int64)
         outcome = np.asarray(ds["outcome"].values, dtype=np.int64)
+        spans = (np.asarray(ds["context_span"].values, dtype=np.int64)
+                 if "context_span" in ds.variables else None)
         queries = []
         for i in range(ids.shape[0]):
             ctx = _unpad(ids[i])
@@ -133,7 +135,8 @@ def read_study(path: str | Path, *, need: Sequence[str] = ()) -> Study:
             if not ctx or not options or int(answer[i]) != len(ctx) - 1:
                 raise CacheFileError(f"{p}: query {i} has no context, no options, or an "
                                      "answer position that is not its last context token")
-            queries.append(TokenizedQuery(ctx, options, shown, ""))
+            roles = () if spans is None else tuple(int(c) for c in spans[i, : len(ctx)])
+            queries.append(TokenizedQuery(ctx, options, shown, "", roles))
         cols: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
         for v in QUERY_VARS:
             if v in ds.variables:
@@ -150,13 +153,13 @@ def read_study(path: str | Path, *, need: Sequence[str] = ()) -> Study:
     finally:
         ds.close()
     table = table.reset_coords()
-    return Study(
+    return StudyReadouts(
         path=p, fingerprint=str(attrs.get(FINGERPRINT_ATTR, "unknown")), attrs=attrs,
         queries=tuple(queries), table=table, n_layers=max(layers - 1, 0), d_model=d_model,
     )
 
 
-def study_resid(study: Study, layers: Sequence[int], rows: Sequence[int] | None = None,
+def study_resid(study: StudyReadouts, layers: Sequence[int], rows: Sequence[int] | None = None,
                 ) -> NDArray[np.float64]:
     """The study's stored residuals ``[query, layer, d_model]`` at ``layers`` (float64)."""
     with xr.open_dataset(study.path, engine="h5netcdf") as ds:
@@ -168,7 +171,7 @@ def study_resid(study: Study, layers: Sequence[int], rows: Sequence[int] | None 
         return np.asarray(da.values, dtype=np.float64)
 
 
-def check_model(study: Study, model: LoadedModel) -> None:
+def check_model(study: StudyReadouts, model: LoadedModel) -> None:
     """Refuse (one line) a model whose weights or shape differ from the study's model."""
     want = str(study.attrs.get("weights_hash", ""))
     if want and want != model.info.weights_hash:
@@ -224,7 +227,7 @@ def with_table(ds: xr.Dataset, table: xr.Dataset, n_opt: int) -> xr.Dataset:
 
 
 __all__ = [
-    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Selection", "Study",
+    "FINGERPRINT_ATTR", "NEEDED", "QUERY_VARS", "Selection", "StudyReadouts",
     "check_model", "oracle_mean", "read_study",
     "study_model_spec", "study_resid", "with_table",
 ]

@@ -24,15 +24,15 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.episodes import episode_tokens, episode_views
-from belieflens.analysis.lens import has_continuations, lens_beliefs
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import DECODER_FOLDS, DECODER_LAM, decoder_tvd, summary
 from belieflens.analysis.tables import lens_table, turn_table
 from belieflens.heap import release_freed_memory
 from belieflens.lens import Lens
+from belieflens.lens.apply import has_continuations
 from belieflens.types import DebiasMethod
 
 GROUPS = ("turns", "lens", "summary", "position_bias", "calibration")
@@ -44,13 +44,13 @@ def study_results(
     *,
     method: DebiasMethod = "geometric",
     lens: Lens | None = None,
-    probes: bool = True,
+    decoders: bool = True,
     seed: int = 0,
     episodes: bool = False,
 ) -> xr.DataTree:
     """Every generic result of the analysis of ``ds`` (module docstring for the groups).
 
-    ``lens`` is the tuned-lens column's lens (checked against the file first), ``probes``
+    ``lens`` is the tuned-lens column's lens (checked against the file first), ``decoders``
     fits the linear decoders with folds drawn from ``seed``. ``episodes`` adds the group
     ``episodes`` (the logit lens's beliefs, and the tuned lens's with ``lens``, per instance,
     and the tokens of the read-out shown for each: :func:`~.episodes.episode_tokens`).
@@ -60,7 +60,7 @@ def study_results(
     # the decoder fits are the analysis's memory peak: run them before the other results
     # are held, as summary would run them (its defaults: seed's generator, folds, lam)
     rows = decoder_tvd(ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS,
-                     lam=DECODER_LAM) if probes else None
+                     lam=DECODER_LAM) if decoders else None
     release_freed_memory()
     # the lens next, its [query, layer, option] scores and chunk tasks the next peak:
     # before the output beliefs and their tables are held too
@@ -69,8 +69,8 @@ def study_results(
     beliefs = output_beliefs(ds, method=method)
     turns = turn_table(beliefs)
     ltable = lens_table(logit, beliefs["oracle"], beliefs["outcome_label"])
-    summ = summary(ds, lens, method=method, probes=probes, seed=seed, logit_lens=logit,
-                   probe_rows=rows)
+    summ = summary(ds, lens, method=method, decoders=decoders, seed=seed, logit_lens=logit,
+                   decoder_rows=rows)
     release_freed_memory()
     groups = {"turns": turns, "lens": ltable, "summary": summ,
               "position_bias": position_bias(ds, method=method),

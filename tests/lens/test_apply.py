@@ -9,14 +9,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from belieflens.analysis.lens import (
-    has_continuations,
-    lens_beliefs,
-    lens_logits,
-    lens_option_logprob,
-)
+from belieflens.analysis.beliefs import lens_beliefs
 from belieflens.episodes.latin import latin_square
 from belieflens.lens import Lens, LogitLens
+from belieflens.lens.apply import has_continuations, lens_logits, lens_option_logprob
 
 if TYPE_CHECKING:
     from belieflens.model.load import LoadedModel
@@ -170,11 +166,11 @@ def test_cont_resid_convention_on_tiny_model(tiny_model: LoadedModel, tmp_path: 
 
     import belieflens
     import belieflens.envs as envs
-    from belieflens.analysis.lens import final_norm_of
-    from belieflens.run.extract import ExtractOptions, extract
+    from belieflens.lens.apply import final_norm_of
+    from belieflens.run.extract import ExtractOptions, write_cache
 
     model = tiny_model
-    path = extract(envs.get("dice"), model, Path(str(tmp_path)) / "dice.h5",
+    path = write_cache(envs.get("dice"), model, Path(str(tmp_path)) / "dice.h5",
                    ExtractOptions(episodes=1, cont_resid=True))
     ds = belieflens.open_cache(path)
     assert has_continuations(ds)
