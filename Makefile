@@ -7,9 +7,15 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 POSITIVE := runs/positive-control
+FLOORS := runs/floors
+FLOOR_SEEDS ?= 0 1 2
+FLOOR_EPISODES ?= 2000
+FLOOR_MODELS ?= smollm2-135m gemma3-270m
+FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
+BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -60,6 +66,57 @@ positive-control: setup
 		$(VENV)/bin/belieflens analyze $(POSITIVE)/$$model.h5 --out $(POSITIVE)/$$model \
 			|| exit 1; \
 	done
+
+# Every internal read-out beside its floor: each shipped toy and three untrained networks of its
+# shape (--init random:SEED) extracted on the same study, analysed with --floor (the gates of
+# docs/positive-control.md); runs/floors/<toy>/ holds each report.
+floor-toys: setup
+	mkdir -p $(FLOORS)
+	for toy in $(FLOOR_TOYS); do \
+		env=$${toy%%:*}; model=$${toy##*:}; floors=""; \
+		$(BL) extract $$env --model $$model --episodes $(FLOOR_EPISODES) --seed 0 --quiet \
+			--out $(FLOORS)/$$model.h5 --overwrite || exit 1; \
+		for s in $(FLOOR_SEEDS); do \
+			$(BL) extract $$env --model $$model --init random:$$s --episodes $(FLOOR_EPISODES) \
+				--seed 0 --quiet --out $(FLOORS)/$$model-random$$s.h5 --overwrite || exit 1; \
+			floors="$$floors --floor $(FLOORS)/$$model-random$$s.h5"; \
+		done; \
+		$(BL) analyze $(FLOORS)/$$model.h5 $$floors --out $(FLOORS)/$$model --no-html || exit 1; \
+	done
+
+# The causal belief check on rrxor-toy, where the belief is not a function of the next-token
+# output: steer along the regressed belief and patch the answer position (needs floor-toys'
+# runs/floors/rrxor-toy.h5).
+belief-check-rrxor: setup
+	$(BL) intervene steer $(FLOORS)/rrxor-toy.h5 --out $(FLOORS)/rrxor-steer.h5 --overwrite \
+		--direction belief --state 0 --layers 2,4,6 --turn 5 --turn 9
+	$(BL) intervene patch $(FLOORS)/rrxor-toy.h5 --out $(FLOORS)/rrxor-patch.h5 --overwrite \
+		--layers 2,4,6 --turn 5 --turn 9
+	$(BL) analyze $(FLOORS)/rrxor-steer.h5 --no-html
+	$(BL) analyze $(FLOORS)/rrxor-patch.h5 --no-html
+
+# The language models at the demo's settings beside three untrained seeds each, and compare
+# with the controls beside the models (the README figure: runs/floors/compare/).
+floor-models: setup
+	mkdir -p $(FLOORS)/models
+	for model in $(FLOOR_MODELS); do \
+		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
+			$(BL) extract coin-flip --set turns=10 --episodes 3 --seed 0 --model $$model \
+				--init $$init --quiet --out $(FLOORS)/models/$$model-$$(echo $$init | tr -d :).h5 \
+				--overwrite || exit 1; \
+		done; \
+		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
+			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/$$model-random$(s).h5) || exit 1; \
+	done
+	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(FLOORS)/models/$(m)-trained.h5 \
+		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/$(m)-random$(s).h5)) \
+		--out $(FLOORS)/models/compare
+
+# Two more seeds of each shipped toy with the shipped recipe (belieflens/data/toys/seeds/),
+# then every gate of bench/toy_gates.py across the three seeds.
+toy-seeds: setup
+	for s in 1 2; do $(PY) -m bench.toy_ship --seed $$s --threads 1 --no-progress || exit 1; done
+	$(PY) -m bench.toy_gates coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says

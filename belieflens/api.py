@@ -58,6 +58,7 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
+from belieflens.model.init import TRAINED, Init
 from belieflens.model.load import (
     DEFAULT_MODEL,
     MODEL_KINDS,
@@ -155,14 +156,16 @@ def _set_threads(threads: int) -> int:
 
 
 def _load_quietly(
-    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName
+    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName,
+    init: Init | None = None,
 ) -> LoadedModel:
-    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`); weights or a
-    config transformers cannot read give one line (:class:`ModelNotFoundError`)."""
+    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`), as trained or
+    as the control ``init``; weights or a config transformers cannot read, or a control it
+    cannot build, give one line (:class:`ModelNotFoundError`)."""
     from belieflens.model import load as loader
 
     try:
-        return loader.load(spec, device=device, dtype=dtype, kernels=kernels)
+        return loader.load(spec, device=device, dtype=dtype, kernels=kernels, init=init)
     except BeliefLensError:
         raise
     except Exception as e:  # weights or config transformers cannot read
@@ -177,14 +180,16 @@ def load(
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
     threads: int = 0,
+    init: Init | str | None = None,
 ) -> LoadedModel:
     """Load a model and wrap it in a TransformerLens bridge.
 
     ``model``: an embedded name (``smollm2-135m``, the default), a Hugging Face id in the
     local cache, a model folder or a ``.gguf`` file. ``kernels``: CPU linear kernels
     (``auto`` uses oneDNN where it passes a check at load). ``threads``: torch's CPU
-    threads (0 keeps torch's setting). Raises :class:`ModelNotFoundError` (one line) for a
-    model that cannot be found or read.
+    threads (0 keeps torch's setting). ``init``: ``random:SEED`` or ``shuffled:SEED`` loads
+    an untrained control of the model instead (:mod:`belieflens.model.init`). Raises
+    :class:`ModelNotFoundError` (one line) for a model that cannot be found or read.
 
     Args:
         model: what to load.
@@ -192,6 +197,7 @@ def load(
         dtype: ``float32`` (the default), ``bfloat16`` or ``float16``.
         kernels: ``auto``, ``default`` or ``onednn``.
         threads: torch's CPU threads.
+        init: ``trained`` (or ``None``), ``random:SEED`` or ``shuffled:SEED``.
 
     Returns:
         A :class:`LoadedModel`: the bridge, its tokenizer and what was loaded (``info``).
@@ -203,13 +209,14 @@ def load(
     """
     _check_load(device, dtype, kernels)
     at_least("--threads", threads, 0)
+    how = Init.parse(init)
     spec = _spec(model)
     _resolve(spec)
     from belieflens.model.load import quiet_libraries
 
     _set_threads(threads)
     with quiet_libraries():
-        return _load_quietly(spec, device, dtype, kernels)
+        return _load_quietly(spec, device, dtype, kernels, how)
 
 
 def _check_out(out: Path, overwrite: bool) -> None:
@@ -277,6 +284,9 @@ class _Models:
     kernels: KernelName
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     """The most seconds of compute between two saves of finished read-outs."""
+    init: Init = TRAINED
+    """The evaluated model's weights: trained, or an untrained control of it (the simulator
+    is always the trained model)."""
 
 
 def extract(
@@ -295,6 +305,7 @@ def extract(
     client: DaskClient | str | None = None,
     shard_episodes: int = 0,
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
+    init: Init | str | None = None,
     **keywords: Unpack[ExtractKeywords],
 ) -> Path:
     """Run every read-out of ``episodes`` episodes of an environment through a model into
@@ -325,6 +336,7 @@ def extract(
             ``PATH/scheduler.json``); ``model`` and ``simulator`` must then be names or paths.
         shard_episodes: about this many episodes per shard (0: about three per worker).
         checkpoint_seconds: the most seconds of compute between two saves.
+        init: ``random:SEED`` / ``shuffled:SEED``: an untrained control of ``model``.
         **keywords: the options as keywords.
 
     Returns:
@@ -340,14 +352,10 @@ def extract(
         28
     """
     opts = _options(options, keywords)
-    _check_load(device, dtype, kernels)
+    chosen = _choose(model, simulator, device, dtype, kernels, checkpoint_seconds, init)
     path = Path(out)
     _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
     built = environment(env, params)
-    _resolve(model)
-    if simulator is not None:
-        _resolve(simulator)
-    chosen = _Models(model, simulator, device, dtype, kernels, checkpoint_seconds)
     if client is None:
         return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
     from belieflens.run import cluster
@@ -359,6 +367,30 @@ def extract(
     finally:
         if isinstance(client, str):
             cluster.close(connected)
+
+
+def _choose(model: ModelLike, simulator: ModelLike | None, device: DeviceName,
+            dtype: DTypeName, kernels: KernelName, checkpoint_seconds: float,
+            init: Init | str | None) -> _Models:
+    """The models of an extraction, each option checked and each model found (one line
+    otherwise), before anything is written."""
+    _check_load(device, dtype, kernels)
+    how = _check_init(init, model)
+    for m in (model, simulator):
+        if m is not None:
+            _resolve(m)
+    return _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
+
+
+def _check_init(init: Init | str | None, model: ModelLike) -> Init:
+    """``init`` parsed (one line if it is not one of its forms); a control needs the model by
+    name or path, since it is built at load."""
+    how = Init.parse(init)
+    if not how.trained and isinstance(model, LoadedModel):
+        raise ParameterError(
+            f"option '--init' = '{how}' is not allowed with a model already loaded: pass the "
+            "model by name or path, or load it with belieflens.load(..., init=...)")
+    return how
 
 
 def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> ExtractOptions:
@@ -409,13 +441,14 @@ def _load_and_bind(
     if isinstance(model, LoadedModel):
         loaded = model
     else:
-        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels)
+        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels,
+                               chosen.init)
         report(ModelLoaded("model", loaded.info, n_threads))
     sim: LoadedModel | None = None
     if requires_generator(env) and requires_simulator(env) and simulator is not None:
         if isinstance(simulator, LoadedModel):
             sim = simulator
-        elif _spec(simulator) != loaded.info.spec:
+        elif _spec(simulator) != loaded.info.spec or loaded.info.init != "trained":
             sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
             report(ModelLoaded("simulator", sim.info, n_threads))
     bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report,
@@ -441,6 +474,7 @@ def _extract_sharded(
         env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
         simulator=None if simulator is None else _spec(simulator), options=options,
         make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
+        init=str(chosen.init),
         threads=options.threads, checkpoint_seconds=chosen.checkpoint_seconds,
     )
     return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
@@ -625,6 +659,7 @@ def analyze(
     seed: int = 0,
     client: DaskClient | str | None = None,
     html: bool = True,
+    floors: Sequence[str | os.PathLike[str]] = (),
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
@@ -643,6 +678,9 @@ def analyze(
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
+        floors: control files of the same study (``extract --init random:SEED``): every
+            lens, decoder and geometry read-out beside its floor, with the selectivity and
+            its bootstrap interval over episodes (:mod:`belieflens.analysis.floor`).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -660,7 +698,8 @@ def analyze(
     if is_result(file):
         return report(file, out, method=method, html=html)
     return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
-               client=client, sections=envs.sections_for, html=html)
+               client=client, sections=envs.sections_for, html=html,
+               floors=[Path(f) for f in floors], targets=envs.readout_targets)
 
 
 @dataclass(frozen=True)

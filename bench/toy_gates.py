@@ -26,6 +26,11 @@ For each toy (a shipped name or a folder):
 
 Run: ``.venv/bin/python -m bench.toy_gates [mess3-toy rrxor-toy coin-toy | DIR ...]
 [--threads 1] [--json out.json]``. The last line per toy says which gates pass.
+
+``--seeds 0 1 2`` runs each named toy's seeds (seed 0: the shipped toy; seed S: the same
+recipe trained from S by ``bench/toy_ship.py --seed S`` into ``--seed-dir``, by default
+``belieflens/data/toys/seeds/<name>-seed<S>``) and ends with the spread of every gate's number
+across the seeds (min, max, values) and how many seeds pass each gate.
 """
 
 from __future__ import annotations
@@ -367,8 +372,63 @@ def coin_gates(toy: Toy, name: str, n_seq: int, n_reg: int) -> dict[str, Any]:
     return out
 
 
+def _numbers(result: dict[str, Any]) -> dict[str, float]:
+    """A toy's gate numbers: every scalar, and the best of each per-layer list."""
+    out: dict[str, float] = {}
+    for k, v in result.items():
+        if k in ("seconds", "sequences", "regression_rows", "regression_sequences",
+                 "updating_slope_n", "best_layer"):
+            continue
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+        elif k.startswith("r2_") and isinstance(v, list) and v:
+            out[f"{k} (best)"] = float(max(v))
+        elif k == "ce_excess_per_position" and isinstance(v, list) and len(v) > 2:
+            out["ce_excess max t>=2"] = float(max(v[2:]))
+    return out
+
+
+def spread(name: str, results: Sequence[dict[str, Any]], seeds: Sequence[int]) -> list[str]:
+    """Lines: each gate number of ``name`` across ``seeds`` (min, max, values), then how
+    many seeds pass each gate."""
+    lines = [f"== spread of {name} across seeds {' '.join(map(str, seeds))}"]
+    numbers = [_numbers(r) for r in results]
+    for key in numbers[0]:
+        vals = [n.get(key, float("nan")) for n in numbers]
+        lines.append(f"  {key:<40} min {min(vals):.4f}  max {max(vals):.4f}  "
+                     f"({' '.join(f'{v:.4f}' for v in vals)})")
+    for gate in results[0]["gates"]:
+        passed = sum(bool(r["gates"].get(gate)) for r in results)
+        lines.append(f"  gate {gate}: {passed} of {len(results)} seeds pass")
+    return lines
+
+
+def _folders(toys: Sequence[str], seeds: Sequence[int] | None, seed_dir: Path | None
+             ) -> list[tuple[str, str, int]]:
+    """(toy, folder or name, seed) for each run."""
+    from belieflens.train.toy import toy_dir
+
+    if not seeds:
+        return [(t, t, 0) for t in toys]
+    out = []
+    for t in toys:
+        for sd in seeds:
+            if sd == 0:
+                out.append((t, t, 0))
+                continue
+            base = seed_dir or toy_dir(t).parent / "seeds"  # type: ignore[arg-type]
+            out.append((t, str(base / f"{t}-seed{sd}"), sd))
+    return out
+
+
+def _run(toy: Toy, name: str, coin_sequences: int, coin_regression: int) -> dict[str, Any]:
+    if toy.process.name == "coin-tokens":
+        return coin_gates(toy, name, coin_sequences, coin_regression)
+    return hmm_gates(toy, name)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the gates of each toy named on the command line."""
+    """Run the gates of each toy named on the command line (of each seed with ``--seeds``)."""
     global HELD_OUT
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("toys", nargs="*", default=list(TOY_NAMES))
@@ -378,17 +438,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--held-out", type=float, default=HELD_OUT,
                     help="fraction of sequences held out of the regressions")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--seeds", type=int, nargs="*", default=None,
+                    help="run each toy's seeds (0: the shipped toy) and print their spread")
+    ap.add_argument("--seed-dir", type=Path, default=None,
+                    help="the folder of the other seeds' toys (<name>-seed<S>)")
     args = ap.parse_args(argv)
     HELD_OUT = args.held_out
     torch.set_num_threads(args.threads)
     results = []
-    for name in args.toys:
-        toy = load_toy(name)
-        if toy.process.name == "coin-tokens":
-            results.append(coin_gates(toy, name, args.coin_sequences,
-                                      args.coin_regression_sequences))
-        else:
-            results.append(hmm_gates(toy, name))
+    runs = _folders(args.toys, args.seeds, args.seed_dir)
+    for name, folder, sd in runs:
+        results.append(_run(load_toy(folder), f"{name} seed {sd}" if args.seeds else name,
+                            args.coin_sequences, args.coin_regression_sequences))
+    if args.seeds:
+        for name in args.toys:
+            mine = [r for (t, _, _), r in zip(runs, results, strict=True) if t == name]
+            print("\n".join(spread(name, mine, args.seeds)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -2,21 +2,35 @@
 ``belieflens/data/toys/<name>/`` with their configurations (``belieflens.train.toy.TOYS``) and
 print each one's wall time (model set-up, training and saving).
 
-A folder that already holds the finished toy of the same configuration is left as is unless
-``--overwrite``; a killed run resumes from its checkpoint when rerun.
-Run: ``.venv/bin/python -m bench.toy_ship [NAME ...] [--threads 2] [--overwrite]``.
+``--seed S`` trains the same recipe from another seed (initial weights and every batch) into
+``belieflens/data/toys/seeds/<name>-seed<S>/`` (or ``--out DIR/<name>-seed<S>``): the other
+seeds whose spread ``bench/toy_gates.py`` reports. A folder that already holds the finished
+toy of the same configuration is left as is unless ``--overwrite``; a killed run resumes from
+its checkpoint when rerun.
+Run: ``.venv/bin/python -m bench.toy_ship [NAME ...] [--seed S] [--threads 2] [--overwrite]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
-from belieflens.train.toy import CHECKPOINT, TOY_NAMES, TOYS, toy_dir, train
+from belieflens.train.toy import CHECKPOINT, TOY_NAMES, TOYS, ToyName, toy_dir, train
+
+
+def folder_of(name: ToyName, seed: int, out: Path | None) -> Path:
+    """Where the toy ``name`` trained from ``seed`` goes: the shipped folder for the shipped
+    seed, else ``<name>-seed<S>`` under ``out`` (default ``belieflens/data/toys/seeds``)."""
+    if seed == TOYS[name].seed and out is None:
+        return toy_dir(name)
+    base = out if out is not None else toy_dir(name).parent / "seeds"
+    return base / f"{name}-seed{seed}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -24,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("toys", nargs="*", default=list(TOY_NAMES),
                     help="toys to train: " + ", ".join(TOY_NAMES) + " (default: all)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the initial weights and batches (0: the shipped toys)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="folder for other seeds' toys (default belieflens/data/toys/seeds)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--overwrite", action="store_true", help="train again from scratch")
     ap.add_argument("--no-progress", action="store_true")
@@ -33,17 +51,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error(f"unknown toy {unknown[0]!r}: choose from " + ", ".join(TOY_NAMES))
     torch.set_num_threads(args.threads)
     for name in args.toys:
-        folder = toy_dir(name)
+        folder = folder_of(name, args.seed, args.out)
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
             shutil.rmtree(folder)
         t0 = time.perf_counter()
-        result = train(TOYS[name], folder, threads=args.threads,
-                       progress=not args.no_progress)
+        result = train(dataclasses.replace(TOYS[name], seed=args.seed), folder,
+                       threads=args.threads, progress=not args.no_progress)
         wall = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
-        print(f"{name}: wall {wall:.1f} s (training loop {result.seconds:.1f} s, resumed from "
-              f"step {result.resumed_from}); final loss {result.final_loss:.4f} vs optimal "
-              f"{result.optimal:.4f}; folder {size:.2f} MB")
+        print(f"{name} seed {args.seed}: wall {wall:.1f} s (training loop {result.seconds:.1f} "
+              f"s, resumed from step {result.resumed_from}); final loss "
+              f"{result.final_loss:.4f} vs optimal {result.optimal:.4f}; folder {folder} "
+              f"{size:.2f} MB", flush=True)
 
 
 if __name__ == "__main__":

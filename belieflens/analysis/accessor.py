@@ -22,7 +22,8 @@ function in :mod:`belieflens.analysis`; nothing is cached between calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -31,7 +32,8 @@ import xarray as xr
 from belieflens.analysis.beliefs import lens_beliefs, output_beliefs, point_estimates
 from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
-from belieflens.analysis.geometry import DEFAULT_LAGS, geometry
+from belieflens.analysis.floor import floor
+from belieflens.analysis.geometry import DEFAULT_LAGS, Target, geometry, target_of
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import unpad
@@ -290,17 +292,18 @@ class BeliefLensAccessor:
             tgt = sub[target]
         return decoder_layers(sub["resid"], tgt, np.random.default_rng(seed), **kwargs)
 
-    def geometry(self, *, target: str = "belief_state", seed: int = 0, n_folds: int = 5,
-                 lags: tuple[int, ...] = DEFAULT_LAGS) -> xr.Dataset:
+    def geometry(self, *, target: str | Target = "belief_state", seed: int = 0,
+                 n_folds: int = 5, lags: tuple[int, ...] = DEFAULT_LAGS) -> xr.Dataset:
         """The belief-state geometry of a token-level file (Shai et al.): held-out R² and
         MSE of an affine map from the residual to the belief, per layer and on all layers
-        concatenated, beside a shuffled control, recent-token baselines and the model's own
+        concatenated, beside a permutation null, recent-token baselines and the model's own
         next-token distribution (:func:`~belieflens.analysis.geometry.geometry`).
 
         Args:
-            target: ``belief_state`` (the hidden-state belief) or ``oracle`` (the
-                next-token distribution; for ``coin-tokens`` the posterior mean).
-            seed: seeds the folds (whole episodes) and the shuffled control.
+            target: ``belief_state`` (the hidden-state belief), ``oracle`` (the
+                next-token distribution; for ``coin-tokens`` the posterior mean) or a
+                :class:`~belieflens.analysis.geometry.Target`.
+            seed: seeds the folds (whole episodes) and the permutations.
             n_folds: held-out folds.
             lags: the ``k`` of the last-``k``-token baselines.
 
@@ -316,6 +319,40 @@ class BeliefLensAccessor:
         """
         return geometry(self._ds, np.random.default_rng(seed), target=target,
                         n_folds=n_folds, lags=lags)
+
+    def floor(self, controls: Sequence[xr.Dataset | str | os.PathLike[str]], *,
+              targets: Mapping[str, Target] | None = None, decoders: bool = True,
+              seed: int = 0, method: DebiasMethod = "geometric") -> xr.Dataset:
+        """Every lens, decoder and geometry read-out of this study per layer beside its
+        floor, the same read-out of untrained ``controls`` (files or Datasets of the same
+        study, ``extract --init random:SEED``): the trained value, each control's (dim
+        ``control``, coordinate ``seed``), the floor's mean, min and max, and the
+        selectivity with its bootstrap interval over episodes
+        (:func:`~belieflens.analysis.floor.floor`).
+
+        Args:
+            controls: the control files.
+            targets: geometry targets by name (default: the file's ``belief_state``, if
+                any; ``belieflens.envs.readout_targets(ds)`` gives the process's own).
+            decoders: include the decoders (their fits are the cost).
+            seed: seeds the folds and the bootstrap.
+            method: how rotations are pooled.
+
+        Returns:
+            A Dataset over ``source``, ``layer`` and ``control``.
+
+        Examples:
+            Not run here (the controls are extracted with ``--init random:0`` and
+            ``random:1``):
+
+            >>> ds.bl.floor(["random0.h5", "random1.h5"])["selectivity"].dims  # doctest: +SKIP
+            ('source', 'layer')
+        """
+        if targets is None:
+            targets = ({"belief": target_of(self._ds, "belief_state")}
+                       if "belief_state" in self._ds.variables else {})
+        return floor(self._ds, controls, method=method, decoders=decoders, seed=seed,
+                     targets=targets)
 
 
 def _source_name(source: BeliefSource | Lens) -> str:

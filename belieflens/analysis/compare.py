@@ -54,6 +54,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.beliefs import output_beliefs, point_estimates
+from belieflens.analysis.compare_floor import control_label, init_of, model_floors
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import turn_table
@@ -142,11 +143,13 @@ def _short(value: object) -> str:
 
 
 def model_names(attrs: Sequence[dict[str, Any]]) -> list[str]:
-    """The ``model`` coordinate: each file's model spec (a path's last part), made unique."""
+    """The ``model`` coordinate: each file's model spec (a path's last part), an untrained
+    control's labelled so (``NAME (untrained seed 3)``), made unique."""
     names: list[str] = []
     for a in attrs:
         spec = str(a.get("model_spec") or a.get("model_id") or "model")
         base = Path(spec).name if ("/" in spec and Path(spec).exists()) else spec
+        base += control_label(a)
         name, i = base, 2
         while name in names:
             name, i = f"{base}#{i}", i + 1
@@ -320,6 +323,11 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
     out["weights_hash"] = (MODEL, [str(a.get("weights_hash", "")) for a in attrs])
     out["source_file"] = (MODEL, [os.fspath(f) for f in paths])
     out["positive_control"] = (MODEL, np.asarray(is_control, dtype=np.int8))
+    out["init"] = (MODEL, [init_of(a) for a in attrs])
+    floors = model_floors(paths, attrs, names, depth, method=method, decoders=decoders,
+                          seed=seed)
+    if floors is not None:
+        out = xr.merge([out, floors], join="left", combine_attrs="override")
     out.attrs.update(_attrs(study, attrs, is_control))
     out.attrs.update({"debias": method, "decoders": int(decoders), "decoder_seed": seed})
     out.attrs.update(_ATTR_NOTES)

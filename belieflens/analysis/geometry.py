@@ -1,16 +1,21 @@
 """Belief-state geometry: how well an affine map of the residual recovers the exact belief.
 
 The analysis of Shai et al. (NeurIPS 2024) on a cache file of a token-level environment
-(``belief_state[query, state]``, or the next-token ``oracle``): an affine ridge regression from
-the residual at every read-out to the belief, per layer and on all layers concatenated, scored
-on held-out whole sequences (folds grouped by episode). Sampled sequences are drawn from the
-process, so the plain mean over held-out rows estimates the probability-weighted one.
+(``belief_state[query, state]``, the next-token ``oracle``, or any :class:`Target` a process
+defines): an affine ridge regression from the residual at every read-out to the belief, per
+layer and on all layers concatenated, scored on held-out whole sequences (folds grouped by
+episode). Sampled sequences are drawn from the process, so the plain mean over held-out rows
+estimates the probability-weighted one.
 
-Three comparisons sit beside it:
+The regression is the decoders' estimator
+(:func:`~belieflens.analysis.decoders.estimator.ridge_heldout`): standardised features, the
+penalty chosen by nested cross-validation inside each outer fold's training episodes and
+reported per fold (``lam``). Three comparisons sit beside it:
 
-- the **shuffled** control: the same regression onto beliefs permuted between episodes
-  (:func:`~belieflens.analysis.decoders.folds.shuffle_by_group`), near or below 0 when the
-  regression finds nothing real;
+- the **permutation null**: the same regression, its penalty chosen the same way, onto
+  :data:`~belieflens.analysis.decoders.estimator.NULL_PERMUTATIONS` targets whose whole
+  belief trajectories are permuted between episodes; ``r2_shuffled`` is their mean (near or
+  below 0 when the regression finds nothing real) and ``p_value`` the permutation p-value;
 - **recent-token baselines**: a linear map of one-hots of the last ``k`` tokens (with the
   position) and a lookup table of the last ``k`` tokens (the mean training belief of each
   ``k``-gram), for each ``k`` of ``lags``; where the belief is nearly a function of the last
@@ -34,7 +39,15 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from belieflens.analysis.decoders.folds import fold_split, group_folds, shuffle_by_group
+from belieflens.analysis.decoders.estimator import (
+    NULL_PERMUTATIONS,
+    RidgeHeldOut,
+    null_targets,
+    ridge_heldout,
+    ridge_heldout_many,
+)
+from belieflens.analysis.decoders.folds import fold_split, group_folds
+from belieflens.analysis.decoders.ridge import DEFAULT_LAMBDAS
 from belieflens.dims import EPISODE, LAG, LAYER, QUERY, STATE, TURN
 from belieflens.errors import ParameterError
 
@@ -44,8 +57,13 @@ DEFAULT_LAGS: tuple[int, ...] = (1, 2, 3, 4)
 """The ``k`` of the recent-token baselines by default (the last 1 to 4 tokens)."""
 
 DEFAULT_LAM = 1e-4
-"""The ridge penalty, relative to the features' mean variance (small: an almost plain
-least-squares fit, kept only for rank-deficient features)."""
+"""The fixed penalty of :func:`ridge_fit` (the interventions' belief reads), relative to the
+features' mean variance. It is not negligible: on features of very unequal scale (all layers
+concatenated) it shrinks the small ones, so :func:`geometry` does not use it but the nested
+cross-validated penalty of the decoders' estimator."""
+
+FOLD = "fold"
+PERMUTATION = "permutation"
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,9 +75,15 @@ class Target:
     name: str
 
 
-def target_of(ds: xr.Dataset, target: str = "belief_state") -> Target:
+def target_of(ds: xr.Dataset, target: str | Target = "belief_state") -> Target:
     """``belief_state`` (the hidden-state belief) or ``oracle`` (the next-token distribution)
-    of a token-level file, as a float array; anything else is one line."""
+    of a token-level file, as a float array (a :class:`Target` is itself); anything else is
+    one line."""
+    if isinstance(target, Target):
+        if target.values.shape[0] != ds.sizes[QUERY]:
+            raise ParameterError(f"target {target.name!r} has {target.values.shape[0]} rows, "
+                                 f"the file {ds.sizes[QUERY]} read-outs")
+        return target
     if target == "belief_state":
         if "belief_state" not in ds.variables:
             raise ParameterError("this file has no belief_state: extract a token-level "
@@ -172,77 +196,155 @@ def next_token_features(ds: xr.Dataset) -> F64:
     return out
 
 
-def geometry(ds: xr.Dataset, rng: np.random.Generator, *, target: str = "belief_state",
-             n_folds: int = 5, lags: Sequence[int] = DEFAULT_LAGS,
-             lam: float = DEFAULT_LAM) -> xr.Dataset:
-    """Held-out R² and MSE of the belief from the residual (per layer and concatenated), the
-    shuffled control, the recent-token baselines and the next-token regressor (module doc).
+@dataclass(frozen=True, eq=False)
+class GeometryFits:
+    """The held-out fits of one target: per layer and on all layers concatenated."""
 
-    Args:
-        ds: a cache file of a token-level environment.
-        rng: seeds the folds (whole episodes) and the shuffled control.
-        target: ``belief_state`` or ``oracle`` (for ``coin-tokens``, the posterior mean).
-        n_folds: held-out folds of whole episodes.
-        lags: the ``k`` of the recent-token baselines.
-        lam: the ridge penalty (:data:`DEFAULT_LAM`).
+    target: Target
+    layers: tuple[RidgeHeldOut, ...]
+    concat: RidgeHeldOut
+    folds: NDArray[np.int64]
 
-    Returns:
-        A Dataset: ``r2``, ``mse``, ``r2_shuffled`` over ``layer``; ``r2_linear_last``,
-        ``r2_lookup_last`` over ``lag``; scalars ``r2_concat``, ``mse_concat``,
-        ``r2_concat_shuffled``, ``r2_next_token``, ``mse_next_token``; attrs ``target``,
-        ``best_layer``, ``n_rows``, ``n_episodes``.
-    """
-    if any(int(k) < 1 for k in lags):
-        raise ParameterError(f"lags = {list(lags)} is not allowed: integers >= 1")
-    tgt = target_of(ds, target)
-    y = tgt.values
+
+def residuals(ds: xr.Dataset) -> F64:
+    """``resid [query, layer, d_model]`` as float64."""
+    return np.asarray(ds["resid"].values, dtype=np.float64)
+
+
+def geometry_fits(
+    ds: xr.Dataset,
+    rng: np.random.Generator,
+    *,
+    target: str | Target = "belief_state",
+    n_folds: int = 5,
+    permutations: int = NULL_PERMUTATIONS,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    resid: F64 | None = None,
+) -> GeometryFits:
+    """The nested-CV ridge fits of ``target`` from each layer's residual and from all layers
+    concatenated, with ``permutations`` permuted-trajectory nulls each. ``rng`` draws the
+    folds (whole episodes) and then the nulls, so two files of one study (a model and its
+    untrained control) get the same folds and nulls from the same seed."""
+    return geometry_fits_many(ds, rng, targets=[target], n_folds=n_folds,
+                              permutations=permutations, lambdas=lambdas, resid=resid)[0]
+
+
+def geometry_fits_many(
+    ds: xr.Dataset,
+    rng: np.random.Generator,
+    *,
+    targets: Sequence[str | Target],
+    n_folds: int = 5,
+    permutations: int = NULL_PERMUTATIONS,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+    resid: F64 | None = None,
+) -> list[GeometryFits]:
+    """:func:`geometry_fits` of several targets on the same folds, sharing each layer's
+    decompositions (each target's nulls drawn from ``rng`` in turn)."""
+    tgts = [target_of(ds, t) for t in targets]
     episodes = np.asarray(ds[EPISODE].values)
     folds = group_folds(episodes, n_folds, rng)
-    shuffled = shuffle_by_group(y, episodes, rng)
-    resid = np.asarray(ds["resid"].values, dtype=np.float64)
-    n_layer = resid.shape[1]
-    r2, mse, r2_shuf = np.empty(n_layer), np.empty(n_layer), np.empty(n_layer)
-    for layer in range(n_layer):
-        x = resid[:, layer]
-        r2[layer], mse[layer] = scores(y, heldout(x, y, folds, lam))
-        r2_shuf[layer] = scores(shuffled, heldout(x, shuffled, folds, lam))[0]
-    concat = resid.reshape(resid.shape[0], -1)
-    r2_c, mse_c = scores(y, heldout(concat, y, folds, lam))
-    r2_cs = scores(shuffled, heldout(concat, shuffled, folds, lam))[0]
+    pairs = [(t.values, null_targets(t.values, episodes, rng, permutations)) for t in tgts]
+    x = residuals(ds) if resid is None else resid
+    per_layer = [ridge_heldout_many(x[:, layer], pairs, folds, lambdas=lambdas)
+                 for layer in range(x.shape[1])]
+    concat = ridge_heldout_many(x.reshape(x.shape[0], -1), pairs, folds, lambdas=lambdas)
+    return [GeometryFits(t, tuple(fits[i] for fits in per_layer), concat[i], folds)
+            for i, t in enumerate(tgts)]
+
+
+def _baselines(ds: xr.Dataset, y: F64, folds: NDArray[np.int64], lags: Sequence[int],
+               lambdas: Sequence[float]) -> tuple[list[float], list[float], RidgeHeldOut]:
+    """R² of the recent-token baselines (linear with the position, lookup) per lag, and the
+    fit from the model's own next-token distribution."""
     turn = np.asarray(ds[TURN].values, dtype=np.float64)[:, None]
     lin, look = [], []
     for k in lags:
         codes = last_tokens(ds, int(k))
-        lin.append(scores(y, heldout(np.concatenate([one_hot(codes), turn], axis=1), y,
-                                     folds, lam))[0])
+        feats = np.concatenate([one_hot(codes), turn], axis=1)
+        lin.append(ridge_heldout(feats, y, folds, lambdas=lambdas).r2)
         look.append(scores(y, lookup_heldout(codes, y, folds))[0])
-    r2_nt, mse_nt = scores(y, heldout(next_token_features(ds), y, folds, lam))
+    return lin, look, ridge_heldout(next_token_features(ds), y, folds, lambdas=lambdas)
+
+
+def geometry(
+    ds: xr.Dataset,
+    rng: np.random.Generator,
+    *,
+    target: str | Target = "belief_state",
+    n_folds: int = 5,
+    lags: Sequence[int] = DEFAULT_LAGS,
+    permutations: int = NULL_PERMUTATIONS,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+) -> xr.Dataset:
+    """Held-out R² and MSE of the belief from the residual (per layer and concatenated), the
+    permutation null, the recent-token baselines and the next-token regressor (module doc).
+
+    Args:
+        ds: a cache file of a token-level environment.
+        rng: seeds the folds (whole episodes), then the permutations.
+        target: ``belief_state``, ``oracle`` (for ``coin-tokens``, the posterior mean) or a
+            :class:`Target` (e.g. one of :func:`belieflens.envs.tokens.report.targets`).
+        n_folds: held-out folds of whole episodes (3 or more: λ is chosen inside each).
+        lags: the ``k`` of the recent-token baselines.
+        permutations: permuted-trajectory targets behind the null (0: none).
+        lambdas: the penalties searched (standardised features).
+
+    Returns:
+        A Dataset: ``r2``, ``mse``, ``r2_shuffled`` (the nulls' mean), ``p_value`` over
+        ``layer``; ``lam (layer, fold)``, ``r2_null (layer, permutation)``;
+        ``r2_linear_last``, ``r2_lookup_last`` over ``lag``; scalars ``r2_concat``,
+        ``mse_concat``, ``r2_concat_shuffled``, ``p_value_concat``, ``r2_next_token``,
+        ``mse_next_token``; ``lam_concat (fold)``, ``r2_concat_null (permutation)``; attrs
+        ``target``, ``best_layer``, ``n_rows``, ``n_episodes``, ``n_folds``,
+        ``permutations``, ``estimator``.
+    """
+    if any(int(k) < 1 for k in lags):
+        raise ParameterError(f"lags = {list(lags)} is not allowed: integers >= 1")
+    fits = geometry_fits(ds, rng, target=target, n_folds=n_folds, permutations=permutations,
+                         lambdas=lambdas)
+    y = fits.target.values
+    lin, look, nt = _baselines(ds, y, fits.folds, lags, lambdas)
+    r2 = np.array([f.r2 for f in fits.layers])
+    nulls = np.array([f.null_r2 for f in fits.layers]).reshape(len(fits.layers), permutations)
+    c = fits.concat
     return xr.Dataset(
         {
-            "r2": ((LAYER,), r2), "mse": ((LAYER,), mse), "r2_shuffled": ((LAYER,), r2_shuf),
+            "r2": ((LAYER,), r2), "mse": ((LAYER,), np.array([f.mse for f in fits.layers])),
+            "r2_shuffled": ((LAYER,), nulls.mean(axis=1) if permutations else np.full(
+                r2.shape, np.nan)),
+            "p_value": ((LAYER,), np.array([f.p_value for f in fits.layers])),
+            "lam": ((LAYER, FOLD), np.array([f.lam for f in fits.layers])),
+            "r2_null": ((LAYER, PERMUTATION), nulls),
             "r2_linear_last": ((LAG,), np.array(lin)), "r2_lookup_last": ((LAG,), np.array(look)),
-            "r2_concat": r2_c, "mse_concat": mse_c, "r2_concat_shuffled": r2_cs,
-            "r2_next_token": r2_nt, "mse_next_token": mse_nt,
+            "r2_concat": c.r2, "mse_concat": c.mse,
+            "r2_concat_shuffled": float(c.null_r2.mean()) if permutations else np.nan,
+            "p_value_concat": c.p_value, "lam_concat": ((FOLD,), c.lam),
+            "r2_concat_null": ((PERMUTATION,), c.null_r2),
+            "r2_next_token": nt.r2, "mse_next_token": nt.mse,
         },
-        coords={LAYER: np.arange(n_layer), LAG: np.array([int(k) for k in lags])},
-        attrs={"target": tgt.name, "best_layer": int(np.nanargmax(r2)),
-               "n_rows": int(y.shape[0]), "n_episodes": int(np.unique(episodes).size),
-               "n_folds": n_folds},
+        coords={LAYER: np.arange(r2.size), LAG: np.array([int(k) for k in lags])},
+        attrs={"target": fits.target.name, "best_layer": int(np.nanargmax(r2)),
+               "n_rows": int(y.shape[0]), "n_episodes": int(np.unique(ds[EPISODE]).size),
+               "n_folds": n_folds, "permutations": permutations,
+               "estimator": "ridge on standardised features, lambda by nested CV grouped by "
+                            "episode (chosen inside each outer fold's training folds)"},
     )
 
 
-def regressed(ds: xr.Dataset, rng: np.random.Generator, *, target: str = "belief_state",
-              layer: int | None = None, n_folds: int = 5, lam: float = DEFAULT_LAM
-              ) -> xr.DataArray:
+def regressed(ds: xr.Dataset, rng: np.random.Generator, *, target: str | Target = "belief_state",
+              layer: int | None = None, n_folds: int = 5,
+              lambdas: Sequence[float] = DEFAULT_LAMBDAS) -> xr.DataArray:
     """Held-out regressed beliefs ``[query, state]`` from one layer's residual, or from all
-    layers concatenated (``layer=None``): the points of the simplex figure."""
+    layers concatenated (``layer=None``): the points of the simplex figure (the estimator of
+    :func:`geometry`)."""
     tgt = target_of(ds, target)
-    resid = np.asarray(ds["resid"].values, dtype=np.float64)
+    resid = residuals(ds)
     if layer is not None and not 0 <= layer < resid.shape[1]:
         raise ParameterError(f"layer = {layer} is not allowed: 0..{resid.shape[1] - 1}")
     x = resid.reshape(resid.shape[0], -1) if layer is None else resid[:, layer]
     folds = group_folds(np.asarray(ds[EPISODE].values), n_folds, rng)
-    pred = heldout(x, tgt.values, folds, lam)
+    pred = ridge_heldout(x, tgt.values, folds, lambdas=lambdas).pred
     return xr.DataArray(pred, dims=(QUERY, STATE), coords={STATE: list(tgt.labels)},
                         name="regressed", attrs={"layer": "concat" if layer is None else layer,
                                                  "target": tgt.name})

@@ -114,6 +114,10 @@ ExtractCluster = Annotated[str | None, typer.Option(
 ShardEpisodes = Annotated[int, typer.Option(
     help="with --cluster: about K episodes per shard, rounded to whole windows (0 = about "
     "three shards per worker)")]
+InitOption = Annotated[str, typer.Option(
+    "--init", help="the model's weights: trained (default), random:SEED (an untrained "
+    "control: the architecture's own initialisation, seeded) or shuffled:SEED (each trained "
+    "tensor's entries permuted); recorded in provenance")]
 CheckpointSeconds = Annotated[float, typer.Option(
     help="save finished read-outs at least every N seconds of compute, at batch boundaries "
     "(a kill loses at most that; 0 = after every batch)")]
@@ -148,6 +152,7 @@ def extract(
     cluster: ExtractCluster = None,
     shard_episodes: ShardEpisodes = 0,
     checkpoint_seconds: CheckpointSeconds = 60.0,
+    init: InitOption = "trained",
 ) -> None:
     """Run every read-out of an environment through a model and write a cache file.
 
@@ -169,7 +174,7 @@ def extract(
                 env, out=out, params=params, model=model, simulator=simulator, options=options,
                 device=device, dtype=dtype, kernels=kernels, overwrite=overwrite,
                 on_event=report, client=cluster, shard_episodes=shard_episodes,
-                checkpoint_seconds=checkpoint_seconds,
+                checkpoint_seconds=checkpoint_seconds, init=init,
             )
     wrote(path)
 
@@ -209,8 +214,10 @@ class _ExtractReport:
         if isinstance(event, ModelLoaded):
             info = event.info
             if event.role == "model":
+                untrained = "" if info.init == "trained" else (
+                    f" as {info.init}:{info.init_seed}")
                 typer.echo(
-                    f"model {info.official_id} ({info.n_layers} layers, {info.dtype}, "
+                    f"model {info.official_id}{untrained} ({info.n_layers} layers, {info.dtype}, "
                     f"{info.device}, {info.kernels} kernels, {event.threads} threads) "
                     f"loaded in {info.load_seconds:.1f}s", err=True,
                 )
@@ -259,12 +266,15 @@ def analyze(
     ] = None,
     no_html: Annotated[bool, typer.Option(
         "--no-html", help="with --out, skip the interactive page study.html")] = False,
+    floor: Annotated[list[Path] | None, typer.Option(
+        "--floor", help="a control file of the same study (extract --init random:SEED); "
+        "repeat for several seeds: every read-out beside its floor")] = None,
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
         decoders = not skip_decoders(no_decoders, no_probes)
         result = api.analyze(file, out, debias=debias, lens=lens, decoders=decoders,
-                             seed=seed, client=cluster, html=not no_html)
+                             seed=seed, client=cluster, html=not no_html, floors=floor or [])
     _print(result)
 
 

@@ -19,7 +19,7 @@ Examples:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from belieflens.envs.belief_attribution.env import BeliefAttribution
 from belieflens.envs.coin_flip.env import CoinFlip
@@ -35,6 +35,11 @@ from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSi
 from belieflens.episodes.params import ParamSpec, parse, specs
 from belieflens.errors import ParameterError
 from belieflens.report.section import SectionFn
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from belieflens.analysis.geometry import Target
 
 
 class EnvironmentClass(Protocol):
@@ -106,6 +111,16 @@ def sections_for(name: str) -> tuple[SectionFn, ...]:
     return _REGISTRY[name].sections if name in _REGISTRY else ()
 
 
+def readout_targets(ds: xr.Dataset) -> dict[str, Target]:
+    """The belief-geometry targets the environment of a cache file defines (by name; none for
+    an environment without a belief geometry): its read-outs' floors are compared on them
+    (:func:`belieflens.analysis.floor.floor`)."""
+    name = str(ds.attrs.get("env_name", ""))
+    cls = _REGISTRY.get(name)
+    targets = getattr(cls, "readout_targets", None)
+    return dict(targets(ds)) if targets is not None else {}
+
+
 __all__ = [
     "Environment",
     "EnvironmentClass",
@@ -122,5 +137,6 @@ __all__ = [
     "environment_class",
     "get",
     "names",
+    "readout_targets",
     "sections_for",
 ]

@@ -22,20 +22,32 @@ def _kernels(study: StudyReadouts) -> KernelName:
     return "default"
 
 
+def _init(study: StudyReadouts) -> str:
+    """The study's model weights: ``trained``, or the control (``random:SEED``,
+    ``shuffled:SEED``) its provenance records, rebuilt the same."""
+    kind = str(study.attrs.get("model_init", "trained"))
+    if kind == "trained":
+        return kind
+    return f"{kind}:{int(study.attrs.get('model_init_seed', 0))}"
+
+
 def model_for(model: LoadedModel | str | None, study: StudyReadouts, *,
               device: DeviceName = "cpu") -> LoadedModel:
-    """``model`` itself, or the model spec loaded (``None``: the study's ``model_spec``) in
-    float32 with the CPU kernels the study ran with (``model_kernels``); one line if it cannot
-    be found or read."""
+    """``model`` itself, or the model spec loaded (``None``: the study's ``model_spec``, as
+    trained or as the untrained control its provenance records) in float32 with the CPU
+    kernels the study ran with (``model_kernels``); one line if it cannot be found or
+    read."""
     if isinstance(model, LoadedModel):
         return model
     spec = model if model is not None else str(study.attrs.get("model_spec", ""))
     if not spec:
         raise ParameterError(f"{study.path} names no model (model_spec): pass --model")
     resolve(spec)
+    init = None if model is not None else _init(study)
     with quiet_libraries():
         try:
-            return load(spec, device=device, dtype="float32", kernels=_kernels(study))
+            return load(spec, device=device, dtype="float32", kernels=_kernels(study),
+                        init=init)
         except BeliefLensError:
             raise
         except Exception as e:  # weights or config transformers cannot read

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from belieflens.errors import ModelNotFoundError, ParameterError
+from belieflens.model.init import Init, InitKind, initialise, weights_digest
 from belieflens.types import DeviceName, DTypeName, KernelName
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -192,6 +193,12 @@ class ModelInfo:
     weights_cache: str
     prefix_reuse: bool
     kernels: KernelName = "default"
+    init: InitKind = "trained"
+    """``trained``, or the untrained control ``--init`` made (:mod:`belieflens.model.init`)."""
+    init_seed: int = 0
+    """The control's seed (0 for a trained model)."""
+    base_weights_hash: str = ""
+    """The trained weights' hash a control was made from (``""`` for a trained model)."""
 
 
 @dataclass(frozen=True)
@@ -632,21 +639,31 @@ def load(
     device: DeviceName = "cpu",
     dtype: DTypeName = "float32",
     kernels: KernelName = "auto",
+    init: Init | str | None = None,
 ) -> LoadedModel:
     """Resolve, load and wrap a model; raises :class:`ModelNotFoundError` with one line.
 
-    ``kernels``: the CPU linear kernels (:mod:`belieflens.model.kernels`).
+    ``kernels``: the CPU linear kernels (:mod:`belieflens.model.kernels`). ``init``: the
+    model's weights as trained (``None``), or an untrained control of it (``random:SEED``,
+    ``shuffled:SEED``: :mod:`belieflens.model.init`).
     """
+    how = Init.parse(init)
     source = resolve(spec)
     dev = pick_device(device)
     torch_dtype = _torch_dtype(dtype)
-    return bridge_from_hf(source, dev, dtype, *_timed_load(source, torch_dtype),
-                          kernels=kernels)
+    model, tok, digest, cached, seconds = _timed_load(source, torch_dtype, how)
+    base = ""
+    if not how.trained:
+        base, digest, cached = digest, weights_digest(model), ""
+    return bridge_from_hf(source, dev, dtype, model, tok, digest, cached, seconds,
+                          kernels=kernels, init=how, base_weights_hash=base)
 
 
-def _timed_load(source: ModelSource, torch_dtype: Any) -> tuple[Any, Any, str, str, float]:
+def _timed_load(source: ModelSource, torch_dtype: Any,
+                init: Init) -> tuple[Any, Any, str, str, float]:
     t0 = time.perf_counter()
     model, tok, digest, cached = _load_hf(source, torch_dtype)
+    model = initialise(model, init)
     return model, tok, digest, cached, time.perf_counter() - t0
 
 
@@ -661,12 +678,16 @@ def bridge_from_hf(
     load_seconds: float,
     *,
     kernels: KernelName = "auto",
+    init: Init | None = None,
+    base_weights_hash: str = "",
 ) -> LoadedModel:
     """Wrap an already loaded transformers model with a TransformerBridge.
 
     The bridge modifies the model it wraps (eager attention, wrapped layers), and
-    so do ``kernels`` other than the default.
+    so do ``kernels`` other than the default. ``init`` and ``base_weights_hash`` say what
+    an untrained control was made from (provenance only: ``model`` is already it).
     """
+    how = init or Init()
     from transformer_lens.model_bridge import TransformerBridge
 
     from belieflens.model.kernels import use_kernels
@@ -701,6 +722,9 @@ def bridge_from_hf(
         weights_cache=weights_cache,
         prefix_reuse=prefix_reuse_works(bridge),
         kernels=kernels,
+        init=how.kind,
+        init_seed=how.seed,
+        base_weights_hash=base_weights_hash,
     )
     return LoadedModel(bridge=bridge, tokenizer=tokenizer, info=info)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.floor import check_floors, floor
+from belieflens.analysis.geometry import Target
 from belieflens.analysis.results import study_results
-from belieflens.errors import CacheFileError
+from belieflens.errors import BeliefLensError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
 from belieflens.report.atomic import final, staged
@@ -32,6 +34,7 @@ from belieflens.report.figures import (
     source_heatmaps,
     trajectory_plot,
 )
+from belieflens.report.floor import floor_section
 from belieflens.report.section import Section, SectionFn
 from belieflens.report.tables import (
     best_layers,
@@ -50,10 +53,19 @@ from belieflens.types import DebiasMethod
 SectionsFor = Callable[[str], Sequence[SectionFn]]
 """An environment name to its report sections (``belieflens.envs.sections_for``)."""
 
+TargetsFor = Callable[[xr.Dataset], Mapping[str, Target]]
+"""A cache file to the belief-geometry targets its environment defines
+(``belieflens.envs.readout_targets``): the floors' geometry sources."""
+
 
 def no_sections(env: str) -> Sequence[SectionFn]:
     """No environment sections (the generic analysis only)."""
     return ()
+
+
+def no_targets(ds: xr.Dataset) -> Mapping[str, Target]:
+    """No geometry targets (the floors of the lens and the decoders only)."""
+    return {}
 
 
 @dataclass(frozen=True)
@@ -72,10 +84,20 @@ def _lens(lens: str | Path | TunedLens | None) -> TunedLens | None:
     return load_tuned_lens(folder)
 
 
-def analyze(path: str | Path, out_dir: str | Path | None = None, *,
-            method: DebiasMethod = "geometric", lens: str | Path | TunedLens | None = None,
-            decoders: bool = True, seed: int = 0, client: DaskClient | str | None = None,
-            sections: SectionsFor = no_sections, html: bool = True) -> Analysis:
+def analyze(
+    path: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    method: DebiasMethod = "geometric",
+    lens: str | Path | TunedLens | None = None,
+    decoders: bool = True,
+    seed: int = 0,
+    client: DaskClient | str | None = None,
+    sections: SectionsFor = no_sections,
+    html: bool = True,
+    floors: Sequence[str | Path] = (),
+    targets: TargetsFor = no_targets,
+) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
 
@@ -93,14 +115,20 @@ def analyze(path: str | Path, out_dir: str | Path | None = None, *,
     environment.
 
     With ``out_dir``, every chunk of the file is read against its checksum before
-    anything is written: a damaged file raises :class:`CacheFileError` (one line) and
-    leaves no partial report. The report is written into a folder beside ``out_dir`` and
-    moved into place once whole (:func:`belieflens.report.atomic.staged`): a full disk, a
-    signal or any error leaves the previous report untouched and no partial one. With
+    anything is written: a damaged file raises :class:`belieflens.errors.CacheFileError`
+    (one line) and leaves no partial report. The report is written into a folder beside
+    ``out_dir`` and moved into place once whole (:func:`belieflens.report.atomic.staged`):
+    a full disk, a signal or any error leaves the previous report untouched and no partial one. With
     ``out_dir`` and ``html`` (the default), the interactive viewer ``study.html`` is written
     there too (:func:`belieflens.report.viewer.study_page`).
+
+    ``floors``: control files of the same study (``extract --init random:SEED``), checked
+    before any work (one line naming a mismatch): every lens, decoder and geometry read-out
+    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
+    targets from ``targets``), in a section of its own.
     """
-    run = _Run(_lens(lens), method, decoders, seed, sections, html)
+    run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
+               targets)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -136,6 +164,8 @@ class _Run:
     seed: int
     sections: SectionsFor
     html: bool = True
+    floors: tuple[Path, ...] = ()
+    targets: TargetsFor = no_targets
 
     def __call__(self, path: str | Path, out_dir: str | Path | None,
                  client: DaskClient | None) -> Analysis:
@@ -144,13 +174,13 @@ class _Run:
         if out is not None and shards:  # a study's shards, checked before they are held open
             _verify(path, client)
         ds = open_cache(path)
-        if out is not None:
-            try:  # nothing is written from damaged data: every chunk is checked first
-                if not shards:
-                    verify_file(path)
-            except CacheFileError:
-                ds.close()
-                raise
+        try:  # nothing is written from damaged data or beside another study's floor
+            check_floors(ds.attrs, self.floors)
+            if out is not None and not shards:
+                verify_file(path)
+        except BeliefLensError:
+            ds.close()
+            raise
         # verification's read buffers and the opening's copies, freed but fragmenting the
         # heap: handed back here and after each stage, so that each stage's peak starts from
         # what is held rather than from the last stage's high-water mark
@@ -163,6 +193,10 @@ class _Run:
                                         episodes=out is not None and self.html)
                 env = str(ds.attrs.get("env_name"))
                 extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
+                if self.floors:
+                    f = floor(ds, self.floors, method=self.method, decoders=self.decoders,
+                              seed=self.seed, targets=self.targets(ds))
+                    extra.append(floor_section(f, folder))
             finally:
                 ds.close()
             done = _present(results, extra, folder, self.tuned, self.decoders)

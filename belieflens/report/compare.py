@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from belieflens.analysis.compare import (
 from belieflens.dims import LAYER, TURN
 from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
+from belieflens.report.compare_floor import FIGURE, floor_plot, format_floors, has_floors
 from belieflens.report.figures import pyplot, save
 from belieflens.report.tables import cells, has_values, pm
 from belieflens.report.viewer import compare_payload, render_html
@@ -283,6 +284,27 @@ of one Latin-square rotation and the debiased belief (0: the model ignores answe
 ```
 {table}
 ```
+{_floor_markdown(cmp)}"""
+
+
+def _floor_markdown(cmp: xr.Dataset) -> str:
+    """The floors' section of ``compare.md`` ('' without controls among the files)."""
+    if not has_floors(cmp):
+        return ""
+    return f"""
+## Beside untrained networks: the floors
+
+Each model's logit-lens and decoder TVD to the oracle per layer beside the same read-out of
+untrained networks of its shape (`extract --init random:SEED`, the files labelled
+*untrained*): the band is the controls' range, the selectivity is floor − trained (positive:
+closer to the oracle than any network of that shape gives untrained), its interval a paired
+bootstrap over episodes. Dots mark layers whose interval excludes 0.
+
+![each model beside its untrained band](compare_floor.png)
+
+```
+{format_floors(cmp)}
+```
 """
 
 
@@ -327,6 +349,8 @@ def compare_report(
             f"{cmp.attrs['episodes']} | seed {cmp.attrs['seed']} | models "
             f"{', '.join(map(str, cmp[MODEL].values))}\n{control_note(cmp)}\n{turns}\n"
             f"{table}\n{head}\n")
+    if has_floors(cmp):
+        text += f"\n{format_floors(cmp)}\n"
     written: tuple[Path, ...] = ()
     if out is not None:
         written = _write(cmp, out, _markdown(cmp, table, turns, head),
@@ -342,8 +366,11 @@ def _page(cmp: xr.Dataset, table: str, head: str) -> str:
 
 def _write(cmp: xr.Dataset, out: Path, md: str, page: str | None) -> tuple[Path, ...]:
     """Write the report into ``out`` whole or not at all, once its size is checked."""
-    figures = ((depth_plot, "compare_depth.png"), (turns_plot, "compare_turns.png"),
-               (updating_plot, "compare_updating.png"))
+    figures: tuple[tuple[Callable[[xr.Dataset, Path], Path], str], ...] = (
+        (depth_plot, "compare_depth.png"), (turns_plot, "compare_turns.png"),
+        (updating_plot, "compare_updating.png"))
+    if has_floors(cmp):
+        figures = (*figures, (floor_plot, FIGURE))
     pages = len(md.encode()) + (len((page or "").encode()))
     space.require(out, cmp.nbytes + NETCDF_BYTES + pages + FIGURE_BYTES * len(figures))
     with staged(out) as stage:

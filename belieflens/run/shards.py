@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,14 @@ from typing import Any
 import numpy as np
 
 from belieflens.episodes.base import Environment
-from belieflens.errors import CacheFileError, InterruptedRunError, ParameterError, StorageError
+from belieflens.errors import (
+    BeliefLensError,
+    CacheFileError,
+    InterruptedRunError,
+    ModelNotFoundError,
+    ParameterError,
+    StorageError,
+)
 from belieflens.model.load import LoadedModel
 from belieflens.run import signals
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
@@ -84,11 +91,14 @@ class ShardJob:
     """torch threads per worker; 0: the worker's thread count."""
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     """The most seconds of compute between two saves of a shard's finished read-outs."""
+    init: str = "trained"
+    """The model's weights: ``trained``, or the untrained control ``random:SEED`` or
+    ``shuffled:SEED`` each worker builds at load (:mod:`belieflens.model.init`)."""
 
     def key(self) -> str:
         """A canonical text of the job (what a worker's cached preparation is keyed by)."""
         return json.dumps([self.env, dict(self.params), self.model, self.simulator,
-                           self.device, self.dtype, self.kernels,
+                           self.device, self.dtype, self.kernels, self.init,
                            repr(self.options)], sort_keys=True, default=str)
 
     def resources(self) -> dict[str, float] | None:
@@ -149,21 +159,30 @@ class StudyRun:
 _LOCK = threading.Lock()
 """One study task at a time per process (a worker's threads are torch's threads)."""
 
-_MODELS: dict[tuple[str, str, str, str], LoadedModel] = {}
+_MODELS: dict[tuple[str, str, str, str, str], LoadedModel] = {}
 """Models loaded in this process, kept for the next task."""
 
 _PREPARED: dict[str, tuple[Environment, Prepared, dict[str, str]]] = {}
 """The last study prepared in this process (bound environment, preparation, attributes)."""
 
 
-def _model(spec: str, job: ShardJob) -> tuple[LoadedModel, float]:
-    key = (spec, job.device, job.dtype, job.kernels)
+def _model(spec: str, job: ShardJob, init: str = "trained") -> tuple[LoadedModel, float]:
+    key = (spec, job.device, job.dtype, job.kernels, init)
     if key in _MODELS:
         return _MODELS[key], 0.0
     from belieflens.model import load as models
     t0 = time.perf_counter()
     with models.quiet_libraries():
-        loaded = models.load(spec, device=job.device, dtype=job.dtype, kernels=job.kernels)
+        try:
+            loaded = models.load(spec, device=job.device, dtype=job.dtype,
+                                 kernels=job.kernels, init=init)
+        except BeliefLensError:
+            raise
+        except Exception as e:  # weights, a config or a control transformers cannot build
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            what = "" if init == "trained" else f" as {init}"
+            raise ModelNotFoundError(
+                f"model {spec!r} could not be loaded{what} on a worker: {first}") from None
     _MODELS[key] = loaded
     return loaded, time.perf_counter() - t0
 
@@ -194,14 +213,15 @@ def _prepared(
     from belieflens.run import extract as cache_extract
     from belieflens.run.batched import bind_run
     _set_threads(job)
-    model, load_s = _model(job.model, job)
+    model, load_s = _model(job.model, job, job.init)
     key = job.key()
     if key in _PREPARED:
         env, prep, attrs = _PREPARED[key]
         return model, env, prep, attrs, load_s, 0.0
     t0 = time.perf_counter()
     sim: LoadedModel | None = None
-    if job.simulator is not None and job.simulator != model.info.spec:
+    if job.simulator is not None and (job.simulator != model.info.spec
+                                      or model.info.init != "trained"):
         sim, s = _model(job.simulator, job)
         load_s += s
     env, attrs = bind_run(job.make_env(job.env, **dict(job.params)), model, simulator=sim,
@@ -405,10 +425,17 @@ def run_study(
             f"option '--shard-episodes' = {shard_episodes} is not allowed: >= 1, or 0 for auto"
         )
     directory = Path(directory).absolute()
+    created = not directory.exists()
     old = _prepare_directory(directory, overwrite)
     t0 = time.perf_counter()
-    plan: StudyPlan = client.submit(plan_task, job, pure=False, retries=RETRIES,
-                                    resources=job.resources()).result()
+    try:
+        plan: StudyPlan = client.submit(plan_task, job, pure=False, retries=RETRIES,
+                                        resources=job.resources()).result()
+    except BaseException:
+        if created:  # a study that could not be planned leaves nothing behind
+            with suppress(OSError):
+                directory.rmdir()
+        raise
     plan_s = time.perf_counter() - t0
     if old is not None and old.study_fingerprint != plan.fingerprint:
         if not overwrite:

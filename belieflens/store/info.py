@@ -90,6 +90,8 @@ def rerun_command(path: str | Path) -> str:
     args += ["--dtype", str(attrs.get("dtype", "float32"))]
     if "model_kernels" in attrs:  # the kernels that ran, not "auto": the same bits again
         args += ["--kernels", str(attrs["model_kernels"])]
+    if str(attrs.get("model_init", "trained")) != "trained":  # an untrained control
+        args += ["--init", f"{attrs['model_init']}:{int(attrs.get('model_init_seed', 0))}"]
     flags = [("max_rows", "--batch-size"), ("max_tokens", "--max-tokens"),
              ("row_tokens", "--row-tokens"),
              ("threads", "--threads"), ("padding_side", "--padding"),

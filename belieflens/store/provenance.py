@@ -47,7 +47,11 @@ def provenance(
     threads: int,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The root attributes of a cache file: enough to rerun it."""
+    """The root attributes of a cache file: enough to rerun it.
+
+    An untrained control (:mod:`belieflens.model.init`) adds ``model_init`` (``random`` or
+    ``shuffled``), ``model_init_seed`` and ``model_base_weights_hash`` to the model's spec
+    and id; a trained model's file has ``model_init = trained``."""
     attrs: dict[str, Any] = {
         "belieflens_version": _version("belieflens"),
         "git_commit": git_commit(),
@@ -62,6 +66,8 @@ def provenance(
         "transformer_lens_version": _version("transformer-lens"),
     }
     for k, v in dataclasses.asdict(info).items():
+        if info.init == "trained" and k in ("init_seed", "base_weights_hash"):
+            continue  # a trained model's file says init = trained, and no control's seed
         attrs[f"model_{k}" if not k.startswith(("model", "tokenizer", "chat", "weights",
                                                  "dtype", "device")) else k] = v
     attrs["model_id"] = info.official_id

@@ -443,3 +443,57 @@ def test_a_full_disk_fails_the_shard_once_and_is_one_line(
             run_study(client, _job(tiny_dir), fs / "study", shard_episodes=2)
         assert decisions[:1] == [False]  # the first failed task was not run again
         assert not list(fs.glob("study/*.partial*"))
+
+
+def test_workers_build_the_same_untrained_control(
+    client: Any, tiny_dir: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        single = write_cache(get("coin-flip", **PARAMS), load(str(tiny_dir), init="random:4"),
+                         tmp_path / "single.h5", OPTIONS)
+    finally:
+        torch.set_num_threads(before)
+    job = dataclasses.replace(_job(tiny_dir), init="random:4")
+    run = run_study(client, job, tmp_path / "study", shard_episodes=2)
+    assert_same_data(merge(run.directory, tmp_path / "merged.h5"), single)
+    with open_cache(run.directory) as ds:
+        assert str(ds.attrs["model_init"]) == "random" and int(ds.attrs["model_init_seed"]) == 4
+
+
+def test_a_model_the_workers_cannot_build_is_one_line_leaving_nothing(
+    client: Any, tmp_path: Path
+) -> None:
+    from belieflens.errors import ModelNotFoundError
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama"}')
+    (broken / "model.safetensors").write_bytes(b"\0\0")
+    job = ShardJob(make_env=get_env, env="coin-flip", params=PARAMS, model=str(broken),
+                   options=OPTIONS, init="random:0")
+    out = tmp_path / "study"
+    with pytest.raises(ModelNotFoundError) as e:
+        run_study(client, job, out)
+    assert "as random:0 on a worker" in str(e.value) and "\n" not in str(e.value)
+    assert not out.exists()
+
+
+def test_a_control_that_cannot_be_built_is_one_line(
+    tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from belieflens.errors import ModelNotFoundError
+    from belieflens.model import load as loader
+    from belieflens.run import shards
+
+    def cannot(model: Any, init: Any) -> Any:
+        raise RuntimeError("this architecture cannot be built from its config\nmore")
+
+    monkeypatch.setattr(loader, "initialise", cannot)
+    with pytest.raises(ModelNotFoundError) as e:
+        shards._model(str(tiny_dir), _job(tiny_dir), "shuffled:2")
+    assert "as shuffled:2 on a worker: this architecture" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -27,7 +27,7 @@ import numpy as np
 from belieflens.envs.tokens.coin import CoinTokensParams
 from belieflens.envs.tokens.named import HMMFileParams, Mess3Params, RRXORParams, Z1RParams
 from belieflens.envs.tokens.process import TokenProcess, get, param_values
-from belieflens.envs.tokens.report import SECTIONS
+from belieflens.envs.tokens.report import SECTIONS, targets
 from belieflens.episodes.base import Episode, Probe, Query, Turn
 from belieflens.report.section import SectionFn
 
@@ -46,6 +46,8 @@ class TokenEnvironment:
     Params: ClassVar[type[Any]]
     sections: ClassVar[tuple[SectionFn, ...]] = SECTIONS
     """Sections of ``belieflens analyze`` for token-level environments."""
+    readout_targets = staticmethod(targets)
+    """The belief-geometry targets of a cache file of the process (the floors' targets)."""
 
     def __init__(self, params: Any) -> None:
         self._params = params

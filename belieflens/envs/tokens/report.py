@@ -1,13 +1,19 @@
 """The token-level environments' analysis section: the model's cross-entropy against the
 optimal predictor's, and the belief-state geometry with its controls and a simplex figure.
 
-For ``coin-tokens`` the regression target is the posterior mean (the next-flip oracle) and
-the recent-token baselines include the last 8 flips; for the hidden Markov processes it is the
-belief over the hidden states (``belief_state``).
+The geometry is reported for every target the process defines (:func:`targets`): for
+``coin-tokens`` the posterior mean (the next-flip oracle), the full posterior over the bias's
+bins (``belief_state``) and the posterior variance, with the last 8 flips among the
+recent-token baselines; for the hidden Markov processes the full belief over the hidden
+states. The posterior mean is what an untrained network of the same shape already reads
+(near-uniform attention averages the flips): :data:`FIGURE_TARGET` names, per process, the
+target the figure shows, one an untrained network does not give.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +23,12 @@ from belieflens.analysis.compare import updating_slope
 from belieflens.analysis.divergence import tvd_values
 from belieflens.analysis.geometry import (
     DEFAULT_LAGS,
+    Target,
     cross_entropy,
     geometry,
     next_token_features,
     regressed,
+    target_of,
 )
 from belieflens.dims import EPISODE, TURN
 from belieflens.report.figures import pyplot, save
@@ -34,26 +42,64 @@ FIGURE = "belief_simplex.png"
 """The simplex figure's file name in the output folder."""
 
 
-def settings(ds: xr.Dataset) -> tuple[str, tuple[int, ...]]:
-    """The regression target and the baselines' lags for this file's environment."""
-    env = str(ds.attrs.get("env_name", ""))
-    if env == COIN:
-        return "oracle", (*DEFAULT_LAGS, 8)
-    return "belief_state", DEFAULT_LAGS
+BELIEF = "belief"
+"""The full belief vector over the hidden states (every token-level process)."""
+
+POSTERIOR_MEAN, POSTERIOR_BINS, POSTERIOR_VARIANCE = (
+    "posterior mean", "posterior over bins", "posterior variance")
+"""The coin's targets."""
+
+FIGURE_TARGET: dict[str, str] = {COIN: POSTERIOR_BINS}
+"""The target of the simplex figure per environment (default: :data:`BELIEF`)."""
+
+
+def _coin_params(ds: xr.Dataset) -> tuple[float, float]:
+    raw = ds.attrs.get("env_params", "{}")
+    params = json.loads(str(raw)) if not isinstance(raw, dict) else raw
+    return float(params.get("a", 1.0)), float(params.get("b", 1.0))
+
+
+def targets(ds: xr.Dataset) -> dict[str, Target]:
+    """Every regression target this file's process defines, by name: for ``coin-tokens`` the
+    posterior mean (``oracle``: P(heads), P(tails)), the posterior over the bias's bins
+    (``belief_state``) and the posterior variance (exact: the Beta posterior's
+    ``m(1 - m) / (a + b + n + 1)`` after ``n`` flips with mean ``m``); for the others the
+    belief over the hidden states (``belief_state``)."""
+    if str(ds.attrs.get("env_name", "")) != COIN:
+        return {BELIEF: target_of(ds, "belief_state")}
+    mean = target_of(ds, "oracle")
+    a, b = _coin_params(ds)
+    m = mean.values[:, 0]
+    n = np.asarray(ds[TURN].values, dtype=np.float64)
+    var = (m * (1.0 - m) / (a + b + n + 1.0))[:, None]
+    return {POSTERIOR_MEAN: Target(mean.values, mean.labels, POSTERIOR_MEAN),
+            POSTERIOR_BINS: dataclasses.replace(target_of(ds, "belief_state"),
+                                                name=POSTERIOR_BINS),
+            POSTERIOR_VARIANCE: Target(var, ("variance",), POSTERIOR_VARIANCE)}
+
+
+def lags(ds: xr.Dataset) -> tuple[int, ...]:
+    """The recent-token baselines' lags for this file's environment (8 too for the coin)."""
+    return (*DEFAULT_LAGS, 8) if str(ds.attrs.get("env_name", "")) == COIN else DEFAULT_LAGS
 
 
 def format_geometry(g: xr.Dataset) -> str:
-    """The geometry as plain text: R² per layer beside its shuffled control, the
-    concatenation, the next-token regressor and the recent-token baselines."""
+    """The geometry as plain text: R² per layer beside its permutation null (mean and
+    p-value) and the penalty chosen (median over folds), the concatenation, the next-token
+    regressor and the recent-token baselines."""
     lines = [f"target: {g.attrs['target']}  ({g.attrs['n_episodes']} sequences, "
-             f"{g.attrs['n_folds']} folds of whole sequences; held-out R², MSE)",
-             "layer        R2      MSE   R2 shuffled"]
+             f"{g.attrs['n_folds']} folds of whole sequences; held-out R², MSE; ridge on "
+             f"standardised features, lambda by nested CV; null: {g.attrs['permutations']} "
+             "permutations of whole trajectories)",
+             "layer        R2      MSE   R2 null  p-value   lambda"]
     for layer in g["layer"].values:
         s = g.sel(layer=layer)
         lines.append(f"{int(layer):>5}  {float(s.r2):8.4f} {float(s.mse):8.5f} "
-                     f"{float(s.r2_shuffled):8.4f}")
+                     f"{float(s.r2_shuffled):8.4f} {float(s.p_value):8.3f} "
+                     f"{float(np.median(s.lam)):8.2g}")
     lines.append(f"{'concat':>5}  {float(g.r2_concat):8.4f} {float(g.mse_concat):8.5f} "
-                 f"{float(g.r2_concat_shuffled):8.4f}")
+                 f"{float(g.r2_concat_shuffled):8.4f} {float(g.p_value_concat):8.3f} "
+                 f"{float(np.median(g.lam_concat)):8.2g}")
     lines.append(f"next-token distribution -> target: R2 {float(g.r2_next_token):.4f}, "
                  f"MSE {float(g.mse_next_token):.5f}")
     lines.append("last-k tokens:  k  linear(+position)  lookup")
@@ -94,12 +140,14 @@ def output_agreement(ds: xr.Dataset) -> xr.Dataset:
                        "steps": n})
 
 
-def simplex_figure(ds: xr.Dataset, out: Path, *, target: str, seed: int = 0) -> Path:
+def simplex_figure(ds: xr.Dataset, out: Path, *, target: str | Target,
+                   seed: int = 0) -> Path:
     """The true beliefs beside the held-out regressed ones (all layers concatenated), both
     coloured by the true belief: the 2-simplex for 3 states, else the true beliefs' first two
     principal axes (one axis against the turn for a 2-outcome target)."""
-    pred = regressed(ds, np.random.default_rng(seed), target=target)
-    true = np.asarray(ds[target].values, dtype=np.float64)[:, : pred.sizes["state"]]
+    tgt = target_of(ds, target)
+    pred = regressed(ds, np.random.default_rng(seed), target=tgt)
+    true = tgt.values[:, : pred.sizes["state"]]
     fit = np.asarray(pred.values)
     k = true.shape[1]
     if k == 3:
@@ -124,25 +172,29 @@ def simplex_figure(ds: xr.Dataset, out: Path, *, target: str, seed: int = 0) -> 
         ax.scatter(pts[:, 0], pts[:, 1], c=colour, s=2, alpha=0.6, linewidths=0)
         ax.set_title(title, fontsize=10)
         ax.set_aspect("equal" if k == 3 else "auto")
-    fig.suptitle(f"{ds.attrs.get('env_name', '')}: {target}, colour = true belief", fontsize=10)
+    fig.suptitle(f"{ds.attrs.get('env_name', '')}: {tgt.name}, colour = true belief",
+                 fontsize=10)
     return save(fig, out, tight=True)
 
 
 def tokens_section(ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod) -> Section:
     """The token-level section: cross-entropy per position, then the belief-state geometry
     (``method`` is unused: a token read-out has no rotations)."""
-    target, lags = settings(ds)
-    g = geometry(ds, np.random.default_rng(0), target=target, lags=lags)
+    named = targets(ds)
+    geometries = [geometry(ds, np.random.default_rng(0), target=t, lags=lags(ds))
+                  for t in named.values()]
     agree = output_agreement(ds)
     text = (f"output vs oracle: mean TVD {float(agree.tvd_mean):.4f}; updating slope of "
             f"P(first symbol) {float(agree.slope):.3f} ± {float(agree.slope_se):.3f} "
             f"({int(agree.steps)} steps)\n\n"
-            + format_cross_entropy(cross_entropy(ds)) + "\n\n" + format_geometry(g))
+            + format_cross_entropy(cross_entropy(ds)) + "\n\n"
+            + "\n\n".join(format_geometry(g) for g in geometries))
     md = f"```\n{text}\n```\n"
     files: tuple[Path, ...] = ()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        files = (simplex_figure(ds, out_dir / FIGURE, target=target),)
+        shown = named[FIGURE_TARGET.get(str(ds.attrs.get("env_name", "")), BELIEF)]
+        files = (simplex_figure(ds, out_dir / FIGURE, target=shown),)
         md += f"\n![belief geometry]({FIGURE})\n"
     return Section(title="Token-level process: cross-entropy and belief geometry", text=text,
                    markdown=md, files=files)
