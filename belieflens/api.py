@@ -609,7 +609,7 @@ def compare(
     from belieflens.analysis.compare import compare as run
 
     return run(files, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
-               seed=seed)
+               seed=seed, control_of=envs.positive_control)
 
 
 def compare_report(
@@ -646,7 +646,7 @@ def compare_report(
     from belieflens.report.compare import compare_report as run
 
     return run(files, out, method=choice("--debias", debias, DEBIAS_METHODS), decoders=decoders,
-               seed=seed)
+               seed=seed, control_of=envs.positive_control)
 
 
 def analyze(
@@ -723,16 +723,14 @@ def environments() -> list[EnvironmentInfo]:
 
     Examples:
         >>> [e.name for e in belieflens.environments()][:3]
-        ['coin-flip', 'recommender', 'social-judgment']
-        >>> [p.name for p in belieflens.environments()[0].params][:3]
+        ['belief-attribution', 'coin-flip', 'dutch-book']
+        >>> [p.name for p in belieflens.environments()[1].params][:3]
         ['a0', 'b0', 'theta']
     """
-    from belieflens.envs.revealed.counts import counts_line
-
     out = []
     for name in envs.names():
         doc, params = envs.describe(name)
-        out.append(EnvironmentInfo(name, doc, tuple(params), counts_line(name, envs.get(name))))
+        out.append(EnvironmentInfo(name, doc, tuple(params), envs.grid_counts(name)))
     return out
 
 

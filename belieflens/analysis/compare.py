@@ -30,13 +30,14 @@ parameters, seed and episodes) extracted from different models and returns one
   it is a positive control.
 
 **Positive controls.** A token-level study of a toy trained here on the token form of the
-study's environment (:data:`POSITIVE_CONTROLS`: ``coin-tokens`` beside ``coin-flip``, e.g.
-``coin-toy``) may join the comparison although its environment, parameters and episodes
-differ: it is a model known to update like the posterior, shown beside the language models in
-the same tables and figures, and labelled ``NAME (positive control)``. Its read-out after
-``k`` flips stands at the study's turn ``k / per_turn`` (turns past the study's last dropped),
-its ``next-token`` probe as ``next-flip``, and, having no chat to deliver evidence in, it
-takes the same values in each of the study's deliveries.
+study's environment (its environment's ``control_of``, which the caller's ``control_of`` lookup
+gives: :func:`belieflens.envs.positive_control`; e.g. a coin-toy study of the coin flips as
+tokens beside the coin flip) may join the comparison although its environment, parameters and
+episodes differ: it is a model known to update like the posterior, shown beside the language
+models in the same tables and figures, and labelled ``NAME (positive control)``. Its read-out
+after ``k`` flips stands at the study's turn ``k / per_turn`` (turns past the study's last
+dropped), its ``next-token`` probe as ``next-flip``, and, having no chat to deliver evidence
+in, it takes the same values in each of the study's deliveries.
 
 :func:`belieflens.report.compare.compare_report` adds the text tables, the figures and
 ``compare.md`` (``belieflens compare FILE... --out DIR``).
@@ -46,7 +47,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import summary
 from belieflens.analysis.tables import turn_table
 from belieflens.dims import EPISODE, LAYER, TURN
+from belieflens.episodes.capabilities import ControlOf
 from belieflens.errors import ParameterError
 from belieflens.types import DebiasMethod
 
@@ -75,12 +77,14 @@ LAYER_SOURCES: tuple[str, ...] = ("logit-lens", "decoder")
 STUDY_KEYS: tuple[str, ...] = ("env_name", "env_params", "seed", "episodes")
 """Root attributes that must be equal for files to be one study."""
 
-POSITIVE_CONTROLS: dict[str, tuple[str, dict[str, str]]] = {
-    "coin-tokens": ("coin-flip", {"next-token": "next-flip"}),
-}
-"""Token-level environments whose studies may stand beside a study of another environment as
-its positive control: control environment -> (that environment, the control's probe names
-there)."""
+ControlLookup = Callable[[str], ControlOf | None]
+"""Environment name -> what it is a positive control of (:func:`belieflens.envs.positive_control`
+in the API), or ``None``."""
+
+
+def no_controls(name: str) -> ControlOf | None:
+    """The lookup that knows no positive controls (every file must be of the one study)."""
+    return None
 
 CONTROL_LABEL = " (positive control)"
 """Appended to a positive control's ``model`` name."""
@@ -98,22 +102,23 @@ def _study_key(attrs: dict[str, Any], key: str) -> object:
     return str(value)
 
 
-def controls(attrs: Sequence[dict[str, Any]]) -> list[bool]:
-    """Which files are positive controls (:data:`POSITIVE_CONTROLS`) of the study of the
-    first file that is not one; none where every file is of one token-level environment."""
+def controls(attrs: Sequence[dict[str, Any]], control_of: ControlLookup) -> list[bool]:
+    """Which files are positive controls (``control_of``) of the study of the first file that
+    is not one; none where every file is of one token-level environment."""
     envs = [str(a.get("env_name")) for a in attrs]
-    study = next((e for e in envs if e not in POSITIVE_CONTROLS), None)
-    return [study is not None and e in POSITIVE_CONTROLS and POSITIVE_CONTROLS[e][0] == study
-            for e in envs]
+    of = [control_of(e) for e in envs]
+    study = next((e for e, c in zip(envs, of, strict=True) if c is None), None)
+    return [study is not None and c is not None and c.env == study for c in of]
 
 
-def check_same_study(files: Sequence[CacheLike], attrs: Sequence[dict[str, Any]]) -> None:
+def check_same_study(files: Sequence[CacheLike], attrs: Sequence[dict[str, Any]],
+                     control_of: ControlLookup = no_controls) -> None:
     """One line (:class:`ParameterError`) unless every file is the same study from a
     different model: same environment, parameters, seed and episodes, different weights
     (a positive control, :func:`controls`, is exempt from the first four)."""
     if len(files) < 2:
         raise ParameterError("compare needs at least two cache files (one per model)")
-    is_control = controls(attrs)
+    is_control = controls(attrs, control_of)
     same = [(f, a) for f, a, c in zip(files, attrs, is_control, strict=True) if not c]
     first = same[0][1]
     for f, a in same[1:]:
@@ -244,11 +249,11 @@ def _one_model(
     return out
 
 
-def control_view(ds: xr.Dataset, study: dict[str, Any]) -> xr.Dataset:
+def control_view(ds: xr.Dataset, study: dict[str, Any], control: ControlOf) -> xr.Dataset:
     """A positive control's read-outs as the study ``study`` (its root attributes) has them:
     after ``k`` flips at turn ``k / per_turn`` (other read-outs and turns past the study's
-    ``turns`` dropped), probes renamed (:data:`POSITIVE_CONTROLS`)."""
-    names = POSITIVE_CONTROLS[str(ds.attrs.get("env_name"))][1]
+    ``turns`` dropped), probes renamed (``control.probes``)."""
+    names = control.probes
     params = _study_key(study, "env_params")
     params = params if isinstance(params, dict) else {}
     per_turn, turns = int(params.get("per_turn", 1)), int(params.get("turns", 10))
@@ -275,19 +280,11 @@ def _each_delivery(part: xr.Dataset, deliveries: Sequence[str]) -> xr.Dataset:
     return xr.Dataset(data, attrs=part.attrs)
 
 
-def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
-            decoders: bool = True, seed: int = 0) -> xr.Dataset:
-    """One Dataset with a ``model`` dimension over cache files (or study directories) of the
-    same study from different models; variables in the module docstring.
-
-    Files of different studies (environment, parameters, seed or episodes) or two files of
-    the same model are refused in one line (:class:`ParameterError`) before any analysis.
-    ``decoders=False`` skips the linear decoders (their values are NaN); ``seed`` seeds their
-    folds. Files are analysed one at a time.
-    """
+def _file_attrs(paths: Sequence[CacheLike]) -> list[dict[str, Any]]:
+    """Each file's root attributes, with its number of blocks (``_n_layers``) and its
+    deliveries (``_deliveries``), each file opened and closed in turn."""
     from belieflens.store.cache import open_cache
 
-    paths = list(files)
     attrs: list[dict[str, Any]] = []
     for f in paths:
         ds = open_cache(f)
@@ -297,8 +294,28 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
             attrs[-1]["_deliveries"] = sorted({str(d) for d in ds["delivery"].values})
         finally:
             ds.close()
-    check_same_study(paths, attrs)
-    is_control = controls(attrs)
+    return attrs
+
+
+def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
+            decoders: bool = True, seed: int = 0,
+            control_of: ControlLookup = no_controls) -> xr.Dataset:
+    """One Dataset with a ``model`` dimension over cache files (or study directories) of the
+    same study from different models; variables in the module docstring.
+
+    Files of different studies (environment, parameters, seed or episodes) or two files of
+    the same model are refused in one line (:class:`ParameterError`) before any analysis.
+    ``decoders=False`` skips the linear decoders (their values are NaN); ``seed`` seeds their
+    folds. ``control_of`` says which environments' studies may join as positive controls
+    (none by default; the API passes :func:`belieflens.envs.positive_control`). Files are
+    analysed one at a time.
+    """
+    from belieflens.store.cache import open_cache
+
+    paths = list(files)
+    attrs = _file_attrs(paths)
+    check_same_study(paths, attrs, control_of)
+    is_control = controls(attrs, control_of)
     study = attrs[is_control.index(False)]
     names = [n + CONTROL_LABEL if c else n
              for n, c in zip(model_names(attrs), is_control, strict=True)]
@@ -307,8 +324,9 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
     for f, control in zip(paths, is_control, strict=True):
         ds = open_cache(f)
         try:
-            if control:
-                part = _one_model(control_view(ds, study), depth, method=method,
+            of = control_of(str(ds.attrs.get("env_name")))
+            if control and of is not None:
+                part = _one_model(control_view(ds, study, of), depth, method=method,
                                   decoders=decoders, seed=seed)
                 parts.append(_each_delivery(part, study["_deliveries"]))
             else:

@@ -1,9 +1,10 @@
 """Environments: generative processes with exact Bayesian oracles where one exists.
 
 Each environment family is one folder: its environment classes in ``env.py`` (each with its
-``Params`` record and the report sections it owns, as function objects), the process, oracle
-and prompts beside it, and its analysis (``report.py`` and the modules it uses). Adding an
-environment touches its folder and one line of :data:`_REGISTRY`.
+``name``, its ``Params`` record and the report sections it owns, as function objects, and
+registered by :func:`belieflens.envs.registry.register`), the process, oracle and prompts
+beside it, and its analysis (``report.py`` and the modules it uses). The folders are found at
+import, so adding an environment is its folder, its docs page and its tests.
 
 ``names()`` lists the registered environments, ``get(name, **params)`` builds one from typed
 values or CLI strings, ``describe(name)`` lists its parameters, ``sections_for(name)`` its
@@ -11,7 +12,7 @@ report sections.
 
 Examples:
     >>> belieflens.envs.names()[:2]
-    ['coin-flip', 'recommender']
+    ['belief-attribution', 'coin-flip']
     >>> env = belieflens.envs.get("coin-flip", turns="3")   # strings parse as from --set
     >>> env.params.turns
     3
@@ -19,19 +20,18 @@ Examples:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+import importlib
+import pkgutil
+from typing import TYPE_CHECKING
 
-from belieflens.envs.belief_attribution.env import BeliefAttribution
-from belieflens.envs.coin_flip.env import CoinFlip
-from belieflens.envs.dutch_book.env import DutchBook
-from belieflens.envs.judgment.env import MedicalTriage, SocialJudgment
-from belieflens.envs.protein_world.env import ProteinWorld
-from belieflens.envs.recommender.env import Recommender
-from belieflens.envs.revealed.env import CaseStudy, Choice, Coins, Dice, Preference
-from belieflens.envs.tokens.env import CoinTokensEnv, HMMEnv, Mess3Env, RRXOREnv, Z1REnv
-from belieflens.envs.twenty_questions.env import TwentyQuestions
+from belieflens.envs.registry import REGISTRY, EnvironmentClass, register
 from belieflens.episodes.base import Environment, Episode, Message, Probe, Query, Turn
-from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
+from belieflens.episodes.capabilities import (
+    ControlOf,
+    FiniteGrid,
+    NeedsGenerator,
+    NeedsSimulator,
+)
 from belieflens.episodes.params import ParamSpec, parse, specs
 from belieflens.errors import ParameterError
 from belieflens.report.section import SectionFn
@@ -42,53 +42,29 @@ if TYPE_CHECKING:
     from belieflens.analysis.geometry import Target
 
 
-class EnvironmentClass(Protocol):
-    """What the registry needs of an environment class: its ``Params`` dataclass, the report
-    sections it owns, and ``Class(params)``."""
-
-    Params: type[Any]
-    sections: tuple[SectionFn, ...]
-
-    def __call__(self, params: Any) -> Environment:
-        """Build the environment from validated parameters."""
-        ...
+def _discover() -> None:
+    """Import every environment folder's ``env`` module (folders in alphabetical order), whose
+    classes register themselves (:func:`belieflens.envs.registry.register`)."""
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.ispkg and importlib.util.find_spec(f"{__name__}.{module.name}.env"):
+            importlib.import_module(f"{__name__}.{module.name}.env")
 
 
-_REGISTRY: dict[str, EnvironmentClass] = {
-    "coin-flip": CoinFlip,
-    "recommender": Recommender,
-    "social-judgment": SocialJudgment,
-    "medical-triage": MedicalTriage,
-    "dice": Dice,
-    "coins": Coins,
-    "preference": Preference,
-    "choice": Choice,
-    "protein-world": ProteinWorld,
-    "dutch-book": DutchBook,
-    "belief-attribution": BeliefAttribution,
-    "case-study": CaseStudy,
-    "twenty-questions": TwentyQuestions,
-    "coin-tokens": CoinTokensEnv,
-    "mess3": Mess3Env,
-    "rrxor": RRXOREnv,
-    "z1r": Z1REnv,
-    "hmm": HMMEnv,
-}
-"""name -> environment class, built as ``Class(params)`` from its ``Params`` dataclass."""
+_discover()
 
 
 def names() -> list[str]:
     """The kebab-case names of all registered environments."""
-    return list(_REGISTRY)
+    return list(REGISTRY)
 
 
 def environment_class(name: str) -> EnvironmentClass:
     """The class registered under ``name``; an unknown name raises :class:`ParameterError`."""
-    if name not in _REGISTRY:
+    if name not in REGISTRY:
         raise ParameterError(
             f"unknown environment {name!r}: choose one of " + ", ".join(names())
         )
-    return _REGISTRY[name]
+    return REGISTRY[name]
 
 
 def get(name: str, **params: object) -> Environment:
@@ -108,7 +84,7 @@ def describe(name: str) -> tuple[str, list[ParamSpec]]:
 def sections_for(name: str) -> tuple[SectionFn, ...]:
     """The report sections environment ``name`` owns, in its declared order (none for a name
     that is not a registered environment, e.g. a file written by another tool)."""
-    return _REGISTRY[name].sections if name in _REGISTRY else ()
+    return REGISTRY[name].sections if name in REGISTRY else ()
 
 
 def readout_targets(ds: xr.Dataset) -> dict[str, Target]:
@@ -116,12 +92,29 @@ def readout_targets(ds: xr.Dataset) -> dict[str, Target]:
     an environment without a belief geometry): its read-outs' floors are compared on them
     (:func:`belieflens.analysis.floor.floor`)."""
     name = str(ds.attrs.get("env_name", ""))
-    cls = _REGISTRY.get(name)
+    cls = REGISTRY.get(name)
     targets = getattr(cls, "readout_targets", None)
     return dict(targets(ds)) if targets is not None else {}
 
 
+def positive_control(name: str) -> ControlOf | None:
+    """What environment ``name`` is a positive control of (its class's ``control_of``:
+    :class:`belieflens.episodes.capabilities.ControlOf`), or ``None``; a study of it may stand
+    beside a study of that environment in :func:`belieflens.analysis.compare.compare`."""
+    control = getattr(REGISTRY.get(name), "control_of", None)
+    return control if isinstance(control, ControlOf) else None
+
+
+def grid_counts(name: str) -> str | None:
+    """The prompt counts of environment ``name``'s grid at its default parameters, as
+    ``belieflens envs`` prints them (``None``: it enumerates no grid)."""
+    from belieflens.envs.revealed.counts import counts_line
+
+    return counts_line(name, get(name))
+
+
 __all__ = [
+    "ControlOf",
     "Environment",
     "EnvironmentClass",
     "Episode",
@@ -136,7 +129,10 @@ __all__ = [
     "describe",
     "environment_class",
     "get",
+    "grid_counts",
     "names",
+    "positive_control",
     "readout_targets",
+    "register",
     "sections_for",
 ]

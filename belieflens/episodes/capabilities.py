@@ -9,16 +9,32 @@
 - :class:`FiniteGrid`: it enumerates a finite grid of prompts (``count()``).
 - :class:`EpisodeJobs`: it builds its episodes as independent jobs (``episode_jobs``), so
   that episodes that generate can be driven together and their generations batched.
+
+And one declared on the class: ``control_of`` (a :class:`ControlOf`), the environment a
+token-level process is the positive control of.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, Self, runtime_checkable
 
 from belieflens.episodes.base import Environment, Episode
 from belieflens.episodes.generation import TextGenerator
+
+
+@dataclass(frozen=True)
+class ControlOf:
+    """A token-level environment's place beside a text environment: a toy trained on its
+    tokens is a positive control of studies of ``env`` (it updates like the posterior), its
+    probe names renamed by ``probes`` to that environment's."""
+
+    env: str
+    """The text environment whose studies it may stand beside."""
+    probes: Mapping[str, str] = field(default_factory=dict)
+    """Its probe name -> the same belief question's name in ``env``."""
 
 
 @runtime_checkable

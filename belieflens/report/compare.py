@@ -16,7 +16,9 @@ from belieflens.analysis.compare import (
     MODEL,
     SOURCE,
     CacheLike,
+    ControlLookup,
     compare,
+    no_controls,
 )
 from belieflens.dims import LAYER, TURN
 from belieflens.report.analysis import Analysis
@@ -324,8 +326,10 @@ def compare_report(
     decoders: bool = True,
     seed: int = 0,
     html: bool = True,
+    control_of: ControlLookup = no_controls,
 ) -> Analysis:
-    """``belieflens compare``: :func:`compare` as text tables; with ``out_dir``, also
+    """``belieflens compare``: :func:`compare` as text tables (``control_of``: which
+    environments' studies join as positive controls); with ``out_dir``, also
     ``compare_depth.png``, ``compare_turns.png``, ``compare_updating.png``, ``compare.md``,
     the Dataset as ``compare.nc`` and, with ``html``, the interactive page ``compare.html``
     (:func:`belieflens.report.viewer.compare_page`). With ``out_dir``, every file's chunks
@@ -341,7 +345,7 @@ def compare_report(
         for f in files:
             for one in cache_files(f) if Path(f).is_dir() else [Path(f)]:
                 verify_file(one)
-    cmp = compare(files, method=method, decoders=decoders, seed=seed)
+    cmp = compare(files, method=method, decoders=decoders, seed=seed, control_of=control_of)
     table = format_compare(cmp)
     turns = format_turns(cmp)
     head = headline(cmp)

@@ -16,6 +16,7 @@ from belieflens.analysis.compare import (
     controls,
     depth_grid,
     nearest_layers,
+    no_controls,
     updating_slope,
 )
 from belieflens.cli.main import app
@@ -165,11 +166,13 @@ def test_cli_compare_writes_report_figures_and_dataset(
 
 
 def test_positive_controls_are_those_of_the_study() -> None:
+    of = belieflens.envs.positive_control
     attrs = [{"env_name": "coin-tokens"}, {"env_name": "coin-flip"}, {"env_name": "coin-flip"}]
-    assert controls(attrs) == [True, False, False]
-    assert controls([{"env_name": "coin-tokens"}] * 2) == [False, False]  # no study beside
-    assert controls([{"env_name": "mess3"}, {"env_name": "coin-tokens"}]) == [False, False]
-    assert controls([{"env_name": "judgment"}, {"env_name": "coin-tokens"}]) == [False, False]
+    assert controls(attrs, of) == [True, False, False]
+    assert controls(attrs, no_controls) == [False, False, False]  # the lookup decides
+    assert controls([{"env_name": "coin-tokens"}] * 2, of) == [False, False]  # no study beside
+    assert controls([{"env_name": "mess3"}, {"env_name": "coin-tokens"}], of) == [False, False]
+    assert controls([{"env_name": "judgment"}, {"env_name": "coin-tokens"}], of) == [False, False]
 
 
 def test_coin_toy_stands_beside_the_models_as_positive_control(
@@ -179,7 +182,7 @@ def test_coin_toy_stands_beside_the_models_as_positive_control(
     coin-flip comparison, labelled, its read-out after k flips at turn k."""
     toy = belieflens.extract("coin-tokens", model="coin-toy", episodes=8, seed=3,
                              out=tmp_path / "toy.h5")
-    cmp = compare([studies["two"], toy], decoders=False)
+    cmp = belieflens.compare([studies["two"], toy], decoders=False)
     name = "coin-toy (positive control)"
     assert list(cmp["model"].values) == ["tiny-two", name]
     assert cmp["positive_control"].values.tolist() == [0, 1]

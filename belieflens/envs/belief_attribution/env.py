@@ -75,6 +75,7 @@ from belieflens.envs.belief_attribution.questions import (
 )
 from belieflens.envs.belief_attribution.replies import committed_answer, mentions_text
 from belieflens.envs.belief_attribution.report import belief_attribution_section
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Message, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import require_generator
@@ -231,6 +232,7 @@ def named_answer(text: str, answers: Sequence[str]) -> int | None:
     return None if best is None else best[2]
 
 
+@register
 class BeliefAttribution(Configured[BeliefAttributionParams], GeneratorBinding):
     """Self-generated vs user-provided answers under a user contradiction.
 

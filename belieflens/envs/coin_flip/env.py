@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.delivery import Delivers
 from belieflens.episodes.params import bad, int_in, param, positive
@@ -98,6 +99,7 @@ def single_message(flips: Sequence[int], per_turn: int) -> Message:
                       " ", Marked(_summary(flips), "summary"), ".")
 
 
+@register
 class CoinFlip(Configured[CoinFlipParams]):
     """Coin flip with a Beta(a0, b0) prior on the bias; probes: next flip and binned bias.
 

@@ -39,6 +39,7 @@ from belieflens.envs.dutch_book.scenarios import (
     load_scenarios,
     shipped_scenarios,
 )
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Query, Turn, append_user
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
@@ -151,6 +152,7 @@ def dialogue(
     return tuple(out)
 
 
+@register
 class DutchBook(Configured[DutchBookParams], GeneratorBinding):
     """Coherence of credences: normalisation, monotonicity and extensionality scenarios.
 

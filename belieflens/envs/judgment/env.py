@@ -15,6 +15,7 @@ from belieflens.envs.judgment.episode import Generation, build_episode
 from belieflens.envs.judgment.report import judgment_section
 from belieflens.envs.judgment.styles import Style, styles_of
 from belieflens.envs.judgment.task import SOCIAL, TRIAGE, Task
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode
 from belieflens.episodes.capabilities import SimulatorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
@@ -177,6 +178,7 @@ class SocialJudgmentParams(JudgmentParams):
     KIND: ClassVar[Kind] = "social"
 
 
+@register
 class SocialJudgment(JudgmentEnvironment):
     """Social judgment: the poster tells a conflict segment by segment; probe: the verdict.
 
@@ -210,6 +212,7 @@ class MedicalTriageParams(JudgmentParams):
     KIND: ClassVar[Kind] = "triage"
 
 
+@register
 class MedicalTriage(JudgmentEnvironment):
     """Medical triage: a patient describes a problem segment by segment; probe: the urgency.
 

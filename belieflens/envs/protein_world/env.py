@@ -67,6 +67,7 @@ from belieflens.envs.protein_world.oracle import (
 from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
@@ -367,6 +368,7 @@ def result_text(world: World, step: int, j: int, y: float) -> str:
     return f"Experiment {step}: {experiment_label(world, j)}. Result: {shown}."
 
 
+@register
 class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     """Sequential Bayesian experiments on procedurally generated protein worlds.
 

@@ -16,6 +16,7 @@ from belieflens.envs.recommender.report import recommender_section
 from belieflens.envs.recommender.shown import distributions_text, shown_world
 from belieflens.envs.recommender.synthetic import default_world, load_titles
 from belieflens.envs.recommender.world import STARS, World, type_profiles
+from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Span, marked
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import (
@@ -149,6 +150,7 @@ def _stars(y: int) -> str:
     return RATING_LABELS[y - 1]
 
 
+@register
 class Recommender(Configured[RecommenderParams], GeneratorBinding):
     """Recommender: a user of unknown type rates movies; the model infers the type and predicts.
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from belieflens.envs.registry import register
 from belieflens.envs.revealed import case_study, choice, coins, dice, preference
 from belieflens.envs.revealed.grid import GridEnvironment, GridPoint, RevealedParams
 from belieflens.episodes.params import bad, param
@@ -41,6 +42,7 @@ class DiceParams(RevealedParams):
     )
 
 
+@register
 class Dice(GridEnvironment[DiceParams]):
     """Dice: the sum of 1-3 fair dice with 4, 6, 8, 10 or 12 faces.
 
@@ -99,6 +101,7 @@ class CoinsParams(RevealedParams):
     )
 
 
+@register
 class Coins(GridEnvironment[CoinsParams]):
     """Coins: the number of 2-4 coins landing on the focus face (Heads or Tails).
 
@@ -157,6 +160,7 @@ class PreferenceParams(RevealedParams):
     variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
 
 
+@register
 class Preference(GridEnvironment[PreferenceParams]):
     """Preference: Sam chooses Left/Right or Heads/Tails, one option 1-3 times likelier.
 
@@ -212,6 +216,7 @@ class ChoiceParams(RevealedParams):
     variant: Literal["all", "regular", "independent"] = param("all", "which variant(s) of the grid")
 
 
+@register
 class Choice(GridEnvironment[ChoiceParams]):
     """Choice: a uniformly random pick among 2, 4 or 6 options labelled A, B, ...
 
@@ -273,6 +278,7 @@ class CaseStudyParams(RevealedParams):
             raise bad("case", self.case, "share and variant apply to case=clinic only")
 
 
+@register
 class CaseStudy(GridEnvironment[CaseStudyParams]):
     """Case study: the paper's surgical-ward diagnosis (default) or a clinic patient's.
 

@@ -24,11 +24,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from belieflens.envs.registry import register
 from belieflens.envs.tokens.coin import CoinTokensParams
 from belieflens.envs.tokens.named import HMMFileParams, Mess3Params, RRXORParams, Z1RParams
 from belieflens.envs.tokens.process import TokenProcess, get, param_values
 from belieflens.envs.tokens.report import SECTIONS, targets
 from belieflens.episodes.base import Episode, Probe, Query, Turn
+from belieflens.episodes.capabilities import ControlOf
 from belieflens.report.section import SectionFn
 
 PROBE = "next-token"
@@ -87,6 +89,7 @@ class TokenEnvironment:
         return Episode(index=index, turns=tuple(turns), truth=truth)
 
 
+@register
 class CoinTokensEnv(TokenEnvironment):
     """Coin flips as tokens (``H``, ``T``): the token form of ``coin-flip``, a Beta(a, b)
     bias and i.i.d. flips; the belief is the posterior over the bias in ``bins`` bins.
@@ -102,8 +105,10 @@ class CoinTokensEnv(TokenEnvironment):
 
     name = "coin-tokens"
     Params = CoinTokensParams
+    control_of = ControlOf("coin-flip", {"next-token": "next-flip"})
 
 
+@register
 class Mess3Env(TokenEnvironment):
     """Mess3 (x, alpha): a 3-state hidden Markov process whose beliefs form a fractal in the
     2-simplex (Shai et al., NeurIPS 2024); symbols 0, 1, 2, states A, B, C.
@@ -117,6 +122,7 @@ class Mess3Env(TokenEnvironment):
     Params = Mess3Params
 
 
+@register
 class RRXOREnv(TokenEnvironment):
     """RRXOR: two random bits then their XOR; beliefs over its 5 states are spread across
     layers and are not a function of the next-token prediction (Shai et al.).
@@ -130,6 +136,7 @@ class RRXOREnv(TokenEnvironment):
     Params = RRXORParams
 
 
+@register
 class Z1REnv(TokenEnvironment):
     """Zero-one-random: ``0``, ``1``, then a random bit; beliefs over its 3 states.
 
@@ -142,6 +149,7 @@ class Z1REnv(TokenEnvironment):
     Params = Z1RParams
 
 
+@register
 class HMMEnv(TokenEnvironment):
     """A hidden Markov process read from a file: a transition tensor ``T[token, from, to]``
     (``.npz`` or JSON); sequences start from the stationary distribution. Without ``path``,

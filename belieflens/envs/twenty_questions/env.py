@@ -53,6 +53,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from belieflens.envs.registry import register
 from belieflens.envs.twenty_questions.active import ActiveGame
 from belieflens.envs.twenty_questions.animals import select_animals
 from belieflens.envs.twenty_questions.bayes import THRESHOLD, eig, keep_compatible, likelihood
@@ -128,6 +129,7 @@ def _probe(name: str, query: Query) -> Probe:
                  kind="yes-no")
 
 
+@register
 class TwentyQuestions(Configured[TwentyQuestionsParams], SimulatorBinding):
     """20 Questions about a secret animal, played by the model against a simulated answerer.
 
