@@ -440,7 +440,7 @@ def _load_and_bind(
 ) -> tuple[Environment, LoadedModel, dict[str, str]]:
     """Load the models of :func:`_extract_here` not loaded yet and bind the environment's
     generations to them: the environment to run, the model and the attributes to record."""
-    from belieflens.run.generate import bind_run
+    from belieflens.run.batched import bind_run
     from belieflens.run.generation_log import requires_generator, requires_simulator
 
     n_threads = _set_threads(options.threads)
@@ -458,7 +458,8 @@ def _load_and_bind(
         elif _spec(simulator) != loaded.info.spec or loaded.info.init != "trained":
             sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
             report(ModelLoaded("simulator", sim.info, n_threads))
-    bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report)
+    bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report,
+                            gen_batch=options.gen_batch, budget=options.max_memory)
     return bound, loaded, attrs
 
 

@@ -5,8 +5,11 @@ On ``--device cuda`` (float32 and bfloat16) it runs a small coin-flip study's re
 radix tree vs whole prompts, and prints the largest differences of option log-probs and
 residuals (residuals relative to their scale); (3) extracts the study in float32 and in
 bfloat16 and prints the belief error of bfloat16 (TVD of debiased output beliefs); (4)
-prints tokens/s at several batch sizes (whole prompts). Exits 1 if float32 differences
-exceed 1e-3 (log-probs).
+prints tokens/s at several batch sizes (whole prompts); (5) prints generation throughput in
+float32, new tokens/s one text at a time (the first ``--gen-one`` prompts) and decoded
+together (``--gen-calls`` prompts, ``--gen-rows`` rows a batch: what ``--gen-batch`` caps),
+every text ``--gen-tokens`` long, and how many greedy texts the two agree on token for
+token. Exits 1 if float32 differences exceed 1e-3 (log-probs).
 
 NOT RUN YET: no GPU was lent to the session that wrote it, so it has never run on hardware.
 Run: ``.venv/bin/python -m bench.gpu [--model smollm2-135m --episodes 2 --turns 4]``.
@@ -42,6 +45,35 @@ def readouts(model: Any, tqs: Any, *, max_rows: int, reuse: bool) -> tuple[np.nd
     return lp, np.stack([r for r in resid if r is not None]), tokens
 
 
+def generation_throughput(model: Any, args: argparse.Namespace) -> None:
+    """New tokens/s one text at a time and decoded together, and their greedy agreement."""
+    import torch
+
+    from belieflens.episodes.base import Message
+    from belieflens.run.generate import GenerationCall, generate
+    from belieflens.run.generate_batch import generate_batch
+
+    calls = [GenerationCall((Message("user", f"Describe animal number {i} of the savanna, "
+                                              "its habits and what it eats."),),
+                            seed=i, max_new_tokens=args.gen_tokens, temperature=0.0)
+             for i in range(args.gen_calls)]
+    no_stop: frozenset[int] = frozenset()  # every text runs its whole length
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    alone = [generate(model, c.messages, seed=c.seed, max_new_tokens=c.max_new_tokens,
+                      temperature=0.0, stop_ids=no_stop) for c in calls[: args.gen_one]]
+    torch.cuda.synchronize()
+    one_rate = sum(len(g.ids) for g in alone) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    together = generate_batch(model, calls, max_rows=args.gen_rows, stop_ids=no_stop)
+    torch.cuda.synchronize()
+    rate = sum(len(g.ids) for g in together) / (time.perf_counter() - t0)
+    same = sum(a.ids == b.ids for a, b in zip(alone, together, strict=False))
+    print(f"float32 generation: batch 1 {one_rate:,.1f} new tokens/s; batch {args.gen_rows} "
+          f"{rate:,.1f} new tokens/s ({rate / one_rate:.1f}x); greedy texts equal "
+          f"{same}/{len(alone)}")
+
+
 def main() -> int:
     """Run the checks and print the figures; 1 if a float32 check fails."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -49,6 +81,10 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=2)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 4, 16, 64])
+    ap.add_argument("--gen-calls", type=int, default=64, help="prompts generated together")
+    ap.add_argument("--gen-one", type=int, default=8, help="of them, generated one at a time")
+    ap.add_argument("--gen-rows", type=int, default=64, help="rows per generation batch")
+    ap.add_argument("--gen-tokens", type=int, default=128, help="new tokens per text")
     args = ap.parse_args()
     import torch
 
@@ -84,6 +120,7 @@ def main() -> int:
                 _, _, tokens = readouts(model, tqs, max_rows=bs, reuse=False)
                 torch.cuda.synchronize()
                 print(f"float32 batch {bs}: {tokens / (time.perf_counter() - t0):,.0f} tokens/s")
+            generation_throughput(model, args)
         del model
         torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as tmp:

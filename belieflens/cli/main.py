@@ -85,6 +85,9 @@ Kernels = Annotated[KernelName, typer.Option(
 BatchRows = Annotated[str, typer.Option(
     help="max rows per forward batch, or auto (fit a memory budget)")]
 MaxTokens = Annotated[int, typer.Option(help="max padded tokens per batch")]
+GenBatch = Annotated[str, typer.Option(
+    help="max rows per generation batch and episodes generating at once (1 = one text at a "
+    "time), or auto (as many as fit --max-memory, up to 64)")]
 MaxMemory = Annotated[str, typer.Option(
     help="memory budget besides the weights, a size such as 1.5GB, 800MiB or 2G (auto: a "
     "quarter of the machine's memory); shared-prefix caches beyond it are evicted and "
@@ -135,6 +138,7 @@ def extract(
     batch_size: BatchRows = "16",
     max_tokens: MaxTokens = 8192,
     max_memory: MaxMemory = "auto",
+    gen_batch: GenBatch = "auto",
     row_tokens: RowTokens = 128,
     threads: Threads = 0,
     padding: Padding = "right",
@@ -162,7 +166,7 @@ def extract(
             episodes=episodes, seed=seed, batch_size=batch_size, max_tokens=max_tokens,
             row_tokens=row_tokens, threads=threads, padding=padding, save_logits=save_logits,
             resid_dtype=resid_dtype, cont_resid=cont_resid, prefix_reuse=not no_prefix_reuse,
-            window=window, max_memory=max_memory,
+            window=window, max_memory=max_memory, gen_batch=gen_batch,
         )
         params = parse_assignments(set_ or [])
         with _ExtractReport(out, quiet) as report:

@@ -10,6 +10,8 @@
 - :class:`Temperable`: its oracles can be made partially updating: the posterior from the
   prior with the evidence weighted by a strength ``S`` (``tempered(S)``; ``S = 1`` is the
   oracle, ``S = 0`` the prior at every turn).
+- :class:`EpisodeJobs`: it builds its episodes as independent jobs (``episode_jobs``), so
+  that episodes that generate can be driven together and their generations batched.
 
 And one declared on the class: ``control_of`` (a :class:`ControlOf`), the environment a
 token-level process is the positive control of.
@@ -18,11 +20,11 @@ token-level process is the positive control of.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, Self, runtime_checkable
 
-from belieflens.episodes.base import Environment
+from belieflens.episodes.base import Environment, Episode
 from belieflens.episodes.generation import TextGenerator
 
 
@@ -85,6 +87,21 @@ class Temperable(Environment, Protocol):
     def tempered(self, strength: float) -> Environment:
         """A copy whose probes' oracles are the posterior with the evidence weighted by
         ``strength`` (the same episodes otherwise)."""
+        ...
+
+
+@runtime_checkable
+class EpisodeJobs(Environment, Protocol):
+    """An environment whose episodes are built by independent jobs.
+
+    ``episode_jobs(n, seed)`` returns lazy iterators (nothing runs until one is iterated)
+    that share no state one another changes: each may run at any time, interleaved with the
+    others at its generator's calls, and the episodes they yield, jobs in order, are
+    ``episodes(n, seed)``, with the same generations asked in each.
+    """
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """The jobs of ``episodes(n, seed)``, in order (most yield one episode each)."""
         ...
 
 

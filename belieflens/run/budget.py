@@ -212,3 +212,46 @@ def plan_memory(
     retained = max(tokens * kv, budget - call - window_bytes)
     return MemoryPlan(budget=budget, max_tokens=tokens, call_bytes=call, held_rows=held,
                       window_bytes=window_bytes, retained_bytes=retained, minimum=minimum)
+
+
+# generation ---------------------------------------------------------------------------------
+
+GEN_ROWS = 64
+"""The most rows of one generation batch under ``--gen-batch auto`` (the budget may allow
+fewer; a decode step reads every weight once, so rows beyond this gain little on a CPU)."""
+
+
+def generation_bytes(model: LoadedModel, rows: int, prompt: int, new: int,
+                     attention: AttentionName = "eager") -> int:
+    """Peak working set of one generation batch of ``rows`` rows left-padded to ``prompt``
+    tokens that decodes up to ``new`` tokens: its key/value cache at full length and the
+    prompt's forward call attending as ``attention`` does (:func:`bytes_per_token`), with the
+    last position's logits (float64 on the CPU for sampling)."""
+    vocab = int(getattr(model.bridge.cfg, "d_vocab", 0) or 0)
+    per_row = ((prompt + new) * kv_bytes_per_token(model)
+               + prompt * bytes_per_token(model, prompt, attention) + 12 * vocab)
+    return rows * per_row
+
+
+def generation_batches(
+    model: LoadedModel, prompts: list[int], new: list[int], *, budget: int, max_rows: int,
+    attention: AttentionName = "eager",
+) -> list[list[int]]:
+    """Group generation requests (``prompts[i]`` prompt tokens, up to ``new[i]`` new ones)
+    into batches of at most ``max_rows`` rows whose working set
+    (:func:`generation_bytes`, attending as ``attention`` does) fits ``budget``; a request
+    that alone exceeds it runs alone. Requests are taken shortest prompt first, so a batch
+    pads little."""
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in sorted(range(len(prompts)), key=lambda i: (prompts[i], i)):
+        grown = [*cur, i]
+        need = generation_bytes(model, len(grown), max(prompts[j] for j in grown),
+                                max(new[j] for j in grown), attention)
+        if cur and (len(grown) > max_rows or need > budget):
+            batches.append(cur)
+            grown = [i]
+        cur = grown
+    if cur:
+        batches.append(cur)
+    return batches

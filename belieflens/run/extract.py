@@ -114,6 +114,10 @@ class ExtractKeywords(TypedDict, total=False):
     max_memory: int | str
     """The memory budget in bytes, or a size as text (``1.5GB``, ``800MiB``, ``2G``), or
     ``auto``: a quarter of the machine's memory (:func:`belieflens.run.budget.parse_size`)."""
+    gen_batch: int | str
+    """Most rows per generation batch and episodes generating at once (>= 1; 1 is the
+    one-at-a-time path), or ``auto``: as many as fit ``max_memory``, up to
+    :data:`~belieflens.run.budget.GEN_ROWS` (a whole number may come as text)."""
 
 
 RENAMED: dict[str, str] = {"padding": "padding_side", "prefix_reuse": "reuse_prefix"}
@@ -121,17 +125,19 @@ RENAMED: dict[str, str] = {"padding": "padding_side", "prefix_reuse": "reuse_pre
 ``max_rows`` through :func:`max_rows`)."""
 
 
-def max_rows(batch_size: int | str) -> int:
-    """``--batch-size`` as :attr:`ExtractOptions.max_rows`: ``auto`` is 0, else a whole number
+def max_rows(batch_size: int | str, option: str = "--batch-size") -> int:
+    """``--batch-size`` as :attr:`ExtractOptions.max_rows` (or ``--gen-batch`` as
+    :attr:`ExtractOptions.gen_batch`, named by ``option``): ``auto`` is 0, else a whole number
     >= 1 (or its text); anything else is one line (:class:`ParameterError`)."""
     if batch_size == "auto":
         return 0
+    value: object = batch_size
     if isinstance(batch_size, str):
         with contextlib.suppress(ValueError):
-            batch_size = int(batch_size)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ParameterError(f"option '--batch-size' = {batch_size} is not allowed: >= 1, or auto")
-    return batch_size
+            value = int(batch_size)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParameterError(f"option '{option}' = {value} is not allowed: >= 1, or auto")
+    return value
 
 
 def max_memory(size: int | str) -> int:
@@ -163,6 +169,11 @@ class ExtractOptions:
             0: a quarter of the machine's memory). It sizes the forward calls and the
             key/value caches kept for shared prefixes (:func:`belieflens.run.budget.plan_memory`);
             it is not part of the study, so a run may be resumed under another budget.
+        gen_batch: the most rows of one generation batch, and of episodes generating at once
+            (``--gen-batch``; 1: one text at a time, 0: auto, as many as ``max_memory`` fits
+            up to :data:`~belieflens.run.budget.GEN_ROWS`). Not part of the study: its texts
+            are (each row decodes on its own seed), and a resumed run that generated other
+            text is refused by the study's fingerprint.
 
     Examples:
         >>> options = belieflens.ExtractOptions.of(episodes=2, seed=0, batch_size="auto")
@@ -193,6 +204,7 @@ class ExtractOptions:
     reuse_prefix: bool = True
     cont_resid: bool = False
     max_memory: int = 0
+    gen_batch: int = 0
 
     def __post_init__(self) -> None:
         at_least("--episodes", self.episodes, 1)
@@ -203,6 +215,7 @@ class ExtractOptions:
         at_least("--window", self.window, 1)
         at_least("--threads", self.threads, 0)
         at_least("--max-memory", self.max_memory, 0, SIZE_HELP)
+        at_least("--gen-batch", self.gen_batch, 0, ">= 1, or auto")
         choice("--padding", self.padding_side, PADDING_SIDES)
         choice("--resid-dtype", self.resid_dtype, STORE_DTYPE_NAMES)
 
@@ -215,6 +228,8 @@ class ExtractOptions:
             fields["max_rows"] = max_rows(fields.pop("batch_size"))
         if "max_memory" in keywords:
             fields["max_memory"] = max_memory(fields["max_memory"])
+        if "gen_batch" in keywords:
+            fields["gen_batch"] = max_rows(fields["gen_batch"], "--gen-batch")
         return cls(**fields)
 
 

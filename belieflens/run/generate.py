@@ -21,6 +21,8 @@ on a :class:`~belieflens.model.load.LoadedModel`:
   (0.3 s vs 2.3 s per token); the prompt runs on the caller's setting.
 
 Every call can be recorded in a :class:`~belieflens.run.generation_log.GenerationLog`.
+Several calls decode together in :mod:`belieflens.run.generate_batch`, and episodes
+generate together in :mod:`belieflens.run.batched`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from belieflens.episodes.base import Environment, Message, Query
+from belieflens.episodes.base import Message, Query
 from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import bos_policy
@@ -39,9 +41,6 @@ from belieflens.run.generation_log import (
     GenerationRecord,
     Role,
     bind_generators,
-    bind_replay,
-    requires_generator,
-    requires_simulator,
     score_messages,
     score_text,
 )
@@ -123,6 +122,42 @@ def next_token(logits: Any, temperature: float, generator: Any) -> int:
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
+@dataclass(frozen=True)
+class GenerationCall:
+    """One request for generated text: the prompt and its settings (a row of a batch)."""
+
+    messages: tuple[Message, ...]
+    seed: int
+    max_new_tokens: int
+    temperature: float
+
+
+def check_call(model: LoadedModel, call: GenerationCall) -> list[int]:
+    """The prompt ids of ``call``, after checking its settings and that prompt and new tokens
+    fit the model's context (else one line, :class:`ParameterError`)."""
+    if call.max_new_tokens < 1:
+        raise ParameterError(f"max_new_tokens = {call.max_new_tokens} is not allowed: >= 1")
+    if not 0.0 <= call.temperature <= 5.0:
+        raise ParameterError(
+            f"temperature = {call.temperature} is not allowed: a number in [0, 5]")
+    ids = prompt_ids(model.tokenizer, call.messages)
+    n_ctx = int(getattr(model.bridge.cfg, "n_ctx", 0) or 0)
+    if n_ctx and len(ids) + call.max_new_tokens > n_ctx:
+        raise ParameterError(
+            f"generation needs {len(ids)} prompt + {call.max_new_tokens} new tokens, more than "
+            f"the model's context of {n_ctx}: use fewer turns or fewer new tokens"
+        )
+    return ids
+
+
+def _seeded(seed: int) -> Any:
+    import torch
+
+    rng = torch.Generator(device="cpu")
+    rng.manual_seed(int(seed))
+    return rng
+
+
 def generate(model: LoadedModel, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
              temperature: float, stop_ids: frozenset[int] | None = None) -> Generated:
     """Generate the assistant's reply to ``messages`` (see the module docstring for the rules).
@@ -131,22 +166,12 @@ def generate(model: LoadedModel, messages: tuple[Message, ...], *, seed: int, ma
     """
     import torch
 
-    if max_new_tokens < 1:
-        raise ParameterError(f"max_new_tokens = {max_new_tokens} is not allowed: >= 1")
-    if not 0.0 <= temperature <= 5.0:
-        raise ParameterError(f"temperature = {temperature} is not allowed: a number in [0, 5]")
+    call = GenerationCall(messages, seed, max_new_tokens, temperature)
+    ids = check_call(model, call)
     bridge = model.bridge
-    ids = prompt_ids(model.tokenizer, messages)
-    n_ctx = int(getattr(bridge.cfg, "n_ctx", 0) or 0)
-    if n_ctx and len(ids) + max_new_tokens > n_ctx:
-        raise ParameterError(
-            f"generation needs {len(ids)} prompt + {max_new_tokens} new tokens, more than the "
-            f"model's context of {n_ctx}: use fewer turns or fewer new tokens"
-        )
     stops = stop_token_ids(model) if stop_ids is None else stop_ids
     device = next(bridge.original_model.parameters()).device
-    rng = torch.Generator(device="cpu")
-    rng.manual_seed(int(seed))
+    rng = _seeded(seed)
     new: list[int] = []
     stop: StopReason = "length"
     threads = torch.get_num_threads()
@@ -205,39 +230,68 @@ class ModelGenerator:
             temperature=temperature,
         )
         if self.log is not None:
-            self.log.add(
-                GenerationRecord(
-                    role=self.role, model=self.model.info.official_id, seed=int(seed),
-                    temperature=float(temperature), max_new_tokens=int(max_new_tokens),
-                    messages=messages, text=out.text, tokens=len(out.ids), stop=out.stop,
-                )
-            )
+            self.log.add(self.record(
+                GenerationCall(messages, seed, max_new_tokens, temperature), out))
         return out.text
+
+    def record(self, call: GenerationCall, out: Generated) -> GenerationRecord:
+        """The log record of ``call`` answered with ``out`` (episode not yet assigned)."""
+        return GenerationRecord(
+            role=self.role, model=self.model.info.official_id, seed=int(call.seed),
+            temperature=float(call.temperature), max_new_tokens=int(call.max_new_tokens),
+            messages=call.messages, text=out.text, tokens=len(out.ids), stop=out.stop,
+        )
 
     def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
         """Per query, the log-probability of each option's whole continuation, computed as
         extraction computes it (same rendering and runner); each is logged (role ``score``)."""
+        out = self.score_values(queries)
+        if self.log is not None:
+            records = self.score_records(queries, out)
+            for i, rec in enumerate(records):
+                # progress once per scored batch, not per read-out
+                self.log.add(rec, notify=i == len(records) - 1)
+        return out
+
+    def score_values(self, queries: Sequence[Query], *,
+                     budget: int = 0) -> tuple[tuple[float, ...], ...]:
+        """:meth:`score`'s values, not logged. ``budget`` (bytes; 0: none) bounds the forward
+        calls and the shared prefixes' retained caches as ``--max-memory`` bounds extraction's
+        (:func:`belieflens.run.budget.plan_memory`)."""
         from belieflens.readouts.render import render
+        from belieflens.run.budget import plan_memory
         from belieflens.run.runner import run_queries
 
         bos = bos_policy(self.model.tokenizer)
         tqs = [render(self.model.tokenizer, q, bos=bos) for q in queries]
         out: list[tuple[float, ...]] = [() for _ in tqs]
+        if not tqs:
+            return ()
+        max_tokens, retain = SCORE_TOKENS, None
+        if budget:
+            info = self.model.info
+            longest = max(len(t.context_ids) + max(len(c) for c in t.option_ids) for t in tqs)
+            plan = plan_memory(self.model, budget, longest=longest, max_tokens=SCORE_TOKENS,
+                               window=len(tqs), readout_bytes=8 * (info.n_layers + 1) *
+                               info.d_model)
+            max_tokens, retain = plan.max_tokens, plan.retained_bytes
         for idx, reads, _ in run_queries(self.model, tqs, max_rows=SCORE_ROWS,
-                                         max_tokens=SCORE_TOKENS):
+                                         max_tokens=max_tokens, retain_bytes=retain):
             for i, r in zip(idx, reads, strict=True):
                 out[i] = tuple(float(x) for x in r.option_logprob[: len(queries[i].options)])
-        if self.log is not None:
-            for i, (q, lp) in enumerate(zip(queries, out, strict=True)):
-                self.log.add(
-                    GenerationRecord(
-                        role="score", model=self.model.info.official_id, seed=0,
-                        temperature=0.0, max_new_tokens=0, messages=score_messages(q),
-                        text=score_text(q.options, lp), tokens=0, stop="score",
-                    ),
-                    notify=i == len(out) - 1,  # progress once per scored batch, not per read-out
-                )
         return tuple(out)
+
+    def score_records(self, queries: Sequence[Query],
+                      values: Sequence[Sequence[float]]) -> list[GenerationRecord]:
+        """The log records of ``queries`` scored ``values`` (role ``score``)."""
+        return [
+            GenerationRecord(
+                role="score", model=self.model.info.official_id, seed=0, temperature=0.0,
+                max_new_tokens=0, messages=score_messages(q), text=score_text(q.options, lp),
+                tokens=0, stop="score",
+            )
+            for q, lp in zip(queries, values, strict=True)
+        ]
 
 
 def bind_model(
@@ -253,36 +307,3 @@ def bind_model(
     reply = ModelGenerator(model, role="reply", log=log)
     sim = ModelGenerator(simulator if simulator is not None else model, role="simulator", log=log)
     return bind_generators(env, reply, simulator=sim, log=log)
-
-
-def bind_run(
-    env: Environment,
-    model: LoadedModel,
-    *,
-    simulator: LoadedModel | None = None,
-    on_record: Callable[[GenerationRecord], None] | None = None,
-    replay: Sequence[GenerationRecord] | None = None,
-) -> tuple[Environment, dict[str, str]]:
-    """``env`` ready to extract on ``model``, with the provenance attributes of its generators.
-
-    Where ``env`` needs generated text, its replies are generated by ``model`` and its
-    simulated users by ``simulator`` (default: ``model``), every generation logged per
-    episode (:func:`bind_model`); the attributes name the generator (``generator_model``)
-    and, where a simulator plays the user, the simulator (``simulator_model``,
-    ``simulator_spec``, ``simulator_weights_hash``). With ``replay``, the records of an
-    earlier run of the same study by these models answer instead, and are logged as they
-    answer (:func:`~belieflens.run.generation_log.bind_replay`): the run's read-outs and
-    generation log are that run's, and nothing is generated. An environment that generates
-    nothing is returned as it is, with no attributes.
-    """
-    if not requires_generator(env):
-        return env, {}
-    sim = simulator if simulator is not None else model
-    attrs = {"generator_model": model.info.official_id}
-    if requires_simulator(env):
-        attrs.update({"simulator_model": sim.info.official_id,
-                      "simulator_spec": sim.info.spec,
-                      "simulator_weights_hash": sim.info.weights_hash})
-    if replay is not None:
-        return bind_replay(env, replay, logged=True), attrs
-    return bind_model(env, model, simulator=sim, on_record=on_record), attrs

@@ -211,7 +211,7 @@ def _prepared(
     study must be prepared here: its environment then replays them instead of generating.
     """
     from belieflens.run import extract as cache_extract
-    from belieflens.run.generate import bind_run
+    from belieflens.run.batched import bind_run
     _set_threads(job)
     model, load_s = _model(job.model, job, job.init)
     key = job.key()
@@ -225,7 +225,8 @@ def _prepared(
         sim, s = _model(job.simulator, job)
         load_s += s
     env, attrs = bind_run(job.make_env(job.env, **dict(job.params)), model, simulator=sim,
-                          replay=replay() if replay is not None else None)
+                          replay=replay() if replay is not None else None,
+                          gen_batch=job.options.gen_batch, budget=job.options.max_memory)
     prep = cache_extract.prepare(env, model, job.options)
     _PREPARED.clear()
     _PREPARED[key] = (env, prep, attrs)

@@ -1,10 +1,17 @@
-"""Pure logic of generated text: tag extraction, bounded retries, seeds, steering prompts."""
+"""Pure logic of generated text: tag extraction, bounded retries, seeds, steering prompts; and
+every environment that generates builds the same episodes when its jobs are driven together."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
-from belieflens.episodes.base import Message
+import belieflens.envs as envs
+from belieflens.episodes.base import Message, Query
+from belieflens.episodes.capabilities import EpisodeJobs, NeedsGenerator, NeedsSimulator
 from belieflens.episodes.generation import (
     GenerationSettings,
     derive_seed,
@@ -14,6 +21,7 @@ from belieflens.episodes.generation import (
     steering_prompt,
 )
 from belieflens.errors import ParameterError
+from belieflens.run import coroutines
 
 
 class ScriptedFake:
@@ -109,3 +117,85 @@ def test_settings_validate() -> None:
         GenerationSettings(temperature=-1.0)
     with pytest.raises(ParameterError):
         GenerationSettings(max_new_tokens=0)
+
+
+class Hashed:
+    """TEST DOUBLE: a generator and scorer whose answer is a function of the prompt and seed
+    alone (a list, a tagged message, a letter, numbers, a Yes), so that any order of calls
+    answers alike."""
+
+    def __call__(
+        self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int, temperature: float
+    ) -> str:
+        h = int(hashlib.sha256(repr((messages, seed)).encode()).hexdigest()[:8], 16)
+        return (f"<message>note {h % 97}</message>\nZebra\nKiwi {h % 5}\nIs it big?\n"
+                f"Yes. {'ABC'[h % 3]}. 0.{h % 9} 0.5")
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        out = []
+        for q in queries:
+            h = int(hashlib.sha256(repr(q).encode()).hexdigest()[:8], 16)
+            out.append(tuple(-1.0 - ((h >> j) % 7) / 3 for j in range(len(q.options))))
+        return tuple(out)
+
+
+class Asking:
+    """Asks the driver for every answer (inside a driven job), else answers itself."""
+
+    def __init__(self, fake: Hashed) -> None:
+        self.fake = fake
+
+    def __call__(
+        self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int, temperature: float
+    ) -> str:
+        if coroutines.current() is None:
+            return self.fake(messages, seed=seed, max_new_tokens=max_new_tokens,
+                             temperature=temperature)
+        return str(coroutines.ask(("text", messages, seed, max_new_tokens, temperature)))
+
+    def score(self, queries: Sequence[Query]) -> tuple[tuple[float, ...], ...]:
+        if coroutines.current() is None:
+            return self.fake.score(queries)
+        return tuple(coroutines.ask(("score", tuple(queries))))
+
+
+GENERATING: list[tuple[str, dict[str, object]]] = [
+    ("recommender", dict(types=2, movies=3, targets=1, turns=2, conditional=False)),
+    ("social-judgment", dict(engagement="active", styles="neutral", max_segments=2,
+                             delivery="multi-turn-self")),
+    ("medical-triage", dict(delivery="multi-turn-self", max_segments=2)),
+    ("protein-world", dict(classes=2, attributes=2, steps=2, sequence="model",
+                           stated="sampled", truth="each-class")),
+    ("protein-world", dict(classes=2, attributes=2, steps=2, sequence="model-mcq",
+                           stated="off", truth="each-class")),
+    ("belief-attribution", dict()),
+    ("belief-attribution", dict(protocol="belieflens", stated="model", condition="both")),
+    ("dutch-book", dict(answers="model")),
+    ("twenty-questions", dict(animals="3", steps=2, candidates=2, propose=3, eig_sample=2)),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), GENERATING)
+def test_episode_jobs_driven_together_build_the_same_episodes(
+    name: str, params: dict[str, object]
+) -> None:
+    """Every environment that generates splits its episodes into independent jobs: driven
+    together, each step's calls answered at once, they build the episodes of a sequential run."""
+    fake = Hashed()
+    env = envs.get(name, **params)
+    assert isinstance(env, EpisodeJobs) and isinstance(env, NeedsGenerator)
+    assert env.requires_generator
+    sim: dict[str, Asking] = {"simulator": Asking(fake)} if isinstance(env, NeedsSimulator) else {}
+    bound = env.bind_generator(Asking(fake), **sim)
+    assert isinstance(bound, EpisodeJobs)
+    sequential = list(bound.episodes(5, 3))
+    widths: list[int] = []
+
+    def serve(requests: list[Any]) -> list[Any]:
+        widths.append(len(requests))
+        return [fake(r[1], seed=r[2], max_new_tokens=r[3], temperature=r[4])
+                if r[0] == "text" else fake.score(r[1]) for r in requests]
+
+    driven = [ep for ep, _ in coroutines.drive(bound.episode_jobs(5, 3), serve, window=3)]
+    assert repr(driven) == repr(sequential)  # NaN-safe equality of every field
+    assert [ep.index for ep in driven] == list(range(5)) and max(widths) > 1

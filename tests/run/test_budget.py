@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from belieflens.run.budget import (
     bytes_per_token,
     call_bytes,
     format_size,
+    generation_batches,
+    generation_bytes,
     kv_bytes_per_token,
     parse_size,
     plan_memory,
@@ -192,3 +195,35 @@ def test_eviction_keeps_the_limit_and_the_results(tiny_model: LoadedModel) -> No
 def test_a_size_shown_passes_back_as_at_least_itself(n: int) -> None:
     shown = format_size(n)
     assert n <= parse_size(shown) <= n * 1.1 + 1024
+
+
+@settings(deadline=None, max_examples=60)
+@given(prompts=st.lists(st.integers(1, 3000), min_size=1, max_size=40),
+       new=st.integers(1, 512), rows=st.integers(1, 64), budget=st.integers(1, 1 << 31))
+def test_generation_batches_fit_the_budget_and_the_row_cap(
+    tiny_model: LoadedModel, prompts: list[int], new: int, rows: int, budget: int
+) -> None:
+    """Every request is in one batch; a batch holds at most ``rows`` rows and fits the budget
+    at its longest prompt, or is one request alone; batches are as full as the budget allows
+    (a batch and the next one's first request would not fit together)."""
+    news = [new] * len(prompts)
+    batches = generation_batches(tiny_model, prompts, news, budget=budget, max_rows=rows)
+    assert sorted(i for b in batches for i in b) == list(range(len(prompts)))
+
+    def need(batch: list[int]) -> int:
+        return generation_bytes(tiny_model, len(batch), max(prompts[i] for i in batch), new)
+
+    for b in batches:
+        assert len(b) <= rows
+        assert len(b) == 1 or need(b) <= budget
+    for b, after in itertools.pairwise(batches):
+        grown = [*b, after[0]]
+        assert len(grown) > rows or need(grown) > budget
+
+
+def test_generation_bytes_count_the_cache_and_the_prompts_call(tiny_model: LoadedModel) -> None:
+    kv = kv_bytes_per_token(tiny_model)
+    one = generation_bytes(tiny_model, 1, 100, 50)
+    assert one > 150 * kv + 100 * bytes_per_token(tiny_model, 100, "eager")
+    assert generation_bytes(tiny_model, 8, 100, 50) == 8 * one
+    assert generation_bytes(tiny_model, 1, 100, 60) - one == 10 * kv

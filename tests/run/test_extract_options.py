@@ -21,6 +21,7 @@ from belieflens.run.extract import ExtractOptions, max_rows
         ({"max_tokens": 0}, "option '--max-tokens' = 0 is not allowed: >= 1"),
         ({"row_tokens": -1}, "option '--row-tokens' = -1 is not allowed: >= 0"),
         ({"window": 0}, "option '--window' = 0 is not allowed: >= 1"),
+        ({"gen_batch": -1}, "option '--gen-batch' = -1 is not allowed: >= 1, or auto"),
         ({"threads": -2}, "option '--threads' = -2 is not allowed: >= 0"),
         ({"padding_side": "middle"},
          "option '--padding' = 'middle' is not allowed: one of left, right"),
@@ -41,6 +42,9 @@ def test_each_bad_field_is_one_line(fields: dict[str, Any], message: str) -> Non
         ({"batch_size": "0"}, "option '--batch-size' = 0 is not allowed: >= 1, or auto"),
         ({"batch_size": "many"}, "option '--batch-size' = many is not allowed: >= 1, or auto"),
         ({"batch_size": True}, "option '--batch-size' = True is not allowed: >= 1, or auto"),
+        ({"gen_batch": 0}, "option '--gen-batch' = 0 is not allowed: >= 1, or auto"),
+        ({"gen_batch": "-4"}, "option '--gen-batch' = -4 is not allowed: >= 1, or auto"),
+        ({"gen_batch": "2.5"}, "option '--gen-batch' = 2.5 is not allowed: >= 1, or auto"),
         ({"padding": "middle"}, "option '--padding' = 'middle' is not allowed: one of left, right"),
         ({"episodes": -2}, "option '--episodes' = -2 is not allowed: >= 1"),
     ],
@@ -59,6 +63,9 @@ def test_of_reads_the_command_line_names() -> None:
                                   reuse_prefix=False, resid_dtype="float16", window=8)
     assert ExtractOptions.of(batch_size="12").max_rows == 12
     assert ExtractOptions.of(batch_size=5).max_rows == 5
+    assert ExtractOptions.of(gen_batch="auto").gen_batch == 0 == ExtractOptions().gen_batch
+    assert ExtractOptions.of(gen_batch="1").gen_batch == 1
+    assert ExtractOptions.of(gen_batch=8).gen_batch == 8
 
 
 def test_the_record_written_to_the_file_keeps_its_fields() -> None:
@@ -66,7 +73,7 @@ def test_the_record_written_to_the_file_keeps_its_fields() -> None:
     assert list(dataclasses.asdict(ExtractOptions())) == [
         "episodes", "seed", "max_rows", "max_tokens", "row_tokens", "save_logits",
         "padding_side", "resid_dtype", "window", "threads", "reuse_prefix", "cont_resid",
-        "max_memory",
+        "max_memory", "gen_batch",
     ]
 
 

@@ -324,7 +324,7 @@ def gen_reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """The generated-text study written by one process (one torch thread, as each worker)."""
     import torch
 
-    from belieflens.run.generate import bind_run
+    from belieflens.run.batched import bind_run
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -351,20 +351,35 @@ class BeliefAttribution(Configured[BeliefAttributionParams], GeneratorBinding):
         return Episode(index=index, turns=turns, truth=truth)
 
     def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per item slot (:meth:`episodes`): the slot's episodes (two with
+        ``condition=both``, sharing the model's own answer), in order. Slots share nothing,
+        so those that generate may run together, their generations batched."""
+        k, count = len(self._conditions()), len(self._items)
+        perms: dict[int, np.ndarray] = {}
+        jobs = []
+        for slot in range(-(-n // k)):
+            block = slot // count
+            if block not in perms:
+                perms[block] = np.random.default_rng([seed, 2**31 + block]).permutation(count)
+            item = self._items[int(perms[block][slot % count])]
+            jobs.append(self._slot(slot, item, range(slot * k, min(n, (slot + 1) * k)), seed))
+        return jobs
+
+    def _conditions(self) -> tuple[Condition, ...]:
+        return ("self", "user") if self._params.condition == "both" else (self._params.condition,)
+
+    def _slot(self, slot: int, item: FactQuestion, indices: range,
+              seed: int) -> Iterator[Episode]:
+        """Episodes ``indices`` (consecutive), all of item slot ``slot``."""
         p = self._params
-        count = len(self._items)
-        conditions: tuple[Condition, ...] = (
-            ("self", "user") if p.condition == "both" else (p.condition,)
-        )
-        perm = np.arange(0)
-        block = -1
+        conditions = self._conditions()
         own: OwnAnswer | None = None
-        for i in range(n):
-            slot, c = divmod(i, len(conditions))
-            if slot // count != block:
-                block = slot // count
-                perm = np.random.default_rng([seed, 2**31 + block]).permutation(count)
-            item = self._items[int(perm[slot % count])]
+        for i in indices:
+            c = i % len(conditions)
             if p.protocol == "benchmark":
                 yield self.benchmark_episode(i, item, conditions[c], slot, seed)
                 continue

@@ -214,15 +214,25 @@ class DutchBook(Configured[DutchBookParams], GeneratorBinding):
         for block ``b``), a fresh one every ``len(scenarios)`` episodes; episode ``i``
         shuffles its questions (``order="shuffled"``) with ``default_rng([seed, i])``.
         """
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per episode (:meth:`episodes`): episodes share nothing, so those whose
+        answers are the model's may run together, their generations batched."""
         if self.requires_generator:
             require_generator("answers=model", self._generator, self.name)
         count = len(self._scenarios)
         perm = np.arange(0)
+        jobs = []
         for i in range(n):
             if i % count == 0:
                 perm = np.random.default_rng([seed, 2**31 + i // count]).permutation(count)
-            scenario = self._scenarios[int(perm[i % count])]
-            yield self._episode(i, scenario, np.random.default_rng([seed, i]), seed)
+            jobs.append(self._job(i, self._scenarios[int(perm[i % count])], seed))
+        return jobs
+
+    def _job(self, index: int, scenario: Scenario, seed: int) -> Iterator[Episode]:
+        yield self._episode(index, scenario, np.random.default_rng([seed, index]), seed)
 
     def _episode(
         self, index: int, scenario: Scenario, rng: np.random.Generator, seed: int = 0

@@ -136,6 +136,12 @@ class JudgmentEnvironment(Configured[JudgmentParams], SimulatorBinding):
         return self._episodes(n, seed)
 
     def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per episode (:meth:`episodes`): episodes share nothing, so those that
+        generate may run together, their generations batched."""
         p = self._params
         units = self.units(seed)
         generation = Generation(
@@ -145,20 +151,24 @@ class JudgmentEnvironment(Configured[JudgmentParams], SimulatorBinding):
             simulation=GenerationSettings(p.sim_temperature, p.sim_tokens),
             retries=p.sim_retries,
         )
-        for i in range(n):
-            case, style = units[i % len(units)]
-            yield build_episode(
-                self.TASK,
-                case,
-                index=i,
-                seed=seed,
-                style=style,
-                deliveries=p.deliveries,
-                max_segments=p.max_segments,
-                generation=generation,
-                env=self.name,
-                repeat=i // len(units),
-            )
+        return [self._job(i, seed, units, generation) for i in range(n)]
+
+    def _job(self, i: int, seed: int, units: list[tuple[Case, Style | None]],
+             generation: Generation) -> Iterator[Episode]:
+        p = self._params
+        case, style = units[i % len(units)]
+        yield build_episode(
+            self.TASK,
+            case,
+            index=i,
+            seed=seed,
+            style=style,
+            deliveries=p.deliveries,
+            max_segments=p.max_segments,
+            generation=generation,
+            env=self.name,
+            repeat=i // len(units),
+        )
 
 
 @dataclass(frozen=True)

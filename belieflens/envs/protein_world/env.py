@@ -473,10 +473,18 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         drawn from ``np.random.default_rng([seed, i div K, 1])`` (so the worlds, like the
         episodes, depend only on the seed and the index).
         """
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per episode (:meth:`episodes`): episodes share nothing but the world drawn
+        last (a cache), so those that generate may run together, their generations batched."""
         if self.requires_generator:
             require_generator(self._need(), self._generator, self.name)
-        for i in range(n):
-            yield self._episode(i, np.random.default_rng([seed, i]), seed)
+        return [self._job(i, seed) for i in range(n)]
+
+    def _job(self, index: int, seed: int) -> Iterator[Episode]:
+        yield self._episode(index, np.random.default_rng([seed, index]), seed)
 
     def _episode(self, index: int, rng: np.random.Generator, seed: int = 0) -> Episode:
         p = self._params

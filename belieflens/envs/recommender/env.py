@@ -224,8 +224,18 @@ class Recommender(Configured[RecommenderParams], GeneratorBinding):
         return self._episodes(n, seed)
 
     def _episodes(self, n: int, seed: int) -> Iterator[Episode]:
-        for i in range(n):
-            yield self._episode(i, seed, np.random.default_rng([seed, i]))
+        for job in self.episode_jobs(n, seed):
+            yield from job
+
+    def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
+        """One job per episode (:meth:`episodes`): episodes share nothing, so those whose
+        replies are generated may run together, their generations batched."""
+        if self.requires_generator:
+            require_generator("delivery multi-turn-self", self._generator, self.name)
+        return [self._job(i, seed) for i in range(n)]
+
+    def _job(self, index: int, seed: int) -> Iterator[Episode]:
+        yield self._episode(index, seed, np.random.default_rng([seed, index]))
 
     def _episode(self, index: int, seed: int, rng: np.random.Generator) -> Episode:
         p, w = self._params, self._world

@@ -15,8 +15,8 @@ from belieflens.envs.belief_attribution.report import (
     episode_revisions,
 )
 from belieflens.model.load import LoadedModel
+from belieflens.run.batched import bind_run
 from belieflens.run.extract import ExtractOptions, write_cache
-from belieflens.run.generate import bind_run
 from belieflens.run.generation_log import read_log
 
 
