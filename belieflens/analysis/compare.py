@@ -316,11 +316,11 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
              for n, c in zip(model_names(attrs), is_control, strict=True)]
     depth = depth_grid([int(a["_n_layers"]) for a in attrs])
     parts = []
-    for f, control in zip(paths, is_control, strict=True):
+    for f, a, control in zip(paths, attrs, is_control, strict=True):
+        of = control_of(str(a.get("env_name"))) if control else None
         ds = open_cache(f)
         try:
-            of = control_of(str(ds.attrs.get("env_name")))
-            if control and of is not None:
+            if of is not None:
                 part = _one_model(control_view(ds, study, of), depth, method=method,
                                   decoders=decoders, seed=seed)
                 parts.append(_each_delivery(part, study["_deliveries"]))

@@ -21,6 +21,7 @@ Examples:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from typing import TYPE_CHECKING
 

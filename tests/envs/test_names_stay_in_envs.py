@@ -8,8 +8,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import belieflens
 from belieflens import envs
+from belieflens.envs.registry import register
 
 PACKAGE = Path(belieflens.__file__).parent
 ALLOWED = ("envs", "train")
@@ -58,4 +61,7 @@ def test_the_scan_finds_a_name_in_code_and_not_in_a_docstring(tmp_path: Path) ->
 def test_every_environment_registers_itself_once() -> None:
     for name in envs.names():
         assert envs.environment_class(name).name == name
-    assert len(set(envs.names())) == len(envs.names())
+    taken = type("Impostor", (), {"name": "coin-flip"})
+    with pytest.raises(ValueError, match="taken"):
+        register(taken)
+    assert envs.environment_class("coin-flip").__name__ == "CoinFlip"  # unchanged
