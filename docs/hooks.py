@@ -133,6 +133,13 @@ def _example(name: str) -> str:
     return "\n".join(lines)
 
 
+def _reference(cls: Any) -> str:
+    """The dotted path of the object an environment's page shows: its class, or what a class
+    made at import names in its ``reference`` (a token process's environment: the process's
+    class, whose source mkdocstrings reads)."""
+    return str(getattr(cls, "reference", "") or f"{cls.__module__}.{cls.__qualname__}")
+
+
 def _env(name: str, *, summary: bool) -> str:
     from belieflens import envs
     from belieflens.api import environment
@@ -148,7 +155,7 @@ def _env(name: str, *, summary: bool) -> str:
         parts += ["", f"Prompt counts at the defaults (`belieflens envs` prints them): {counts}."]
     cls = envs.environment_class(name)
     parts += ["", "## An example read-out", "", _example(name), "", "## The class", "",
-              f"::: {cls.__module__}.{cls.__qualname__}",
+              f"::: {_reference(cls)}",
               "    options:", "      heading_level: 3", "      show_root_full_path: false",
               "      members: [episodes]"]
     return "\n".join(parts)

@@ -87,7 +87,7 @@ def target_of(ds: xr.Dataset, target: str | Target = "belief_state") -> Target:
     if target == "belief_state":
         if "belief_state" not in ds.variables:
             raise ParameterError("this file has no belief_state: extract a token-level "
-                                 "environment (coin-tokens, mess3, rrxor, z1r, hmm)")
+                                 "environment (a token process, which stores its belief)")
         return Target(np.asarray(ds["belief_state"].values, dtype=np.float64),
                       tuple(str(s) for s in np.asarray(ds["state_label"].values)), target)
     if target == "oracle":

@@ -3,8 +3,9 @@
 A token-level study (``belief_state[query, state]``, :mod:`belieflens.envs.tokens.env`) holds
 the exact belief over the process's hidden states at every read-out, and ``ds.bl.geometry``'s
 affine regression (:func:`~belieflens.analysis.geometry.ridge_fit`) reads it back from the
-residual. :func:`with_belief_reads` adds to a steering or patching result the variables that
-say which belief the edited residual implies, so that
+residual. :func:`with_belief_reads` adds to a result the variables that say which belief the
+edited residual implies (where its plan names how: :func:`steer_reads`, :func:`patch_reads`),
+so that
 :mod:`belieflens.analysis.belief_check` can compare the edited output with the oracle's
 next-token distribution for that belief:
 
@@ -25,6 +26,8 @@ next-token distribution for that belief:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
@@ -34,9 +37,12 @@ from belieflens.dims import FOLD, LAYER, OUTCOME, PAIR, QUERY, STATE
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import episode_folds
 from belieflens.interventions.readouts import StudyReadouts, oracle_mean, study_resid
-from belieflens.store.results import Kind
 
 F64 = NDArray[np.float64]
+
+BeliefReads = Callable[[xr.Dataset, "StudyReadouts", F64, list[int]], None]
+"""Adds an intervention's belief variables to its result ``(ds, study, beliefs, layers)``:
+:func:`steer_reads`, :func:`patch_reads`."""
 
 FOLDS = 5
 """Folds of whole episodes over which a patch study's reads are cross-fitted."""
@@ -57,7 +63,7 @@ def study_beliefs(study: StudyReadouts) -> F64:
         if "belief_state" not in ds.variables:
             raise ParameterError(
                 f"{study.path} has no belief_state: the belief direction and the belief check "
-                "need a token-level study (coin-tokens, mess3, rrxor, z1r, hmm)")
+                "need a token-level study (one that stores belief_state)")
         return np.asarray(ds["belief_state"].values, dtype=np.float64)
 
 
@@ -76,10 +82,11 @@ def state_emission(beliefs: F64, oracle: F64) -> tuple[F64, float]:
     return emission, float(np.abs(beliefs @ emission - oracle).max(initial=0.0))
 
 
-def with_belief_reads(ds: xr.Dataset, study: StudyReadouts, kind: Kind) -> xr.Dataset:
-    """``ds``, a result of ``kind`` on ``study``, with the module docstring's variables where
-    it is a steering or patching result and the study holds beliefs; else as it is."""
-    if kind not in ("intervention-steer", "intervention-patch") or not has_beliefs(study):
+def with_belief_reads(ds: xr.Dataset, study: StudyReadouts,
+                      reads: BeliefReads | None) -> xr.Dataset:
+    """``ds``, a result on ``study``, with the module docstring's variables where its plan
+    names ``reads`` and the study holds beliefs; else as it is."""
+    if reads is None or not has_beliefs(study):
         return ds
     beliefs = study_beliefs(study)
     n_out = int(np.asarray(study.table["n_outcome"].values).max())
@@ -90,14 +97,11 @@ def with_belief_reads(ds: xr.Dataset, study: StudyReadouts, kind: Kind) -> xr.Da
         "next-token distribution of each hidden state (least squares: oracle = belief @ E)")
     ds.attrs["emission_max_error"] = err
     layers = [int(v) for v in np.asarray(ds[LAYER].values)]
-    if kind == "intervention-steer":
-        _steer_reads(ds, study, beliefs, layers)
-    else:
-        _patch_reads(ds, study, beliefs, layers)
+    reads(ds, study, beliefs, layers)
     return ds
 
 
-def _steer_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
+def steer_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
     """The steering variables: the reads by each fold's map (fitted, as the directions were,
     on the other folds' read-outs that have an oracle) and the shifts per unit α."""
     rows = np.asarray(ds["study_query"].values, dtype=np.int64)
@@ -126,7 +130,7 @@ def _steer_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: lis
     ds["belief_shift"].attrs["description"] = "change of the read per unit alpha (steering)"
 
 
-def _patch_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
+def patch_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
     """The patching variables: every read-out's read by the map fitted without its episode."""
     groups = np.asarray(study.table["episode"].values)
     folds, k = episode_folds(groups, FOLDS, np.random.default_rng(SEED))

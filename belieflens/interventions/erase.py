@@ -45,6 +45,7 @@ from belieflens.interventions.directions import (
     leace,
     random_eraser,
 )
+from belieflens.interventions.erase_report import ERASE
 from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run_edited, with_answer
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.positions import (
@@ -68,7 +69,6 @@ from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run.rows import forward_rows
-from belieflens.store.results import Kind
 
 CHECK_BYTES = 256 * 2**20
 """Memory for the residuals of the per-position R² check of ``at="all"`` (clean and erased,
@@ -94,7 +94,7 @@ class EraseOptions:
         ((15,), 'answer')
     """
 
-    kind: ClassVar[Kind] = "intervention-erase"
+    kind: ClassVar[str] = ERASE.name
     need: ClassVar[tuple[str, ...]] = ("resid",)
 
     layers: tuple[int, ...] | None = None

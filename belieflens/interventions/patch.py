@@ -39,6 +39,7 @@ import xarray as xr
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
 from belieflens.errors import ParameterError, at_least
 from belieflens.interventions.align import align
+from belieflens.interventions.belief import patch_reads
 from belieflens.interventions.forward import RowBatch, clean_run, run_edited, run_replaced
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.pairs import (
@@ -50,10 +51,10 @@ from belieflens.interventions.pairs import (
     position_masks,
     same_length,
 )
+from belieflens.interventions.patch_report import PATCH
 from belieflens.interventions.readouts import Selection, StudyReadouts, with_table
 from belieflens.interventions.run import Plan
 from belieflens.model.load import LoadedModel
-from belieflens.store.results import Kind
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class PatchOptions:
         ((0, 15, 30), ('answer',), True)
     """
 
-    kind: ClassVar[Kind] = "intervention-patch"
+    kind: ClassVar[str] = PATCH.name
     need: ClassVar[tuple[str, ...]] = ()
 
     layers: tuple[int, ...] | None = None
@@ -106,7 +107,7 @@ class PatchOptions:
         settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
                         explicit_pairs=self.pairs is not None)
         return Plan(settings, lambda model, progress: patch_logprobs(
-            model, study, chosen, self, on_progress=progress))
+            model, study, chosen, self, on_progress=progress), patch_reads)
 
 
 def patch_logprobs(

@@ -25,7 +25,7 @@ from belieflens.interventions.readouts import StudyReadouts
 from belieflens.model.load import LoadedModel
 from belieflens.store import space
 from belieflens.store.provenance import git_commit
-from belieflens.store.results import KIND_ATTR, Kind
+from belieflens.store.results import KIND_ATTR
 
 
 def check_out(out: Path, overwrite: bool) -> None:
@@ -41,7 +41,7 @@ def check_out(out: Path, overwrite: bool) -> None:
         )
 
 
-def provenance(kind: Kind, study: StudyReadouts, model: LoadedModel, options: Mapping[str, Any]
+def provenance(kind: str, study: StudyReadouts, model: LoadedModel, options: Mapping[str, Any]
                ) -> dict[str, Any]:
     """Root attributes of a result file: what it is, from which study and model, how."""
     try:

@@ -21,12 +21,11 @@ from typing import Any, ClassVar, Protocol, TypedDict
 import xarray as xr
 
 from belieflens.errors import choice
-from belieflens.interventions.belief import with_belief_reads
+from belieflens.interventions.belief import BeliefReads, with_belief_reads
 from belieflens.interventions.model import layer_list, model_for
 from belieflens.interventions.readouts import Selection, StudyReadouts, check_model, read_study
 from belieflens.interventions.results import check_out, provenance, write_result
 from belieflens.model.load import LoadedModel, quiet_libraries
-from belieflens.store.results import Kind
 from belieflens.types import DEVICES, DeviceName
 
 OnProgress = Callable[[int, int], None]
@@ -35,18 +34,22 @@ OnProgress = Callable[[int, int], None]
 
 @dataclass(frozen=True)
 class Plan:
-    """An intervention ready to run on a checked study: ``compute`` on the loaded model, and
-    the ``settings`` recorded as the result's ``option_*`` attributes."""
+    """An intervention ready to run on a checked study: ``compute`` on the loaded model, the
+    ``settings`` recorded as the result's ``option_*`` attributes, and ``belief_reads``, what
+    it adds to its result on a study that holds beliefs
+    (:func:`~belieflens.interventions.belief.with_belief_reads`; ``None``: nothing)."""
 
     settings: Mapping[str, Any]
     compute: Callable[[LoadedModel, OnProgress | None], xr.Dataset]
+    belief_reads: BeliefReads | None = None
 
 
 class Intervention(Protocol):
     """An intervention's options record."""
 
-    kind: ClassVar[Kind]
-    """The ``kind`` attribute of its result file."""
+    kind: ClassVar[str]
+    """The ``kind`` attribute of its result file (registered with its report:
+    :class:`~belieflens.report.interventions.InterventionKind`)."""
     need: ClassVar[tuple[str, ...]]
     """Study variables it reads beyond :data:`~belieflens.interventions.readouts.NEEDED`."""
 
@@ -98,6 +101,6 @@ def intervene(
     check_model(st, loaded)
     layer_list(options.layers, loaded.info.n_layers)
     with quiet_libraries():
-        ds = with_belief_reads(plan.compute(loaded, on_progress), st, options.kind)
+        ds = with_belief_reads(plan.compute(loaded, on_progress), st, plan.belief_reads)
     ds.attrs.update(provenance(options.kind, st, loaded, plan.settings))
     return write_result(ds, path)

@@ -43,7 +43,7 @@ import xarray as xr
 
 from belieflens.dims import ALPHA, D_MODEL, FOLD, LAYER, OPTION, QUERY
 from belieflens.errors import ParameterError, at_least, choice
-from belieflens.interventions.belief import study_beliefs
+from belieflens.interventions.belief import steer_reads, study_beliefs
 from belieflens.interventions.directions import (
     Direction,
     belief_direction,
@@ -62,8 +62,8 @@ from belieflens.interventions.readouts import (
     with_table,
 )
 from belieflens.interventions.run import Plan
+from belieflens.interventions.steer_report import STEER
 from belieflens.model.load import LoadedModel
-from belieflens.store.results import Kind
 
 SteerAt = Literal["answer", "after-evidence"]
 """Positions the steering vector is added at."""
@@ -98,7 +98,7 @@ class SteerOptions:
         ((-2.0, 0.0, 2.0), 'answer', 'ridge')
     """
 
-    kind: ClassVar[Kind] = "intervention-steer"
+    kind: ClassVar[str] = STEER.name
     need: ClassVar[tuple[str, ...]] = ("resid",)
 
     layers: tuple[int, ...] | None = None
@@ -130,7 +130,7 @@ class SteerOptions:
                 raise ParameterError(f"--state = {self.state} is not allowed: the study's "
                                      f"process has hidden states 0..{n_state - 1}")
         return Plan({**asdict(self), **asdict(select)}, lambda model, progress: steer_logprobs(
-            model, study, rows, self, on_progress=progress))
+            model, study, rows, self, on_progress=progress), steer_reads)
 
 
 def fit_directions(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int],

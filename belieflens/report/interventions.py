@@ -1,136 +1,139 @@
-"""``belieflens analyze RESULT.h5`` for intervention files: tables, heatmaps, a report section.
+"""``belieflens analyze RESULT.h5`` for intervention files: tables, a figure, a report section.
 
-The numbers come from :mod:`belieflens.analysis.interventions` (their definitions are in its
-docstring); here they are printed, plotted and written as ``report.md``.
+Each kind of intervention registers how its result file is reported (:class:`InterventionKind`:
+its title, its numbers, their table, headline, figure and viewer data, and the paragraph that
+defines them) with :func:`register`, from its own module of :mod:`belieflens.interventions`;
+:func:`report` dispatches on the file's ``kind`` attribute through that registry and adds what
+every kind shares (provenance, the belief check, ``report.md`` and the interactive page). The
+numbers come from :mod:`belieflens.analysis.interventions` (their definitions are in its
+docstring, :func:`definition`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from belieflens.analysis import interventions as summaries
-from belieflens.analysis.interventions import (
-    erase_summary,
-    outcome_labels,
-    patch_beliefs,
-    patch_summary,
-    patch_transfer,
-    steer_curves,
-    steer_summary,
-)
-from belieflens.dims import LAYER, POSITIONS
+from belieflens.dims import LAYER
+from belieflens.errors import CacheFileError
 from belieflens.report.analysis import Analysis
 from belieflens.report.atomic import final, staged
 from belieflens.report.belief_check import belief_check_text
 from belieflens.report.figures import pyplot, save
-from belieflens.report.viewer import (
-    erase_payload,
-    intervention_page,
-    patch_payload,
-    steer_payload,
-)
+from belieflens.report.viewer import intervention_page
 from belieflens.store.results import open_result
 from belieflens.types import DebiasMethod
 
-
-def _patch_text(summ: xr.Dataset) -> str:
-    lines = ["belief transfer 1 - TVD(patched, source)/TVD(base, source), mean over turns "
-             "and pairs (1 = the base answers like the source)"]
-    sets = [str(s) for s in summ[POSITIONS].values]
-    for d in summ["delivery"].values:
-        for p in summ["probe"].values:
-            lines.append(f"  {p} ({d})")
-            lines.append("    layer " + "".join(f"{s:>10}" for s in sets))
-            tr = summ["transfer_mean"].sel(delivery=d, probe=p).mean("turn", skipna=True)
-            for la in summ[LAYER].values:
-                row = tr.sel(layer=la).values
-                lines.append(f"    {int(la):>5} " + "".join(f"{v:>10.3f}" for v in row))
-    return "\n".join(lines)
+Metrics = Mapping[str, xr.Dataset]
+"""A kind's numbers, by name (e.g. ``summary``): what its table, figure and page show."""
 
 
-def _alignment_text(ds: xr.Dataset) -> str:
-    """The pairs the role alignment gained in this study's environment, and the base
-    positions left without a counterpart ('' for a file without them)."""
-    if "pairs_gained" not in ds.attrs:
-        return ""
-    env = ", ".join(sorted({str(e) for e in np.asarray(ds["env"].values).tolist()})
-                    ) if "env" in ds.variables else "this study"
-    n = int(ds.sizes["pair"])
-    lost = int(ds["n_unaligned"].sum()) if "n_unaligned" in ds else 0
-    return (f"\n\npairs ({env}): {n}, of which {int(ds.attrs['pairs_gained'])} have contexts "
-            "of different lengths, aligned by role (answer position, evidence spans, shared "
-            f"template); base positions without a counterpart, never patched: {lost}")
+@dataclass(frozen=True)
+class InterventionKind:
+    """How ``belieflens analyze`` reports one kind of intervention result file.
+
+    Attributes:
+        name: the file's ``kind`` attribute (it starts with
+            :data:`~belieflens.store.results.KIND_PREFIX`), written once, here.
+        title: the report's title.
+        metrics: ``(ds, method) -> Metrics``: the numbers of the opened file.
+        text: ``(metrics, ds) -> str``: their table.
+        headline: ``(metrics) -> str``: the report's one-line headline.
+        plot: ``(metrics, out_dir) -> Path``: the figure written into ``out_dir``.
+        payload: ``(metrics, ds, method) -> dict``: the data of the interactive page
+            (:func:`belieflens.report.viewer.intervention_page`).
+        explanation: the paragraph under the table that defines the numbers.
+
+    Examples:
+        >>> sorted(k.title for k in kinds())
+        ['Concept erasure (LEACE)', 'Interchange patching', 'Steering along decoder directions']
+    """
+
+    name: str
+    title: str
+    metrics: Callable[[xr.Dataset, DebiasMethod], Metrics]
+    text: Callable[[Metrics, xr.Dataset], str]
+    headline: Callable[[Metrics], str]
+    plot: Callable[[Metrics, Path], Path]
+    payload: Callable[[Metrics, xr.Dataset, DebiasMethod], dict[str, Any]]
+    explanation: str
 
 
-def _patch_headline(summ: xr.Dataset) -> str:
-    """Where patching moves half of the belief: the first layer at the answer position and
-    the last layer at the evidence tokens (mean transfer over probes, deliveries, turns)."""
-    tr = summ["transfer_mean"].mean(("delivery", "probe", "turn"), skipna=True)
-    layers = [int(x) for x in tr[LAYER].values]
-    parts = []
-    for s, which, word in (("answer", 0, "first"), ("evidence", -1, "last")):
-        if s not in [str(x) for x in tr[POSITIONS].values]:
-            continue
-        vals = tr.sel({POSITIONS: s}).values
-        hits = [la for la, v in zip(layers, vals, strict=True) if np.isfinite(v) and v >= 0.5]
-        where = f"layer {hits[which]}" if hits else "no layer"
-        parts.append(f"{s} position(s): {word} layer with transfer >= 0.5: {where}")
-    return "; ".join(parts) or f"largest mean belief transfer: {_best(tr)}"
+REGISTRY: dict[str, InterventionKind] = {}
+"""``kind`` attribute -> how it is reported, in the order the kinds registered."""
 
 
-def _patch_heatmap(summ: xr.Dataset, out: Path) -> Path:
-    plt = pyplot()
-    panels = [(str(d), str(p), str(s)) for d in summ["delivery"].values
-              for p in summ["probe"].values for s in summ[POSITIONS].values]
-    cols = summ.sizes[POSITIONS]
-    rows = max(1, len(panels) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
-    im = None
-    for ax, (d, p, s) in zip(axes.flat, panels, strict=False):
-        grid = summ["transfer_mean"].sel(delivery=d, probe=p, positions=s).transpose(LAYER,
-                                                                                      "turn")
-        turns = grid["turn"].values
-        im = ax.imshow(grid.values, aspect="auto", origin="lower", vmin=0, vmax=1,
-                       cmap="magma", extent=(float(turns.min()) - 0.5,
-                                             float(turns.max()) + 0.5, -0.5,
-                                             grid.sizes[LAYER] - 0.5))
-        ax.set_title(f"{p} ({d}): patch {s}", fontsize=9)
-        ax.set_xticks(turns)
-        layers = grid[LAYER].values
-        step = max(1, len(layers) // 8)
-        ax.set_yticks(range(0, len(layers), step), [str(x) for x in layers[::step]])
-        ax.set_xlabel("turn")
-        if s == panels[0][2]:
-            ax.set_ylabel("layer (0 = embeddings)")
-    if im is not None:
-        fig.colorbar(im, ax=axes.ravel().tolist(), label="belief transfer")
-    fig.suptitle("Interchange patching: how much of the source's belief moves into the base")
-    return save(fig, out)
+def register(kind: InterventionKind) -> InterventionKind:
+    """Register ``kind`` under its ``name`` and return it; a second kind under a name already
+    taken raises ``ValueError``."""
+    known = REGISTRY.get(kind.name)
+    if known is not None and known is not kind:
+        raise ValueError(f"intervention kind {kind.name!r} is taken by {known.title!r}")
+    REGISTRY[kind.name] = kind
+    return kind
 
 
-def _steer_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
-    at = ("every position after the evidence" if ds.attrs.get("at") == "after-evidence"
-          else "the answer position")
-    lines = ["slope of the debiased belief's point estimate per unit alpha (alpha in SDs of "
-             f"the residuals along the decoder direction, added at {at}), mean ± SEM over "
-             "instances"]
-    for d in summ["delivery"].values:
-        for p in summ["probe"].values:
-            lines.append(f"  {p} ({d})")
-            lines.append("    layer decoder R2        slope   control slope  selectivity")
-            for la in summ[LAYER].values:
-                s = summ.sel(delivery=d, probe=p, layer=la)
-                r2 = float(ds["decoder_r2"].sel(layer=la))
-                lines.append(
-                    f"    {int(la):>5} {r2:>10.3f} {float(s['slope_mean']):>+8.4f}±"
-                    f"{float(s['slope_sem']):.4f} {float(s['control_slope_mean']):>+8.4f}±"
-                    f"{float(s['control_slope_sem']):.4f} {float(s['selectivity_mean']):>+9.4f}")
-    return "\n".join(lines)
+def kinds() -> list[InterventionKind]:
+    """Every registered kind, in registration order."""
+    return list(REGISTRY.values())
+
+
+def kind_of(ds: xr.Dataset, path: str | Path) -> InterventionKind:
+    """The registered kind of the opened result file ``ds`` (read from ``path``); a kind no
+    module registered is one line (:class:`CacheFileError`)."""
+    name = str(ds.attrs.get("kind", ""))
+    if name not in REGISTRY:
+        raise CacheFileError(f"{path}: no report for intervention kind {name!r} (known: "
+                             + ", ".join(REGISTRY) + ")")
+    return REGISTRY[name]
+
+
+def definition(word: str) -> str:
+    """The paragraph of :mod:`belieflens.analysis.interventions`' docstring that defines the
+    numbers of ``word`` (its ``- **word**`` item), folded onto one line."""
+    doc = summaries.__doc__ or ""
+    start = doc.find(f"- **{word}**")
+    end = doc.find("\n- **", start + 1)
+    return " ".join(doc[start + 2 : end if end > 0 else None].split())
+
+
+def summarised(summary: Callable[..., xr.Dataset]
+               ) -> Callable[[xr.Dataset, DebiasMethod], Metrics]:
+    """The ``metrics`` of a kind whose numbers are one summary, ``summary(ds, method=...)``
+    (under the name ``summary``)."""
+
+    def metrics(ds: xr.Dataset, method: DebiasMethod) -> Metrics:
+        return {"summary": summary(ds, method=method)}
+
+    return metrics
+
+
+def best(da: xr.DataArray) -> str:
+    """``'<value> at <coords>'`` for the largest finite value of ``da``."""
+    vals = np.asarray(da.values, dtype=np.float64)
+    if not np.isfinite(vals).any():
+        return "n/a (no finite values)"
+    idx = np.unravel_index(int(np.nanargmax(vals)), vals.shape)
+    where = ", ".join(f"{d} {da[d].values[i]}" for d, i in zip(da.dims, idx, strict=True))
+    return f"{vals[idx]:.3f} at {where}"
+
+
+def layer_plot(file: str, series: tuple[tuple[str, str], ...], ylabel: str,
+               title: str) -> Callable[[Metrics, Path], Path]:
+    """The ``plot`` of a kind whose figure is its ``summary``'s ``series`` (variable stem,
+    label) per layer, mean ± SEM, one panel per (delivery, probe), written as ``file``."""
+
+    def plot(metrics: Metrics, out: Path) -> Path:
+        return _layer_lines(metrics["summary"], out / file, series, ylabel, title)
+
+    return plot
 
 
 def _layer_lines(summ: xr.Dataset, out: Path, series: tuple[tuple[str, str], ...],
@@ -157,137 +160,42 @@ def _layer_lines(summ: xr.Dataset, out: Path, series: tuple[tuple[str, str], ...
     return save(fig, out, tight=True)
 
 
-def _steer_plot(summ: xr.Dataset, out: Path) -> Path:
-    return _layer_lines(
-        summ, out, (("slope", "decoder direction"), ("control_slope", "random direction")),
-        "d belief mean / d alpha",
-        "Steering: slope of the output belief along the decoder direction vs control")
-
-
-def _erase_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
-    lines = ["movement toward the prior 1 - TVD(erased, prior)/TVD(clean, prior) (the prior: "
-             "the model's own belief at turn 0), mean ± SEM over instances after turn 0"]
-    for d in summ["delivery"].values:
-        for p in summ["probe"].values:
-            lines.append(f"  {p} ({d})")
-            lines.append("    layer  R2 clean  R2 erased      LEACE          random   "
-                         "TVD(erased, clean)")
-            for la in summ[LAYER].values:
-                s = summ.sel(delivery=d, probe=p, layer=la)
-                lines.append(
-                    f"    {int(la):>5} {float(ds['decoder_r2_clean'].sel(layer=la)):>9.3f} "
-                    f"{float(ds['decoder_r2_erased'].sel(layer=la)):>10.3f} "
-                    f"{float(s['toward_prior_mean']):>+7.3f}±{float(s['toward_prior_sem']):.3f} "
-                    f"{float(s['control_toward_prior_mean']):>+7.3f}±"
-                    f"{float(s['control_toward_prior_sem']):.3f} "
-                    f"{float(s['tvd_erased_clean_mean']):>10.4f}")
-    if "decoder_r2_erased_max" in ds:
-        lines.append(f"  every position ({ds.attrs.get('decoder_r2_positions', '')}): largest "
-                     "held-out decoder R² at one position role, clean -> after the erasers "
-                     "applied")
-        lines += [f"    {int(la):>5} {float(ds['decoder_r2_clean_max'].sel(layer=la)):>9.3f} "
-                  f"{float(ds['decoder_r2_erased_max'].sel(layer=la)):>10.3f}"
-                  for la in ds[LAYER].values]
-    return "\n".join(lines)
-
-
-def _erase_plot(summ: xr.Dataset, out: Path) -> Path:
-    return _layer_lines(
-        summ, out, (("toward_prior", "LEACE"), ("control_toward_prior", "random")),
-        "movement toward the prior",
-        "Erasure: how far the output belief falls back to the prior")
-
-
-_TITLES = {
-    "intervention-patch": "Interchange patching",
-    "intervention-steer": "Steering along decoder directions",
-    "intervention-erase": "Concept erasure (LEACE)",
-}
-
-
 def report(path: str | Path, out_dir: str | Path | None = None, *,
            method: DebiasMethod = "geometric", html: bool = True) -> Analysis:
-    """Analyse an intervention result file: tables (``text``), and with ``out_dir`` a heatmap
-    or layer plot, ``report.md`` holding the section and, with ``html``, the interactive
+    """Analyse an intervention result file: tables (``text``), and with ``out_dir`` its
+    kind's figure, ``report.md`` holding the section and, with ``html``, the interactive
     page ``intervention.html`` (:func:`belieflens.report.viewer.intervention_page`), written
     into a folder beside ``out_dir`` and moved into place once whole
     (:func:`belieflens.report.atomic.staged`): a failed run leaves the previous report."""
     ds = open_result(path)
+    kind = kind_of(ds, path)
     with staged(Path(out_dir) if out_dir is not None else None) as stage:
-        done = _report(ds, stage.folder if stage is not None else None, method=method,
+        done = _report(ds, kind, stage.folder if stage is not None else None, method=method,
                        html=html)
     return dataclasses.replace(done, files=final(stage, done.files))
 
 
-def _report(ds: xr.Dataset, out: Path | None, *, method: DebiasMethod,
-            html: bool) -> Analysis:
-    """:func:`report` of the opened result ``ds``, its files written into ``out``."""
-    kind = str(ds.attrs["kind"])
-    files: list[Path] = []
-    page = out is not None and html
-    data: dict[str, object] = {}
-    if kind == "intervention-patch":
-        beliefs = patch_beliefs(ds, method=method)
-        per_pair = patch_transfer(ds, method=method, beliefs=beliefs)
-        summ = patch_summary(per_pair)
-        body = _patch_text(summ) + _alignment_text(ds)
-        headline = _patch_headline(summ)
-        if out is not None:
-            files.append(_patch_heatmap(summ, out / "patch_transfer.png"))
-        data = patch_payload(summ, beliefs, per_pair, outcome_labels(ds)) if page else {}
-    elif kind == "intervention-steer":
-        summ = steer_summary(ds, method=method)
-        body = _steer_text(summ, ds)
-        sel = summ["selectivity_mean"].mean(("delivery", "probe"), skipna=True)
-        headline = f"most selective steering layer: {_best(sel)}"
-        if out is not None:
-            files.append(_steer_plot(summ, out / "steer_slopes.png"))
-        data = steer_payload(summ, steer_curves(ds, method=method)) if page else {}
-    else:
-        summ = erase_summary(ds, method=method)
-        body = _erase_text(summ, ds)
-        tp = (summ["toward_prior_mean"] - summ["control_toward_prior_mean"]).mean(
-            ("delivery", "probe"), skipna=True)
-        headline = f"largest movement toward the prior beyond the random control: {_best(tp)}"
-        if out is not None:
-            files.append(_erase_plot(summ, out / "erase_prior.png"))
-        data = erase_payload(summ) if page else {}
+def _report(ds: xr.Dataset, kind: InterventionKind, out: Path | None, *,
+            method: DebiasMethod, html: bool) -> Analysis:
+    """:func:`report` of the opened result ``ds`` of ``kind``, its files written into
+    ``out``."""
+    metrics = kind.metrics(ds, method)
+    body = kind.text(metrics, ds)
+    headline = kind.headline(metrics)
+    files = [kind.plot(metrics, out)] if out is not None else []
+    data = kind.payload(metrics, ds, method) if out is not None and html else {}
     body += belief_check_text(ds)
-    title = _TITLES[kind]
     prov = (f"model {ds.attrs.get('model_id')} | study {ds.attrs.get('study_path')} "
             f"(fingerprint {str(ds.attrs.get('study_fingerprint'))[:12]}) | debias {method}")
-    text = f"== {title} ==\n{prov}\n\n{body}\n\n{headline}\n"
+    text = f"== {kind.title} ==\n{prov}\n\n{body}\n\n{headline}\n"
     if out is not None:
         md = out / "report.md"
         pics = "".join(f"\n![{f.stem}]({f.name})\n" for f in files)
-        md.write_text(f"# belieflens: {title.lower()}\n\n{prov}\n\n**Headline:** {headline}\n"
-                      f"{pics}\n```\n{body}\n```\n\n{_explain(kind)}\n")
+        md.write_text(f"# belieflens: {kind.title.lower()}\n\n{prov}\n\n**Headline:** "
+                      f"{headline}\n{pics}\n```\n{body}\n```\n\n{kind.explanation}\n")
         files.append(md)
     if out is not None and html:
-        files.append(intervention_page(kind, title, prov, headline, f"{body}\n\n{_explain(kind)}",
-                                       data, out / "intervention.html").path)
+        files.append(intervention_page(kind.name, kind.title, prov, headline,
+                                       f"{body}\n\n{kind.explanation}", data,
+                                       out / "intervention.html").path)
     return Analysis(text=text, headline=headline, files=tuple(files))
-
-
-def _best(da: xr.DataArray) -> str:
-    """``'<value> at <coords>'`` for the largest finite value of ``da``."""
-    vals = np.asarray(da.values, dtype=np.float64)
-    if not np.isfinite(vals).any():
-        return "n/a (no finite values)"
-    idx = np.unravel_index(int(np.nanargmax(vals)), vals.shape)
-    where = ", ".join(f"{d} {da[d].values[i]}" for d, i in zip(da.dims, idx, strict=True))
-    return f"{vals[idx]:.3f} at {where}"
-
-
-def _explain(kind: str) -> str:
-    doc = summaries.__doc__ or ""
-    marker = {"intervention-patch": "- **patch**", "intervention-steer": "- **steer**",
-              "intervention-erase": "- **erase**"}[kind]
-    start = doc.find(marker)
-    end = doc.find("\n- **", start + 1)
-    return " ".join(doc[start + 2 : end if end > 0 else None].split())
-
-
-def sections(names: Sequence[str]) -> list[str]:
-    """The report titles of result kinds ``names`` (for listings)."""
-    return [_TITLES[n] for n in names if n in _TITLES]

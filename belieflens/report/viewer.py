@@ -43,6 +43,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.dims import EPISODE
+from belieflens.store.results import KIND_PREFIX
 
 EMBED_BUDGET = 8_000_000
 """Bytes of encoded per-episode slices a page embeds; above it they are written beside it."""
@@ -316,7 +317,7 @@ def intervention_page(kind: str, title: str, prov: str, headline: str, body: str
                       data: Mapping[str, Any], path: Path) -> Page:
     """Write the page of an intervention result (``kind`` its ``kind`` attribute; ``data``
     one of :func:`patch_payload`, :func:`steer_payload`, :func:`erase_payload`)."""
-    payload = {"kind": kind.removeprefix("intervention-"), "title": f"belieflens: {title}",
+    payload = {"kind": kind.removeprefix(KIND_PREFIX), "title": f"belieflens: {title}",
                "provenance": prov, "headline": headline, "note": "", "body": body, **data}
     write_page(path, payload, str(payload["title"]))
     return Page(path, (), "")

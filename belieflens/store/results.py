@@ -1,25 +1,25 @@
 """Intervention result files, read side: which kind a file is, and opening one checked.
 
 A result file (written by :mod:`belieflens.interventions`) is HDF5 in a netCDF layout that
-opens with plain xarray; its root attribute ``kind`` says which intervention wrote it
-(:data:`KINDS`).
+opens with plain xarray; its root attribute ``kind`` says which intervention wrote it: a name
+that starts with :data:`KIND_PREFIX`, which the intervention registers with its report
+(:mod:`belieflens.report.interventions`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, get_args
 
 import numpy as np
 import xarray as xr
 
 from belieflens.errors import CacheFileError
 
-Kind = Literal["intervention-patch", "intervention-steer", "intervention-erase"]
-"""The ``kind`` attribute of a result file."""
-
-KINDS: tuple[Kind, ...] = get_args(Kind)
 KIND_ATTR = "kind"
+"""The root attribute that names the intervention a result file holds."""
+
+KIND_PREFIX = "intervention-"
+"""How every intervention's ``kind`` begins: the mark of a result file."""
 
 FORMER_NAMES: dict[str, str] = {
     "probe_r2": "decoder_r2",
@@ -49,11 +49,12 @@ def result_kind(path: str | Path) -> str:
 
 
 def is_result(path: str | Path) -> bool:
-    """Whether ``path`` is an intervention result file (its ``kind`` is one of :data:`KINDS`)."""
-    return result_kind(path) in KINDS
+    """Whether ``path`` is an intervention result file (its ``kind`` starts with
+    :data:`KIND_PREFIX`)."""
+    return result_kind(path).startswith(KIND_PREFIX)
 
 
-def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
+def open_result(path: str | Path, kind: str | None = None) -> xr.Dataset:
     """Open a result file (loaded in memory), or one line if it is not one (of ``kind``).
 
     Variables under a former name (:data:`FORMER_NAMES`) are renamed to the current one."""
@@ -61,7 +62,7 @@ def open_result(path: str | Path, kind: Kind | None = None) -> xr.Dataset:
     if not p.is_file():
         raise CacheFileError(f"no such result file: {p}")
     found = result_kind(p)
-    if found not in KINDS or (kind is not None and found != kind):
+    if not found.startswith(KIND_PREFIX) or (kind is not None and found != kind):
         want = kind or "an intervention result"
         raise CacheFileError(f"{p} is not {want} file (kind {found!r})")
     try:

@@ -14,9 +14,9 @@ enumerated sequence).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 from jaxtyping import Float, Int
@@ -98,7 +98,8 @@ class Enumeration:
 class TokenProcess(Protocol):
     """A token-level generative process with exact oracles at every position.
 
-    ``name`` is the process's kebab-case name; ``params`` its validated parameter
+    ``name`` is the process's kebab-case name (given by :func:`token_process`); ``params`` its
+    validated parameter
     dataclass; ``symbols`` the label of each symbol id; ``states`` the label of each
     belief coordinate (a hidden state, or a bin of the coin's bias); ``length`` the default
     number of tokens of a sequence.
@@ -203,3 +204,47 @@ def check_draw_args(n: int, seed: int, start: int) -> None:
     check_int("n", n, 0, 1 << 40)
     check_int("seed", seed, 0, (1 << 63) - 1)
     check_int("start", start, 0, 1 << 40)
+
+
+class ProcessClass(Protocol):
+    """What the process registry needs of a process class: its ``name`` (set by
+    :func:`token_process`), its ``Params`` dataclass (fields carry ``help`` metadata), its
+    docstring (the summary of its environment) and ``Class(params)``."""
+
+    name: str
+    Params: type[Any]
+    __name__: str
+
+    def __call__(self, params: Any) -> TokenProcess:
+        """Build the process from validated parameters."""
+        ...
+
+
+PROCESSES: dict[str, ProcessClass] = {}
+"""name -> process class, in the order the classes registered (modules in alphabetical order,
+classes as each module defines them): :mod:`belieflens.envs.tokens.process` reads it."""
+
+P = TypeVar("P", bound=type[Any])
+
+
+def token_process(name: str) -> Callable[[P], P]:
+    """Class decorator: register a process class under ``name``, the one place its name is
+    written (it becomes the class's ``name``, and the name of its environment,
+    :mod:`belieflens.envs.tokens.env`); a second class under a name already taken raises
+    ``ValueError``.
+
+    Examples:
+        >>> from belieflens.envs.tokens.base import PROCESSES
+        >>> PROCESSES["mess3"].__name__
+        'Mess3'
+    """
+
+    def register(cls: P) -> P:
+        known: object = PROCESSES.get(name)
+        if known is not None and known is not cls:
+            raise ValueError(f"token process name {name!r} is taken by {known!r}")
+        cls.name = name
+        PROCESSES[name] = cast(ProcessClass, cls)
+        return cls
+
+    return register

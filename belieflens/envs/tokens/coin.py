@@ -27,7 +27,9 @@ from belieflens.envs.tokens.base import (
     check_int,
     entropy,
     episode_rng,
+    token_process,
 )
+from belieflens.episodes.capabilities import ControlOf
 from belieflens.episodes.params import param
 from belieflens.errors import ParameterError
 
@@ -54,11 +56,26 @@ class CoinTokensParams:
         check_int("bins", self.bins, 2, 1000)
 
 
+@token_process("coin-tokens")
 class CoinTokens:
-    """Beta-Bernoulli flips with the exact posterior at every position (see module doc)."""
+    """Coin flips as tokens (``H``, ``T``): the token form of ``coin-flip``, a Beta(a, b)
+    bias and i.i.d. flips; the belief is the posterior over the bias in ``bins`` bins.
 
-    name = "coin-tokens"
+    The positive control of the headline study: a model that updates like the Bayesian
+    predicts the next flip with the posterior mean (:mod:`belieflens.envs.tokens.env` for the
+    read-outs). Beta-Bernoulli flips with the exact posterior at every position (module
+    docstring).
+
+    Examples:
+        >>> env = belieflens.envs.get("coin-tokens", length=3)
+        >>> next(env.episodes(1, seed=0)).turns[0].probes[0].oracle   # the prior's predictive
+        (0.5, 0.5)
+    """
+
+    name: str
     Params: ClassVar[type[CoinTokensParams]] = CoinTokensParams
+    control_of: ClassVar[ControlOf] = ControlOf("coin-flip", {"next-token": "next-flip"})
+    """Its environment is the positive control of ``coin-flip``'s next-flip probe."""
 
     def __init__(self, params: CoinTokensParams) -> None:
         self._params = params

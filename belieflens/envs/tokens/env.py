@@ -10,6 +10,9 @@ previous one in the cache's radix tree. The exact belief over the hidden states 
 ``coin-tokens``: the posterior mass of each bin of the bias) rides on the probe and is stored
 as ``belief_state[query, state]``.
 
+Every process registered in :mod:`belieflens.envs.tokens.process` is an environment of the
+same name, with its parameters and its docstring (:func:`environment_of`).
+
 Examples:
     >>> env = belieflens.envs.get("mess3", length=4)
     >>> episode = next(env.episodes(1, seed=0))
@@ -25,9 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from belieflens.envs.registry import register
-from belieflens.envs.tokens.coin import CoinTokensParams
-from belieflens.envs.tokens.named import HMMFileParams, Mess3Params, RRXORParams, Z1RParams
-from belieflens.envs.tokens.process import TokenProcess, get, param_values
+from belieflens.envs.tokens.process import PROCESSES, ProcessClass, TokenProcess
 from belieflens.envs.tokens.report import SECTIONS, targets
 from belieflens.episodes.base import Episode, Probe, Query, Turn
 from belieflens.episodes.capabilities import ControlOf
@@ -41,11 +42,13 @@ CHUNK = 4096
 
 
 class TokenEnvironment:
-    """A token-level process as an environment (module docstring); subclasses name the
-    process and its parameter record."""
+    """A token-level process as an environment (module docstring); each registered process
+    has its subclass, made by :func:`environment_of`."""
 
     name: ClassVar[str]
     Params: ClassVar[type[Any]]
+    process_class: ClassVar[ProcessClass]
+    """The process's registered class."""
     sections: ClassVar[tuple[SectionFn, ...]] = SECTIONS
     """Sections of ``belieflens analyze`` for token-level environments."""
     readout_targets = staticmethod(targets)
@@ -53,7 +56,7 @@ class TokenEnvironment:
 
     def __init__(self, params: Any) -> None:
         self._params = params
-        self.process: TokenProcess = get(self.name, **param_values(params))
+        self.process: TokenProcess = self.process_class(params)
 
     @property
     def params(self) -> Any:
@@ -89,76 +92,27 @@ class TokenEnvironment:
         return Episode(index=index, turns=tuple(turns), truth=truth)
 
 
-@register
-class CoinTokensEnv(TokenEnvironment):
-    """Coin flips as tokens (``H``, ``T``): the token form of ``coin-flip``, a Beta(a, b)
-    bias and i.i.d. flips; the belief is the posterior over the bias in ``bins`` bins.
-
-    The positive control of the headline study: a model that updates like the Bayesian
-    predicts the next flip with the posterior mean (module docstring for the read-outs).
-
-    Examples:
-        >>> env = belieflens.envs.get("coin-tokens", length=3)
-        >>> next(env.episodes(1, seed=0)).turns[0].probes[0].oracle   # the prior's predictive
-        (0.5, 0.5)
-    """
-
-    name = "coin-tokens"
-    Params = CoinTokensParams
-    control_of = ControlOf("coin-flip", {"next-token": "next-flip"})
-
-
-@register
-class Mess3Env(TokenEnvironment):
-    """Mess3 (x, alpha): a 3-state hidden Markov process whose beliefs form a fractal in the
-    2-simplex (Shai et al., NeurIPS 2024); symbols 0, 1, 2, states A, B, C.
-
-    Examples:
-        >>> belieflens.envs.get("mess3").process.states
-        ('A', 'B', 'C')
-    """
-
-    name = "mess3"
-    Params = Mess3Params
+def environment_of(process: ProcessClass) -> type[TokenEnvironment]:
+    """The environment of a registered process, registered under the process's name: a
+    :class:`TokenEnvironment` named ``<Process>Env`` with the process's ``Params``, its
+    docstring (summary, examples) and any capability the process class declares
+    (``control_of``: :class:`~belieflens.episodes.capabilities.ControlOf`); its reference
+    page shows the process class (``reference``)."""
+    attrs: dict[str, Any] = {
+        "name": process.name, "Params": process.Params, "process_class": process,
+        "__doc__": process.__doc__, "__module__": __name__,
+        "__qualname__": f"{process.__name__}Env",
+        "reference": f"{process.__module__}.{getattr(process, '__qualname__', process.__name__)}",
+    }
+    control = getattr(process, "control_of", None)
+    if isinstance(control, ControlOf):
+        attrs["control_of"] = control
+    env: type[TokenEnvironment] = register(type(attrs["__qualname__"], (TokenEnvironment,),
+                                                attrs))
+    return env
 
 
-@register
-class RRXOREnv(TokenEnvironment):
-    """RRXOR: two random bits then their XOR; beliefs over its 5 states are spread across
-    layers and are not a function of the next-token prediction (Shai et al.).
-
-    Examples:
-        >>> len(belieflens.envs.get("rrxor").process.states)
-        5
-    """
-
-    name = "rrxor"
-    Params = RRXORParams
-
-
-@register
-class Z1REnv(TokenEnvironment):
-    """Zero-one-random: ``0``, ``1``, then a random bit; beliefs over its 3 states.
-
-    Examples:
-        >>> belieflens.envs.get("z1r").process.symbols
-        ('0', '1')
-    """
-
-    name = "z1r"
-    Params = Z1RParams
-
-
-@register
-class HMMEnv(TokenEnvironment):
-    """A hidden Markov process read from a file: a transition tensor ``T[token, from, to]``
-    (``.npz`` or JSON); sequences start from the stationary distribution. Without ``path``,
-    the packaged golden-mean process.
-
-    Examples:
-        >>> belieflens.envs.get("hmm").process.states   # the golden-mean example
-        ('A', 'B')
-    """
-
-    name = "hmm"
-    Params = HMMFileParams
+ENVIRONMENTS: dict[str, type[TokenEnvironment]] = {
+    name: environment_of(process) for name, process in PROCESSES.items()}
+"""The environment of every registered process, by name (each also a name of this module)."""
+globals().update({env.__name__: env for env in ENVIRONMENTS.values()})

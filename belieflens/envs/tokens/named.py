@@ -21,6 +21,7 @@ from belieflens.envs.tokens.base import (
     MixedStates,
     check_float,
     check_int,
+    token_process,
 )
 from belieflens.envs.tokens.hmm import HMM
 from belieflens.episodes.params import bad, param
@@ -74,12 +75,14 @@ def z1r_tensor(p: float) -> Float[np.ndarray, "symbol state state"]:
 class HMMProcess:
     """A token-level process backed by an :class:`HMM`, with the :class:`~.base.TokenProcess`
     interface. Beliefs are over the hidden states; sequences start from the stationary
-    distribution."""
+    distribution. Each subclass registers itself with :func:`~.base.token_process`, which
+    gives it its ``name``."""
 
-    name: str = "hmm"
+    name: str
 
-    def __init__(self, name: str, params: Any, hmm: HMM, symbols: tuple[str, ...],
+    def __init__(self, params: Any, hmm: HMM, symbols: tuple[str, ...],
                  states: tuple[str, ...], length: int) -> None:
+        name = self.name
         if len(symbols) != hmm.vocab:
             raise ParameterError(
                 f"process {name!r} has {hmm.vocab} symbols but {len(symbols)} symbol labels"
@@ -94,7 +97,6 @@ class HMMProcess:
                 f"process {name!r}: symbol labels must be distinct non-empty words without "
                 f"spaces, got {list(symbols)}"
             )
-        self.name = name
         self._params = params
         self._hmm = hmm
         self._symbols = symbols
@@ -239,35 +241,57 @@ class HMMFileParams:
         _check_length(self.length)
 
 
+@token_process("mess3")
 class Mess3(HMMProcess):
-    """Mess3 (Marzen & Crutchfield): a non-unifilar 3-state process whose mixed states form
-    a fractal in the 2-simplex."""
+    """Mess3 (x, alpha): a 3-state hidden Markov process whose beliefs form a fractal in the
+    2-simplex (Shai et al., NeurIPS 2024); symbols 0, 1, 2, states A, B, C.
+
+    Mess3 (Marzen & Crutchfield) is non-unifilar: its mixed states form the fractal.
+
+    Examples:
+        >>> belieflens.envs.get("mess3").process.states
+        ('A', 'B', 'C')
+    """
 
     Params: ClassVar[type[Mess3Params]] = Mess3Params
 
     def __init__(self, params: Mess3Params) -> None:
-        super().__init__("mess3", params, HMM(mess3_tensor(params.x, params.alpha)),
+        super().__init__(params, HMM(mess3_tensor(params.x, params.alpha)),
                          ("0", "1", "2"), ("A", "B", "C"), params.length)
 
 
+@token_process("rrxor")
 class RRXOR(HMMProcess):
-    """Random-random-XOR: two random bits then their XOR; its beliefs are not a function of
-    the next-token prediction."""
+    """RRXOR: two random bits then their XOR; beliefs over its 5 states are spread across
+    layers and are not a function of the next-token prediction (Shai et al.).
+
+    Examples:
+        >>> len(belieflens.envs.get("rrxor").process.states)
+        5
+    """
 
     Params: ClassVar[type[RRXORParams]] = RRXORParams
 
     def __init__(self, params: RRXORParams) -> None:
-        super().__init__("rrxor", params, HMM(rrxor_tensor(params.p1, params.p2)),
+        super().__init__(params, HMM(rrxor_tensor(params.p1, params.p2)),
                          ("0", "1"), ("S", "0", "1", "T", "F"), params.length)
 
 
+@token_process("z1r")
 class Z1R(HMMProcess):
-    """Zero-one-random: the periodic ``0, 1, random`` process."""
+    """Zero-one-random: ``0``, ``1``, then a random bit; beliefs over its 3 states.
+
+    The periodic ``0, 1, random`` process.
+
+    Examples:
+        >>> belieflens.envs.get("z1r").process.symbols
+        ('0', '1')
+    """
 
     Params: ClassVar[type[Z1RParams]] = Z1RParams
 
     def __init__(self, params: Z1RParams) -> None:
-        super().__init__("z1r", params, HMM(z1r_tensor(params.p)), ("0", "1"),
+        super().__init__(params, HMM(z1r_tensor(params.p)), ("0", "1"),
                          ("0", "1", "R"), params.length)
 
 
@@ -275,8 +299,16 @@ EXAMPLE_HMM = Path(__file__).resolve().parents[2] / "data" / "hmm" / "golden-mea
 """``hmm``'s default file: the golden-mean process (no two 0s in a row), 2 states."""
 
 
+@token_process("hmm")
 class HMMFile(HMMProcess):
-    """A hidden Markov process read from a user file of ``T[token, from, to]``."""
+    """A hidden Markov process read from a file: a transition tensor ``T[token, from, to]``
+    (``.npz`` or JSON); sequences start from the stationary distribution. Without ``path``,
+    the packaged golden-mean process.
+
+    Examples:
+        >>> belieflens.envs.get("hmm").process.states   # the golden-mean example
+        ('A', 'B')
+    """
 
     Params: ClassVar[type[HMMFileParams]] = HMMFileParams
 
@@ -289,7 +321,7 @@ class HMMFile(HMMProcess):
             raise ParameterError(f"{params.path}: {e}") from None
         symbols = symbols or tuple(str(i) for i in range(hmm.vocab))
         states = states or tuple(str(i) for i in range(hmm.n_states))
-        super().__init__("hmm", params, hmm, symbols, states, params.length)
+        super().__init__(params, hmm, symbols, states, params.length)
 
 
 def _labels(raw: object, what: str, path: Path) -> tuple[str, ...] | None:

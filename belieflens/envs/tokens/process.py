@@ -1,6 +1,11 @@
 """Token-level processes with exact oracles: the registry.
 
-``get(name, **params)`` builds one of :data:`PROCESS_NAMES`:
+Each process is a class registered with :func:`~belieflens.envs.tokens.base.token_process`,
+which writes its name once; every module of this folder but the environment's own (``env``,
+``report``) is imported here, so adding a process is its class, its docs page and its tests.
+The registered processes, with their parameters, are in :func:`names` and the environments
+of the same names (:mod:`belieflens.envs.tokens.env`); ``get(name, **params)`` builds one.
+The shipped ones:
 
 - ``coin-tokens``: Beta-Bernoulli flips (``a``, ``b``, ``length``, ``bins``); the belief is
   the posterior over the bias, the next token the posterior predictive
@@ -19,94 +24,83 @@ Pure numpy (scipy for the Beta function); nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, get_args
+import importlib
+import pkgutil
+from pathlib import Path
+from typing import Any
 
 from belieflens.envs.tokens.base import (
+    PROCESSES,
     Draw,
     Enumeration,
     MixedStates,
+    ProcessClass,
     TokenProcess,
     param_values,
+    token_process,
 )
-from belieflens.envs.tokens.coin import CoinTokens, CoinTokensParams
 from belieflens.envs.tokens.hmm import HMM, check_transition
-from belieflens.envs.tokens.named import (
-    RRXOR,
-    Z1R,
-    HMMFile,
-    HMMFileParams,
-    HMMProcess,
-    Mess3,
-    Mess3Params,
-    RRXORParams,
-    Z1RParams,
-)
 from belieflens.errors import ParameterError
 
 __all__ = [
     "HMM",
-    "PROCESS_NAMES",
-    "RRXOR",
-    "Z1R",
-    "CoinTokens",
-    "CoinTokensParams",
+    "PROCESSES",
     "Draw",
     "Enumeration",
-    "HMMFile",
-    "HMMFileParams",
-    "HMMProcess",
-    "Mess3",
-    "Mess3Params",
     "MixedStates",
-    "ProcessName",
-    "RRXORParams",
+    "ProcessClass",
     "TokenProcess",
-    "Z1RParams",
     "check_transition",
     "get",
     "names",
     "param_values",
     "params_class",
+    "process_class",
+    "token_process",
 ]
 
-ProcessName = Literal["coin-tokens", "mess3", "rrxor", "z1r", "hmm"]
-"""The names of the token-level processes."""
+ENVIRONMENT_MODULES = ("env", "report")
+"""The modules of this folder that make the processes an environment (they import this one);
+every other module may define processes."""
 
-PROCESS_NAMES: tuple[ProcessName, ...] = get_args(ProcessName)
-"""All process names, in order."""
 
-_REGISTRY: dict[str, Any] = {
-    "coin-tokens": CoinTokens,
-    "mess3": Mess3,
-    "rrxor": RRXOR,
-    "z1r": Z1R,
-    "hmm": HMMFile,
-}
+def _discover() -> None:
+    """Import every module of this folder but :data:`ENVIRONMENT_MODULES` (in alphabetical
+    order): the process classes in them register themselves."""
+    package = __name__.rpartition(".")[0]
+    for module in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]),
+                         key=lambda m: m.name):
+        if module.name not in ENVIRONMENT_MODULES:
+            importlib.import_module(f"{package}.{module.name}")
+
+
+_discover()
 
 
 def names() -> list[str]:
-    """The names of the token-level processes."""
-    return list(PROCESS_NAMES)
+    """The names of the token-level processes, in registration order."""
+    return list(PROCESSES)
 
 
-def _class(name: str) -> Any:
-    if name not in _REGISTRY:
+def process_class(name: str) -> ProcessClass:
+    """The class registered under ``name``; an unknown name is one line
+    (:class:`ParameterError`)."""
+    if name not in PROCESSES:
         raise ParameterError(
-            f"unknown process {name!r}: choose one of " + ", ".join(PROCESS_NAMES)
+            f"unknown process {name!r}: choose one of " + ", ".join(names())
         )
-    return _REGISTRY[name]
+    return PROCESSES[name]
 
 
 def params_class(name: str) -> type[Any]:
     """The parameter dataclass of process ``name`` (fields carry ``help`` metadata)."""
-    cls: type[Any] = _class(name).Params
-    return cls
+    return process_class(name).Params
 
 
 def get(name: str, **params: Any) -> TokenProcess:
     """Build process ``name`` from typed parameter values; an unknown name or parameter, or a
     bad value, is one line (:class:`ParameterError`)."""
-    cls = _class(name)
+    cls = process_class(name)
     allowed = [f.name for f in dataclasses.fields(cls.Params)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
@@ -114,5 +108,4 @@ def get(name: str, **params: Any) -> TokenProcess:
             f"unknown parameter {unknown[0]!r} of process {name!r}: choose from "
             + ", ".join(allowed)
         )
-    process: TokenProcess = cls(cls.Params(**params))
-    return process
+    return cls(cls.Params(**params))

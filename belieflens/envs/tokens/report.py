@@ -31,11 +31,12 @@ from belieflens.analysis.geometry import (
     target_of,
 )
 from belieflens.dims import EPISODE, TURN
+from belieflens.envs.tokens.coin import CoinTokens
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
 from belieflens.types import DebiasMethod
 
-COIN = "coin-tokens"
+COIN = CoinTokens.name
 """The one token-level environment whose target is the next-token oracle (posterior mean)."""
 
 FIGURE = "belief_simplex.png"
