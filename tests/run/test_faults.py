@@ -25,7 +25,8 @@ from belieflens.episodes.base import Environment
 from belieflens.errors import InterruptedRunError, StorageError
 from belieflens.model.load import LoadedModel
 from belieflens.run import runner
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.store import space
 from belieflens.store.file import PartialFile, Run, partial_path, read_partial
 from tests.conftest import assert_same_data
