@@ -208,7 +208,7 @@ def test_sigterm_while_rendering_says_nothing_was_saved(
         os.kill(os.getpid(), signal.SIGTERM)
         return prepare(*a, **k)
 
-    monkeypatch.setattr(cache_extract, "prepare", then_sigterm)
+    monkeypatch.setattr("belieflens.run.lifecycle.prepare", then_sigterm)  # the lifecycle's
     out = tmp_path / "x.h5"
     with pytest.raises(InterruptedRunError) as caught:
         write_cache(_env(), tiny_model, out, OPTIONS)

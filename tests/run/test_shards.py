@@ -31,8 +31,8 @@ from belieflens.model.init import Init
 from belieflens.model.load import load
 from belieflens.run import cluster
 from belieflens.run.extract import ExtractOptions
-from belieflens.run.lifecycle import write_cache
 from belieflens.run.job import Models
+from belieflens.run.lifecycle import write_cache
 from belieflens.run.shards import ShardJob, run_study
 from belieflens.store import manifest as mf
 from belieflens.store.cache import merge, open_cache
@@ -498,6 +498,6 @@ def test_a_control_that_cannot_be_built_is_one_line(
 
     monkeypatch.setattr(loader, "initialise", cannot)
     with pytest.raises(ModelNotFoundError) as e:
-        shards._model(str(tiny_dir), _job(tiny_dir), "shuffled:2")
+        shards._model(str(tiny_dir), _job(tiny_dir), Init.parse("shuffled:2"))
     assert "as shuffled:2 on a worker: this architecture" in str(e.value)
     assert "\n" not in str(e.value)
