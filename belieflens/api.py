@@ -28,14 +28,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Unpack, get_args
+from typing import TYPE_CHECKING, TypeAlias, Unpack
 
 from belieflens import envs
 from belieflens.episodes.base import Environment
 from belieflens.episodes.params import ParamSpec, parse_assignments
 from belieflens.errors import (
     BeliefLensError,
-    InterruptedRunError,
     ModelNotFoundError,
     ParameterError,
     at_least,
@@ -58,12 +57,11 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
-from belieflens.model.init import TRAINED, Init
+from belieflens.model.init import Init
 from belieflens.model.load import (
     DEFAULT_MODEL,
     MODEL_KINDS,
     LoadedModel,
-    ModelInfo,
     ModelStatus,
 )
 from belieflens.model.load import catalogue as models
@@ -72,6 +70,8 @@ from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
+from belieflens.run.job import ExtractJob, Models, Runtime
+from belieflens.run.lifecycle import ExtractEvent, Extraction, ModelLoaded, set_threads
 from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
@@ -82,7 +82,6 @@ from belieflens.train.teach import TeachConfig, TeachResult
 from belieflens.types import (
     DEBIAS_METHODS,
     DEVICES,
-    DTYPES,
     DebiasMethod,
     DeviceName,
     DTypeName,
@@ -99,28 +98,6 @@ ModelLike: TypeAlias = str | os.PathLike[str] | LoadedModel
 """A model to run: an embedded name, a Hugging Face id, a model folder, a ``.gguf`` file, or a
 model already loaded with :func:`load`."""
 
-KERNEL_NAMES: tuple[KernelName, ...] = get_args(KernelName)
-"""The CPU linear kernels ``--kernels`` takes."""
-
-
-def _check_load(device: DeviceName, dtype: DTypeName = "float32",
-                kernels: KernelName = "auto") -> None:
-    """The options of a model's load, each one line if it is not one of its set."""
-    choice("--device", device, DEVICES)
-    choice("--dtype", dtype, DTYPES)
-    choice("--kernels", kernels, KERNEL_NAMES)
-
-
-@dataclass(frozen=True)
-class ModelLoaded:
-    """Reported when a model has been loaded: the evaluated ``model`` or the ``simulator``
-    that plays the user; ``threads`` is torch's CPU thread count after the load."""
-
-    role: Literal["model", "simulator"]
-    info: ModelInfo
-    threads: int
-
-
 @dataclass(frozen=True)
 class PositionsCollected:
     """Reported by :func:`train_lens` once the training positions have been run."""
@@ -128,10 +105,6 @@ class PositionsCollected:
     positions: int
     contexts: int
 
-
-ExtractEvent: TypeAlias = ModelLoaded | GenerationRecord | Progress
-"""What :func:`extract` reports while it runs: each model it loads, each text generation,
-and progress (:class:`~belieflens.run.extract.Progress`: rows done, tokens, resumed rows)."""
 
 LensEvent: TypeAlias = ModelLoaded | PositionsCollected
 """What :func:`train_lens` reports while it runs."""
@@ -147,32 +120,6 @@ def _resolve(model: ModelLike) -> None:
         from belieflens.model.load import resolve
 
         resolve(_spec(model))
-
-
-def _set_threads(threads: int) -> int:
-    import torch
-
-    if threads:
-        torch.set_num_threads(threads)
-    return int(torch.get_num_threads())
-
-
-def _load_quietly(
-    spec: str, device: DeviceName, dtype: DTypeName, kernels: KernelName,
-    init: Init | None = None,
-) -> LoadedModel:
-    """Load ``spec`` (inside :func:`~belieflens.model.load.quiet_libraries`), as trained or
-    as the control ``init``; weights or a config transformers cannot read, or a control it
-    cannot build, give one line (:class:`ModelNotFoundError`)."""
-    from belieflens.model import load as loader
-
-    try:
-        return loader.load(spec, device=device, dtype=dtype, kernels=kernels, init=init)
-    except BeliefLensError:
-        raise
-    except Exception as e:  # weights or config transformers cannot read
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ModelNotFoundError(f"model {spec!r} could not be loaded: {first}") from None
 
 
 def load(
@@ -209,55 +156,15 @@ def load(
         >>> model.info.official_id, model.info.n_layers
         ('HuggingFaceTB/SmolLM2-135M-Instruct', 30)
     """
-    _check_load(device, dtype, kernels)
-    at_least("--threads", threads, 0)
-    how = Init.parse(init)
     spec = _spec(model)
+    how = Models(spec, device=device, dtype=dtype, kernels=kernels, init=Init.parse(init))
+    at_least("--threads", threads, 0)
     _resolve(spec)
     from belieflens.model.load import quiet_libraries
 
-    _set_threads(threads)
+    set_threads(threads)
     with quiet_libraries():
-        return _load_quietly(spec, device, dtype, kernels, how)
-
-
-def _check_out(out: Path, overwrite: bool) -> None:
-    """``out`` may be written: not a directory, in a writable folder, and new unless
-    ``overwrite``; else one line (:class:`ParameterError`)."""
-    if out.is_dir():
-        raise ParameterError(f"option '--out' = '{out}' is not allowed: it is a directory")
-    if out.exists() and not overwrite:
-        raise ParameterError(f"{out} exists; pass --overwrite to replace it")
-    folder = out.parent
-    if not folder.is_dir():
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: folder {folder} does not exist"
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: folder {folder} is not writable"
-        )
-
-
-def _check_target(out: Path, sharded: bool, overwrite: bool, shard_episodes: int,
-                  checkpoint_seconds: float) -> None:
-    """``out`` may be written: a cache file (:func:`_check_out`), or with a cluster a study
-    directory, not a file, in an existing folder; checkpoints are >= 0 s apart (one line)."""
-    if not sharded:
-        _check_out(out, overwrite)
-        at_least("--checkpoint-seconds", checkpoint_seconds, 0)
-        return
-    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
-    if out.exists() and not out.is_dir():
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: with a cluster it is a study directory, "
-            "and a file of that name exists"
-        )
-    if not out.exists() and not out.parent.is_dir():
-        raise ParameterError(
-            f"option '--out' = '{out}' is not allowed: folder {out.parent} does not exist"
-        )
-    at_least("--shard-episodes", shard_episodes, 0, ">= 1, or 0 for auto")
+        return how.load(spec, init=how.init)
 
 
 def environment(env: Environment | str, params: Mapping[str, object] | None = None) -> Environment:
@@ -272,23 +179,6 @@ def environment(env: Environment | str, params: Mapping[str, object] | None = No
             "params are given with an environment that is already built: pass its name instead"
         )
     return env
-
-
-@dataclass(frozen=True)
-class _Models:
-    """The models of one extraction, how the ones not yet loaded are loaded, and how often
-    the run saves."""
-
-    model: ModelLike
-    simulator: ModelLike | None
-    device: DeviceName
-    dtype: DTypeName
-    kernels: KernelName
-    checkpoint_seconds: float = CHECKPOINT_SECONDS
-    """The most seconds of compute between two saves of finished read-outs."""
-    init: Init = TRAINED
-    """The evaluated model's weights: trained, or an untrained control of it (the simulator
-    is always the trained model)."""
 
 
 def extract(
@@ -313,8 +203,10 @@ def extract(
     """Run every read-out of ``episodes`` episodes of an environment through a model into
     the cache file ``out``; returns its path.
 
-    Every input is checked, and the models found, before anything heavy runs; the write lock
-    of ``out`` is held from before the load to the end. An interrupted run of the same study
+    The arguments make one :class:`~belieflens.run.job.ExtractJob`, which
+    :class:`~belieflens.run.lifecycle.Extraction` runs: every input is checked, and the models
+    found, before anything heavy runs; the write lock of ``out`` is held from before the load
+    to the end. An interrupted run of the same study
     in ``<out>.partial`` is resumed (:mod:`belieflens.run.resume`); finished read-outs are
     saved at least every ``checkpoint_seconds`` (:mod:`belieflens.run.checkpoint`). Storage
     faults and SIGINT/SIGTERM keep what was saved and raise a one-line
@@ -354,50 +246,17 @@ def extract(
         28
     """
     opts = _options(options, keywords)
-    chosen = _choose(model, simulator, device, dtype, kernels, checkpoint_seconds, init)
-    path = Path(out)
-    _check_target(path, client is not None, overwrite, shard_episodes, checkpoint_seconds)
-    built = environment(env, params)
-    _check_heldout(model, built, opts.seed)
-    if client is None:
-        return _extract_here(built, path, opts, chosen, overwrite=overwrite, on_event=on_event)
-    from belieflens.run import cluster
-
-    connected = cluster.connect(client) if isinstance(client, str) else client
-    try:
-        return _extract_sharded(connected, built, path, opts, chosen, overwrite=overwrite,
-                                shard_episodes=shard_episodes, on_event=on_event)
-    finally:
-        if isinstance(client, str):
-            cluster.close(connected)
+    models = Models(_name(model), None if simulator is None else _name(simulator),
+                    device=device, dtype=dtype, kernels=kernels, init=Init.parse(init))
+    runtime = Runtime(Path(out), overwrite=overwrite, checkpoint_seconds=checkpoint_seconds,
+                      cluster=client, shard_episodes=shard_episodes)
+    job = ExtractJob(environment(env, params), models, runtime, opts, make_env=envs.get)
+    return Extraction(job, on_event).run()
 
 
-def _choose(model: ModelLike, simulator: ModelLike | None, device: DeviceName,
-            dtype: DTypeName, kernels: KernelName, checkpoint_seconds: float,
-            init: Init | str | None) -> _Models:
-    """The models of an extraction, each option checked and each model found (one line
-    otherwise), before anything is written."""
-    _check_load(device, dtype, kernels)
-    how = _check_init(init, model)
-    for m in (model, simulator):
-        if m is not None:
-            _resolve(m)
-    if not isinstance(model, LoadedModel) and _adapter_info(model) is not None:
-        from belieflens.model.load import refuse_adapter_init
-
-        refuse_adapter_init(_spec(model), how)
-    return _Models(model, simulator, device, dtype, kernels, checkpoint_seconds, how)
-
-
-def _check_init(init: Init | str | None, model: ModelLike) -> Init:
-    """``init`` parsed (one line if it is not one of its forms); a control needs the model by
-    name or path, since it is built at load."""
-    how = Init.parse(init)
-    if not how.trained and isinstance(model, LoadedModel):
-        raise ParameterError(
-            f"option '--init' = '{how}' is not allowed with a model already loaded: pass the "
-            "model by name or path, or load it with belieflens.load(..., init=...)")
-    return how
+def _name(model: ModelLike) -> str | LoadedModel:
+    """``model`` loaded, or by name or path."""
+    return model if isinstance(model, LoadedModel) else _spec(model)
 
 
 def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> ExtractOptions:
@@ -407,87 +266,6 @@ def _options(options: ExtractOptions | None, keywords: ExtractKeywords) -> Extra
     return options if options is not None else ExtractOptions.of(**keywords)
 
 
-def _extract_here(
-    env: Environment, out: Path, options: ExtractOptions, chosen: _Models, *,
-    overwrite: bool, on_event: Callable[[ExtractEvent], None] | None,
-) -> Path:
-    """:func:`extract` in this process into the cache file ``out``."""
-    from belieflens.model.load import quiet_libraries
-    from belieflens.run import extract as cache_extract
-    from belieflens.run import signals
-    from belieflens.run.checkpoint import stopped_before
-    from belieflens.store.file import partial_path
-    from belieflens.store.lock import write_lock
-
-    def report(event: ExtractEvent) -> None:
-        if on_event is not None:
-            on_event(event)
-
-    # a second writer is refused before the load; a signal during it stops in one line
-    with write_lock(out), signals.handled(), quiet_libraries():
-        try:
-            bound, loaded, attrs = _load_and_bind(env, chosen, options, report)
-        except InterruptedRunError as e:
-            raise stopped_before(e, partial_path(out)) from None
-        return cache_extract.write_cache(bound, loaded, out, options, on_progress=report,
-                                     overwrite=overwrite, extra_attrs=dict(attrs),
-                                     checkpoint_seconds=chosen.checkpoint_seconds)
-
-
-def _load_and_bind(
-    env: Environment, chosen: _Models, options: ExtractOptions,
-    report: Callable[[ExtractEvent], None],
-) -> tuple[Environment, LoadedModel, dict[str, str]]:
-    """Load the models of :func:`_extract_here` not loaded yet and bind the environment's
-    generations to them: the environment to run, the model and the attributes to record."""
-    from belieflens.run.batched import bind_run
-    from belieflens.run.generation_log import requires_generator, requires_simulator
-
-    n_threads = _set_threads(options.threads)
-    model, simulator = chosen.model, chosen.simulator
-    if isinstance(model, LoadedModel):
-        loaded = model
-    else:
-        loaded = _load_quietly(_spec(model), chosen.device, chosen.dtype, chosen.kernels,
-                               chosen.init)
-        report(ModelLoaded("model", loaded.info, n_threads))
-    sim: LoadedModel | None = None
-    if requires_generator(env) and requires_simulator(env) and simulator is not None:
-        if isinstance(simulator, LoadedModel):
-            sim = simulator
-        elif _spec(simulator) != loaded.info.spec or loaded.info.init != "trained":
-            sim = _load_quietly(_spec(simulator), chosen.device, chosen.dtype, "auto")
-            report(ModelLoaded("simulator", sim.info, n_threads))
-    bound, attrs = bind_run(env, loaded, simulator=sim, on_record=report,
-                            gen_batch=options.gen_batch, budget=options.max_memory)
-    return bound, loaded, attrs
-
-
-def _extract_sharded(
-    client: DaskClient, env: Environment, out: Path, options: ExtractOptions, chosen: _Models,
-    *, overwrite: bool, shard_episodes: int, on_event: Callable[[ExtractEvent], None] | None,
-) -> Path:
-    """:func:`extract` on a Dask cluster into the study directory ``out``."""
-    import dataclasses
-
-    from belieflens.run.shards import ShardJob, run_study
-
-    model, simulator = chosen.model, chosen.simulator
-    if isinstance(model, LoadedModel) or isinstance(simulator, LoadedModel):
-        raise ParameterError(
-            "with a cluster, pass the model by name or path: each worker loads it once"
-        )
-    job = ShardJob(
-        env=env.name, params=dataclasses.asdict(env.params), model=_spec(model),
-        simulator=None if simulator is None else _spec(simulator), options=options,
-        make_env=envs.get, device=chosen.device, dtype=chosen.dtype, kernels=chosen.kernels,
-        init=str(chosen.init),
-        threads=options.threads, checkpoint_seconds=chosen.checkpoint_seconds,
-    )
-    return run_study(client, job, out, shard_episodes=shard_episodes, overwrite=overwrite,
-                     on_progress=on_event).directory
-
-
 def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
                 on_event: Callable[[LensEvent], None] | None) -> LoadedModel:
     """``model`` itself, or loaded in float32 (announced to ``on_event``)."""
@@ -495,8 +273,9 @@ def _lens_model(model: ModelLike, device: DeviceName, n_threads: int,
 
     if isinstance(model, LoadedModel):
         return model
+    spec = _spec(model)
     with quiet_libraries():
-        loaded = _load_quietly(_spec(model), device, "float32", "auto")
+        loaded = Models(spec, device=device).load(spec)
     if on_event is not None:
         on_event(ModelLoaded("model", loaded.info, n_threads))
     return loaded
@@ -568,7 +347,7 @@ def train_lens(out: str | os.PathLike[str], *, model: ModelLike = DEFAULT_MODEL,
     from belieflens.train.lens import train_tuned_lens
     from belieflens.train.lens_data import collect_positions
 
-    loaded = _lens_model(model, device, _set_threads(threads), on_event)
+    loaded = _lens_model(model, device, set_threads(threads), on_event)
     rng = np.random.default_rng(seed)
     positions = collect_positions(loaded, rng, envs=names, seed=seed, max_contexts=contexts,
                                   per_context=per_context)
@@ -660,28 +439,6 @@ def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
         temper=parse_temper(temper))
     _resolve(config.model)
     return config
-
-
-def _adapter_info(model: ModelLike) -> dict[str, Any] | None:
-    """The teach record of ``model`` when it names a taught adapter (``None`` otherwise)."""
-    if isinstance(model, LoadedModel):
-        return None
-    from belieflens.model.load import read_adapter_info, resolve
-
-    source = resolve(_spec(model))
-    return read_adapter_info(source.path) if source.kind == "adapter" else None
-
-
-def _check_heldout(model: ModelLike, env: Environment, seed: int) -> None:
-    """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
-    episodes of this environment (its evaluation would not be held out)."""
-    info = _adapter_info(model)
-    if info is None or isinstance(model, LoadedModel):
-        return
-    train_seed = dict(info.get("training_episodes", {})).get("seed")
-    if info.get("env") == getattr(env, "name", None) and train_seed == seed:
-        raise ParameterError(f"option '--seed' = {seed} is not allowed: {_spec(model)} was "
-                             "taught on the episodes of that seed; evaluate on another")
 
 
 def compare(

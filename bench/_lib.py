@@ -101,7 +101,7 @@ def peak_rss_mb() -> float:
 
 
 class WriteTimer:
-    """Time spent writing the HDF5 cache file during :func:`belieflens.run.extract.write_cache`.
+    """Time spent writing the HDF5 cache file during :func:`belieflens.run.lifecycle.write_cache`.
 
     ``with WriteTimer() as t: write_cache(...)`` then ``t.seconds``: the time inside
     ``create_partial`` (allocating the file and writing every static value),

@@ -44,7 +44,8 @@ def _model(threads: int) -> Any:
 def _run(model: Any, out: Path, episodes: int, checksums: bool) -> dict[str, float]:
     import belieflens.envs as envs
     import belieflens.run.extract as extract_mod
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
     from belieflens.store.file import create_partial
 
     env = envs.get("coin-flip", turns=10, delivery="multi-turn")

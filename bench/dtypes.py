@@ -21,7 +21,8 @@ import belieflens.envs as envs
 from belieflens.analysis.beliefs import output_beliefs
 from belieflens.analysis.divergence import tvd
 from belieflens.model.load import load
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 
 def main() -> None:

@@ -43,7 +43,8 @@ import torch
 import belieflens.envs as envs
 from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.run.runner import forward_rows, resid_hook_names
 from belieflens.run.trie import build
 from bench._lib import (

@@ -186,7 +186,8 @@ def main() -> None:
     from belieflens.interventions.pairs import pair_instances
     from belieflens.interventions.readouts import Selection, read_study
     from belieflens.model.load import load, quiet_libraries
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     apply_clock(args)
     with quiet_libraries():

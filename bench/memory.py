@@ -50,7 +50,8 @@ def child(n_readouts: int, threads: int, row_tokens: int) -> None:
     import torch
 
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     torch.set_num_threads(threads)
     model = smol_shaped_random(narrow=True)

@@ -100,7 +100,8 @@ def run_belieflens(model: LoadedModel, env_args: tuple[Any, int],
                    tqs: Sequence[TokenizedQuery], rows: Sequence[Row], batch: int) -> Result:
     """``belieflens extract`` of the study into a cache file, then its values read back."""
     import belieflens
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     env, episodes = env_args
     with tempfile.TemporaryDirectory() as tmp:

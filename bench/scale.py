@@ -35,12 +35,13 @@ def cluster_child(args: argparse.Namespace, out: Path) -> None:
     from belieflens.envs import get as get_env
     from belieflens.run import cluster
     from belieflens.run.extract import ExtractOptions
+    from belieflens.run.job import Models
     from belieflens.run.shards import ShardJob, run_study
 
     client = cluster.connect(f"local:{args.workers}")
     started = time.perf_counter() - t0
     job = ShardJob(make_env=get_env, env="coin-flip", params={"turns": args.turns},
-                   model=args.model,
+                   models=Models(args.model),
                    options=ExtractOptions(episodes=args.episodes, window=args.window))
     run = run_study(client, job, out, shard_episodes=args.shard_episodes)
     cluster.close(client)

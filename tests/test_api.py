@@ -16,7 +16,8 @@ from belieflens import api
 from belieflens.api import ExtractEvent, ModelLoaded
 from belieflens.errors import BeliefLensError, ModelNotFoundError, ParameterError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, Progress, write_cache
+from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.lifecycle import write_cache
 from tests.conftest import assert_same_data
 
 pytestmark = pytest.mark.usefixtures("one_thread")

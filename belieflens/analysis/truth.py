@@ -1,6 +1,6 @@
 """Episode truth read back from a cache file: one value per episode.
 
-:func:`belieflens.run.extract.write_cache` stores each episode's ``truth`` mapping
+:func:`belieflens.run.extract.write_rows` stores each episode's ``truth`` mapping
 as ``truth_<key>`` variables on the ``query`` dimension (every read-out of an
 episode repeats its episode's values). These helpers collapse them to the
 ``episode`` dimension that :func:`belieflens.analysis.beliefs.output_beliefs` uses.

@@ -20,7 +20,6 @@ from belieflens.api import (
     DEFAULT_MODEL,
     Analysis,
     ExtractEvent,
-    ExtractOptions,
     GenerationRecord,
     LensEvent,
     ModelLoaded,
@@ -162,19 +161,17 @@ def extract(
     exits with 130 or 143; a full disk keeps it too (exit 2).
     """
     with one_line_errors():
-        options = ExtractOptions.of(
-            episodes=episodes, seed=seed, batch_size=batch_size, max_tokens=max_tokens,
-            row_tokens=row_tokens, threads=threads, padding=padding, save_logits=save_logits,
-            resid_dtype=resid_dtype, cont_resid=cont_resid, prefix_reuse=not no_prefix_reuse,
-            window=window, max_memory=max_memory, gen_batch=gen_batch,
-        )
         params = parse_assignments(set_ or [])
         with _ExtractReport(out, quiet) as report:
             path = api.extract(
-                env, out=out, params=params, model=model, simulator=simulator, options=options,
-                device=device, dtype=dtype, kernels=kernels, overwrite=overwrite,
-                on_event=report, client=cluster, shard_episodes=shard_episodes,
-                checkpoint_seconds=checkpoint_seconds, init=init,
+                env, out=out, params=params, on_event=report,
+                model=model, simulator=simulator, device=device, dtype=dtype, kernels=kernels,
+                init=init, overwrite=overwrite, client=cluster, shard_episodes=shard_episodes,
+                checkpoint_seconds=checkpoint_seconds, episodes=episodes, seed=seed,
+                batch_size=batch_size, max_tokens=max_tokens, max_memory=max_memory,
+                gen_batch=gen_batch, row_tokens=row_tokens, threads=threads, padding=padding,
+                save_logits=save_logits, resid_dtype=resid_dtype, cont_resid=cont_resid,
+                prefix_reuse=not no_prefix_reuse, window=window,
             )
     wrote(path)
 

@@ -230,9 +230,9 @@ def bind_run(
     records of an earlier run of the same study by these models answer instead, and are logged
     as they answer (:func:`~belieflens.run.generation_log.bind_replay`): the run's read-outs and
     generation log are that run's, and nothing is generated. An environment that generates
-    nothing is returned as it is, with no attributes.
+    nothing, or one bound already, is returned as it is, with no attributes.
     """
-    if not requires_generator(env):
+    if isinstance(env, GeneratingEnvironment) or not requires_generator(env):
         return env, {}
     sim = simulator if simulator is not None else model
     attrs = {"generator_model": model.info.official_id}

@@ -20,7 +20,7 @@ from belieflens.lens.head import final_norm, unembedding
 from belieflens.model.attention import AttentionName
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render, token_texts
-from belieflens.run import resume, runner, signals
+from belieflens.run import resume, runner
 from belieflens.run.budget import (
     SIZE_HELP,
     MemoryPlan,
@@ -32,6 +32,7 @@ from belieflens.run.budget import (
 )
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS, Saver, stopped_before
 from belieflens.run.generation_log import log_columns
+from belieflens.run.signals import Stop
 from belieflens.store.file import (
     STR,
     PartialFile,
@@ -52,7 +53,6 @@ from belieflens.store.fingerprint import (
     StudyOptions,
     queries_hash,
 )
-from belieflens.store.lock import write_lock
 from belieflens.store.provenance import provenance
 from belieflens.types import Delivery, PaddingSide, StoreDTypeName
 
@@ -367,7 +367,7 @@ def _query_rows(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> I
 
 @dataclass(frozen=True)
 class Prepared:
-    """A study rendered and sized, before any forward: what :func:`write_cache` writes from.
+    """A study rendered and sized, before any forward: what :func:`write_rows` writes from.
 
     Everything here depends only on the environment, the tokenizer and the options, so every
     shard of a study directory prepares the same whole study (:mod:`belieflens.run.shards`).
@@ -491,74 +491,67 @@ def check_rows(rows: tuple[int, int], n: int, window: int) -> None:
         )
 
 
-def write_cache(
+def write_rows(
     env: Environment,
     model: LoadedModel,
     out: Path,
     options: ExtractOptions,
+    prepared: Prepared,
     *,
+    stop: Stop,
     on_progress: Callable[[Progress], None] | None = None,
-    extra_attrs: dict[str, Any] | None = None,
+    extra_attrs: Mapping[str, Any] | None = None,
     overwrite: bool = False,
     rows: tuple[int, int] | None = None,
-    prepared: Prepared | None = None,
     checkpoint_seconds: float = CHECKPOINT_SECONDS,
 ) -> Path:
-    """Run every read-out of ``options.episodes`` episodes of ``env`` and write ``out``.
+    """Run the read-outs of the ``prepared`` study of ``env`` and write ``out``; returns its
+    path. The caller holds ``out``'s write lock and the run's ``stop``
+    (:class:`belieflens.run.lifecycle.Extraction` in one process; a shard task on a worker).
 
-    Returns the path of the finished file. Queries are rendered first (cheap),
-    the file is allocated with every static value (after checking its filesystem has
-    room: else one line, nothing written), then the model runs window by window, batch by
-    batch; finished read-outs are committed at batch boundaries at least every
+    The file is allocated with every static value (after checking its filesystem has room:
+    else one line, nothing written), then the model runs window by window, batch by batch;
+    finished read-outs are committed at batch boundaries at least every
     ``checkpoint_seconds`` and at each window's end (:mod:`belieflens.run.checkpoint`). If
     ``<out>.partial`` holds an interrupted run of the same study, only its rows not marked
     complete run (see :mod:`belieflens.run.resume`); a partial file of another study raises
-    :class:`~belieflens.errors.CacheFileError` unless ``overwrite``. A second process
-    writing ``out`` is refused (:mod:`belieflens.store.lock`). SIGINT or SIGTERM finish the
-    batch, save and raise :class:`~belieflens.errors.InterruptedRunError`; no space left or
+    :class:`~belieflens.errors.CacheFileError` unless ``overwrite``. A signal finishes the
+    batch, saves and raises :class:`~belieflens.errors.InterruptedRunError`; no space left or
     an I/O error keep the partial file and raise :class:`~belieflens.errors.StorageError`
     (one line each).
 
     ``rows`` writes only the query rows ``[start, stop)`` of the study, a run of whole
     windows: a shard of a study directory (:mod:`belieflens.run.shards`). The shard is
     sized, batched and windowed exactly as the whole file, so the shards concatenated along
-    ``query`` equal the file of one process bit for bit. ``prepared`` reuses
-    :func:`prepare`'s result.
+    ``query`` equal the file of one process bit for bit.
     """
-    at_least("--checkpoint-seconds", checkpoint_seconds, 0)
-    partial = partial_path(out)
-    with signals.handled():
-        try:
-            p = prepared if prepared is not None else prepare(env, model, options)
-        except InterruptedRunError as e:  # rendering: nothing of this run written yet
-            raise stopped_before(e, partial) from None
+    p, partial = prepared, partial_path(out)
     lo, hi = (0, len(p.recs)) if rows is None else rows
     if rows is not None:
         check_rows(rows, len(p.recs), options.window)
     the_study = p.study if rows is None else dataclasses.replace(p.study, rows=(lo, hi))
     wins = [(a - lo, b - lo) for a, b in resume.windows(len(p.recs), options.window)
             if lo <= a < hi]
-    with write_lock(out), signals.handled() as stop:
-        try:
-            state = resume.resumable(partial, the_study, overwrite=overwrite)
-            if state is None:
-                _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
-        except InterruptedRunError as e:
-            raise stopped_before(e, partial) from None
-        saver = Saver(PartialFile(partial),
-                      np.zeros(hi - lo, bool) if state is None else state.complete,
-                      seconds=checkpoint_seconds, stop=stop,
-                      stack=lambda outs: _model_rows(outs, p.sizes, options.save_logits),
-                      max_pending=p.held_rows)
-        progress = _Counter(on_progress, hi - lo, saver.saved)
-        with saver.faults(partial):
-            for start, stop_at in wins:
-                saved = saver.window(start, stop_at)
-                if saved is not None:
-                    _run_window(model, p, options, p.tqs[lo + start:lo + stop_at], saved,
-                                progress, saver)
-                    release_freed_memory()
-            return saver.writer.finish(out)
+    try:
+        state = resume.resumable(partial, the_study, overwrite=overwrite)
+        if state is None:
+            _allocate(out, env, model, options, p, the_study, (lo, hi), extra_attrs)
+    except InterruptedRunError as e:
+        raise stopped_before(e, partial) from None
+    saver = Saver(PartialFile(partial),
+                  np.zeros(hi - lo, bool) if state is None else state.complete,
+                  seconds=checkpoint_seconds, stop=stop,
+                  stack=lambda outs: _model_rows(outs, p.sizes, options.save_logits),
+                  max_pending=p.held_rows)
+    progress = _Counter(on_progress, hi - lo, saver.saved)
+    with saver.faults(partial):
+        for start, stop_at in wins:
+            saved = saver.window(start, stop_at)
+            if saved is not None:
+                _run_window(model, p, options, p.tqs[lo + start:lo + stop_at], saved,
+                            progress, saver)
+                release_freed_memory()
+        return saver.writer.finish(out)
 
 
 class _Counter:
@@ -580,7 +573,7 @@ class _Counter:
 
 def _allocate(out: Path, env: Environment, model: LoadedModel, options: ExtractOptions,
               p: Prepared, the_study: Study, rows: tuple[int, int],
-              extra_attrs: dict[str, Any] | None) -> None:
+              extra_attrs: Mapping[str, Any] | None) -> None:
     """Create ``out``'s partial file: provenance, the lens's head, and every static row (its
     size checked against the free space first: the text is rendered once to measure it)."""
     import torch

@@ -2,7 +2,7 @@
 
 A study is cut into shards of whole *windows* (the resume unit, ``--window`` queries: the
 span whose batches and shared prefixes are computed together). Each shard is written by
-:func:`belieflens.run.extract.write_cache` with ``rows=(start, stop)``: the shard renders and
+:func:`belieflens.run.extract.write_rows` with ``rows=(start, stop)``: the shard renders and
 sizes the whole study exactly as one process would (every episode is a function of
 ``(seed, episode)`` alone, see :mod:`belieflens.envs`), then runs only its own windows,
 with the usual crash-safe partial file and resume. Because each window is batched exactly
@@ -33,6 +33,7 @@ the planning run's. Faults:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -49,23 +50,22 @@ import numpy as np
 
 from belieflens.episodes.base import Environment
 from belieflens.errors import (
-    BeliefLensError,
     CacheFileError,
     InterruptedRunError,
-    ModelNotFoundError,
-    ParameterError,
     StorageError,
 )
+from belieflens.model.init import TRAINED, Init
 from belieflens.model.load import LoadedModel
 from belieflens.run import signals
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
-from belieflens.run.extract import ExtractOptions, Prepared, Progress, check_rows
+from belieflens.run.extract import ExtractOptions, Prepared, Progress, check_rows, write_rows
 from belieflens.run.generation_log import GeneratingEnvironment, GenerationRecord
+from belieflens.run.job import ExtractJob, Models, check_directory
 from belieflens.store import manifest as mf
 from belieflens.store.cache import shard_attrs
 from belieflens.store.fingerprint import differences
-from belieflens.types import DeviceName, DTypeName, KernelName
+from belieflens.store.lock import write_lock
 
 RETRIES = 2
 """Times the driving process reruns a shard task that raised (a dead worker's tasks are always
@@ -74,36 +74,38 @@ no space left or an I/O error."""
 
 @dataclass(frozen=True)
 class ShardJob:
-    """Everything a worker needs to run a study: plain, picklable values."""
+    """Everything a worker needs to run a study: plain, picklable values (an
+    :class:`~belieflens.run.job.ExtractJob` without its runtime, the models by name)."""
 
     env: str
     params: Mapping[str, object]
-    model: str
+    models: Models
+    """The models by name or path, and how each worker loads them."""
     options: ExtractOptions
     make_env: Callable[..., Environment]
     """Builds the environment from ``env`` and ``params`` on the worker (e.g.
     :func:`belieflens.envs.get`: a module-level function, so the job pickles)."""
-    simulator: str | None = None
-    device: DeviceName = "cpu"
-    dtype: DTypeName = "float32"
-    kernels: KernelName = "auto"
-    threads: int = 0
-    """torch threads per worker; 0: the worker's thread count."""
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     """The most seconds of compute between two saves of a shard's finished read-outs."""
-    init: str = "trained"
-    """The model's weights: ``trained``, or the untrained control ``random:SEED`` or
-    ``shuffled:SEED`` each worker builds at load (:mod:`belieflens.model.init`)."""
+
+    @classmethod
+    def of(cls, job: ExtractJob) -> ShardJob:
+        """What the workers of ``job`` run (its models by name, its environment rebuilt by
+        ``job.make_env``: :class:`ExtractJob` refuses a cluster job without them)."""
+        return cls(env=job.env.name, params=dataclasses.asdict(job.env.params),
+                   models=job.models, options=job.options, make_env=job.env_factory(),
+                   checkpoint_seconds=job.runtime.checkpoint_seconds)
 
     def key(self) -> str:
         """A canonical text of the job (what a worker's cached preparation is keyed by)."""
-        return json.dumps([self.env, dict(self.params), self.model, self.simulator,
-                           self.device, self.dtype, self.kernels, self.init,
-                           repr(self.options)], sort_keys=True, default=str)
+        m = self.models
+        return json.dumps([self.env, dict(self.params), m.model, m.simulator, m.device,
+                           m.dtype, m.kernels, str(m.init), repr(self.options)],
+                          sort_keys=True, default=str)
 
     def resources(self) -> dict[str, float] | None:
         """Dask resources a task asks for: one ``GPU`` on CUDA, none otherwise."""
-        return {"GPU": 1} if self.device == "cuda" else None
+        return {"GPU": 1} if self.models.device == "cuda" else None
 
 
 @dataclass(frozen=True)
@@ -166,23 +168,15 @@ _PREPARED: dict[str, tuple[Environment, Prepared, dict[str, str]]] = {}
 """The last study prepared in this process (bound environment, preparation, attributes)."""
 
 
-def _model(spec: str, job: ShardJob, init: str = "trained") -> tuple[LoadedModel, float]:
-    key = (spec, job.device, job.dtype, job.kernels, init)
+def _model(spec: str, job: ShardJob, init: Init = TRAINED) -> tuple[LoadedModel, float]:
+    m = job.models
+    key = (spec, m.device, m.dtype, m.kernels, str(init))
     if key in _MODELS:
         return _MODELS[key], 0.0
-    from belieflens.model import load as models
+    from belieflens.model.load import quiet_libraries
     t0 = time.perf_counter()
-    with models.quiet_libraries():
-        try:
-            loaded = models.load(spec, device=job.device, dtype=job.dtype,
-                                 kernels=job.kernels, init=init)
-        except BeliefLensError:
-            raise
-        except Exception as e:  # weights, a config or a control transformers cannot build
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            what = "" if init == "trained" else f" as {init}"
-            raise ModelNotFoundError(
-                f"model {spec!r} could not be loaded{what} on a worker: {first}") from None
+    with quiet_libraries():
+        loaded = m.load(spec, init=init, where=" on a worker")
     _MODELS[key] = loaded
     return loaded, time.perf_counter() - t0
 
@@ -190,7 +184,7 @@ def _model(spec: str, job: ShardJob, init: str = "trained") -> tuple[LoadedModel
 def _set_threads(job: ShardJob) -> None:
     import torch
 
-    n = job.threads
+    n = job.options.threads
     if n == 0:
         try:
             from distributed import get_worker
@@ -213,16 +207,17 @@ def _prepared(
     from belieflens.run import extract as cache_extract
     from belieflens.run.batched import bind_run
     _set_threads(job)
-    model, load_s = _model(job.model, job, job.init)
+    spec, simulator = job.models.names()
+    model, load_s = _model(spec, job, job.models.init)
     key = job.key()
     if key in _PREPARED:
         env, prep, attrs = _PREPARED[key]
         return model, env, prep, attrs, load_s, 0.0
     t0 = time.perf_counter()
     sim: LoadedModel | None = None
-    if job.simulator is not None and (job.simulator != model.info.spec
-                                      or model.info.init != "trained"):
-        sim, s = _model(job.simulator, job)
+    if simulator is not None and (simulator != model.info.spec
+                                  or model.info.init != "trained"):
+        sim, s = _model(simulator, job)
         load_s += s
     env, attrs = bind_run(job.make_env(job.env, **dict(job.params)), model, simulator=sim,
                           replay=replay() if replay is not None else None,
@@ -255,7 +250,6 @@ def shard_task(
     ``replay``: the study generates text, which the planning task generated and the driving
     process wrote to ``generations.json``: a worker that prepares the study replays it.
     """
-    from belieflens.run import extract as cache_extract
     t0 = time.perf_counter()
     replayed = [False]
 
@@ -278,9 +272,10 @@ def shard_task(
         if _finished_shard(out, fingerprint, rows):
             return ShardResult(index, rows, str(out), os.getpid(), time.perf_counter() - t0,
                                load_s, prep_s, rows[1] - rows[0], 0, replayed[0])
-        with _worker_signals():
-            cache_extract.write_cache(
-                env, model, out, job.options, rows=rows, prepared=prep, on_progress=seen.append,
+        with _worker_signals() as stop, write_lock(out):
+            write_rows(
+                env, model, out, job.options, prep, stop=stop, rows=rows,
+                on_progress=seen.append,
                 extra_attrs={**attrs, "shard_of": fingerprint, "shard_index": index,
                              "shard_rows": list(rows)},
                 checkpoint_seconds=job.checkpoint_seconds,
@@ -315,21 +310,22 @@ def _on_loop(loop: Any, fn: Callable[[], Any]) -> Any:
 
 
 @contextmanager
-def _worker_signals() -> Iterator[None]:
+def _worker_signals() -> Iterator[signals.Stop]:
     """SIGINT and SIGTERM handled in this worker process for the task's length, as in one
     process: the shard finishes its batch, saves what is finished, prints the line of what
     was saved (:class:`~belieflens.errors.InterruptedRunError`) and the worker then goes at
     once as the signal asked, with the handler it had before. The scheduler sees a lost
     worker and runs the task again elsewhere, from the saved rows. (Not by failing the task
     and living on for a moment: the task run again could land on this worker and take the
-    worker's own signal for a new one.) Outside a worker, nothing is installed."""
+    worker's own signal for a new one.) Outside a worker, nothing is installed. Yields the
+    process's :class:`~belieflens.run.signals.Stop`, which the shard's saver checks."""
     loop = _worker_loop()
     if loop is None:
-        yield
+        yield signals.STOP
         return
     previous = _on_loop(loop, lambda: signals.install(signals.STOP, raising=False))
     try:
-        yield
+        yield signals.STOP
     except InterruptedRunError as e:
         print(f"interrupted: worker pid {os.getpid()}: {e}", file=sys.stderr, flush=True)
         raise
@@ -358,22 +354,12 @@ def _our_files(directory: Path) -> list[Path]:
 
 
 def _prepare_directory(directory: Path, overwrite: bool) -> mf.Manifest | None:
-    """Check ``directory`` may hold the study; the manifest already there (if any)."""
-    if directory.exists() and not directory.is_dir():
-        raise ParameterError(
-            f"option '--out' = '{directory}' is not allowed: with --cluster it is a study "
-            "directory, and a file of that name exists"
-        )
+    """Check ``directory`` may hold the study (:func:`~belieflens.run.job.check_directory`),
+    creating it if new; the manifest already there (if any)."""
+    check_directory(directory)
     if not directory.exists():
-        if not directory.parent.is_dir():
-            raise ParameterError(
-                f"option '--out' = '{directory}' is not allowed: folder {directory.parent} "
-                "does not exist"
-            )
         directory.mkdir()
         return None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ParameterError(f"option '--out' = '{directory}' is not allowed: not writable")
     if mf.manifest_path(directory).exists():
         try:
             return mf.read_manifest(directory)
@@ -418,12 +404,10 @@ def run_study(
     three shards per worker). An existing
     directory of the same study is resumed with its own shard layout; one of another study
     is refused (:class:`CacheFileError`, one line) unless ``overwrite``, which discards its
-    shards. The directory must be visible to every worker at the same path.
+    shards. The directory must be visible to every worker at the same path. Its caller handles
+    SIGINT and SIGTERM (:class:`belieflens.run.lifecycle.Extraction`): a signal cancels the
+    shards not finished and gives one line of what is done.
     """
-    if shard_episodes < 0:
-        raise ParameterError(
-            f"option '--shard-episodes' = {shard_episodes} is not allowed: >= 1, or 0 for auto"
-        )
     directory = Path(directory).absolute()
     created = not directory.exists()
     old = _prepare_directory(directory, overwrite)
@@ -509,34 +493,33 @@ def _run_shards(
     tries = dict.fromkeys(pending, 1)
     results: list[ShardResult] = []
     tokens = 0
-    with signals.handled():
-        try:
-            done = dd.as_completed(list(futures))
-            for fut in done:
-                i = futures[fut]
-                if fut.status == "error" and _retry(fut.exception(), tries[i]):
-                    tries[i] += 1
-                    again = submit(i)
-                    futures[again] = i
-                    done.add(again)
-                    continue
-                r: ShardResult = fut.result()
-                results.append(r)
-                manifest = manifest.with_shard(r.index, "done")
-                mf.write_manifest(directory, manifest)
-                finished += r.rows[1] - r.rows[0]
-                tokens += r.tokens
-                if on_progress is not None:
-                    on_progress(Progress(finished, total, tokens, time.perf_counter() - t0))
-        except InterruptedRunError as e:
-            client.cancel(list(futures))
-            done_shards = sum(s.state == "done" for s in manifest.shards)
-            raise InterruptedRunError(
-                f"{done_shards} of {len(manifest.shards)} shards done in {directory} ({finished} "
-                f"of {total} read-outs); rerun the same command to resume", e.signum) from None
-        except BaseException:
-            client.cancel(list(futures))
-            raise
+    try:
+        done = dd.as_completed(list(futures))
+        for fut in done:
+            i = futures[fut]
+            if fut.status == "error" and _retry(fut.exception(), tries[i]):
+                tries[i] += 1
+                again = submit(i)
+                futures[again] = i
+                done.add(again)
+                continue
+            r: ShardResult = fut.result()
+            results.append(r)
+            manifest = manifest.with_shard(r.index, "done")
+            mf.write_manifest(directory, manifest)
+            finished += r.rows[1] - r.rows[0]
+            tokens += r.tokens
+            if on_progress is not None:
+                on_progress(Progress(finished, total, tokens, time.perf_counter() - t0))
+    except InterruptedRunError as e:
+        client.cancel(list(futures))
+        done_shards = sum(s.state == "done" for s in manifest.shards)
+        raise InterruptedRunError(
+            f"{done_shards} of {len(manifest.shards)} shards done in {directory} ({finished} "
+            f"of {total} read-outs); rerun the same command to resume", e.signum) from None
+    except BaseException:
+        client.cancel(list(futures))
+        raise
     return manifest, results
 
 

@@ -3,8 +3,8 @@
 The operating system releases an ``flock`` when its process dies, so a crashed
 or killed extraction never leaves a stale lock behind (the lock *file* may stay;
 it is reused). A second writer is refused at once with one line. The lock is
-re-entrant within one process, so a caller may take it early (before loading a
-model) and :func:`belieflens.run.extract.write_cache` take it again.
+re-entrant within one process (an extraction takes it once, before loading its model:
+:class:`belieflens.run.lifecycle.Extraction`).
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def test_accessor_on_a_tiny_model_file(tiny_model: LoadedModel, tmp_path: Path) 
     """On an extracted file, the logit lens at the last layer reproduces the output belief."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     path = write_cache(envs.get("coin-flip", turns=2), tiny_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))
@@ -115,7 +116,8 @@ def test_accessor_on_the_real_model(smol_model: LoadedModel, tmp_path: Path) -> 
     """SmolLM2: the last logit-lens layer reproduces the output belief; TVDs are in [0, 1]."""
     import belieflens
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     path = write_cache(envs.get("coin-flip", turns=1, bins=3), smol_model, tmp_path / "c.h5",
                    ExtractOptions(episodes=1))

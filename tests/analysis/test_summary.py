@@ -19,7 +19,8 @@ from belieflens.analysis.position_bias import position_bias
 from belieflens.api import analyze
 from belieflens.lens.tuned import TunedLensConfig, identity_lens
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from belieflens import envs, open_cache
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.store.file import partial_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -24,9 +24,10 @@ import belieflens.envs as envs
 from belieflens.api import analyze
 from belieflens.episodes.generation import extract_message
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
 from belieflens.run.generate import bind_model
 from belieflens.run.generation_log import read_log, replay
+from belieflens.run.lifecycle import write_cache
 
 pytestmark = pytest.mark.real_model
 

@@ -12,7 +12,8 @@ import pytest
 def tiny_study(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Coin flip, 4 episodes x 2 turns, multi-turn delivery, 2 bias bins: 48 read-outs."""
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     env = envs.get("coin-flip", turns=2, bins=2, delivery="multi-turn")
     out = tmp_path_factory.mktemp("study") / "study.h5"

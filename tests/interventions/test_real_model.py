@@ -16,7 +16,8 @@ def test_patching_identities_on_the_embedded_model(
     smol_model: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     env = envs.get("coin-flip", turns=1, bins=2, delivery="multi-turn")
     path = write_cache(env, smol_model, tmp_path_factory.mktemp("real") / "study.h5",

@@ -167,7 +167,8 @@ def test_cont_resid_convention_on_tiny_model(tiny_model: LoadedModel, tmp_path: 
     import belieflens
     import belieflens.envs as envs
     from belieflens.lens.apply import final_norm_of
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     model = tiny_model
     path = write_cache(envs.get("dice"), model, Path(str(tmp_path)) / "dice.h5",

@@ -21,7 +21,8 @@ import belieflens
 import belieflens.envs as envs
 from belieflens.lens.apply import final_norm_of, lens_logits
 from belieflens.model.load import LoadedModel, catalogue
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 pytestmark = pytest.mark.real_model
 

@@ -13,7 +13,8 @@ import pytest
 def viewer_study(tiny_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny study's cache file (with its token-text table)."""
     import belieflens.envs as envs
-    from belieflens.run.extract import ExtractOptions, write_cache
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
 
     env = envs.get("coin-flip", turns=3, bins=2)
     out = tmp_path_factory.mktemp("viewer-study") / "coin-flip.h5"

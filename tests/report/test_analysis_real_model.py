@@ -17,7 +17,8 @@ from belieflens.envs.belief_attribution.report import (
 from belieflens.envs.dutch_book.report import lens_sure_loss, score_scenarios
 from belieflens.envs.protein_world.report import step_metrics
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 pytestmark = pytest.mark.real_model
 

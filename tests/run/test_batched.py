@@ -15,8 +15,9 @@ import belieflens.envs as envs
 from belieflens.episodes.base import Environment
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import BatchedEnvironment, bind_run
-from belieflens.run.extract import ExtractOptions, Progress, QueryRecord, records, write_cache
+from belieflens.run.extract import ExtractOptions, Progress, QueryRecord, records
 from belieflens.run.generation_log import GeneratingEnvironment, GenerationRecord
+from belieflens.run.lifecycle import write_cache
 from belieflens.store.file import partial_path, read_partial
 from tests.conftest import assert_same_data
 

@@ -128,7 +128,8 @@ def test_held_readouts_are_written_within_the_budget(tiny_model: LoadedModel,
                                                      tmp_path: Path) -> None:
     """Under a budget whose share for read-outs holds fewer than a window, they are written as
     that many are done (no write holds more), and the file equals the default's bit for bit."""
-    from belieflens.run.extract import prepare, write_cache
+    from belieflens.run.extract import prepare
+    from belieflens.run.lifecycle import write_cache
     from belieflens.store.file import PartialFile
     from tests.conftest import assert_same_data
 

@@ -25,7 +25,8 @@ from belieflens.episodes.base import Environment
 from belieflens.errors import InterruptedRunError, StorageError
 from belieflens.model.load import LoadedModel
 from belieflens.run import runner
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.store import space
 from belieflens.store.file import PartialFile, Run, partial_path, read_partial
 from tests.conftest import assert_same_data
@@ -207,7 +208,7 @@ def test_sigterm_while_rendering_says_nothing_was_saved(
         os.kill(os.getpid(), signal.SIGTERM)
         return prepare(*a, **k)
 
-    monkeypatch.setattr(cache_extract, "prepare", then_sigterm)
+    monkeypatch.setattr("belieflens.run.lifecycle.prepare", then_sigterm)  # the lifecycle's
     out = tmp_path / "x.h5"
     with pytest.raises(InterruptedRunError) as caught:
         write_cache(_env(), tiny_model, out, OPTIONS)

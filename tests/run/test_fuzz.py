@@ -19,7 +19,8 @@ from belieflens import envs, open_cache
 from belieflens.api import analyze
 from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.store.info import describe, rerun_command
 from belieflens.store.verify import verify
 

@@ -12,7 +12,8 @@ import belieflens
 import belieflens.envs as envs
 from belieflens.lens.apply import final_norm_of, lens_logits
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 pytestmark = pytest.mark.real_model
 

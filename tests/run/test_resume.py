@@ -17,7 +17,8 @@ from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run import runner
-from belieflens.run.extract import ExtractOptions, Progress, write_cache
+from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.lifecycle import write_cache
 from belieflens.run.resume import done_windows, windows
 from belieflens.run.rows import ReadOut
 from belieflens.store.file import Sizes, chunk_rows, partial_path, read_partial

@@ -14,7 +14,8 @@ from belieflens.episodes.base import Query
 from belieflens.model.load import LoadedModel
 from belieflens.readouts.render import TokenizedQuery, bos_policy, render
 from belieflens.run import rows, runner
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 
 def _coin_queries(model: LoadedModel, n_turns: int = 3) -> list[TokenizedQuery]:

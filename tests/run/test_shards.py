@@ -27,9 +27,12 @@ import xarray as xr
 from belieflens.envs import get
 from belieflens.envs import get as get_env
 from belieflens.errors import CacheFileError, ParameterError
+from belieflens.model.init import Init
 from belieflens.model.load import load
 from belieflens.run import cluster
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.job import Models
+from belieflens.run.lifecycle import write_cache
 from belieflens.run.shards import ShardJob, run_study
 from belieflens.store import manifest as mf
 from belieflens.store.cache import merge, open_cache
@@ -68,8 +71,8 @@ def reference(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _job(tiny_dir: Path, **options: Any) -> ShardJob:
-    return ShardJob(make_env=get_env, env="coin-flip", params=PARAMS, model=str(tiny_dir),
-                    options=dataclasses.replace(OPTIONS, **options))
+    return ShardJob(make_env=get_env, env="coin-flip", params=PARAMS,
+                    models=Models(str(tiny_dir)), options=dataclasses.replace(OPTIONS, **options))
 
 
 @pytest.fixture(scope="module")
@@ -315,8 +318,8 @@ GEN_OPTIONS = ExtractOptions(episodes=4, window=4, max_rows=4)
 
 
 def _gen_job(tiny_dir: Path) -> ShardJob:
-    return ShardJob(make_env=get_env, env=GEN_ENV, params=GEN_PARAMS, model=str(tiny_dir),
-                    options=GEN_OPTIONS)
+    return ShardJob(make_env=get_env, env=GEN_ENV, params=GEN_PARAMS,
+                    models=Models(str(tiny_dir)), options=GEN_OPTIONS)
 
 
 @pytest.fixture(scope="module")
@@ -457,7 +460,8 @@ def test_workers_build_the_same_untrained_control(
                          tmp_path / "single.h5", OPTIONS)
     finally:
         torch.set_num_threads(before)
-    job = dataclasses.replace(_job(tiny_dir), init="random:4")
+    job = dataclasses.replace(_job(tiny_dir),
+                              models=Models(str(tiny_dir), init=Init.parse("random:4")))
     run = run_study(client, job, tmp_path / "study", shard_episodes=2)
     assert_same_data(merge(run.directory, tmp_path / "merged.h5"), single)
     with open_cache(run.directory) as ds:
@@ -473,8 +477,8 @@ def test_a_model_the_workers_cannot_build_is_one_line_leaving_nothing(
     broken.mkdir()
     (broken / "config.json").write_text('{"model_type": "llama"}')
     (broken / "model.safetensors").write_bytes(b"\0\0")
-    job = ShardJob(make_env=get_env, env="coin-flip", params=PARAMS, model=str(broken),
-                   options=OPTIONS, init="random:0")
+    job = ShardJob(make_env=get_env, env="coin-flip", params=PARAMS,
+                   models=Models(str(broken), init=Init.parse("random:0")), options=OPTIONS)
     out = tmp_path / "study"
     with pytest.raises(ModelNotFoundError) as e:
         run_study(client, job, out)
@@ -494,6 +498,6 @@ def test_a_control_that_cannot_be_built_is_one_line(
 
     monkeypatch.setattr(loader, "initialise", cannot)
     with pytest.raises(ModelNotFoundError) as e:
-        shards._model(str(tiny_dir), _job(tiny_dir), "shuffled:2")
+        shards._model(str(tiny_dir), _job(tiny_dir), Init.parse("shuffled:2"))
     assert "as shuffled:2 on a worker: this architecture" in str(e.value)
     assert "\n" not in str(e.value)

@@ -21,7 +21,8 @@ from belieflens.analysis.beliefs import lens_beliefs
 from belieflens.cli.main import app
 from belieflens.errors import CacheFileError
 from belieflens.run import extract as extract_mod
-from belieflens.run.extract import ExtractOptions, Progress, write_cache
+from belieflens.run.extract import ExtractOptions, Progress
+from belieflens.run.lifecycle import write_cache
 from belieflens.store import file as store
 from belieflens.store.file import partial_path
 from belieflens.store.info import describe

@@ -12,7 +12,8 @@ import belieflens.envs as envs
 from belieflens.errors import ParameterError
 from belieflens.model.load import LoadedModel
 from belieflens.run.budget import parse_size
-from belieflens.run.extract import ExtractOptions, prepare, write_cache
+from belieflens.run.extract import ExtractOptions, prepare
+from belieflens.run.lifecycle import write_cache
 from belieflens.store.info import rerun_command
 from tests.conftest import assert_same_data
 

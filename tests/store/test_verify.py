@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from belieflens import envs
 from belieflens.cli.main import app
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 from belieflens.store.verify import verify
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,8 +16,9 @@ from belieflens.envs.belief_attribution.report import (
 )
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import bind_run
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
 from belieflens.run.generation_log import read_log
+from belieflens.run.lifecycle import write_cache
 
 
 def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,

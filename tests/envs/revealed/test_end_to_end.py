@@ -15,7 +15,8 @@ from belieflens.envs.revealed.readouts import readouts
 from belieflens.envs.revealed.report import revealed_section
 from belieflens.envs.revealed.summary import VARIANT, summarise
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
+from belieflens.run.lifecycle import write_cache
 
 pytestmark = pytest.mark.real_model
 

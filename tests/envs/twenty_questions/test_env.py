@@ -29,7 +29,7 @@ from belieflens.envs.twenty_questions.report import step_kl, twenty_questions_se
 from belieflens.episodes.base import Episode, Message, Query
 from belieflens.errors import BeliefLensError
 from belieflens.model.load import LoadedModel
-from belieflens.run.extract import ExtractOptions, write_cache
+from belieflens.run.extract import ExtractOptions
 from belieflens.run.generate import bind_model
 from belieflens.run.generation_log import (
     GenerationRecord,
@@ -37,6 +37,7 @@ from belieflens.run.generation_log import (
     read_log,
     replay,
 )
+from belieflens.run.lifecycle import write_cache
 
 # P(Yes) of "question" for each animal: the scripted player's knowledge
 TABLE: dict[str, dict[str, float]] = {
