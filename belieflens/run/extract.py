@@ -352,7 +352,7 @@ def check_formats(recs: Sequence[QueryRecord], model: LoadedModel, env_name: str
         raise ParameterError(
             f"environment {env_name!r} is a text environment, but model {model.info.spec!r} is "
             "a toy over a process's symbols (no chat template): use a token-level environment "
-            "(coin-tokens, mess3, rrxor, z1r, hmm)"
+            "(`belieflens envs` lists them)"
         )
 
 
