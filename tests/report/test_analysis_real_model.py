@@ -10,10 +10,8 @@ import pytest
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.envs.belief_attribution.report import (
-    belief_attribution_section,
-    episode_revisions,
-)
+from belieflens.envs.belief_attribution.metrics import episode_revisions
+from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.envs.dutch_book.metrics import lens_sure_loss, scenario_scores
 from belieflens.envs.protein_world.report import step_metrics
 from belieflens.model.load import LoadedModel
@@ -94,11 +92,11 @@ def test_belief_attribution_with_the_models_own_answer(
         own = ds["truth_own_answer"].values.astype(str)
         assert own[0].strip() and own[0] == own[-1]  # one greedy answer shared by the pair
         rev = episode_revisions(ds)
-        assert rev.condition.values.tolist() == ["self", "user"]
-        finite = np.isfinite(rev.shift.values)
+        assert rev["condition"].values.tolist() == ["self", "user"]
+        finite = np.isfinite(rev["shift"].values)
         matched = ds["truth_own_matched"].values[0] > 0.5
         assert finite.all() == matched
-        assert np.all(np.abs(rev.shift.values[finite]) <= 1.0)
+        assert np.all(np.abs(rev["shift"].values[finite]) <= 1.0)
         sec = belief_attribution_section(ds, tmp_path / "out", method="geometric")
         assert sec.files[0].exists() and "all" in sec.text
     finally:
