@@ -13,7 +13,7 @@ import belieflens.envs as envs
 from belieflens.envs.belief_attribution.metrics import episode_revisions
 from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.envs.dutch_book.metrics import lens_sure_loss, scenario_scores
-from belieflens.envs.protein_world.report import step_metrics
+from belieflens.envs.protein_world.metrics import step_metrics
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.lifecycle import write_cache
