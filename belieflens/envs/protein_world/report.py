@@ -1,32 +1,8 @@
-"""The ``protein-world`` analysis section: posterior error, downstream gap and experiment choice,
-formatted from :mod:`belieflens.envs.protein_world.metrics`.
-
-Per step ``k`` (turn ``k`` = after ``k`` experiments), per delivery, mean ± SEM over episodes:
-
-- ``KL(passive ‖ model)``: the exact posterior on the stated history (the
-  ``class`` probe's oracle) against the model's debiased class belief (oracle first): the
-  revealed read-out.
-- where the file holds the stated posterior of App. F.3.2 (``truth_stated_k_c``), the same KL
-  against it (``kl_stated``, the verbalised read-out) and the share of its replies that parsed
-  (``stated_parsed``): an unparsed reply is counted there, and has no KL. A stated probability
-  of exactly 0 is floored at 1e-12 in the KL (as every KL of the package): a 0 where the
-  oracle holds mass ``p`` adds ``p · ln(p / 1e-12)`` (27.6 ``p`` nats); the share of parsed
-  replies that give the true class zero mass (``stated_zero_truth``) and that give any class
-  the oracle keeps zero mass (``stated_zero_support``) are shown beside it.
-- the downstream gap of Fig. 4, ``p_active(θ*) − p_stated(θ*)``, as the paper takes it: the
-  active (max-EIG) experimenter's posterior on the true class after ``k`` of its own
-  experiments (``truth_p_active_true_k``) minus the model's *stated* posterior on it
-  (``gap_stated``, over the replies that parsed), with the revealed one beside it
-  (``gap_revealed``: minus the model's debiased class belief).
-- where the model chose the experiments (``truth_choice_source_k``): how each choice was made
-  (by EIG under its revealed belief, by the MCQ, or the seeded fallback), the MCQ's parsed
-  rotations, and whether the experiment run is the max-EIG one under the exact posterior
-  (``ran_best``).
-- experiment choice (``next-experiment`` probe): the rate at which the model's
-  most likely experiment is the max-EIG one (``truth_best_experiment_k``), the
-  model's probability of that experiment and, where the file has the EIG of
-  every experiment (``truth_eig_k_j``), the EIG regret of the model's pick,
-  ``max_j EIG_j − EIG(argmax)``, in nats.
+"""The ``protein-world`` analysis section: posterior error, downstream gap and experiment choice
+per step ``k`` (turn ``k`` = after ``k`` experiments) and delivery, mean ± SEM over episodes,
+with the tallies of the stated replies and of the model's experiment choices. Each column is
+defined where it is computed, :mod:`belieflens.envs.protein_world.metrics`; this module only
+formats it.
 """
 
 from __future__ import annotations

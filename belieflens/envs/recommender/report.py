@@ -1,19 +1,6 @@
 """The ``recommender`` analysis section: type and rating beliefs against the exact posterior,
-formatted from :mod:`belieflens.envs.recommender.metrics`.
-
-Per delivery and turn, mean ± SEM over episodes:
-
-- ``tvd_z``: TVD of the model's type belief (``type`` probe) from the exact
-  posterior over types;
-- ``tvd_y``, ``mae_y``: TVD and |E[stars] difference| of the model's direct
-  rating belief for the target movie (``rating`` probe) from the posterior
-  predictive;
-- the type-conditional ratings (``rating|type=k`` probes) aggregated two ways:
-  at the model's most likely type (``*_argmax``) and marginalised over its type
-  belief (``*_marginal``), each scored with TVD and MAE against the posterior
-  predictive;
-- ``mae_y_true``: |E[stars] − the user's actual rating of the target| (from
-  ``truth_target_rating``), for reference.
+per delivery and turn, mean ± SEM over episodes. Each score is defined where it is computed,
+:func:`belieflens.envs.recommender.metrics.recommender_scores`; this module only formats it.
 """
 
 from __future__ import annotations

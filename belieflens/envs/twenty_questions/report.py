@@ -1,19 +1,7 @@
-"""The ``twenty-questions`` analysis section: posterior fidelity (From Prompts to Posteriors,
-§4.2), KL(oracle ‖ model) with the oracle first, and the downstream gap of Fig. 4, formatted
-from :mod:`belieflens.envs.twenty_questions.metrics`.
-
-At turn k of each game, from the stored read-outs (P(Yes) normalised over Yes/No) and the
-episode's ``step_k`` truth (Θ_k and the candidates C_k the read-outs index):
-
-- the model's posterior over Θ_k: the ``compat/j`` read-outs of Θ_k normalised across Θ_k;
-- the oracle's: uniform over Θ_k times ∏_{i ≤ k} p(y_i | θ, ξ_i) from the ``likelihood/i/j``
-  read-outs (wherever in the game each was first read), θ dropped where one is ≤ 0.2;
-- ``kl`` = KL(oracle ‖ model) in nats (NaN where Θ_k is empty or no θ survives the oracle's
-  filter; turns after ``Correct!`` are not recorded, as in the paper);
-- the downstream gap p_ora-act(θ*) − p_LLM(θ*): the active oracle's posterior mass on the
-  secret after k of its own questions (its game, :mod:`.active`, stored as
-  ``p_active_true_k``) minus the model's; after a game's ``Correct!`` its p(θ*) is 1 for every
-  later step (App. F.2.5: "we set p(θ*)_j = 1 ∀ j ≥ k+1").
+"""The ``twenty-questions`` analysis section: KL(oracle ‖ model) and the downstream gap per
+step, mean ± SEM over games, and the games solved. What each quantity is (the model's and the
+oracle's posteriors over Θ_k, the active oracle's game) is said where it is computed,
+:mod:`belieflens.envs.twenty_questions.metrics`; this module only formats it.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import xarray as xr
 
 import belieflens
@@ -20,13 +19,9 @@ from belieflens.envs.tokens.metrics import (
 )
 
 
-@pytest.fixture(scope="module")
-def coin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tokens-metrics") / "coin.h5"
-    return belieflens.extract("coin-tokens", model="coin-toy", episodes=12, seed=0, out=out)
-
-
-def test_metrics_are_xarray_with_named_dims(coin: Path) -> None:
+def test_metrics_are_xarray_with_named_dims(tmp_path: Path) -> None:
+    coin = belieflens.extract("coin-tokens", model="coin-toy", episodes=12, seed=0,
+                              out=tmp_path / "coin.h5")
     with belieflens.open_cache(coin) as ds:
         tree = geometries(ds)
         assert isinstance(tree, xr.DataTree)
