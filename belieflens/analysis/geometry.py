@@ -284,7 +284,7 @@ def geometry(
         ds: a cache file of a token-level environment.
         rng: seeds the folds (whole episodes), then the permutations.
         target: ``belief_state``, ``oracle`` (for ``coin-tokens``, the posterior mean) or a
-            :class:`Target` (e.g. one of :func:`belieflens.envs.tokens.report.targets`).
+            :class:`Target` (e.g. one of :func:`belieflens.envs.tokens.metrics.targets`).
         n_folds: held-out folds of whole episodes (3 or more: λ is chosen inside each).
         lags: the ``k`` of the recent-token baselines.
         permutations: permuted-trajectory targets behind the null (0: none).

@@ -1,19 +1,20 @@
 """Plain-text tables of a study's computed results (the xarray tables of
-:mod:`belieflens.analysis`), and the number formats every report shares (:func:`pm`,
-:func:`num`)."""
+:mod:`belieflens.analysis`), a titled :class:`Table` of text cells that renders as aligned text
+or Markdown, and the number formats every report shares (:func:`pm`, :func:`num`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import SupportsFloat, TypeVar
 
 import numpy as np
 import xarray as xr
 
-Table = TypeVar("Table", xr.Dataset, xr.DataArray)
+Tab = TypeVar("Tab", xr.Dataset, xr.DataArray)
 
 
-def cells(table: Table, keep: Callable[[Table], bool]) -> Iterator[tuple[str, str, Table]]:
+def cells(table: Tab, keep: Callable[[Tab], bool]) -> Iterator[tuple[str, str, Tab]]:
     """Each (delivery, probe) of ``table`` and its selection, where ``keep`` of it holds: the
     blocks of a table, the panels of a figure."""
     for d in table["delivery"].values:
@@ -121,3 +122,42 @@ def num(x: SupportsFloat) -> str:
     """A value to 3 decimals, ``-`` where missing."""
     v = float(x)
     return "-" if np.isnan(v) else f"{v:.3f}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of text cells with a title, renderable as aligned text or Markdown."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def text(self) -> str:
+        """Aligned plain text: title line, header, rows."""
+        cells = [self.header, *self.rows]
+        widths = [max(len(r[j]) for r in cells) for j in range(len(self.header))]
+        lines = [self.title]
+        for r in cells:
+            first = r[0].ljust(widths[0])
+            rest = "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))
+            lines.append(f"  {first}  {rest}")
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """A Markdown table preceded by the title in bold."""
+        head = "| " + " | ".join(self.header) + " |"
+        rule = "|" + "|".join(["---"] + ["---:"] * (len(self.header) - 1)) + "|"
+        body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in self.rows]
+        return "\n".join([f"**{self.title}**", "", head, rule, *body])
+
+
+def _num(x: SupportsFloat, digits: int = 3) -> str:
+    v = float(x)
+    return "-" if not np.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _pm(mean: SupportsFloat, sem: SupportsFloat, digits: int = 3) -> str:
+    m, s = float(mean), float(sem)
+    if not np.isfinite(m):
+        return "-"
+    return f"{m:.{digits}f}" if not np.isfinite(s) else f"{m:.{digits}f}±{s:.{digits}f}"

@@ -10,12 +10,10 @@ import pytest
 
 import belieflens
 import belieflens.envs as envs
-from belieflens.envs.belief_attribution.report import (
-    belief_attribution_section,
-    episode_revisions,
-)
-from belieflens.envs.dutch_book.report import lens_sure_loss, score_scenarios
-from belieflens.envs.protein_world.report import step_metrics
+from belieflens.envs.belief_attribution.metrics import episode_revisions
+from belieflens.envs.belief_attribution.report import belief_attribution_section
+from belieflens.envs.dutch_book.metrics import lens_sure_loss, scenario_scores
+from belieflens.envs.protein_world.metrics import step_metrics
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.lifecycle import write_cache
@@ -31,21 +29,20 @@ def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
     path = write_cache(env, smol_model, tmp_path / "db.h5", ExtractOptions(episodes=1, max_rows=8))
     ds = belieflens.open_cache(path)
     try:
-        scores = score_scenarios(ds)
-        assert {s.delivery for s in scores} == {"single-turn", "multi-turn"}
-        for s in scores:
-            assert s.kind == "normalisation" and len(s.credences) == 2
-            assert all(0.0 < c < 1.0 for c in s.credences)
-            # the hand book's loss is |p(A) + p(not A) - 1|, and the LP finds the same
-            assert s.hand.sure_loss == pytest.approx(abs(sum(s.credences) - 1.0), abs=1e-9)
-            assert s.lp.book.sure_loss == pytest.approx(s.hand.sure_loss, abs=1e-6)
+        scores = scenario_scores(ds)
+        assert set(scores["delivery"].values) == {"single-turn", "multi-turn"}
+        assert bool(scores["scored"].all()) and set(scores["kind"].values) == {"normalisation"}
+        cred = scores["credence"]
+        assert cred.sizes["question"] == 2
+        assert bool(((cred > 0.0) & (cred < 1.0)).all())
+        # the hand book's loss is |p(A) + p(not A) - 1|, and the LP finds the same
+        np.testing.assert_allclose(scores["hand_loss"], abs(cred.sum("question") - 1.0),
+                                   atol=1e-9)
+        np.testing.assert_allclose(scores["lp_loss"], scores["hand_loss"], atol=1e-6)
         lens = lens_sure_loss(ds)
         assert lens.sizes["layer"] == 31 and np.all(np.isfinite(lens.values))
         # the lens's last layer reproduces the output credences (single-token options)
-        out = {s.delivery: s.hand.sure_loss for s in scores}
-        for d, loss in out.items():
-            assert float(lens.sel(delivery=d).isel(layer=-1).squeeze()) == pytest.approx(
-                loss, abs=2e-3)
+        np.testing.assert_allclose(lens.isel(layer=-1), scores["hand_loss"], atol=2e-3)
     finally:
         ds.close()
     result = analyze(path, tmp_path / "report")
@@ -95,11 +92,11 @@ def test_belief_attribution_with_the_models_own_answer(
         own = ds["truth_own_answer"].values.astype(str)
         assert own[0].strip() and own[0] == own[-1]  # one greedy answer shared by the pair
         rev = episode_revisions(ds)
-        assert rev.condition.values.tolist() == ["self", "user"]
-        finite = np.isfinite(rev.shift.values)
+        assert rev["condition"].values.tolist() == ["self", "user"]
+        finite = np.isfinite(rev["shift"].values)
         matched = ds["truth_own_matched"].values[0] > 0.5
         assert finite.all() == matched
-        assert np.all(np.abs(rev.shift.values[finite]) <= 1.0)
+        assert np.all(np.abs(rev["shift"].values[finite]) <= 1.0)
         sec = belief_attribution_section(ds, tmp_path / "out", method="geometric")
         assert sec.files[0].exists() and "all" in sec.text
     finally:

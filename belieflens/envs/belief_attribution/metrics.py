@@ -26,12 +26,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+import xarray as xr
 from numpy.typing import ArrayLike
+
+from belieflens.analysis.beliefs import output_beliefs
+from belieflens.analysis.truth import episode_truth, has_truth
+from belieflens.dims import EPISODE, OUTCOME
+from belieflens.types import DebiasMethod
 
 DEFAULT_THRESHOLD = 0.5
 """Default shift of probability mass (to the contradiction) that counts as a revision."""
+
+BOOT_SEED = 0
+"""Seed of the bootstrap generator of :func:`bas_table` (the report is deterministic)."""
+
+N_BOOT = 2000
+"""Bootstrap resamples per interval of :func:`bas_table`."""
+
+BEFORE, AFTER = 1, 2
+"""Turns read before and after the contradiction (turn 0 is the bare question)."""
+
+DOMAIN = "domain"
+"""Dimension of :func:`bas_table`: each domain (sorted), then ``all``."""
 
 
 @dataclass(frozen=True)
@@ -234,3 +253,132 @@ def bas_by_domain(
                 n_boot=n_boot, level=level,
             )
     return out
+
+
+def episode_revisions(
+    ds: xr.Dataset, *, method: DebiasMethod = "geometric", delivery: str | None = None
+) -> xr.Dataset:
+    """Revision per episode from a belief-attribution cache file (one delivery: the first
+    unless ``delivery`` is given).
+
+    Dims ``(episode, turn)``. Variables: ``shift`` (mass moved to the contradiction,
+    ``after[c] - before[c]``; NaN where a belief is missing, where, with ``stated=model``, the
+    model's own reply named none of the answers, or where the first answer already was the
+    contradiction), ``condition`` (``self`` or ``user``), ``domain``, and the beliefs in the
+    contradiction, the stated and the correct answer per turn (``p_contra``, ``p_stated``,
+    ``p_correct``). Where the file has them: ``matched`` (the benchmark's string-match
+    revision, 1.0 or 0.0; NaN where left out) and ``item`` (the question id; the BAS interval
+    resamples questions when it is there). ``attrs["excluded"]`` counts the ``self`` episodes
+    left out because their first answer already committed to the contradiction
+    (:func:`first_is_contradiction`).
+    """
+    b = output_beliefs(ds, method=method)
+    d = str(b["delivery"].values[0]) if delivery is None else delivery
+    cond = episode_truth(ds, "condition")
+    belief = b["belief"].sel(delivery=d)
+    # each episode has one probe, answer-<condition>; pick it per episode
+    per_ep = xr.concat(
+        [belief.sel(probe=f"answer-{cond.sel(episode=e).item()}", episode=e, drop=True)
+         for e in cond[EPISODE].values],
+        dim=EPISODE, coords="minimal", compat="override",
+    ).assign_coords({EPISODE: cond[EPISODE].values}).isel({OUTCOME: slice(0, 3)})
+
+    def at(key: str) -> xr.DataArray:
+        idx = episode_truth(ds, key).astype(np.int64)
+        picked = per_ep.isel({OUTCOME: idx}).transpose(EPISODE, "turn")
+        return picked.reset_coords(drop=True).assign_coords({EPISODE: cond[EPISODE].values})
+
+    contra = episode_truth(ds, "contradiction").astype(np.int64)
+    before = per_ep.sel(turn=BEFORE).values
+    after = per_ep.sel(turn=AFTER).values
+    shift = revision(np.nan_to_num(before), np.nan_to_num(after), contra.values)
+    ok = np.isfinite(before).all(-1) & np.isfinite(after).all(-1)
+    if has_truth(ds, "own_matched"):  # stated=model: leave out replies naming no answer
+        ok &= episode_truth(ds, "own_matched").values > 0.5
+    first = first_is_contradiction(ds)
+    matched = (episode_truth(ds, "revised_match").astype(np.float64)
+               if has_truth(ds, "revised_match") else None)
+    out = xr.Dataset(
+        {"shift": ((EPISODE,), np.where(ok & ~first, shift, np.nan)),
+         "condition": ((EPISODE,), cond.values),
+         "domain": ((EPISODE,), episode_truth(ds, "domain").values),
+         "p_contra": at("contradiction"), "p_stated": at("stated"),
+         "p_correct": at("correct")},
+        coords={EPISODE: cond[EPISODE].values},
+        attrs={"excluded": int(first.sum())},
+    )
+    if matched is not None:
+        out["matched"] = ((EPISODE,), matched.where(~first).values)
+    if has_truth(ds, "item"):
+        out["item"] = ((EPISODE,), episode_truth(ds, "item").values)
+    return out
+
+
+def first_is_contradiction(ds: xr.Dataset) -> np.ndarray:
+    """Per episode: a ``self`` episode whose first answer already committed to the
+    contradiction (``truth_first_is_contradiction``; in files without it, the committed
+    ``truth_reply_named`` equal to ``truth_contradiction``). False where neither is stored."""
+    cond = episode_truth(ds, "condition").values.astype(str)
+    if has_truth(ds, "first_is_contradiction"):
+        return np.asarray(episode_truth(ds, "first_is_contradiction").values > 0.5)
+    if has_truth(ds, "reply_named"):
+        named = episode_truth(ds, "reply_named").values
+        contra = episode_truth(ds, "contradiction").values
+        return np.asarray((cond == "self") & (named == contra))
+    return np.zeros(cond.size, dtype=bool)
+
+
+def bas_table(
+    rev: xr.Dataset, *, threshold: float = DEFAULT_THRESHOLD, seed: int = BOOT_SEED,
+    measure: Literal["shift", "match"] = "shift",
+) -> xr.Dataset:
+    """BAS with a bootstrap CI per domain (sorted) and ``all``, from :func:`episode_revisions`.
+
+    ``measure``: revision by log-prob shift (``shift >= threshold``) or by string
+    match on the committed final answer (needs ``rev["matched"]``). The interval resamples
+    questions (:func:`bootstrap_bas_questions`) when ``rev["item"]`` is there, else each
+    condition's episodes.
+
+    Dim :data:`DOMAIN`. Variables: ``defined`` (False where a domain lacks one of the
+    conditions; its other variables are NaN or 0 there), ``bas``, ``low``, ``high``,
+    ``rate_user``, ``rate_self``, ``n_user``, ``n_self``, ``questions`` (0 when the
+    interval resampled episodes); ``attrs["level"]``: the interval's confidence level.
+    """
+    if measure == "match":
+        if "matched" not in rev:
+            raise ValueError("this file has no string-match revisions (protocol=belieflens)")
+        flags = rev["matched"].values
+        ok = np.isfinite(flags)
+        r = flags[ok] > 0.5
+    else:
+        ok = np.isfinite(rev["shift"].values)
+        r = revised(rev["shift"].values[ok], threshold)
+    cond = rev["condition"].values[ok].astype(str)
+    dom = rev["domain"].values[ok].astype(str)
+    item = rev["item"].values[ok].astype(str) if "item" in rev else None
+    rng = np.random.default_rng(seed)
+    rows: list[BASResult | None] = []
+    groups = [(str(x), dom == x) for x in sorted(set(dom.tolist()))]
+    groups.append(("all", np.ones(r.size, dtype=bool)))
+    for _, mask in groups:
+        u, s = r[mask & (cond == "user")], r[mask & (cond == "self")]
+        if not (u.size and s.size):
+            rows.append(None)
+        elif item is not None:
+            rows.append(bootstrap_bas_questions(r[mask], cond[mask], item[mask], rng,
+                                                n_boot=N_BOOT))
+        else:
+            rows.append(bootstrap_bas(u, s, rng, n_boot=N_BOOT))
+    return _bas_dataset([name for name, _ in groups], rows)
+
+
+def _bas_dataset(names: list[str], rows: list[BASResult | None]) -> xr.Dataset:
+    nan = BASResult(*(float("nan"),) * 5, 0, 0, float("nan"), 0)
+    full = [nan if x is None else x for x in rows]
+    data: dict[str, tuple[tuple[str], list[object]]] = {
+        f: ((DOMAIN,), [getattr(x, f) for x in full])
+        for f in ("bas", "low", "high", "rate_user", "rate_self", "n_user", "n_self",
+                  "questions")}
+    data["defined"] = ((DOMAIN,), [x is not None for x in rows])
+    level = next((x.level for x in rows if x is not None), float("nan"))
+    return xr.Dataset(data, coords={DOMAIN: names}, attrs={"level": level})

@@ -1,18 +1,6 @@
-"""The ``recommender`` analysis section: type and rating beliefs against the exact posterior.
-
-Per delivery and turn, mean ± SEM over episodes:
-
-- ``tvd_z``: TVD of the model's type belief (``type`` probe) from the exact
-  posterior over types;
-- ``tvd_y``, ``mae_y``: TVD and |E[stars] difference| of the model's direct
-  rating belief for the target movie (``rating`` probe) from the posterior
-  predictive;
-- the type-conditional ratings (``rating|type=k`` probes) aggregated two ways:
-  at the model's most likely type (``*_argmax``) and marginalised over its type
-  belief (``*_marginal``), each scored with TVD and MAE against the posterior
-  predictive;
-- ``mae_y_true``: |E[stars] − the user's actual rating of the target| (from
-  ``truth_target_rating``), for reference.
+"""The ``recommender`` analysis section: type and rating beliefs against the exact posterior,
+per delivery and turn, mean ± SEM over episodes. Each score is defined where it is computed,
+:func:`belieflens.envs.recommender.metrics.recommender_scores`; this module only formats it.
 """
 
 from __future__ import annotations
@@ -22,69 +10,18 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.beliefs import output_beliefs
-from belieflens.analysis.stats import mean_sem
-from belieflens.analysis.truth import episode_truth, has_truth
-from belieflens.dims import EPISODE, OUTCOME, TURN
-from belieflens.envs.recommender.metrics import rating_abs_error, scores
-from belieflens.errors import CacheFileError
+from belieflens.dims import TURN
+from belieflens.envs.recommender.metrics import (
+    MAE_METRICS,
+    TVD_METRICS,
+    after_evidence,
+    recommender_scores,
+    score_table,
+)
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
+from belieflens.report.tables import pm
 from belieflens.types import DebiasMethod
-
-TYPE_DIM = "type"
-"""The user-type dimension of the type belief and the type-conditional ratings."""
-
-TVD_METRICS: tuple[str, ...] = ("tvd_z", "tvd_y", "tvd_y_argmax", "tvd_y_marginal")
-"""TVD scores, in table order."""
-
-MAE_METRICS: tuple[str, ...] = ("mae_y", "mae_y_argmax", "mae_y_marginal", "mae_y_true")
-"""MAE scores (in stars), in table order."""
-
-
-def _probe(b: xr.Dataset, name: str, var: str) -> xr.DataArray:
-    k = int((b["outcome_label"].sel(probe=name) != "").sum())
-    return b[var].sel(probe=name, drop=True).isel({OUTCOME: slice(0, k)})
-
-
-def recommender_scores(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
-    """Per (delivery, episode, turn) scores: see the module docstring for each variable."""
-    b = output_beliefs(ds, method=method)
-    probes = {str(p) for p in b["probe"].values}
-    for need in ("type", "rating"):
-        if need not in probes:
-            raise CacheFileError(f"recommender cache file lacks the {need!r} probe")
-    p_type = _probe(b, "type", "belief").rename({OUTCOME: TYPE_DIM})
-    o_type = _probe(b, "type", "oracle").rename({OUTCOME: TYPE_DIM})
-    p_rating = _probe(b, "rating", "belief")
-    o_rating = _probe(b, "rating", "oracle")
-    k = p_type.sizes[TYPE_DIM]
-    cond_names = [f"rating|type={j}" for j in range(k)]
-    p_cond = None
-    if all(n in probes for n in cond_names):
-        p_cond = xr.concat([_probe(b, n, "belief") for n in cond_names], dim=TYPE_DIM)
-    out = scores(p_type, p_rating, o_type, o_rating, p_cond, type_dim=TYPE_DIM, dim=OUTCOME)
-    if has_truth(ds, "target_rating"):
-        actual = episode_truth(ds, "target_rating")
-        out["mae_y_true"] = rating_abs_error(p_rating, actual, OUTCOME)
-    return out.transpose("delivery", EPISODE, TURN)
-
-
-def score_table(sc: xr.Dataset) -> xr.Dataset:
-    """Mean and SEM over episodes of every score: ``<name>_mean``, ``<name>_sem`` and ``n``."""
-    out: dict[str, xr.DataArray] = {}
-    for name in sc.data_vars:
-        m = mean_sem(sc[name], EPISODE)
-        out[f"{name}_mean"] = m["mean"]
-        out[f"{name}_sem"] = m["sem"]
-        out["n"] = m["n"]
-    return xr.Dataset(out)
-
-
-def _pm(m: float, s: float) -> str:
-    if not np.isfinite(m):
-        return "-"
-    return f"{m:.3f}±{s:.3f}" if np.isfinite(s) else f"{m:.3f}"
 
 
 def format_table(table: xr.Dataset) -> str:
@@ -95,7 +32,7 @@ def format_table(table: xr.Dataset) -> str:
     for d in table["delivery"].values:
         for t in table[TURN].values:
             cells = [
-                _pm(float(table[f"{n}_mean"].sel(delivery=d, turn=t)),
+                pm(float(table[f"{n}_mean"].sel(delivery=d, turn=t)),
                     float(table[f"{n}_sem"].sel(delivery=d, turn=t)))
                 for n in names
             ]
@@ -137,13 +74,9 @@ def recommender_section(
     """The recommender section: TVD for z and y, MAE for y, both aggregations of p(y | x, z)."""
     table = score_table(recommender_scores(ds, method=method))
     text = format_table(table)
-    overall = {
-        n: float(table[f"{n}_mean"].where(table[TURN] > 0).mean(skipna=True))
-        for n in (*TVD_METRICS, *MAE_METRICS)
-        if f"{n}_mean" in table
-    }
+    overall = after_evidence(table)
     summary = "after evidence (turns ≥ 1, all deliveries): " + ", ".join(
-        f"{n} {v:.3f}" for n, v in overall.items()
+        f"{n} {float(v):.3f}" for n, v in overall.data_vars.items()
     )
     text = f"{text}\n{summary}"
     files: tuple[Path, ...] = ()

@@ -1,10 +1,10 @@
 """The ``belieflens analyze`` section of the revealed-belief environments (dice, coins,
-preference, choice, case study): text and Markdown tables, the figures, and the section.
+preference, choice, case study): text and Markdown tables (:class:`belieflens.report.tables.Table`)
+and figures of :func:`belieflens.envs.revealed.summary.revealed_summary`, and the section.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsFloat
 
@@ -12,53 +12,14 @@ import numpy as np
 import xarray as xr
 
 from belieflens.dims import LAYER
-from belieflens.envs.revealed.readouts import readouts
-from belieflens.envs.revealed.summary import METRICS, VARIANT, Summary, summarise
+from belieflens.envs.revealed.summary import METRICS, VARIANT, revealed_summary, table
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
+from belieflens.report.tables import Table, num, pm
 from belieflens.types import DebiasMethod
 
 METRIC_NAMES: dict[str, str] = {"chebyshev": "Chebyshev", "l1": "L1", "sym_kl": "sym KL"}
 """Column headings of the distance metrics."""
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table of text cells with a title, renderable as aligned text or Markdown."""
-
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-    def text(self) -> str:
-        """Aligned plain text: title line, header, rows."""
-        cells = [self.header, *self.rows]
-        widths = [max(len(r[j]) for r in cells) for j in range(len(self.header))]
-        lines = [self.title]
-        for r in cells:
-            first = r[0].ljust(widths[0])
-            rest = "  ".join(c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True))
-            lines.append(f"  {first}  {rest}")
-        return "\n".join(lines)
-
-    def markdown(self) -> str:
-        """A Markdown table preceded by the title in bold."""
-        head = "| " + " | ".join(self.header) + " |"
-        rule = "|" + "|".join(["---"] + ["---:"] * (len(self.header) - 1)) + "|"
-        body = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in self.rows]
-        return "\n".join([f"**{self.title}**", "", head, rule, *body])
-
-
-def _num(x: SupportsFloat, digits: int = 3) -> str:
-    v = float(x)
-    return "-" if not np.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _pm(mean: SupportsFloat, sem: SupportsFloat, digits: int = 3) -> str:
-    m, s = float(mean), float(sem)
-    if not np.isfinite(m):
-        return "-"
-    return f"{m:.{digits}f}" if not np.isfinite(s) else f"{m:.{digits}f}±{s:.{digits}f}"
 
 
 def _p(p: SupportsFloat) -> str:
@@ -68,34 +29,34 @@ def _p(p: SupportsFloat) -> str:
     return f"{v:.3f}" if v >= 1e-3 else f"{v:.1e}"
 
 
-def distance_table(s: Summary) -> Table:
+def distance_table(s: xr.DataTree) -> Table:
     """Output-level distances of the revealed belief to the truth, mean ± SEM per variant."""
-    d = s.distance
+    d = s["distance"].to_dataset()
     rows = tuple(
         (str(v), str(int(d["n"].sel({VARIANT: v}))),
-         *(_pm(d[f"{m}_mean"].sel({VARIANT: v}), d[f"{m}_sem"].sel({VARIANT: v}))
+         *(pm(d[f"{m}_mean"].sel({VARIANT: v}), d[f"{m}_sem"].sel({VARIANT: v}))
            for m in METRICS))
         for v in d[VARIANT].values
     )
     return Table(
         f"Revealed belief vs truth at the output (mean ± SEM over grid points; sym KL with "
-        f"truth smoothed by eps={s.eps:g})",
+        f"truth smoothed by eps={s.attrs['eps']:g})",
         ("variant", "n", *(METRIC_NAMES[m] for m in METRICS)),
         rows,
     )
 
 
-def accuracy_table(s: Summary) -> Table:
+def accuracy_table(s: xr.DataTree) -> Table:
     """StaA vs RevB per variant with McNemar's exact test and significance marks."""
-    a = s.accuracy
+    a = s["accuracy"].to_dataset()
     rows = []
     for v in a[VARIANT].values:
         r = a.sel({VARIANT: v})
         diff = float(r["diff"])
         rows.append((
-            str(v), str(int(r["n"])), _num(r["staa"]), _num(r["revb"]),
+            str(v), str(int(r["n"])), num(r["staa"]), num(r["revb"]),
             "-" if not np.isfinite(diff) else f"{diff:+.3f}{r['mark'].item()}",
-            _p(r["p_value"]), f"{_num(r['staa_all'])} ({int(r['n_all'])})",
+            _p(r["p_value"]), f"{num(r['staa_all'])} ({int(r['n_all'])})",
         ))
     return Table(
         "Accuracy where the truth has a unique mode: StaA = stated answer picks the correct "
@@ -105,24 +66,25 @@ def accuracy_table(s: Summary) -> Table:
     )
 
 
-def _scoring(s: Summary) -> str:
-    if s.lens_scoring == "first-token":
+def _scoring(s: xr.DataTree) -> str:
+    if s.attrs["lens_scoring"] == "first-token":
         return "multi-token outcomes scored by their first token only"
-    return f"multi-token outcomes scored: {s.lens_scoring}"
+    return f"multi-token outcomes scored: {s.attrs['lens_scoring']}"
 
 
 def _shown_layers(layers: list[int], every: int) -> list[int]:
     return sorted(set(layers[::every]) | {layers[-1]})
 
 
-def lens_distance_table(s: Summary, metric: str = "l1", *, every: int = 5) -> Table | None:
+def lens_distance_table(s: xr.DataTree, metric: str = "l1", *, every: int = 5) -> Table | None:
     """``metric`` of the revealed lens belief to the truth by layer (every ``every``-th, last)."""
-    if s.lens_distance is None:
+    lens = table(s, "lens_distance")
+    if lens is None:
         return None
-    d = s.lens_distance[f"{metric}_mean"]
+    d = lens[f"{metric}_mean"]
     layers = _shown_layers([int(x) for x in d[LAYER].values], every)
     rows = tuple(
-        (str(v), *(_num(d.sel({VARIANT: v, LAYER: la})) for la in layers))
+        (str(v), *(num(d.sel({VARIANT: v, LAYER: la})) for la in layers))
         for v in d[VARIANT].values
     )
     return Table(
@@ -133,14 +95,14 @@ def lens_distance_table(s: Summary, metric: str = "l1", *, every: int = 5) -> Ta
     )
 
 
-def lens_accuracy_table(s: Summary, *, every: int = 5) -> Table | None:
+def lens_accuracy_table(s: xr.DataTree, *, every: int = 5) -> Table | None:
     """StaA and RevB by layer, per variant (grid points with a unique mode)."""
-    if s.lens_accuracy is None:
+    a = table(s, "lens_accuracy")
+    if a is None:
         return None
-    a = s.lens_accuracy
     layers = _shown_layers([int(x) for x in a[LAYER].values], every)
     rows = tuple(
-        (f"{v} {name}", *(_num(a[var].sel({VARIANT: v, LAYER: la})) for la in layers))
+        (f"{v} {name}", *(num(a[var].sel({VARIANT: v, LAYER: la})) for la in layers))
         for v in a[VARIANT].values
         if int(a["n"].sel({VARIANT: v}).max()) > 0
         for var, name in (("staa", "StaA"), ("revb", "RevB"))
@@ -151,17 +113,17 @@ def lens_accuracy_table(s: Summary, *, every: int = 5) -> Table | None:
                  ("variant", *(f"L{la}" for la in layers)), rows)
 
 
-def bias_table(s: Summary) -> Table | None:
+def bias_table(s: xr.DataTree) -> Table | None:
     """First-option mass where all outcomes are equally likely, next to 1/|O|."""
-    b = s.bias
+    b = s["bias"].to_dataset()
     if b.sizes.get(VARIANT, 0) == 0:
         return None
     rows = tuple(
         (str(v), str(int(b["n"].sel({VARIANT: v}))),
-         _pm(b["p_first_mean"].sel({VARIANT: v}), b["p_first_sem"].sel({VARIANT: v})),
-         _num(b["expected"].sel({VARIANT: v})),
-         _pm(b["stated_a_mean"].sel({VARIANT: v}), b["stated_a_sem"].sel({VARIANT: v})),
-         _num(b["stated_expected"].sel({VARIANT: v})))
+         pm(b["p_first_mean"].sel({VARIANT: v}), b["p_first_sem"].sel({VARIANT: v})),
+         num(b["expected"].sel({VARIANT: v})),
+         pm(b["stated_a_mean"].sel({VARIANT: v}), b["stated_a_sem"].sel({VARIANT: v})),
+         num(b["stated_expected"].sel({VARIANT: v})))
         for v in b[VARIANT].values
     )
     return Table(
@@ -172,7 +134,7 @@ def bias_table(s: Summary) -> Table | None:
     )
 
 
-def tables(s: Summary) -> list[Table]:
+def tables(s: xr.DataTree) -> list[Table]:
     """Every table that has data, in report order."""
     out: list[Table | None] = [
         distance_table(s), accuracy_table(s), bias_table(s),
@@ -181,13 +143,13 @@ def tables(s: Summary) -> list[Table]:
     return [t for t in out if t is not None]
 
 
-def accuracy_bars(s: Summary, out: Path, title: str) -> Path:
+def accuracy_bars(s: xr.DataTree, out: Path, title: str) -> Path:
     """Grouped bars StaA vs RevB per variant, exact 95% CIs, significance marks above pairs.
 
     Where no grid point has a unique mode (RevB undefined), StaA over all grid points is drawn.
     """
     plt = pyplot()
-    a = s.accuracy
+    a = s["accuracy"].to_dataset()
     paired = [str(v) for v in a[VARIANT].values if int(a["n"].sel({VARIANT: v})) > 0]
     fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * max(len(a[VARIANT]), 1) + 2), 3.8))
     if paired:
@@ -226,23 +188,23 @@ def accuracy_bars(s: Summary, out: Path, title: str) -> Path:
     return save(fig, out, tight=True)
 
 
-def lens_plot(s: Summary, out: Path, title: str) -> Path | None:
+def lens_plot(s: xr.DataTree, out: Path, title: str) -> Path | None:
     """Per-layer L1 and sym KL of the revealed belief to the truth, and StaA/RevB per layer.
 
     The output-level value (all tokens of each outcome scored) is drawn as a
     diamond right of the last layer.
     """
-    if s.lens_distance is None or s.lens_accuracy is None:
+    ld, la = table(s, "lens_distance"), table(s, "lens_accuracy")
+    if ld is None or la is None:
         return None
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    ld = s.lens_distance
     layers = np.asarray(ld[LAYER].values)
     out_x = layers[-1] + 1.5
     for ax, m in zip(axes[:2], ("l1", "sym_kl"), strict=True):
         for v in ld[VARIANT].values:
             line = ax.plot(layers, ld[f"{m}_mean"].sel({VARIANT: v}).values, label=str(v))
-            ax.plot([out_x], [float(s.distance[f"{m}_mean"].sel({VARIANT: v}))], "D",
+            ax.plot([out_x], [float(s["distance"][f"{m}_mean"].sel({VARIANT: v}))], "D",
                     color=line[0].get_color())
         ax.set_xlabel("layer (0 = embeddings; ◆ = output)")
         ax.set_ylabel(f"{METRIC_NAMES[m]} to truth")
@@ -251,13 +213,12 @@ def lens_plot(s: Summary, out: Path, title: str) -> Path | None:
             ax.set_ylim(0, 2.02)
         ax.legend(fontsize=7)
     ax = axes[2]
-    la = s.lens_accuracy
     pooled = str(la[VARIANT].values[-1])
     row = la.sel({VARIANT: pooled})
     if int(row["n"].max()) > 0:
         ax.plot(layers, row["staa"].values, label="StaA (stated)", color="#4C72B0")
         ax.plot(layers, row["revb"].values, label="RevB (revealed)", color="#DD8452")
-        acc = s.accuracy.sel({VARIANT: pooled})
+        acc = s["accuracy"].to_dataset().sel({VARIANT: pooled})
         ax.plot([out_x], [float(acc["staa"])], "D", color="#4C72B0")
         ax.plot([out_x], [float(acc["revb"])], "D", color="#DD8452")
         ax.legend(fontsize=7)
@@ -290,7 +251,7 @@ accuracies are compared on the same grid points with McNemar's exact test."""
 def revealed_section(ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod) -> Section:
     """Revealed belief vs stated answer: distance and accuracy tables, bias, lens, figures."""
     env = str(ds.attrs.get("env_name", ""))
-    summary = summarise(readouts(ds, method=method))
+    summary = revealed_summary(ds, method=method)
     ts = tables(summary)
     text = "\n\n".join(t.text() for t in ts)
     files: list[Path] = []

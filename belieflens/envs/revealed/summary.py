@@ -1,4 +1,6 @@
-"""Metrics of both read-outs grouped by variant, with significance tests.
+"""Metrics of both read-outs grouped by variant, with significance tests, as one
+``xarray.DataTree`` (:func:`summarise`; :func:`revealed_summary` from a cache file) whose
+nodes are the tables below, each a Dataset with a ``variant`` dimension.
 
 Rows are the environment's variants in grid order, then ``all``. The unit is
 the grid point (one episode each); means are over grid points ± 1 SEM.
@@ -21,7 +23,6 @@ the grid point (one episode each); means are over grid points ± 1 SEM.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -36,7 +37,8 @@ from belieflens.envs.revealed.metrics import (
     revealed_correct,
     stated_correct,
 )
-from belieflens.envs.revealed.readouts import N_CANDIDATES, Readouts
+from belieflens.envs.revealed.readouts import N_CANDIDATES, Readouts, readouts
+from belieflens.types import DebiasMethod
 
 VARIANT: Final = "variant"
 """Dimension of the summary tables: one row per variant, then ``all``."""
@@ -48,17 +50,13 @@ METRICS: Final = ("chebyshev", "l1", "sym_kl")
 """Distance metrics, in table order."""
 
 
-@dataclass(frozen=True, eq=False)
-class Summary:
-    """Both read-outs summarised per variant (see the module docstring for each table)."""
+TABLES: Final = ("distance", "accuracy", "bias", "lens_distance", "lens_accuracy")
+"""The tables of a summary (the lens tables only where the file has lens read-outs)."""
 
-    distance: xr.Dataset
-    lens_distance: xr.Dataset | None
-    accuracy: xr.Dataset
-    lens_accuracy: xr.Dataset | None
-    bias: xr.Dataset
-    eps: float
-    lens_scoring: str = "first-token"
+
+def table(summary: xr.DataTree, name: str) -> xr.Dataset | None:
+    """Table ``name`` of :func:`summarise` as a Dataset, ``None`` where the summary lacks it."""
+    return summary[name].to_dataset() if name in summary.children else None
 
 
 def groups(variant: xr.DataArray) -> list[tuple[str, np.ndarray]]:
@@ -168,22 +166,29 @@ def bias_table(r: Readouts) -> xr.Dataset:
     )
 
 
-def summarise(r: Readouts, *, eps: float = DEFAULT_EPS) -> Summary:
-    """All tables of the module docstring from paired read-outs."""
+def summarise(r: Readouts, *, eps: float = DEFAULT_EPS) -> xr.DataTree:
+    """All tables of the module docstring from paired read-outs: one node per table of
+    :data:`TABLES` (the lens tables only where ``r`` has lens read-outs); the root's
+    ``attrs`` hold ``eps`` (the KL smoothing) and ``lens_scoring``."""
     rows = groups(r.variant)
-    dist = distance_table(distances(r.revealed, r.truth, eps=eps), rows)
-    sta = stated_correct(r.stated, r.stated_correct)
-    rev = revealed_correct(r.revealed, r.truth)
-    acc = accuracy_table(sta, rev, rows)
-    lens_dist = lens_acc = None
+    nodes: dict[str, xr.Dataset] = {
+        "/": xr.Dataset(attrs={"eps": eps, "lens_scoring": r.lens_scoring}),
+        "distance": distance_table(distances(r.revealed, r.truth, eps=eps), rows),
+        "accuracy": accuracy_table(stated_correct(r.stated, r.stated_correct),
+                                   revealed_correct(r.revealed, r.truth), rows),
+        "bias": bias_table(r),
+    }
     if r.revealed_lens is not None and r.stated_lens is not None:
         ld = distances(r.revealed_lens, r.truth, eps=eps).transpose(EPISODE, LAYER)
-        lens_dist = distance_table(ld, rows)
-        lens_acc = _lens_accuracy(
+        nodes["lens_distance"] = distance_table(ld, rows)
+        nodes["lens_accuracy"] = _lens_accuracy(
             stated_correct(r.stated_lens, r.stated_correct).transpose(EPISODE, LAYER),
             revealed_correct(r.revealed_lens, r.truth).transpose(EPISODE, LAYER),
             rows,
         )
-    return Summary(distance=dist, lens_distance=lens_dist, accuracy=acc,
-                   lens_accuracy=lens_acc, bias=bias_table(r), eps=eps,
-                   lens_scoring=r.lens_scoring)
+    return xr.DataTree.from_dict(nodes)
+
+
+def revealed_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.DataTree:
+    """:func:`summarise` of a revealed-belief cache file's read-outs."""
+    return summarise(readouts(ds, method=method))

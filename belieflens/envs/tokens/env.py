@@ -28,8 +28,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from belieflens.envs.registry import register
+from belieflens.envs.tokens.metrics import targets
 from belieflens.envs.tokens.process import PROCESSES, ProcessClass, TokenProcess
-from belieflens.envs.tokens.report import SECTIONS, targets
+from belieflens.envs.tokens.report import SECTIONS
 from belieflens.episodes.base import Episode, Probe, Query, Turn
 from belieflens.episodes.capabilities import ControlOf
 from belieflens.report.section import SectionFn

@@ -1,42 +1,18 @@
-"""The ``twenty-questions`` analysis section: posterior fidelity (From Prompts to Posteriors,
-§4.2), KL(oracle ‖ model) with the oracle first, and the downstream gap of Fig. 4.
-
-At turn k of each game, from the stored read-outs (P(Yes) normalised over Yes/No) and the
-episode's ``step_k`` truth (Θ_k and the candidates C_k the read-outs index):
-
-- the model's posterior over Θ_k: the ``compat/j`` read-outs of Θ_k normalised across Θ_k;
-- the oracle's: uniform over Θ_k times ∏_{i ≤ k} p(y_i | θ, ξ_i) from the ``likelihood/i/j``
-  read-outs (wherever in the game each was first read), θ dropped where one is ≤ 0.2;
-- ``kl`` = KL(oracle ‖ model) in nats (NaN where Θ_k is empty or no θ survives the oracle's
-  filter; turns after ``Correct!`` are not recorded, as in the paper);
-- the downstream gap p_ora-act(θ*) − p_LLM(θ*): the active oracle's posterior mass on the
-  secret after k of its own questions (its game, :mod:`.active`, stored as
-  ``p_active_true_k``) minus the model's; after a game's ``Correct!`` its p(θ*) is 1 for every
-  later step (App. F.2.5: "we set p(θ*)_j = 1 ∀ j ≥ k+1").
+"""The ``twenty-questions`` analysis section: KL(oracle ‖ model) and the downstream gap per
+step, mean ± SEM over games, and the games solved. What each quantity is (the model's and the
+oracle's posteriors over Θ_k, the active oracle's game) is said where it is computed,
+:mod:`belieflens.envs.twenty_questions.metrics`; this module only formats it.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.stats import mean_sem
-from belieflens.analysis.truth import episode_truth, has_truth
-from belieflens.dims import EPISODE, TURN
-from belieflens.envs.twenty_questions.active import P_ACTIVE
-from belieflens.envs.twenty_questions.bayes import (
-    kl_divergence,
-    likelihood,
-    mass_on,
-    model_posterior,
-    oracle_posterior,
-    p_yes,
-)
-from belieflens.errors import CacheFileError
+from belieflens.dims import TURN
+from belieflens.envs.twenty_questions.metrics import games_solved, step_kl, step_table
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
 from belieflens.types import DebiasMethod
@@ -45,150 +21,24 @@ TITLE = "twenty-questions: posterior fidelity"
 """The section's heading."""
 
 
-def _readouts(ds: xr.Dataset) -> dict[tuple[int, int, str], float]:
-    """P(Yes) of every read-out, keyed by (episode, turn, probe)."""
-    lp = np.asarray(ds["option_logprob"].values, dtype=np.float64)
-    outcome = np.asarray(ds["outcome"].values).astype(np.int64)
-    episode = np.asarray(ds[EPISODE].values).astype(np.int64)
-    turn = np.asarray(ds[TURN].values).astype(np.int64)
-    probe = np.asarray(ds["probe"].values).astype(str)
-    out: dict[tuple[int, int, str], float] = {}
-    for q in range(lp.shape[0]):
-        yes = int(np.flatnonzero(outcome[q] == 0)[0])
-        no = int(np.flatnonzero(outcome[q] == 1)[0])
-        out[(int(episode[q]), int(turn[q]), str(probe[q]))] = p_yes(lp[q, yes], lp[q, no])
-    return out
-
-
-def _steps(ds: xr.Dataset, turns: list[int]) -> dict[int, list[dict[str, Any] | None]]:
-    """Per episode, the parsed ``step_k`` truth of each turn (``None`` where absent)."""
-    cols = {t: episode_truth(ds, f"step_{t}") if has_truth(ds, f"step_{t}") else None
-            for t in turns}
-    episodes = np.unique(np.asarray(ds[EPISODE].values).astype(np.int64))
-    out: dict[int, list[dict[str, Any] | None]] = {}
-    for e in episodes.tolist():
-        row: list[dict[str, Any] | None] = []
-        for t in turns:
-            col = cols[t]
-            text = "" if col is None else str(col.sel({EPISODE: e}).item())
-            row.append(json.loads(text) if text else None)
-        out[int(e)] = row
-    return out
-
-
-METRICS = ("kl", "n_hypotheses", "oracle_support", "p_model_secret", "p_oracle_secret",
-           "p_active_secret", "gap")
-"""The variables of :func:`step_kl`."""
-
-
-def _turns(ds: xr.Dataset) -> list[int]:
-    """Turns 0..T: T the games' ``steps`` where the file records it, else the last turn with
-    a read-out or a ``step_k`` record."""
-    last = max(int(t) for t in np.asarray(ds[TURN].values).tolist())
-    if has_truth(ds, "steps"):
-        last = max(last, int(np.nanmax(episode_truth(ds, "steps").values)))
-    while has_truth(ds, f"step_{last + 1}"):
-        last += 1
-    return list(range(last + 1))
-
-
-def _game_row(e: int, steps: list[dict[str, Any] | None], turns: list[int], secret: str,
-              reads: dict[tuple[int, int, str], float]) -> dict[str, np.ndarray]:
-    """The per-turn metrics of episode ``e``'s own game (no active oracle, no Correct! rule)."""
-    out = {n: np.full(len(turns), np.nan) for n in METRICS}
-    answers: dict[int, str] = {}
-    p_of: dict[tuple[str, int], float] = {}
-    for t, info in zip(turns, steps, strict=True):
-        if info is None:
-            continue
-        if t == 0:  # an empty history fits every θ: both posteriors are uniform over Θ0
-            theta0 = [str(h) for h in info.get("hypotheses", [])]
-            uniform = np.full(len(theta0), 1.0 / max(len(theta0), 1))
-            out["p_model_secret"][0] = out["p_oracle_secret"][0] = mass_on(theta0, uniform,
-                                                                            secret)
-            continue
-        answers[t] = str(info["answer"])
-        cands = [str(c) for c in info.get("candidates", [])]
-        for j, c in enumerate(cands):
-            for i in range(1, t + 1):
-                v = reads.get((e, t, f"likelihood/{i}/{j}"))
-                if v is not None:
-                    p_of.setdefault((c, i), v)
-        if "hypotheses" not in info:
-            continue  # answered Correct!: the run ends, nothing recorded
-        theta = [str(h) for h in info["hypotheses"]]
-        index = {c: j for j, c in enumerate(cands)}
-        compat = np.asarray([reads[(e, t, f"compat/{index[h]}")] for h in theta])
-        lik = np.asarray([[likelihood(p_of[(h, i)], answers[i]) for i in range(1, t + 1)]
-                          for h in theta]).reshape(len(theta), t)
-        pm, po = model_posterior(compat), oracle_posterior(lik)
-        out["kl"][t] = kl_divergence(po, pm) if len(theta) else np.nan
-        out["n_hypotheses"][t] = len(theta)
-        out["oracle_support"][t] = float(np.sum(np.nan_to_num(po) > 0))
-        out["p_model_secret"][t] = mass_on(theta, pm, secret)
-        out["p_oracle_secret"][t] = mass_on(theta, po, secret)
-    return out
-
-
-def step_kl(ds: xr.Dataset) -> xr.Dataset:
-    """Per (episode, turn): ``kl`` = KL(oracle ‖ model), ``n_hypotheses`` = |Θ_k|,
-    ``oracle_support`` (hypotheses the oracle's filter keeps), the mass on the secret animal
-    of the model's posterior (``p_model_secret``, p_LLM(θ*)) and of the oracle's on the same
-    history (``p_oracle_secret``, p_ora-pas(θ*)), 0 where θ* is not in Θ_k and uniform over Θ0
-    at turn 0; the active oracle's (``p_active_secret``, p_ora-act(θ*), from its own game) and
-    the downstream ``gap`` = p_ora-act(θ*) − p_LLM(θ*) (Fig. 4).
-
-    After a game's ``Correct!`` its p(θ*) is 1 at that turn and every later one up to T, and
-    its KL is not recorded (App. F.2.5); turns after a game that stopped without a question
-    are NaN."""
-    if not has_truth(ds, "step_0") or not has_truth(ds, "secret"):
-        raise CacheFileError("cache file is not a twenty-questions file (no step_0 truth)")
-    turns = _turns(ds)
-    steps = _steps(ds, turns)
-    reads = _readouts(ds)
-    secrets = episode_truth(ds, "secret")
-    solved = episode_truth(ds, "solved_at")
-    active = [_truth_per_turn(ds, f"{P_ACTIVE}{t}") for t in turns]
-    episodes = sorted(steps)
-    data = {n: np.full((len(episodes), len(turns)), np.nan) for n in METRICS}
-    for a, e in enumerate(episodes):
-        row = _game_row(e, steps[e], turns, str(secrets.sel({EPISODE: e}).item()), reads)
-        s = float(solved.sel({EPISODE: e}).item())
-        if s > 0:
-            after = np.asarray(turns) >= s
-            row["p_model_secret"][after] = row["p_oracle_secret"][after] = 1.0
-            row["kl"][after] = np.nan
-        row["p_active_secret"] = np.array([np.nan if col is None else
-                                           float(col.sel({EPISODE: e}).item()) for col in active])
-        row["gap"] = row["p_active_secret"] - row["p_model_secret"]
-        for n in METRICS:
-            data[n][a] = row[n]
-    coords = {EPISODE: episodes, TURN: turns}
-    return xr.Dataset({n: ((EPISODE, TURN), v) for n, v in data.items()}, coords=coords)
-
-
-def _truth_per_turn(ds: xr.Dataset, key: str) -> xr.DataArray | None:
-    return episode_truth(ds, key) if has_truth(ds, key) else None
-
-
-def _cell(x: xr.DataArray, t: int) -> tuple[str, int]:
-    """``mean ± SEM`` over games of ``x`` at turn ``t`` (``-`` where no game has a value)."""
-    at = x.sel({TURN: t})
-    n = int(at.notnull().sum())
+def _cell(t: xr.Dataset, var: str) -> tuple[str, int]:
+    """``mean ± SEM`` over games of ``var`` in one turn's row of
+    :func:`~belieflens.envs.twenty_questions.metrics.step_table` (``-`` where no game has a
+    value)."""
+    n = int(t[f"{var}_n"])
     if not n:
         return "-", 0
-    stats = mean_sem(at.expand_dims(TURN))
-    mu, se = float(stats["mean"].values[0]), float(stats["sem"].values[0])
+    mu, se = float(t[f"{var}_mean"]), float(t[f"{var}_sem"])
     return (f"{mu:.4f}" if np.isnan(se) else f"{mu:.4f} ± {se:.4f}"), n
 
 
-def _plot(m: xr.Dataset, var: str, label: str, title: str, path: Path) -> Path:
-    """Mean ± SEM over games of ``m[var]`` per step k ≥ 1."""
+def _plot(table: xr.Dataset, var: str, label: str, title: str, path: Path) -> Path:
+    """Mean ± SEM over games of ``var`` per step k ≥ 1."""
     plt = pyplot()
-    stats = mean_sem(m[var])
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    x = m[TURN].values[1:]
-    ax.errorbar(x, stats["mean"].values[1:], yerr=stats["sem"].values[1:], marker="o")
+    x = table[TURN].values[1:]
+    ax.errorbar(x, table[f"{var}_mean"].values[1:], yerr=table[f"{var}_sem"].values[1:],
+                marker="o")
     if var == "gap":
         ax.axhline(0.0, color="k", lw=0.8)
     ax.set_xlabel("step k")
@@ -207,36 +57,36 @@ def twenty_questions_section(
     ``method`` is unused: every read-out is a single Yes/No query (no rotations to pool)."""
     del method
     m = step_kl(ds)
-    active = bool(m["p_active_secret"].notnull().any())
-    size = m["n_hypotheses"].mean(EPISODE, skipna=True)
+    table = step_table(m)
+    active = bool(table.attrs["active"])
     head = ["step k", "games", "KL(oracle ‖ model), nats"]
     head += ["games", "gap p_ora-act(θ*) − p_LLM(θ*)"] if active else []
     lines = ["  ".join([*head, "mean |Θk|"])]
     rows = ["| " + " | ".join([*head, "mean \\|Θk\\|"]) + " |", "|---" * (len(head) + 1) + "|"]
     for t in m[TURN].values.tolist()[1:]:
-        kl, n = _cell(m["kl"], t)
+        row = table.sel({TURN: t})
+        kl, n = _cell(row, "kl")
         cells = [str(t), str(n), kl]
         if active:
-            gap, n_gap = _cell(m["gap"], t)
+            gap, n_gap = _cell(row, "gap")
             cells += [str(n_gap), gap]
-        cells.append(f"{float(size.sel({TURN: t})):.1f}")
+        cells.append(f"{float(row['size']):.1f}")
         lines.append("  ".join(cells))
         rows.append("| " + " | ".join(cells) + " |")
-    solved = episode_truth(ds, "solved_at")
-    tail = f"games answered Correct!: {int((solved.values > 0).sum())} of {solved.sizes[EPISODE]}"
-    if has_truth(ds, "active_solved_at"):
-        won = int((episode_truth(ds, "active_solved_at").values > 0).sum())
-        tail += f"; by the active oracle: {won}"
+    games = games_solved(ds)
+    tail = f"games answered Correct!: {int(games['solved'])} of {int(games['games'])}"
+    if "active_solved" in games:
+        tail += f"; by the active oracle: {int(games['active_solved'])}"
     lines.append(tail)
     files: list[Path] = []
     md = "\n".join(rows) + f"\n\n{tail}."
     if out_dir is not None and m.sizes[TURN] > 1:
         out = Path(out_dir)
-        files.append(_plot(m, "kl", "KL(oracle ‖ model), nats", "20 Questions: posterior "
+        files.append(_plot(table, "kl", "KL(oracle ‖ model), nats", "20 Questions: posterior "
                            "fidelity", out / "twenty_questions_kl.png"))
         md += "\n\n![KL per step](twenty_questions_kl.png)"
         if active:
-            files.append(_plot(m, "gap", "p_ora-act(θ*) − p_LLM(θ*)", "20 Questions: downstream "
-                               "gap", out / "twenty_questions_gap.png"))
+            files.append(_plot(table, "gap", "p_ora-act(θ*) − p_LLM(θ*)",
+                               "20 Questions: downstream gap", out / "twenty_questions_gap.png"))
             md += "\n\n![downstream gap per step](twenty_questions_gap.png)"
     return Section(title=TITLE, text="\n".join(lines), markdown=md, files=tuple(files))

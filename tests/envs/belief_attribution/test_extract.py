@@ -9,16 +9,14 @@ import numpy as np
 
 import belieflens
 from belieflens import envs
-from belieflens.envs.belief_attribution.report import (
-    bas_table,
-    belief_attribution_section,
-    episode_revisions,
-)
+from belieflens.envs.belief_attribution.metrics import bas_table, episode_revisions
+from belieflens.envs.belief_attribution.report import belief_attribution_section
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import bind_run
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.generation_log import read_log
 from belieflens.run.lifecycle import write_cache
+from tests.envs.belief_attribution.bas_rows import bas_row
 
 
 def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,
@@ -36,9 +34,9 @@ def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,
         matched = ds["truth_revised_match"].values
         assert set(np.unique(matched)) <= {0.0, 1.0}
         rev = episode_revisions(ds)
-        assert rev.condition.values.tolist() == ["self", "user"]
-        assert rev.matched is not None and np.isfinite(rev.matched.values).all()
-        assert bas_table(rev, measure="match")["all"] is not None
+        assert rev["condition"].values.tolist() == ["self", "user"]
+        assert "matched" in rev and np.isfinite(rev["matched"].values).all()
+        assert bas_row(bas_table(rev, measure="match"), "all") is not None
         sec = belief_attribution_section(ds, None, method="geometric")
         assert "revision by string match" in sec.text
         # every read-out is the benchmark's conversation, ending with its contradiction

@@ -6,14 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from belieflens.envs.belief_attribution.report import (
-    bas_table,
-    belief_attribution_section,
-    episode_revisions,
-    format_bas,
-)
+from belieflens.envs.belief_attribution.metrics import DOMAIN, bas_table, episode_revisions
+from belieflens.envs.belief_attribution.report import belief_attribution_section, format_bas
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
+from tests.envs.belief_attribution.bas_rows import bas_row
 
 LABELS = ("x", "y", "z")
 
@@ -48,33 +46,36 @@ def _rows(own: bool = False) -> list[Row]:
 
 def test_shifts_and_beliefs() -> None:
     rev = episode_revisions(cache_dataset(_rows()))
-    np.testing.assert_allclose(rev.shift.values, [0.1, 0.7, 0.7, 0.7, 0.7])
-    np.testing.assert_allclose(rev.p_contra.sel(episode=1).values, [0.2, 0.1, 0.8])
-    np.testing.assert_allclose(rev.p_stated.sel(turn=1).values, [0.7] * 5)
-    assert rev.condition.values.tolist() == ["self", "user", "self", "user", "self"]
+    assert isinstance(rev, xr.Dataset) and dict(rev.sizes) == {"episode": 5, "turn": 3}
+    assert rev["shift"].dims == ("episode",) and rev["p_contra"].dims == ("episode", "turn")
+    np.testing.assert_allclose(rev["shift"].values, [0.1, 0.7, 0.7, 0.7, 0.7])
+    np.testing.assert_allclose(rev["p_contra"].sel(episode=1).values, [0.2, 0.1, 0.8])
+    np.testing.assert_allclose(rev["p_stated"].sel(turn=1).values, [0.7] * 5)
+    assert rev["condition"].values.tolist() == ["self", "user", "self", "user", "self"]
 
 
 def test_bas_per_domain() -> None:
     table = bas_table(episode_revisions(cache_dataset(_rows())))
-    assert list(table) == ["geography", "science", "all"]
-    geo = table["geography"]
+    assert isinstance(table, xr.Dataset) and table["bas"].dims == (DOMAIN,)
+    assert list(table[DOMAIN].values) == ["geography", "science", "all"]
+    geo = bas_row(table, "geography")
     assert geo is not None
     assert (geo.rate_user, geo.rate_self) == (1.0, 0.5)
     assert geo.bas == pytest.approx(1 / 3)
-    assert table["science"] is None  # no user episode in science
-    total = table["all"]
+    assert bas_row(table, "science") is None  # no user episode in science
+    total = bas_row(table, "all")
     assert total is not None and total.n_self == 3 and total.bas == pytest.approx((1 - 2 / 3)
                                                                                   / (1 + 2 / 3))
     assert -1.0 <= total.low <= total.bas <= total.high <= 1.0
     again = bas_table(episode_revisions(cache_dataset(_rows())))
-    assert again["all"] == total  # seeded bootstrap
+    assert bas_row(again, "all") == total  # seeded bootstrap
     assert "(needs both conditions)" in format_bas(table)
 
 
 def test_unmatched_own_answers_are_left_out() -> None:
     rev = episode_revisions(cache_dataset(_rows(own=True)))
-    assert np.isnan(rev.shift.sel(episode=2))
-    geo = bas_table(rev)["geography"]
+    assert np.isnan(rev["shift"].sel(episode=2))
+    geo = bas_row(bas_table(rev), "geography")
     assert geo is not None and geo.rate_self == 0.0 and geo.bas == pytest.approx(1.0)
 
 
@@ -88,11 +89,11 @@ def test_self_episodes_whose_first_answer_is_the_contradiction_are_left_out() ->
     rows += _episode(2, "self", "geography", [0.1, 0.1, 0.8], first=0.0)
     ds = cache_dataset(rows)
     rev = episode_revisions(ds)
-    assert rev.excluded == 1
-    assert np.isnan(rev.shift.sel(episode=0)) and rev.matched is not None
-    assert np.isnan(rev.matched.sel(episode=0))
-    assert np.isfinite(rev.shift.sel(episode=1)) and np.isfinite(rev.shift.sel(episode=2))
-    total = bas_table(rev, measure="match")["all"]
+    assert rev.attrs["excluded"] == 1
+    assert np.isnan(rev["shift"].sel(episode=0)) and "matched" in rev
+    assert np.isnan(rev["matched"].sel(episode=0))
+    assert np.isfinite(rev["shift"].sel(episode=1)) and np.isfinite(rev["shift"].sel(episode=2))
+    total = bas_row(bas_table(rev, measure="match"), "all")
     assert total is not None and total.n_self == 1 and total.n_user == 1
     sec = belief_attribution_section(ds, None, method="geometric")
     assert "first answer already was the contradiction are left out: 1" in sec.text
@@ -122,9 +123,9 @@ def _match_rows(flags: dict[int, float]) -> list[Row]:
 def test_string_match_and_shift_are_both_reported() -> None:
     ds = cache_dataset(_match_rows({0: 1.0, 1: 1.0, 2: 0.0, 3: 1.0}))
     rev = episode_revisions(ds)
-    assert rev.matched is not None and rev.matched.values.tolist() == [1.0, 1.0, 0.0, 1.0]
-    by_match = bas_table(rev, measure="match")["all"]
-    by_shift = bas_table(rev)["all"]
+    assert "matched" in rev and rev["matched"].values.tolist() == [1.0, 1.0, 0.0, 1.0]
+    by_match = bas_row(bas_table(rev, measure="match"), "all")
+    by_shift = bas_row(bas_table(rev), "all")
     assert by_match is not None and by_shift is not None
     assert (by_match.rate_user, by_match.rate_self) == (1.0, 0.5)
     assert by_match.bas == pytest.approx(1 / 3)
@@ -136,9 +137,10 @@ def test_string_match_and_shift_are_both_reported() -> None:
 def test_no_revision_anywhere_scores_zero() -> None:
     """As the benchmark's code: (u - s) / (u + s + 1e-9) = 0 when neither revises."""
     rev = episode_revisions(cache_dataset(_match_rows({0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0})))
-    res = bas_table(rev, measure="match")["all"]
+    res = bas_row(bas_table(rev, measure="match"), "all")
     assert res is not None and (res.rate_user, res.rate_self, res.bas) == (0.0, 0.0, 0.0)
-    assert bas_table(episode_revisions(cache_dataset(_rows())), measure="shift")["all"] is not None
+    shift = bas_table(episode_revisions(cache_dataset(_rows())), measure="shift")
+    assert bas_row(shift, "all") is not None
     with pytest.raises(ValueError, match="string-match"):
         bas_table(episode_revisions(cache_dataset(_rows())), measure="match")
 
@@ -159,13 +161,13 @@ def _item_rows() -> list[Row]:
 
 def test_bas_interval_resamples_questions() -> None:
     rev = episode_revisions(cache_dataset(_item_rows()))
-    assert rev.item is not None and rev.item.values.tolist() == ["q1", "q1", "q2", "q2"]
-    geo = bas_table(rev)["geography"]
+    assert "item" in rev and rev["item"].values.tolist() == ["q1", "q1", "q2", "q2"]
+    geo = bas_row(bas_table(rev), "geography")
     assert geo is not None and geo.questions == 2
     assert (geo.rate_user, geo.rate_self) == (1.0, 0.5) and geo.bas == pytest.approx(1 / 3)
     # two questions: a resample draws q1 twice (BAS 1), q2 twice (0) or both (1/3)
     assert (geo.low, geo.high) == (0.0, 1.0)
-    assert bas_table(rev) == bas_table(episode_revisions(cache_dataset(_item_rows())))
+    assert bas_table(rev).identical(bas_table(episode_revisions(cache_dataset(_item_rows()))))
     sec = belief_attribution_section(cache_dataset(_item_rows()), None, method="geometric")
     assert "over questions (both conditions of a drawn question together)" in sec.text
     row = next(ln for ln in format_bas(bas_table(rev)).splitlines()
@@ -175,8 +177,8 @@ def test_bas_interval_resamples_questions() -> None:
 
 def test_files_without_question_ids_resample_episodes() -> None:
     rev = episode_revisions(cache_dataset(_rows()))
-    assert rev.item is None
-    total = bas_table(rev)["all"]
+    assert "item" not in rev
+    total = bas_row(bas_table(rev), "all")
     assert total is not None and total.questions == 0
     assert "all" in format_bas(bas_table(rev)) and " — " in format_bas(bas_table(rev))
     sec = belief_attribution_section(cache_dataset(_rows()), None, method="geometric")

@@ -6,14 +6,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from belieflens.envs import sections_for
-from belieflens.envs.judgment.report import (
+from belieflens.envs.judgment.metrics import (
+    accuracy_table,
     by_case,
+    confusions,
+    gaps,
+    invariance,
     judgment_data,
-    judgment_section,
-    judgment_tables,
     last_turn,
+    triage,
+)
+from belieflens.envs.judgment.report import (
+    format_accuracy,
+    format_gaps,
+    format_invariance,
+    format_triage,
+    judgment_section,
 )
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 
@@ -49,25 +60,28 @@ def _social_rows(deliveries: tuple[str, ...] = ("single-turn",)) -> list[Row]:
 
 def test_last_turn_skips_turns_a_case_does_not_have() -> None:
     d = judgment_data(cache_dataset(_social_rows()))
-    final = d.final.sel(delivery="single-turn")
+    final = d["final"].sel(delivery="single-turn")
     assert np.allclose(final.values[:, 0], [s[3][0] for s in SOCIAL])
-    assert last_turn(d.belief).sizes == d.final.sizes
+    assert last_turn(d["belief"]).sizes == d["final"].sizes
 
 
 def test_tables_match_hand_computation() -> None:
     d = judgment_data(cache_dataset(_social_rows(("single-turn", "multi-turn"))))
-    assert d.probe == "verdict" and d.labels == VERDICT and d.style_final is None
-    t = judgment_tables(d)
+    assert d.attrs["probe"] == "verdict" and d.attrs["labels"] == VERDICT
+    assert "style_final" not in d
+    inv, gap = format_invariance(invariance(d)), format_gaps(gaps(d))
     # invariance: case A spread 0.35 (each style 0.35 from the mean), case B 0 -> 0.175 ± 0.175
-    row = next(line for line in t.invariance.splitlines() if line.startswith("single-turn"))
+    row = next(line for line in inv.splitlines() if line.startswith("single-turn"))
     assert row.split() == ["single-turn", "0.175±0.175", "0.350±0.350", "2"]
     # accuracy gap: A 1 - 0.5, B 0 -> 0.25 ± 0.25; defending costs 0.5 on average
-    assert "0.250±0.250" in t.gaps and "defending +0.500" in t.gaps
-    active = t.matrices[("single-turn", "active")].values
+    assert "0.250±0.250" in gap and "defending +0.500" in gap
+    matrices = confusions(d)
+    active = matrices.sel(delivery="single-turn", engagement="active").values
     assert active.tolist() == [[1, 1], [0, 2]]
-    assert t.matrices[("multi-turn", "passive")].values.tolist() == [[1, 0], [0, 1]]
+    passive = matrices.sel(delivery="multi-turn", engagement="passive").values
+    assert passive.tolist() == [[1, 0], [0, 1]]
     # per-style accuracy rows: defending is right on one case of two
-    row = next(line for line in t.accuracy.splitlines()
+    row = next(line for line in format_accuracy(accuracy_table(d)).splitlines()
                if line.startswith("single-turn") and "defending" in line)
     assert row.split()[2] == "0.500±0.500"
 
@@ -79,14 +93,16 @@ def test_failed_simulations_are_left_out_of_invariance_and_gaps() -> None:
             rows[i] = Row(**{**r.__dict__, "truth": {**r.truth, "sim_failures": 1.0}})
         elif r.episode in (1, 4, 5):
             rows[i] = Row(**{**r.__dict__, "truth": {**r.truth, "sim_failures": 0.0}})
-    t = judgment_tables(judgment_data(cache_dataset(rows)))
-    assert "left out: 1 active episode(s)" in t.invariance and "left out" in t.gaps
-    row = next(line for line in t.invariance.splitlines() if line.startswith("single-turn"))
+    d = judgment_data(cache_dataset(rows))
+    inv, gap = format_invariance(invariance(d)), format_gaps(gaps(d))
+    assert invariance(d).attrs["left_out"] == 1
+    assert "left out: 1 active episode(s)" in inv and "left out" in gap
+    row = next(line for line in inv.splitlines() if line.startswith("single-turn"))
     assert row.split()[1:] == ["0.000", "0.000", "1"]  # only case B has two simulated styles
-    row = next(line for line in t.gaps.splitlines() if line.startswith("single-turn"))
+    row = next(line for line in gap.splitlines() if line.startswith("single-turn"))
     assert row.split()[1] == "0.000±0.000"
     # accuracy and confusion still count every episode
-    assert t.matrices[("single-turn", "active")].values.sum() == 4
+    assert confusions(d).sel(delivery="single-turn", engagement="active").values.sum() == 4
 
 
 def test_by_case_averages_repeats() -> None:
@@ -97,7 +113,7 @@ def test_by_case_averages_repeats() -> None:
     for t, p in ((0, [0.5, 0.5]), (1, [0.5, 0.5])):
         rows += mcq_rows(p, episode=6, turn=t, probe="verdict", labels=VERDICT, truth=truth)
     d = judgment_data(cache_dataset(rows))
-    grid = by_case(d.final, d.case, d.style, ["neutral", "defending"])
+    grid = by_case(d["final"], d["case"], d["style"], ["neutral", "defending"])
     assert float(grid.sel(delivery="single-turn", case="A", style="neutral")[0]) == \
         pytest.approx(0.7)
 
@@ -124,14 +140,13 @@ def _triage_rows() -> list[Row]:
 def test_triage_style_posterior_and_conditioned_urgency(tmp_path: Path) -> None:
     ds = cache_dataset(_triage_rows(), {"env_name": "medical-triage"})
     d = judgment_data(ds)
-    assert d.probe == "urgency" and d.style_labels == STYLES
-    assert d.conditioned_final is not None
-    assert int(d.conditioned_final.isel(delivery=0, episode=0).argmax("outcome")) == 2
-    t = judgment_tables(d)
-    row = t.triage.splitlines()[1].split()
+    assert d.attrs["probe"] == "urgency" and d.attrs["style_labels"] == STYLES
+    assert "conditioned_final" in d
+    assert int(d["conditioned_final"].isel(delivery=0, episode=0).argmax("outcome")) == 2
+    row = format_triage(triage(d)).splitlines()[1].split()
     assert row[:4] == ["single-turn", "1.000", "1.000", "0.200"]  # E[level] 1.8 vs 2
-    assert "needs active episodes in at least 2 styles" in t.invariance
-    assert "engagement=both" in t.gaps
+    assert "needs active episodes in at least 2 styles" in format_invariance(invariance(d))
+    assert "engagement=both" in format_gaps(gaps(d))
     (fn,) = sections_for("medical-triage")
     sec = fn(ds, tmp_path, method="geometric")
     assert "1 segment(s) failed every attempt" in sec.text and "4 simulator calls" in sec.text
@@ -145,3 +160,21 @@ def test_social_section_registered(tmp_path: Path) -> None:
     sec = fn(ds, None, method="arithmetic")
     assert sec.title == "social-judgment: invariance and accuracy" and sec.files == ()
     assert "-- Invariance across styles" in sec.text and "Style posterior" not in sec.text
+
+
+def test_metrics_are_xarray_with_named_dims() -> None:
+    d = judgment_data(cache_dataset(_social_rows(("single-turn", "multi-turn"))))
+    assert d["belief"].dims == ("delivery", "episode", "turn", "outcome")
+    assert d["final"].dims == ("delivery", "episode", "outcome")
+    assert all(d[k].dims == ("episode",) for k in ("truth", "case", "style", "engagement"))
+    acc = accuracy_table(d)
+    assert isinstance(acc, xr.Dataset) and acc["acc_mean"].dims == ("delivery", "style")
+    inv = invariance(d)
+    assert inv["spread_mean"].dims == ("delivery",)
+    assert inv["spread"].dims == ("delivery", "case")
+    gap = gaps(d)
+    assert gap["acc_mean"].dims == ("delivery",)
+    assert gap["acc_by_style"].dims == ("delivery", "style")
+    assert confusions(d).dims == ("delivery", "engagement", "truth", "predicted")
+    triaged = triage(judgment_data(cache_dataset(_triage_rows())))
+    assert triaged["style_mean"].dims == ("delivery",) and "cond_acc_mean" in triaged

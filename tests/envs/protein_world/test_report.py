@@ -6,13 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from belieflens.envs.protein_world.report import (
-    format_steps,
-    protein_world_section,
+from belieflens.envs.protein_world.metrics import (
+    choice_counts,
+    stated_tally,
     step_metrics,
     step_summary,
 )
+from belieflens.envs.protein_world.report import format_steps, protein_world_section
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 
 CLASSES = ("Vorin", "Dase", "Kulin")
@@ -68,3 +70,15 @@ def test_summary_and_section(tmp_path: Path) -> None:
     assert sec.files == (tmp_path / "protein_world_steps.png",)
     assert sec.files[0].stat().st_size > 1000
     assert "0.200±0.100" in sec.text
+
+
+def test_metrics_are_xarray_with_named_dims() -> None:
+    ds = cache_dataset(_rows())
+    m = step_metrics(ds)
+    assert isinstance(m, xr.Dataset)
+    assert m["kl"].dims == ("delivery", "episode", "turn")
+    assert set(m["choice_match"].dims) == {"delivery", "episode", "turn"}
+    s = step_summary(m)
+    assert s["kl_mean"].dims == ("delivery", "turn") and s["n"].dims == ("delivery", "turn")
+    assert stated_tally(m).data_vars.keys() == set()  # no stated read-out in this file
+    assert choice_counts(ds).data_vars.keys() == set()  # nor model-chosen experiments

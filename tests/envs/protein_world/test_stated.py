@@ -14,7 +14,8 @@ import pytest
 
 from belieflens import envs
 from belieflens.envs.protein_world.env import CLASS_Q, ProteinWorld
-from belieflens.envs.protein_world.report import protein_world_section, step_metrics
+from belieflens.envs.protein_world.metrics import step_metrics
+from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.stated import ASK, SYSTEM, parse_stated
 from belieflens.episodes.base import Message, Query
 from belieflens.errors import ParameterError

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from belieflens.envs import sections_for
-from belieflens.envs.recommender.report import recommender_scores, recommender_section
+from belieflens.envs.recommender.metrics import after_evidence, recommender_scores, score_table
+from belieflens.envs.recommender.report import recommender_section
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 
 STARS = tuple(f"{s} stars" for s in range(1, 6))
@@ -63,3 +65,16 @@ def test_without_conditional_probes() -> None:
     rows = [r for r in _rows() if not r.probe.startswith("rating|")]
     sc = recommender_scores(cache_dataset(rows))
     assert "tvd_y_argmax" not in sc and np.isclose(float(sc["tvd_y"].max()), 0.3)
+
+
+def test_metrics_are_xarray_with_named_dims() -> None:
+    sc = recommender_scores(cache_dataset(_rows(("single-turn", "multi-turn"))))
+    assert isinstance(sc, xr.Dataset)
+    assert all(sc[v].dims == ("delivery", "episode", "turn") for v in sc.data_vars)
+    table = score_table(sc)
+    assert table["tvd_y_mean"].dims == ("delivery", "turn") and table["n"].dims == table[
+        "tvd_y_mean"].dims
+    overall = after_evidence(table)
+    assert list(overall.data_vars)[:2] == ["tvd_z", "tvd_y"]
+    assert all(overall[v].dims == () for v in overall.data_vars)
+    assert float(overall["tvd_y"]) == pytest.approx(0.3)

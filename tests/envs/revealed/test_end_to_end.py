@@ -13,7 +13,7 @@ import belieflens.envs as envs
 from belieflens.api import analyze
 from belieflens.envs.revealed.readouts import readouts
 from belieflens.envs.revealed.report import revealed_section
-from belieflens.envs.revealed.summary import VARIANT, summarise
+from belieflens.envs.revealed.summary import VARIANT, summarise, table
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.lifecycle import write_cache
@@ -59,14 +59,14 @@ def test_extract_and_analyse(
     assert r.stated.sizes["outcome"] == 5
     assert r.revealed_lens is not None and r.revealed_lens.sizes["layer"] == 31
     rows = [*variants, "all"] if len(variants) > 1 else variants
-    assert list(s.distance[VARIANT].values) == rows
+    assert list(s["distance"].to_dataset()[VARIANT].values) == rows
     for m in ("chebyshev", "l1", "sym_kl"):
-        v = s.distance[f"{m}_mean"].values
+        v = s["distance"].to_dataset()[f"{m}_mean"].values
         assert np.all(np.isfinite(v)) and np.all(v >= 0)
-    assert np.all(s.distance["l1_mean"].values <= 2.0 + 1e-9)
-    assert s.lens_distance is not None
-    assert np.all(np.isfinite(s.lens_distance["l1_mean"].values))
-    acc = s.accuracy.sel({VARIANT: rows[-1]})
+    assert np.all(s["distance"].to_dataset()["l1_mean"].values <= 2.0 + 1e-9)
+    assert table(s, "lens_distance") is not None
+    assert np.all(np.isfinite(s["lens_distance"].to_dataset()["l1_mean"].values))
+    acc = s["accuracy"].to_dataset().sel({VARIANT: rows[-1]})
     assert int(acc["n_all"]) == n and 0.0 <= float(acc["staa_all"]) <= 1.0
     if has_mode:
         assert int(acc["n"]) >= 1
@@ -75,9 +75,9 @@ def test_extract_and_analyse(
     else:
         assert int(acc["n"]) == 0
     if has_uniform:
-        assert s.bias.sizes[VARIANT] >= 1
-        assert np.all(np.isfinite(s.bias["p_first_mean"].values))
-        assert np.all(np.isfinite(s.bias["stated_a_mean"].values))
+        assert s["bias"].to_dataset().sizes[VARIANT] >= 1
+        assert np.all(np.isfinite(s["bias"].to_dataset()["p_first_mean"].values))
+        assert np.all(np.isfinite(s["bias"].to_dataset()["stated_a_mean"].values))
     assert "Revealed belief vs truth" in section.text and "StaA" in section.text
     assert {f.name for f in section.files} == {"revealed_accuracy.png", "revealed_lens.png"}
     if name == "dice":  # the section is registered: `analyze` runs it and writes the report
@@ -102,6 +102,6 @@ def test_every_outcome_items_pair_on_the_first(smol_model: LoadedModel, tmp_path
     finally:
         ds.close()
     assert int(r.revealed.notnull().any("outcome").sum()) == 1
-    assert int(s.distance["n"].values[0]) == 1
-    acc = s.accuracy
+    assert int(s["distance"].to_dataset()["n"].values[0]) == 1
+    acc = s["accuracy"].to_dataset()
     assert int(acc["n_all"].values[0]) == 3 and int(acc["n"].values[0]) == 1

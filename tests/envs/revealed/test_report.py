@@ -20,7 +20,7 @@ from belieflens.envs.revealed.metrics import (
 )
 from belieflens.envs.revealed.readouts import Readouts, readouts
 from belieflens.envs.revealed.report import accuracy_bars, lens_plot, tables
-from belieflens.envs.revealed.summary import ALL, VARIANT, groups, summarise
+from belieflens.envs.revealed.summary import ALL, TABLES, VARIANT, groups, summarise, table
 from belieflens.errors import CacheFileError
 
 NAN = np.nan
@@ -148,7 +148,7 @@ def test_groups_variants_in_order_then_all() -> None:
 def test_summary_accuracy_matches_mcnemar_and_counts() -> None:
     r, sta, rev = synthetic()
     s = summarise(r)
-    acc = s.accuracy
+    acc = s["accuracy"].to_dataset()
     assert list(acc[VARIANT].values) == ["regular", "independent", ALL]
     row = acc.sel({VARIANT: ALL})
     keep = np.isfinite(rev)
@@ -167,21 +167,35 @@ def test_summary_distances_lens_and_bias() -> None:
     r, _, _ = synthetic()
     s = summarise(r)
     per = distances(r.revealed, r.truth)
-    assert float(s.distance["l1_mean"].sel({VARIANT: ALL})) == pytest.approx(
+    assert float(s["distance"].to_dataset()["l1_mean"].sel({VARIANT: ALL})) == pytest.approx(
         float(per["l1"].mean()))
-    assert s.lens_distance is not None and s.lens_accuracy is not None
+    lens_d, lens_a = table(s, "lens_distance"), table(s, "lens_accuracy")
+    assert lens_d is not None and lens_a is not None
     # the last lens layer equals the output belief here, layer 0 is uniform
-    assert s.lens_distance["l1_mean"].sel({VARIANT: ALL}).values[-1] == pytest.approx(
-        float(s.distance["l1_mean"].sel({VARIANT: ALL})))
-    assert s.lens_accuracy["revb"].sel({VARIANT: ALL}).values[-1] == pytest.approx(
-        float(s.accuracy["revb"].sel({VARIANT: ALL})))
+    assert lens_d["l1_mean"].sel({VARIANT: ALL}).values[-1] == pytest.approx(
+        float(s["distance"].to_dataset()["l1_mean"].sel({VARIANT: ALL})))
+    assert lens_a["revb"].sel({VARIANT: ALL}).values[-1] == pytest.approx(
+        float(s["accuracy"].to_dataset()["revb"].sel({VARIANT: ALL})))
     # bias: only the two uniform grid points (both "independent", |O| = 3)
-    b = s.bias
+    b = s["bias"].to_dataset()
     assert list(b[VARIANT].values) == ["independent |O|=3"]
     assert int(b["n"][0]) == 2
     assert float(b["p_first_mean"][0]) == pytest.approx(0.5)
     assert float(b["expected"][0]) == pytest.approx(1 / 3)
     assert float(b["stated_a_mean"][0]) == pytest.approx(0.3)
+
+
+def test_summary_is_a_tree_of_tables_with_named_dims() -> None:
+    r, _, _ = synthetic()
+    s = summarise(r)
+    assert isinstance(s, xr.DataTree) and set(s.children) == set(TABLES)
+    assert s.attrs["lens_scoring"] == "first-token" and s.attrs["eps"] > 0
+    for name in ("distance", "accuracy", "bias"):
+        t = table(s, name)
+        assert t is not None and all(t[v].dims == (VARIANT,) for v in t.data_vars), name
+    for name in ("lens_distance", "lens_accuracy"):
+        t = table(s, name)
+        assert t is not None and t["n"].dims == (VARIANT, "layer"), name
 
 
 def test_tables_and_figures_render(tmp_path: Path) -> None:
@@ -207,9 +221,9 @@ def test_no_unique_mode_still_renders(tmp_path: Path) -> None:
                   stated_correct=r.stated_correct, variant=r.variant,
                   stated_first_raw=r.stated_first_raw)
     s = summarise(r2)
-    assert int(s.accuracy["n"].sum()) == 0
-    assert int(s.accuracy["n_all"].sel({VARIANT: ALL})) == 12
-    assert s.lens_distance is None
+    assert int(s["accuracy"].to_dataset()["n"].sum()) == 0
+    assert int(s["accuracy"].to_dataset()["n_all"].sel({VARIANT: ALL})) == 12
+    assert table(s, "lens_distance") is None
     assert accuracy_bars(s, tmp_path / "a.png", "t").exists()
 
 

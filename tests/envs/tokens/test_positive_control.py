@@ -11,7 +11,8 @@ import pytest
 
 import belieflens
 from belieflens.analysis.geometry import cross_entropy
-from belieflens.envs.tokens.report import FIGURE, output_agreement, tokens_section
+from belieflens.envs.tokens.metrics import output_agreement
+from belieflens.envs.tokens.report import FIGURE, tokens_section
 
 
 @pytest.fixture(scope="module")

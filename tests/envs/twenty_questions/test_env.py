@@ -19,13 +19,14 @@ import xarray as xr
 
 import belieflens.envs as envs
 from belieflens.envs.twenty_questions.env import TwentyQuestions
+from belieflens.envs.twenty_questions.metrics import games_solved, step_kl, step_table
 from belieflens.envs.twenty_questions.prompts import (
     ANSWERER_SYSTEM,
     HYPOTHESES_SYSTEM,
     JUDGE_SYSTEM,
     QUESTIONS_SYSTEM,
 )
-from belieflens.envs.twenty_questions.report import step_kl, twenty_questions_section
+from belieflens.envs.twenty_questions.report import twenty_questions_section
 from belieflens.episodes.base import Episode, Message, Query
 from belieflens.errors import BeliefLensError
 from belieflens.model.load import LoadedModel
@@ -310,6 +311,22 @@ def test_tiny_model_extracts_logs_and_replays(tiny_run: Path) -> None:
     stored = ds["option_logprob"].values[:, :2]
     assert np.allclose(logged, stored, atol=1e-4)
     assert not np.allclose(logged, logged[::-1])  # the read-outs differ from one another
+
+
+def test_metrics_are_xarray_with_named_dims() -> None:
+    env = envs.get("twenty-questions", animals="Zebra", eig_sample=4)
+    assert isinstance(env, TwentyQuestions)
+    player = Scripted()
+    ds = _as_dataset(list(env.bind_generator(player).episodes(1, 0)), player)
+    m = step_kl(ds)
+    assert all(m[v].dims == ("episode", "turn") for v in m.data_vars)
+    table = step_table(m)
+    assert all(table[v].dims == ("turn",) for v in table.data_vars)
+    assert int(table["kl_n"].sel(turn=1)) == 1
+    want = float(m["kl"].sel(episode=0, turn=1))
+    assert float(table["kl_mean"].sel(turn=1)) == pytest.approx(want)
+    games = games_solved(ds)
+    assert int(games["games"]) == 1 and games["solved"].dims == ()
 
 
 def test_tiny_model_analysis_section(tiny_run: Path, tmp_path: Path) -> None:

@@ -1,15 +1,18 @@
-"""Dutch-book section: credences back in listed order, hand and LP books, per-kind summary."""
+"""Dutch-book metrics: credences back in listed order, hand and LP books, per-kind summary,
+as xarray objects with named dimensions."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from belieflens.envs.dutch_book.report import (
+from belieflens.envs.dutch_book.metrics import (
     MATERIAL_LOSS,
+    QUESTION,
     kind_summary,
     listed_order,
-    score_scenarios,
+    scenario_scores,
 )
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 
@@ -44,19 +47,38 @@ def test_listed_order() -> None:
 
 
 def test_scores_per_scenario() -> None:
-    scores = {s.scenario: s for s in score_scenarios(cache_dataset(_dataset()))}
-    norm, mono, ext = scores["norm"], scores["mono"], scores["ext"]
-    np.testing.assert_allclose(norm.credences, [0.6, 0.5])
-    assert norm.hand.sure_loss == pytest.approx(0.1)
-    assert norm.lp.book.sure_loss == pytest.approx(0.1, abs=1e-7) and not norm.lp.coherent
-    assert mono.hand.sure_loss == pytest.approx(0.1)
-    assert mono.lp.book.sure_loss >= mono.hand.sure_loss - 1e-9 and not mono.lp.coherent
-    assert ext.hand.sure_loss == pytest.approx(0.0, abs=1e-9) and ext.lp.coherent
-    assert ext.lp.witness is not None
+    scores = scenario_scores(cache_dataset(_dataset())).sel(delivery="single-turn")
+    assert scores["credence"].dims == ("episode", QUESTION)
+    by_id = {str(s): scores.sel(episode=e) for e, s in zip(
+        scores["episode"].values, scores["scenario"].values, strict=True)}
+    norm, mono, ext = by_id["norm"], by_id["mono"], by_id["ext"]
+    assert bool(norm["scored"]) and str(norm["kind"].values) == "normalisation"
+    np.testing.assert_allclose(norm["credence"].values[:2], [0.6, 0.5])
+    assert np.isnan(norm["credence"].values[2:]).all()
+    assert float(norm["hand_loss"]) == pytest.approx(0.1)
+    assert float(norm["lp_loss"]) == pytest.approx(0.1, abs=1e-7) and not bool(norm["coherent"])
+    assert float(mono["hand_loss"]) == pytest.approx(0.1)
+    assert float(mono["lp_loss"]) >= float(mono["hand_loss"]) - 1e-9
+    assert not bool(mono["coherent"])
+    assert float(ext["hand_loss"]) == pytest.approx(0.0, abs=1e-9) and bool(ext["coherent"])
+
+
+def test_metrics_are_xarray_with_named_dims() -> None:
+    ds = cache_dataset(_dataset(("single-turn", "multi-turn")))
+    scores = scenario_scores(ds)
+    assert isinstance(scores, xr.Dataset)
+    assert dict(scores.sizes) == {"delivery": 2, "episode": 3, QUESTION: 3}
+    for name in ("scored", "hand_loss", "lp_loss", "coherent"):
+        assert scores[name].dims == ("delivery", "episode"), name
+    assert scores["lp_stakes"].dims == ("delivery", "episode", QUESTION)
+    assert scores["kind"].dims == ("episode",)
+    summary = kind_summary(scores)
+    assert isinstance(summary, xr.Dataset)
+    assert all(summary[v].dims == ("kind", "delivery") for v in summary.data_vars)
 
 
 def test_kind_summary_sides_by_delivery() -> None:
-    scores = score_scenarios(cache_dataset(_dataset(("single-turn", "multi-turn"))))
+    scores = scenario_scores(cache_dataset(_dataset(("single-turn", "multi-turn"))))
     summary = kind_summary(scores)
     assert list(summary["delivery"].values) == ["multi-turn", "single-turn"]
     single = summary.sel(delivery="single-turn")
