@@ -382,7 +382,8 @@ def teach(
     Every input is checked first: an environment without option-level oracles, ``temper``
     <= 0 or not a number, ``layers`` outside the model, an ``out`` holding another teach run
     or an adapter over another base: one line (:class:`ParameterError`). A checkpoint of this
-    run in ``out`` resumes; SIGINT or SIGTERM saves one, raising :class:`InterruptedRunError`.
+    run in ``out`` resumes; SIGINT or SIGTERM saves one, raising
+    :class:`~belieflens.errors.InterruptedRunError`.
 
     Args:
         env: the environment's name.
