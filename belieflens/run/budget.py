@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from belieflens.errors import ParameterError
 from belieflens.model.attention import AttentionName, fast_modules
@@ -110,7 +111,7 @@ def parse_size(text: str | int) -> int:
         raise ParameterError(f"option '--max-memory' = {text} is not allowed: {SIZE_HELP}")
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*", str(text))
     unit = _UNITS.get(m.group(2).lower()) if m else None
-    size = int(float(m.group(1)) * unit) if m and unit is not None else 0
+    size = int(Decimal(m.group(1)) * unit) if m and unit is not None else 0  # exact
     if size < 1:
         raise ParameterError(f"option '--max-memory' = {text!r} is not allowed: {SIZE_HELP}")
     return size
@@ -119,10 +120,11 @@ def parse_size(text: str | int) -> int:
 def format_size(n: int) -> str:
     """``n`` bytes in GiB (two decimals), MiB (one) or KiB, rounded up: a size that, passed
     back as ``--max-memory``, is at least ``n``."""
-    for unit, shift, digits in (("GiB", 30, 100), ("MiB", 20, 10), ("KiB", 10, 1)):
+    for unit, shift, places in (("GiB", 30, 2), ("MiB", 20, 1), ("KiB", 10, 0)):
         if n >= 1 << shift or unit == "KiB":
-            scaled = -(-n * digits // (1 << shift))
-            return f"{scaled / digits:g}{unit}"
+            scaled = -(-n * 10**places // (1 << shift))  # every digit kept, rounded up
+            text = f"{Decimal(scaled).scaleb(-places):f}"
+            return (text.rstrip("0").rstrip(".") if "." in text else text) + unit
     raise AssertionError("unreachable")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import belieflens.envs as envs
@@ -193,6 +193,7 @@ def test_eviction_keeps_the_limit_and_the_results(tiny_model: LoadedModel) -> No
 
 
 @given(st.integers(1, 1 << 44))
+@example(13_011_173_926_503)  # over 6 significant digits of GiB
 def test_a_size_shown_passes_back_as_at_least_itself(n: int) -> None:
     shown = format_size(n)
     assert n <= parse_size(shown) <= n * 1.1 + 1024
