@@ -7,6 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 POSITIVE := runs/positive-control
+CALIBRATION ?= runs/calibration
 FLOORS := runs/floors
 FLOOR_SEEDS ?= 0 1 2
 FLOOR_EPISODES ?= 2000
@@ -15,7 +16,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration causal-taught floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -76,7 +77,23 @@ adapters: setup
 # The calibration through the text pipeline: held-out coin-flip episodes of the base model and
 # both adapters, extracted, compared and checked against the gates (bench.teach_gates).
 calibration: setup
-	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out runs/calibration --out-of-range --compare
+	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out $(CALIBRATION) --out-of-range --compare
+
+# The causal check on the taught model beside its base (docs/positive-control.md): steering
+# along the ridge decoder's direction and patching between episodes, on the next-flip
+# multi-turn read-outs of the calibration's held-out studies (make calibration writes them).
+CAUSAL_LAYERS ?= 10,20,26,28
+causal-taught: setup
+	for m in smollm2-135m smollm2-135m-bayes; do \
+		s=$(CALIBRATION)/$$m-turns10-e6.h5; \
+		$(BL) intervene steer $$s --out $(CALIBRATION)/$$m-steer.h5 --overwrite --probe next-flip \
+			--delivery multi-turn --layers $(CAUSAL_LAYERS) --alphas=-2,0,2 --folds 3 --quiet || exit 1; \
+		$(BL) intervene patch $$s --out $(CALIBRATION)/$$m-patch.h5 --overwrite --probe next-flip \
+			--delivery multi-turn --turn 3 --turn 6 --turn 9 --layers $(CAUSAL_LAYERS) \
+			--positions answer,evidence --quiet || exit 1; \
+		$(BL) analyze $(CALIBRATION)/$$m-steer.h5 --out $(CALIBRATION)/$$m-steer --no-html || exit 1; \
+		$(BL) analyze $(CALIBRATION)/$$m-patch.h5 --out $(CALIBRATION)/$$m-patch --no-html || exit 1; \
+	done
 
 # Every internal read-out beside its floor: each shipped toy and three untrained networks of its
 # shape (--init random:SEED) extracted on the same study, analysed with --floor (the gates of
