@@ -16,9 +16,9 @@ from belieflens.analysis.belief_check import (
     project_simplex,
     steer_belief_check,
 )
+from belieflens.analysis.decoders.estimator import ridge_heldout, ridge_map
 from belieflens.analysis.interventions import patch_beliefs, patch_summary, patch_transfer
 from belieflens.errors import ParameterError
-from belieflens.analysis.decoders.estimator import ridge_heldout, ridge_map
 from belieflens.interventions.directions import belief_direction, episode_folds
 from belieflens.interventions.readouts import read_study
 from belieflens.report.interventions import report
@@ -90,6 +90,7 @@ def test_steered_output_follows_the_steered_belief(mess3_steer: Path, tmp_path: 
         assert float(s.follow) > float(s.control_follow) + 0.3
     text = report(mess3_steer, tmp_path / "rep").text
     assert "belief check" in text and "follow" in text
+    assert "belief map penalty" in text and "layer 2 " in text
 
 
 def test_belief_direction_moves_the_read_toward_the_state() -> None:
