@@ -34,9 +34,9 @@ class Direction:
     r2: float
     """Held-out R² of the decoder (grouped cross-validation; NaN with fewer than 3 groups)."""
     lam: float
-    """The ridge penalty (on standardised features) chosen by grouped cross-validation over
-    the fitting rows (:data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM` with a
-    single episode)."""
+    """The ridge penalty (on standardised features): chosen by grouped cross-validation over
+    the fitting rows unless given (:data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`
+    with a single episode); 0 where no ridge is fitted."""
 
 
 def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.random.Generator

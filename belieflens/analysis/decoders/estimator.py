@@ -120,6 +120,8 @@ def ridge_map(x: ArrayLike, y: ArrayLike, folds: ArrayLike, *,
     xa = np.asarray(x, dtype=np.float64)
     ya = _as_2d(y)
     f = np.asarray(folds, dtype=np.int64).ravel()
+    if f.size == 0:
+        raise ValueError("ridge_map needs at least one row")
     fitter = RidgeFitter(int(f.max()) + 1)
     grid = np.asarray(lambdas, dtype=np.float64)
     with FIT_BLAS_LIMIT:
