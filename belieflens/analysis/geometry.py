@@ -56,12 +56,6 @@ F64 = NDArray[np.float64]
 DEFAULT_LAGS: tuple[int, ...] = (1, 2, 3, 4)
 """The ``k`` of the recent-token baselines by default (the last 1 to 4 tokens)."""
 
-DEFAULT_LAM = 1e-4
-"""The fixed penalty of :func:`ridge_fit` (the interventions' belief reads), relative to the
-features' mean variance. It is not negligible: on features of very unequal scale (all layers
-concatenated) it shrinks the small ones, so :func:`geometry` does not use it but the nested
-cross-validated penalty of the decoders' estimator."""
-
 FOLD = "fold"
 PERMUTATION = "permutation"
 
@@ -97,49 +91,6 @@ def target_of(ds: xr.Dataset, target: str | Target = "belief_state") -> Target:
             raise ParameterError("target 'oracle': some read-outs have no oracle")
         return Target(y, tuple(labels), target)
     raise ParameterError(f"target = {target!r} is not allowed: belief_state or oracle")
-
-
-@dataclass(frozen=True, eq=False)
-class AffineMap:
-    """An affine regression ``y = (x - x_mean) @ weight + y_mean`` (:func:`ridge_fit`)."""
-
-    x_mean: F64
-    """``[d]``."""
-    weight: F64
-    """``[d, k]``."""
-    y_mean: F64
-    """``[k]``."""
-
-    def __call__(self, x: F64) -> F64:
-        """The map at rows ``x [n, d]`` -> ``[n, k]``."""
-        out: F64 = (x - self.x_mean) @ self.weight + self.y_mean
-        return out
-
-
-def ridge_fit(x_train: F64, y_train: F64, lam: float = DEFAULT_LAM) -> AffineMap:
-    """Affine ridge regression fitted on ``(x_train, y_train)``; the penalty is ``lam`` times
-    the mean feature variance (scale-free)."""
-    mx, my = x_train.mean(axis=0), y_train.mean(axis=0)
-    xc = x_train - mx
-    gram = xc.T @ xc
-    ridge = lam * max(float(np.trace(gram)) / max(gram.shape[0], 1), 1e-12)
-    w = np.linalg.solve(gram + ridge * np.eye(gram.shape[0]), xc.T @ (y_train - my))
-    return AffineMap(mx, w, my)
-
-
-def ridge_predict(x_train: F64, y_train: F64, x_test: F64, lam: float = DEFAULT_LAM) -> F64:
-    """Affine ridge regression fitted on ``(x_train, y_train)`` (:func:`ridge_fit`), predicted
-    at ``x_test``."""
-    return ridge_fit(x_train, y_train, lam)(x_test)
-
-
-def heldout(x: F64, y: F64, folds: NDArray[np.int64], lam: float = DEFAULT_LAM) -> F64:
-    """Held-out predictions of ``y`` from ``x``: each fold predicted by a fit on the others."""
-    pred = np.empty_like(y)
-    for k in range(int(folds.max()) + 1):
-        train, test = fold_split(folds, k)
-        pred[test] = ridge_predict(x[train], y[train], x[test], lam)
-    return pred
 
 
 def scores(y: F64, pred: F64) -> tuple[float, float]:

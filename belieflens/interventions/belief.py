@@ -2,12 +2,14 @@
 
 A token-level study (``belief_state[query, state]``, :mod:`belieflens.envs.tokens.env`) holds
 the exact belief over the process's hidden states at every read-out, and ``ds.bl.geometry``'s
-affine regression (:func:`~belieflens.analysis.geometry.ridge_fit`) reads it back from the
-residual. :func:`with_belief_reads` adds to a result the variables that say which belief the
-edited residual implies (where its plan names how: :func:`steer_reads`, :func:`patch_reads`),
-so that
-:mod:`belieflens.analysis.belief_check` can compare the edited output with the oracle's
-next-token distribution for that belief:
+affine ridge regression reads it back from the residual. Here each read is by the map of the
+one estimator (:func:`~belieflens.analysis.decoders.estimator.ridge_map`: standardised
+features, λ chosen by leave-one-fold-out over the training rows' own folds of whole episodes,
+never the read fold's), and the λ of each map is stored as ``belief_read_lam[layer, fold]``
+(:func:`cross_fit_reads`). :func:`with_belief_reads` adds to a result the variables that say
+which belief the edited residual implies (where its plan names how: :func:`steer_reads`,
+:func:`patch_reads`), so that :mod:`belieflens.analysis.belief_check` can compare the edited
+output with the oracle's next-token distribution for that belief:
 
 - ``state_emission[state, outcome]``: the next-token distribution of each hidden state, the
   least-squares map from the study's beliefs to its oracles (exact for a hidden Markov
@@ -21,18 +23,21 @@ next-token distribution for that belief:
   clean residual read by the map fitted without its episode (:data:`FOLDS` folds of whole
   episodes, seed :data:`SEED`). The answer position is the last context token, which a pair
   shares (:func:`~belieflens.interventions.align.why_unaligned`): the ``answer`` and ``all``
-  sets patch the source's residual in there, the ``evidence`` set never does.
+  sets patch the source's residual in there, the ``evidence`` set never does;
+- both: ``belief_read_lam[layer, fold]``, the penalty of each fold's map.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from belieflens.analysis.geometry import ridge_fit
+from belieflens.analysis.decoders.estimator import RidgeMap, ridge_map
 from belieflens.dims import FOLD, LAYER, OUTCOME, PAIR, QUERY, STATE
 from belieflens.errors import ParameterError
 from belieflens.interventions.directions import episode_folds
@@ -101,33 +106,79 @@ def with_belief_reads(ds: xr.Dataset, study: StudyReadouts,
     return ds
 
 
+@dataclass(frozen=True, eq=False)
+class CrossFitReads:
+    """Each row read by the map fitted without its fold (:func:`cross_fit_reads`)."""
+
+    read: F64
+    """``[row, layer, state]`` (NaN for a fold with no training rows)."""
+    maps: list[list[RidgeMap]]
+    """``maps[layer][fold]``, fitted on the other folds' training rows."""
+    lam: F64
+    """Each map's penalty ``[layer, fold]``."""
+
+
+def inner_folds(outer: NDArray[np.int64], episodes: NDArray[Any]) -> NDArray[np.int64]:
+    """The folds a map's λ is cross-validated over on an outer fold's training rows: the other
+    outer folds (``outer``, those rows' folds) where they are at least two; else (two outer
+    folds in all) :data:`FOLDS` folds of the rows' own episodes (seed :data:`SEED`), and one
+    fold (the fallback penalty) where the rows are a single episode."""
+    if np.unique(outer).size >= 2:
+        return outer
+    return episode_folds(episodes, FOLDS, np.random.default_rng(SEED))[0]
+
+
+def cross_fit_reads(x: F64, y: F64, folds: NDArray[np.int64], episodes: NDArray[Any],
+                    train: NDArray[np.bool_] | None = None) -> CrossFitReads:
+    """The read of each row of ``x [row, layer, d]`` by the ridge map of ``y [row, state]``
+    fitted on the rows of the other ``folds`` (those of ``train`` only, if given), its λ
+    chosen over their folds (:func:`inner_folds`, grouped by ``episodes``)."""
+    ok = np.ones(folds.size, dtype=bool) if train is None else train
+    n_fold = int(folds.max()) + 1
+    read = np.full((x.shape[0], x.shape[1], y.shape[1]), np.nan)
+    lam = np.full((x.shape[1], n_fold), np.nan)
+    maps: list[list[RidgeMap]] = [[] for _ in range(x.shape[1])]
+    for f in range(n_fold):
+        fit_rows = (folds != f) & ok
+        inner = inner_folds(folds[fit_rows], episodes[fit_rows])
+        for li in range(x.shape[1]):
+            fit = ridge_map(x[fit_rows, li], y[fit_rows], inner)
+            read[folds == f, li] = fit(x[folds == f, li])
+            lam[li, f] = fit.lam
+            maps[li].append(fit)
+    return CrossFitReads(read, maps, lam)
+
+
+def _store_lam(ds: xr.Dataset, lam: F64) -> None:
+    ds["belief_read_lam"] = ((LAYER, FOLD), lam)
+    ds["belief_read_lam"].attrs["description"] = (
+        "ridge penalty (standardised features) of each fold's belief map, chosen by "
+        "cross-validation over the other folds' episodes")
+
+
 def steer_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
     """The steering variables: the reads by each fold's map (fitted, as the directions were,
     on the other folds' read-outs that have an oracle) and the shifts per unit α."""
     rows = np.asarray(ds["study_query"].values, dtype=np.int64)
     folds = np.asarray(ds["query_fold"].values, dtype=np.int64)
     ok = np.isfinite(oracle_mean(study.table)[rows])
-    x = study_resid(study, layers, list(rows))
-    y = beliefs[rows]
-    n_fold = int(ds.sizes[FOLD])
-    read = np.full((rows.size, len(layers), y.shape[1]), np.nan)
-    shift = np.full((len(layers), n_fold, y.shape[1]), np.nan)
-    control = np.full_like(shift, np.nan)
-    steer = ds["fold_direction"].values * ds["fold_resid_std"].values[..., None]
+    episodes = np.asarray(study.table["episode"].values)[rows]
+    fits = cross_fit_reads(study_resid(study, layers, list(rows)), beliefs[rows], folds,
+                           episodes, ok)
+    std = np.asarray(ds["fold_resid_std"].values)
+    steer = ds["fold_direction"].values * std[..., None]
     ctrl_dir = np.asarray(ds["control_direction"].values)
-    for li in range(len(layers)):
-        for f in range(n_fold):
-            train = (folds != f) & ok
-            fit = ridge_fit(x[train, li], y[train])
-            read[folds == f, li] = fit(x[folds == f, li])
-            shift[li, f] = steer[li, f] @ fit.weight
-            control[li, f] = float(ds["fold_resid_std"].values[li, f]) * ctrl_dir[li] @ fit.weight
-    ds["belief_read"] = ((QUERY, LAYER, STATE), read)
+    shift = np.stack([np.stack([steer[li, f] @ m.weight for f, m in enumerate(by)])
+                      for li, by in enumerate(fits.maps)])
+    control = np.stack([np.stack([float(std[li, f]) * ctrl_dir[li] @ m.weight
+                                  for f, m in enumerate(by)]) for li, by in enumerate(fits.maps)])
+    ds["belief_read"] = ((QUERY, LAYER, STATE), fits.read)
     ds["belief_shift"] = ((LAYER, FOLD, STATE), shift)
     ds["control_belief_shift"] = ((LAYER, FOLD, STATE), control)
     ds["belief_read"].attrs["description"] = (
         "the clean residual's belief read by the map fitted without the read-out's fold")
     ds["belief_shift"].attrs["description"] = "change of the read per unit alpha (steering)"
+    _store_lam(ds, fits.lam)
 
 
 def patch_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list[int]) -> None:
@@ -136,15 +187,11 @@ def patch_reads(ds: xr.Dataset, study: StudyReadouts, beliefs: F64, layers: list
     folds, k = episode_folds(groups, FOLDS, np.random.default_rng(SEED))
     if k < 2:
         return  # one episode: no read-out can be read by a map fitted without it
-    x = study_resid(study, layers)
-    read = np.full((beliefs.shape[0], len(layers), beliefs.shape[1]), np.nan)
-    for li in range(len(layers)):
-        for f in range(k):
-            fit = ridge_fit(x[folds != f, li], beliefs[folds != f])
-            read[folds == f, li] = fit(x[folds == f, li])
+    fits = cross_fit_reads(study_resid(study, layers), beliefs, folds, groups)
     for name, var in (("base", "base_query"), ("source", "source_query")):
         ds[f"{name}_belief_read"] = ((PAIR, LAYER, STATE),
-                                     read[np.asarray(ds[var].values, dtype=np.int64)])
+                                     fits.read[np.asarray(ds[var].values, dtype=np.int64)])
         ds[f"{name}_belief_read"].attrs["description"] = (
             f"the {name}'s clean residual's belief read (map fitted without its episode)")
     ds.attrs["belief_read_folds"] = k
+    _store_lam(ds, fits.lam)

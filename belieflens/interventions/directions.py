@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from belieflens.analysis.decoders import RidgeFitter, group_folds
-from belieflens.analysis.geometry import DEFAULT_LAM, heldout, ridge_fit, scores
+from belieflens.analysis.decoders.estimator import FALLBACK_LAM, ridge_heldout, ridge_map
 from belieflens.errors import ParameterError
 
 F64 = NDArray[np.float64]
@@ -34,7 +34,9 @@ class Direction:
     r2: float
     """Held-out R² of the decoder (grouped cross-validation; NaN with fewer than 3 groups)."""
     lam: float
-    """The ridge penalty used."""
+    """The ridge penalty (on standardised features): chosen by grouped cross-validation over
+    the fitting rows unless given (:data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`
+    with a single episode); 0 where no ridge is fitted."""
 
 
 def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.random.Generator
@@ -57,7 +59,7 @@ def decoder_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any],
     fitter = RidgeFitter(k)
     fitter.update(x, y, folds if k > 1 else None)
     if lam is None and k < 2:
-        lam = 1e-2
+        lam = FALLBACK_LAM
     decoder = fitter.fit(lam=lam)
     r2 = float("nan")
     if k >= 3:
@@ -91,14 +93,18 @@ def diff_means_direction(x: F64, y: F64) -> Direction:
 
 
 def belief_direction(x: F64, beliefs: F64, state: int, groups: Sequence[int] | NDArray[Any],
-                     rng: np.random.Generator, *, n_folds: int = 5, lam: float = DEFAULT_LAM,
+                     rng: np.random.Generator, *, n_folds: int = 5,
                      decoder: bool = False) -> Direction:
     """The direction that raises the regressed belief in hidden state ``state``.
 
-    The regression is ``ds.bl.geometry``'s: an affine ridge map ``W`` from the residuals
-    ``x [n, d]`` to the beliefs ``beliefs [n, S]``
-    (:func:`~belieflens.analysis.geometry.ridge_fit`). The target move is ``t = e_state -
-    1/S`` (toward the simplex vertex of ``state``, the sum unchanged). The direction is
+    The regression is ``ds.bl.geometry``'s estimator: an affine ridge map ``W`` from the
+    residuals ``x [n, d]`` to the beliefs ``beliefs [n, S]`` on standardised features, its
+    penalty chosen by leave-one-fold-out over ``n_folds`` folds of whole episodes of
+    ``groups`` (:func:`~belieflens.analysis.decoders.estimator.ridge_map`; with a single
+    episode no penalty can be cross-validated and it is
+    :data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`). The target move is
+    ``t = e_state - 1/S`` (toward the simplex vertex of ``state``, the sum unchanged). The
+    direction is
 
     - by default the **pattern**: how the residuals move with the belief, the least-squares
       ``P [S, d]`` of ``x`` on the beliefs, at ``t @ P`` (the residual change that comes with
@@ -106,8 +112,9 @@ def belief_direction(x: F64, beliefs: F64, state: int, groups: Sequence[int] | N
     - with ``decoder``, the least-norm residual shift whose read is ``t``: ``t @ pinv(W)``,
       which may lie along directions of little variance that the model never reads.
 
-    Normalised; ``r2`` is the map's held-out R² over folds of ``groups`` (NaN with fewer than
-    3 folds); ``lam`` the ridge penalty, relative to the mean feature variance.
+    Normalised; ``r2`` is the map's held-out R² over the same folds by nested
+    cross-validation (:func:`~belieflens.analysis.decoders.estimator.ridge_heldout`; NaN with
+    fewer than 3 folds); ``lam`` the penalty of ``W``.
 
     Examples:
         >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
@@ -121,17 +128,18 @@ def belief_direction(x: F64, beliefs: F64, state: int, groups: Sequence[int] | N
         raise ParameterError(f"--state = {state} is not allowed: a hidden state 0..{n_state - 1}")
     target = np.full(n_state, -1.0 / n_state)
     target[state] += 1.0
+    folds, k = episode_folds(groups, n_folds, rng)
+    fit = ridge_map(x, beliefs, folds)
     if decoder:
-        w = target @ np.linalg.pinv(ridge_fit(x, beliefs, lam).weight)
+        w = target @ np.linalg.pinv(fit.weight)
     else:
         bc = beliefs - beliefs.mean(axis=0)
         w = target @ np.linalg.lstsq(bc, x - x.mean(axis=0), rcond=None)[0]
     norm = float(np.linalg.norm(w))
     unit = np.asarray(w / norm if norm > 0 else w, dtype=np.float64)
     scale = float(np.std(x @ unit)) if norm > 0 else 0.0
-    folds, k = episode_folds(groups, n_folds, rng)
-    r2 = scores(beliefs, heldout(x, beliefs, folds, lam))[0] if k >= 3 else float("nan")
-    return Direction(unit=unit, scale=scale, r2=r2, lam=lam)
+    r2 = ridge_heldout(x, beliefs, folds).r2 if k >= 3 else float("nan")
+    return Direction(unit=unit, scale=scale, r2=r2, lam=fit.lam)
 
 
 def random_unit(d: int, rng: np.random.Generator) -> F64:

@@ -22,8 +22,23 @@ def belief_check_text(ds: xr.Dataset) -> str:
     if not has_check(ds):
         return ""
     if "belief_read" in ds.variables:
-        return HEAD + "\n" + steer_check_table(steer_belief_check(ds))
-    return HEAD + "\n" + patch_check_table(patch_belief_check(ds))
+        return HEAD + "\n" + steer_check_table(steer_belief_check(ds)) + lam_text(ds)
+    return HEAD + "\n" + patch_check_table(patch_belief_check(ds)) + lam_text(ds)
+
+
+def lam_text(ds: xr.Dataset) -> str:
+    """One line: the belief map's ridge penalty per layer, over its folds ('' for a result
+    without ``belief_read_lam``)."""
+    if "belief_read_lam" not in ds.variables:
+        return ""
+    lam = ds["belief_read_lam"]
+    cells = []
+    for la in lam[LAYER].values:
+        v = np.asarray(lam.sel({LAYER: la}).values, dtype=np.float64)
+        lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+        cells.append(f"layer {int(la)} {lo:.2g}" + (f" to {hi:.2g}" if hi > lo else ""))
+    return ("\nbelief map penalty (standardised features; chosen per fold by cross-validation "
+            "over the other folds' episodes): " + ", ".join(cells))
 
 
 def steer_check_table(check: xr.Dataset) -> str:

@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from belieflens.analysis.decoders.estimator import (
+    FALLBACK_LAM,
     episode_sums,
     null_targets,
     ridge_heldout,
+    ridge_map,
 )
 from belieflens.analysis.decoders.folds import group_folds
 
@@ -53,6 +55,42 @@ def test_lambda_is_chosen_inside_the_training_folds_only() -> None:
         again = ridge_heldout(x, garbled, folds)
         assert again.lam[k] == base.lam[k]  # the test fold's targets do not move its λ
         assert np.allclose(again.pred[rows], base.pred[rows])  # nor its predictions
+
+
+def test_ridge_map_beats_a_fixed_small_lambda_on_unseen_episodes() -> None:
+    """Fitted on four fifths of the episodes, the map whose λ is cross-validated over their
+    own folds predicts the last fifth far better than the same map at a fixed small λ."""
+    x, y, episodes = _overfit_data(2)
+    folds = group_folds(episodes, 5, np.random.default_rng(0))
+    for k in range(5):
+        train, test = folds != k, folds == k
+        fixed = ridge_map(x[train], y[train], folds[train], lambdas=(1e-6,))
+        cv = ridge_map(x[train], y[train], folds[train])
+        assert cv.cv and cv.lam > 1e-3 and fixed.lam == 1e-6
+        mse_fixed = float(np.mean((y[test] - fixed(x[test])) ** 2))
+        mse_cv = float(np.mean((y[test] - cv(x[test])) ** 2))
+        assert mse_cv < 0.7 * mse_fixed
+
+
+def test_ridge_map_is_ridge_heldouts_fit_of_the_outer_fold() -> None:
+    """On an outer fold's training rows, with the other outer folds as its folds, the map is
+    the fit ridge_heldout makes for that fold: the same λ and the same predictions; so the
+    held-out rows never take part in choosing it."""
+    x, y, episodes = _overfit_data(3)
+    folds = group_folds(episodes, 5, np.random.default_rng(1))
+    nested = ridge_heldout(x, y, folds)
+    for k in range(5):
+        train, test = folds != k, folds == k
+        fit = ridge_map(x[train], y[train], folds[train])
+        assert fit.lam == nested.lam[k]
+        np.testing.assert_allclose(fit(x[test]), nested.pred[test], rtol=1e-8, atol=1e-10)
+
+
+def test_ridge_map_falls_back_on_a_single_fold() -> None:
+    x, y, _ = _overfit_data(4)
+    fit = ridge_map(x[:9], y[:9, 0], np.zeros(9, dtype=np.int64))
+    assert not fit.cv and fit.lam == FALLBACK_LAM
+    assert fit.weight.shape == (150, 1) and fit(x[9:12]).shape == (3, 1)
 
 
 def test_permutation_null_and_p_value() -> None:

@@ -16,9 +16,10 @@ from belieflens.analysis.belief_check import (
     project_simplex,
     steer_belief_check,
 )
+from belieflens.analysis.decoders.estimator import ridge_heldout, ridge_map
 from belieflens.analysis.interventions import patch_beliefs, patch_summary, patch_transfer
 from belieflens.errors import ParameterError
-from belieflens.interventions.directions import belief_direction
+from belieflens.interventions.directions import belief_direction, episode_folds
 from belieflens.interventions.readouts import read_study
 from belieflens.report.interventions import report
 
@@ -89,6 +90,7 @@ def test_steered_output_follows_the_steered_belief(mess3_steer: Path, tmp_path: 
         assert float(s.follow) > float(s.control_follow) + 0.3
     text = report(mess3_steer, tmp_path / "rep").text
     assert "belief check" in text and "follow" in text
+    assert "belief map penalty" in text and "layer 2 " in text
 
 
 def test_belief_direction_moves_the_read_toward_the_state() -> None:
@@ -104,6 +106,19 @@ def test_belief_direction_moves_the_read_toward_the_state() -> None:
         assert move[2] > 0 > max(move[0], move[1])
     with pytest.raises(ParameterError, match="--state = 3"):
         belief_direction(x, b, 3, groups, rng)
+
+
+def test_belief_direction_reports_the_estimators_lambda_and_nested_r2() -> None:
+    """The map's λ is the one estimator's over the episode folds, and r2 its nested-CV R² on
+    the same folds (not a fit at a fixed penalty)."""
+    rng = np.random.default_rng(3)
+    b = rng.dirichlet(np.ones(3), size=240)
+    x = b @ rng.standard_normal((3, 40)) + 0.3 * rng.standard_normal((240, 40))
+    groups = np.arange(240) // 6
+    d = belief_direction(x, b, 0, groups, np.random.default_rng(7), n_folds=4, decoder=True)
+    folds, k = episode_folds(groups, 4, np.random.default_rng(7))
+    assert k == 4 and d.lam == ridge_map(x, b, folds).lam
+    assert d.r2 == ridge_heldout(x, b, folds).r2
 
 
 def test_belief_direction_needs_a_token_level_study(tiny_study: Path, mess3_study: Path

@@ -17,6 +17,11 @@ held-out whole groups (episodes):
   (:func:`~belieflens.analysis.decoders.folds.shuffle_by_group`); the p-value is
   ``(1 + #{null R² ≥ R²}) / (1 + permutations)``.
 
+A single fit on given training rows (:func:`ridge_map`, the interventions' belief reads and
+directions) chooses its λ the same way, by leave-one-fold-out over those rows' own folds,
+and reports it: fitted on an outer fold's training rows with the other outer folds as its
+folds, it is the fit :func:`ridge_heldout` makes for that outer fold, λ included.
+
 R² is pooled over the target's coordinates: ``1 − SSE / SST`` with SST about the target's
 mean over all rows; the held-out predictions (``pred``) give it row by row, so an interval
 over resampled episodes is a sum of per-episode terms (:func:`episode_sums`).
@@ -49,6 +54,10 @@ I64 = NDArray[np.int64]
 NULL_PERMUTATIONS = 20
 """Permutations of whole belief trajectories between episodes behind every null."""
 
+FALLBACK_LAM = 1e-2
+"""The penalty of :func:`ridge_map` on rows of a single fold (one episode), where no λ can be
+cross-validated: mild on standardised features (λ is relative to their unit variance)."""
+
 
 @dataclass(frozen=True, eq=False)
 class RidgeHeldOut:
@@ -71,6 +80,58 @@ class RidgeHeldOut:
         if self.null_r2.size == 0:
             return float("nan")
         return float((1 + np.sum(self.null_r2 >= self.r2)) / (1 + self.null_r2.size))
+
+
+@dataclass(frozen=True, eq=False)
+class RidgeMap:
+    """An affine ridge map ``y ≈ x @ weight + intercept`` in raw feature units, and the
+    penalty it was fitted with (:func:`ridge_map`)."""
+
+    weight: F64
+    """``[d, t]``: a direction ``v [d]`` in the features moves the read by ``v @ weight``."""
+    intercept: F64
+    """``[t]``."""
+    lam: float
+    """The penalty (on standardised features) it was fitted with."""
+    cv: bool
+    """Whether ``lam`` was chosen by cross-validation (else :data:`FALLBACK_LAM`)."""
+
+    def __call__(self, x: ArrayLike) -> F64:
+        """The map at rows ``x [n, d]`` -> ``[n, t]``."""
+        return np.asarray(np.asarray(x, dtype=np.float64) @ self.weight + self.intercept,
+                          dtype=np.float64)
+
+
+def ridge_map(x: ArrayLike, y: ArrayLike, folds: ArrayLike, *,
+              lambdas: Sequence[float] = DEFAULT_LAMBDAS) -> RidgeMap:
+    """The ridge map of ``y [n, t]`` (or ``[n]``) on ``x [n, d]``, fitted on all these rows
+    with the λ of ``lambdas`` whose leave-one-fold-out error over ``folds [n]`` (ints ≥ 0,
+    whole episodes per fold; they need not be consecutive) is lowest, summed over the
+    target's coordinates. Rows of a single fold get :data:`FALLBACK_LAM` (``cv`` False).
+
+    Examples:
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(60, 3))
+        >>> y = x @ np.array([[1.0], [0.0], [-2.0]]) + 0.01 * rng.normal(size=(60, 1))
+        >>> fit = ridge_map(x, y, np.arange(60) // 12)
+        >>> np.round(fit.weight[:, 0], 2).tolist(), fit.cv, fit.lam in DEFAULT_LAMBDAS
+        ([1.0, 0.0, -2.0], True, True)
+    """
+    xa = np.asarray(x, dtype=np.float64)
+    ya = _as_2d(y)
+    f = np.asarray(folds, dtype=np.int64).ravel()
+    if f.size == 0:
+        raise ValueError("ridge_map needs at least one row")
+    fitter = RidgeFitter(int(f.max()) + 1)
+    grid = np.asarray(lambdas, dtype=np.float64)
+    with FIT_BLAS_LIMIT:
+        fitter.update(xa, ya, f)
+        among = [i for i, s in enumerate(fitter.fold_stats) if s is not None]
+        cv = len(among) >= 2
+        lam = float(grid[np.argmin(_loo_sse(fitter.fold_stats, among, grid).sum(axis=1))]
+                    ) if cv else FALLBACK_LAM
+        coef, icpt = _ridge_path(fitter.stats, np.array([lam]))
+    return RidgeMap(weight=coef[0], intercept=icpt[0], lam=lam, cv=cv)
 
 
 def null_targets(y: ArrayLike, groups: ArrayLike, rng: np.random.Generator,
