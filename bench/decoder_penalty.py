@@ -16,11 +16,15 @@ more round of fits).
 It prints, per penalty and layer, the trained TVD, the floor mean, the selectivity with its
 95% interval (``*``: the interval excludes 0, beyond the floor); then per penalty the best
 layer, its selectivity and how many layers are beyond the floor.
-Last line: ``max_selectivity_change=... at_lam=... at_layer=... max_relative_change=...
-beyond_floor_changes=yes|no best_layers=LAM:LAYER,...``: the largest absolute change of any
-layer's selectivity from its value at the reference penalty (``DECODER_LAM``), that change
-over the reference's largest absolute selectivity, and whether the set of layers beyond the
-floor differs at any penalty.
+A layer whose trained value equals every control's (layer 0 of a language model: its
+residual at the read position is the same token's embedding in every query) is left out of
+the best layer. Last line: ``max_selectivity_change=... at_lam=... at_layer=...
+max_relative_change=... beyond_floor_changes=yes|no best_layers=LAM:LAYER,...
+best_selectivity_any_lam=...``: the largest absolute change of any layer's selectivity from
+its value at the reference penalty (``DECODER_LAM``), that change over the reference's
+largest absolute selectivity, whether the set of layers beyond the floor differs at any
+penalty, each penalty's best layer, and the highest selectivity of any layer at any
+penalty.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python -m bench.decoder_penalty STUDY.h5 --floor
 CONTROL0.h5 --floor CONTROL1.h5 [...] [--lams 1e-3 1e-2 1e-1 1] [--seed 0] [--no-check]``;
@@ -37,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from numpy.typing import NDArray
 
 import belieflens
 from belieflens.analysis.beliefs import lens_beliefs
@@ -111,9 +116,20 @@ def table(f: xr.Dataset, lam: float) -> list[str]:
     return lines
 
 
+def informative(f: xr.Dataset) -> NDArray[np.bool_]:
+    """The layers whose read-out differs from some control's beyond rounding: a layer where
+    the trained value equals every control's (layer 0 of a language model, whose residual at
+    the read position is the same token's embedding in every query) reads nothing of the
+    weights and is left out of the best layer."""
+    gap = np.abs(np.asarray(f["control_value"].values) - np.asarray(f["trained"].values))
+    return np.asarray((gap > TOLERANCE).any(axis=0))
+
+
 def best(f: xr.Dataset) -> tuple[int, list[int]]:
-    """The layer of the largest selectivity and the layers beyond the floor."""
-    sel = np.asarray(f["selectivity"].values, dtype=np.float64)
+    """The informative layer of the largest selectivity (-1: none) and the layers beyond
+    the floor."""
+    sel = np.where(informative(f), np.asarray(f["selectivity"].values, dtype=np.float64),
+                   np.nan)
     top = int(np.nanargmax(sel)) if np.isfinite(sel).any() else -1
     return top, [int(x) for x in np.flatnonzero(np.asarray(f["exceeds"].values))]
 
@@ -130,9 +146,12 @@ def summary_line(floors: dict[float, xr.Dataset], ref: float) -> str:
     beyond = {lam: best(f)[1] for lam, f in floors.items()}
     changes = any(b != beyond[ref] for b in beyond.values())
     tops = ",".join(f"{lam:g}:{best(f)[0]}" for lam, f in floors.items())
+    highest = max((float(f.selectivity.isel({LAYER: best(f)[0]})) for f in floors.values()
+                   if best(f)[0] >= 0), default=float("nan"))
     return (f"max_selectivity_change={change:.4f} at_lam={at_lam:g} at_layer={at_layer} "
             f"max_relative_change={change / scale:.3f} "
-            f"beyond_floor_changes={'yes' if changes else 'no'} best_layers={tops}")
+            f"beyond_floor_changes={'yes' if changes else 'no'} best_layers={tops} "
+            f"best_selectivity_any_lam={highest:+.4f}")
 
 
 def run(study: Path, controls: Sequence[Path], lams: Sequence[float], seed: int,
@@ -155,10 +174,14 @@ def run(study: Path, controls: Sequence[Path], lams: Sequence[float], seed: int,
         for lam, f in floors.items():
             print("\n".join(table(f, lam)), end="\n\n")
         n = files[0].sizes[LAYER]
+        left = np.flatnonzero(~informative(floors[lams[0]]))
+        if left.size:
+            print(f"left out of the best layer: {_fmt_span([int(x) for x in left])} (trained "
+                  "equals every control: the read-out does not depend on the weights)")
         for lam, f in floors.items():
             top, beyond = best(f)
             if top < 0:
-                print(f"lam={lam:g}: no layer's selectivity is finite")
+                print(f"lam={lam:g}: no informative layer")
                 continue
             s = f.sel({LAYER: top})
             print(f"lam={lam:g}: best layer {top}, selectivity {float(s.selectivity):+.4f} "
