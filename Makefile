@@ -10,6 +10,11 @@ POSITIVE := runs/positive-control
 CALIBRATION ?= runs/calibration
 FLOORS := runs/floors
 FLOOR_SEEDS ?= 0 1 2
+# pytest-xdist workers of `make test` (one per core of the 2-core machines it is sized for;
+# each file's tests run in one worker, and each worker loads the real model once). Each worker,
+# and every command a test starts, runs one thread (OMP_NUM_THREADS=1): threads beyond the
+# cores spin against each other (a docs page's commands ran several times slower).
+TEST_WORKERS ?= 2
 FLOOR_EPISODES ?= 2000
 FLOOR_MODELS ?= smollm2-135m gemma3-270m
 FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
@@ -160,7 +165,7 @@ setup-browser:
 	fi
 
 test: setup setup-docs setup-browser
-	$(VENV)/bin/pytest -q
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(VENV)/bin/mypy --strict belieflens tests bench
 	$(VENV)/bin/ruff check .
 	$(MAKE) --no-print-directory docs

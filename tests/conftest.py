@@ -13,11 +13,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
 
     from belieflens.model.load import LoadedModel, ModelSource
+
+# Property tests have no per-example deadline: the suite's workers share two cores, so an
+# example's wall time says more about the other worker than about the code.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -35,7 +41,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _threads() -> Iterator[None]:
     import torch
 
-    torch.set_num_threads(2)
+    # two cores shared by the pytest-xdist workers (PYTEST_XDIST_WORKER_COUNT, set by xdist)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, 2 // workers))
     yield
 
 
