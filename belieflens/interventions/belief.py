@@ -111,11 +111,14 @@ class CrossFitReads:
     """Each row read by the map fitted without its fold (:func:`cross_fit_reads`)."""
 
     read: F64
-    """``[row, layer, state]`` (NaN for a fold with no training rows)."""
+    """``[row, layer, state]``."""
     maps: list[list[RidgeMap]]
     """``maps[layer][fold]``, fitted on the other folds' training rows."""
-    lam: F64
-    """Each map's penalty ``[layer, fold]``."""
+
+    @property
+    def lam(self) -> F64:
+        """Each map's penalty ``[layer, fold]``."""
+        return np.array([[m.lam for m in by] for by in self.maps], dtype=np.float64)
 
 
 def inner_folds(outer: NDArray[np.int64], episodes: NDArray[Any]) -> NDArray[np.int64]:
@@ -136,7 +139,6 @@ def cross_fit_reads(x: F64, y: F64, folds: NDArray[np.int64], episodes: NDArray[
     ok = np.ones(folds.size, dtype=bool) if train is None else train
     n_fold = int(folds.max()) + 1
     read = np.full((x.shape[0], x.shape[1], y.shape[1]), np.nan)
-    lam = np.full((x.shape[1], n_fold), np.nan)
     maps: list[list[RidgeMap]] = [[] for _ in range(x.shape[1])]
     for f in range(n_fold):
         fit_rows = (folds != f) & ok
@@ -144,9 +146,8 @@ def cross_fit_reads(x: F64, y: F64, folds: NDArray[np.int64], episodes: NDArray[
         for li in range(x.shape[1]):
             fit = ridge_map(x[fit_rows, li], y[fit_rows], inner)
             read[folds == f, li] = fit(x[folds == f, li])
-            lam[li, f] = fit.lam
             maps[li].append(fit)
-    return CrossFitReads(read, maps, lam)
+    return CrossFitReads(read, maps)
 
 
 def _store_lam(ds: xr.Dataset, lam: F64) -> None:
