@@ -143,11 +143,11 @@ def summary_line(floors: dict[float, xr.Dataset], ref: float) -> str:
         if np.isfinite(d).any() and float(np.nanmax(d)) > change:
             change, at_lam, at_layer = float(np.nanmax(d)), lam, int(np.nanargmax(d))
     scale = float(np.nanmax(np.abs(base))) if np.isfinite(base).any() else float("nan")
-    beyond = {lam: best(f)[1] for lam, f in floors.items()}
-    changes = any(b != beyond[ref] for b in beyond.values())
-    tops = ",".join(f"{lam:g}:{best(f)[0]}" for lam, f in floors.items())
-    highest = max((float(f.selectivity.isel({LAYER: best(f)[0]})) for f in floors.values()
-                   if best(f)[0] >= 0), default=float("nan"))
+    bests = {lam: best(f) for lam, f in floors.items()}
+    changes = any(b != bests[ref][1] for _, b in bests.values())
+    tops = ",".join(f"{lam:g}:{top}" for lam, (top, _) in bests.items())
+    highest = max((float(floors[lam].selectivity.isel({LAYER: top}))
+                   for lam, (top, _) in bests.items() if top >= 0), default=float("nan"))
     return (f"max_selectivity_change={change:.4f} at_lam={at_lam:g} at_layer={at_layer} "
             f"max_relative_change={change / scale:.3f} "
             f"beyond_floor_changes={'yes' if changes else 'no'} best_layers={tops} "
