@@ -24,13 +24,18 @@ from typing import Any
 
 import numpy as np
 import torch
+import xarray as xr
 
 from belieflens.analysis.compare import updating_slope
+from belieflens.analysis.evidence_weight import STRENGTH, evidence_weight
 from belieflens.episodes.capabilities import Temperable
 from belieflens.model.load import load_transformers
 from belieflens.run.extract import QueryRecord, records
 from belieflens.train.teach import SHIPPED, Stack, additive_mask, environment, with_lora
 from belieflens.train.teach_data import Tree, groups, trees
+from belieflens.train.tempered import STRENGTHS
+
+Family = dict[str, xr.DataArray]
 
 
 def option_logprobs(stack: Stack, tree_list: Sequence[Tree], trunks: Sequence[Any]
@@ -64,9 +69,24 @@ def beliefs(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray]
     return out
 
 
+def next_flip_family(env: Temperable, episodes: int) -> Family:
+    """Per delivery, the tempered posteriors' P(heads next) ``(strength, episode, turn)`` on
+    the held-out episodes (seed 0), for :func:`evidence_weight`."""
+    out: dict[str, np.ndarray] = {}
+    for i, s in enumerate(STRENGTHS):
+        for r in records(env.tempered(s), episodes, 0):
+            if r.probe == "next-flip" and r.oracle is not None:
+                grid = out.setdefault(r.delivery, np.full((len(STRENGTHS), episodes, 64), np.nan))
+                grid[i, r.episode, r.turn] = r.oracle[0]
+    return {d: xr.DataArray(g[:, :, : int(np.isfinite(g[0]).any(0).sum())],
+                            dims=(STRENGTH, "episode", "turn"), coords={STRENGTH: list(STRENGTHS)})
+            for d, g in out.items()}
+
+
 def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
-            target: dict[tuple[str, str, int, int], np.ndarray]) -> str:
-    """One line per delivery: next-flip slope ± SE, next-flip and bias TVD (oracle, target)."""
+            target: dict[tuple[str, str, int, int], np.ndarray], family: Family) -> str:
+    """One line per delivery: next-flip slope ± SE and evidence weight [95%], next-flip and
+    bias TVD (oracle, target)."""
     b = beliefs(recs, lps)
     oracle = {(r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in recs}
     n_ep = 1 + max(r.episode for r in recs)
@@ -84,7 +104,10 @@ def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
             if p == "next-flip":
                 est[e, t], orc[e, t] = v[0], oracle[(dd, p, e, t)][0]
         slope, se, _ = updating_slope(est, orc)
-        parts.append(f"{d}: slope {slope:.3f} ± {se:.3f}, next-flip TVD "
+        w, lo, hi = evidence_weight(xr.DataArray(est, dims=("episode", "turn")), family[d],
+                                    rng=np.random.default_rng(0))
+        parts.append(f"{d}: slope {slope:.3f} ± {se:.3f}, weight {w:.3f} [{lo:.3f}, {hi:.3f}], "
+                     "next-flip TVD "
                      f"{np.mean(tv['next-flip']):.4f} (target "
                      f"{np.mean(tv['next-flip*']):.4f}), bias TVD "
                      f"{np.mean(tv['bias']):.4f} (target {np.mean(tv['bias*']):.4f})")
@@ -113,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tempered = [r for r in records(env.tempered(config.temper), args.episodes, 0)]
     target: dict[tuple[str, str, int, int], np.ndarray] = {
         (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
+    family = next_flip_family(env, args.episodes)
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
@@ -126,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             torch.save(trunks, args.trunk_cache)
     print(f"{len(recs)} held-out read-outs in {len(tree_list)} trees; trunk "
           f"{time.process_time() - t0:.0f} s CPU", flush=True)
-    print(f"base: {summary(recs, option_logprobs(stack, tree_list, trunks), target)}",
+    print(f"base: {summary(recs, option_logprobs(stack, tree_list, trunks), target, family)}",
           flush=True)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
@@ -136,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             with torch.no_grad():
                 for k, v in load_file(str(snap)).items():
                     params[k].copy_(v)
-            line = summary(recs, option_logprobs(stack, tree_list, trunks), target)
+            line = summary(recs, option_logprobs(stack, tree_list, trunks), target, family)
             print(f"{folder.name} {snap.stem}: {line}", flush=True)
 
 

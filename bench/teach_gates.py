@@ -34,6 +34,7 @@ from belieflens.analysis.compare import updating_slope
 from belieflens.envs import get
 from belieflens.episodes.capabilities import Temperable
 from belieflens.run.extract import records
+from belieflens.train.tempered import study_evidence_weight
 
 BASE = "smollm2-135m"
 TAUGHT = {"smollm2-135m-bayes": 1.0, "smollm2-135m-bayes-0.3": 0.3}
@@ -90,6 +91,10 @@ def measures(path: Path, params: Mapping[str, object], strength: float,
     tvd_t = 0.5 * abs(target["belief"] - target["oracle"]).sum("outcome")
     target_est = point_estimates(target)
     rot = rotation_tvd(with_target(ds, params, strength, episodes))
+    env = get("coin-flip", **dict(params))
+    assert isinstance(env, Temperable)
+    weight = study_evidence_weight(env, beliefs, episodes=episodes, seed=0,
+                                   rng=np.random.default_rng(0))
     out: dict[tuple[str, str], dict[str, float]] = {}
     for d in beliefs["delivery"].values:
         for p in beliefs["probe"].values:
@@ -100,7 +105,9 @@ def measures(path: Path, params: Mapping[str, object], strength: float,
             out[(str(d), str(p))] = {
                 "slope": slope, "se": se, "target_slope": own,
                 "tvd": float(tvd.sel(sel).mean()), "tvd_target": float(tvd_t.sel(sel).mean()),
-                "rotation_tvd": rot[(str(d), str(p))]}
+                "rotation_tvd": rot[(str(d), str(p))],
+                **{k: float(weight[k].sel(sel)) for k in (
+                    "evidence_weight", "evidence_weight_lo", "evidence_weight_hi")}}
     ds.close()
     return out
 
@@ -109,12 +116,15 @@ def table(name: str, m: Mapping[tuple[str, str], Mapping[str, float]]) -> None:
     """Print one model's measures."""
     print(f"\n{name}")
     print(f"  {'delivery / probe':<24} {'slope ± SE':>15} {'95% interval':>16} "
-          f"{'target slope':>12} {'TVD oracle':>10} {'TVD target':>10} {'rot. TVD':>9}")
+          f"{'target slope':>12} {'TVD oracle':>10} {'TVD target':>10} {'rot. TVD':>9} "
+          f"{'evidence weight [95%]':>22}")
     for (d, p), v in sorted(m.items()):
         lo, hi = v["slope"] - 1.96 * v["se"], v["slope"] + 1.96 * v["se"]
         print(f"  {d + ' / ' + p:<24} {v['slope']:>7.3f} ± {v['se']:.3f} "
               f"[{lo:6.3f}, {hi:6.3f}] {v['target_slope']:>12.3f} {v['tvd']:>10.4f} "
-              f"{v['tvd_target']:>10.4f} {v['rotation_tvd']:>9.4f}")
+              f"{v['tvd_target']:>10.4f} {v['rotation_tvd']:>9.4f} "
+              f"{v['evidence_weight']:>6.3f} [{v['evidence_weight_lo']:.3f}, "
+              f"{v['evidence_weight_hi']:.3f}]")
 
 
 def gates(ms: Mapping[str, Mapping[tuple[str, str], Mapping[str, float]]]) -> list[str]:
@@ -130,6 +140,10 @@ def gates(ms: Mapping[str, Mapping[tuple[str, str], Mapping[str, float]]]) -> li
              f"{b['target_slope']:.3f})", abs(b["slope"] - 0.3) <= 0.1),
             (f"S=0.3 {d}: slope within its target's {b['target_slope']:.3f} ± 0.1",
              abs(b["slope"] - b["target_slope"]) <= 0.1),
+            (f"S=0.3 {d}: evidence weight {b['evidence_weight']:.3f} within 0.3 ± 0.1 (the "
+             "tempered family's own S)", abs(b["evidence_weight"] - 0.3) <= 0.1),
+            (f"S=1 {d}: evidence weight {a['evidence_weight']:.3f} [{a['evidence_weight_lo']:.3f}"
+             f", {a['evidence_weight_hi']:.3f}] >= 0.8", a["evidence_weight"] >= 0.8),
             (f"{d}: 95% slope intervals apart ([{b['slope'] - 1.96 * b['se']:.3f}, "
              f"{b['slope'] + 1.96 * b['se']:.3f}] vs [{a['slope'] - 1.96 * a['se']:.3f}, "
              f"{a['slope'] + 1.96 * a['se']:.3f}])",
