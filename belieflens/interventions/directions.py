@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from belieflens.analysis.decoders import RidgeFitter, group_folds
-from belieflens.analysis.decoders.estimator import FALLBACK_LAM, ridge_heldout, ridge_map
+from belieflens.analysis.decoders import group_folds
+from belieflens.analysis.decoders.estimator import ridge_heldout, ridge_map
+from belieflens.analysis.decoders.ridge import DEFAULT_LAMBDAS
 from belieflens.errors import ParameterError
 
 F64 = NDArray[np.float64]
@@ -53,22 +54,22 @@ def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.ra
 def decoder_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any],
                       rng: np.random.Generator, *, n_folds: int = 5,
                       lam: float | None = None) -> Direction:
-    """The ridge decoder of ``y [n]`` on ``x [n, d]`` (the streaming ridge decoder,
-    penalty chosen by grouped CV unless ``lam``) as a :class:`Direction`."""
+    """The ridge decoder of ``y [n]`` on ``x [n, d]`` as a :class:`Direction`, on the one
+    estimator (:func:`~belieflens.analysis.decoders.estimator.ridge_map`: standardised
+    features, the penalty chosen by leave-one-fold-out over ``n_folds`` folds of whole
+    episodes of ``groups`` unless ``lam`` is given; a single episode gets
+    :data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`); ``r2`` is its held-out R² by nested
+    cross-validation over the same folds
+    (:func:`~belieflens.analysis.decoders.estimator.ridge_heldout`; NaN with fewer than 3)."""
     folds, k = episode_folds(groups, n_folds, rng)
-    fitter = RidgeFitter(k)
-    fitter.update(x, y, folds if k > 1 else None)
-    if lam is None and k < 2:
-        lam = FALLBACK_LAM
-    decoder = fitter.fit(lam=lam)
-    r2 = float("nan")
-    if k >= 3:
-        r2 = float(fitter.cross_validate(lam=decoder.provenance.lam).r2[0])
-    w = np.asarray(decoder.coef[:, 0], dtype=np.float64)
+    grid = DEFAULT_LAMBDAS if lam is None else (lam,)
+    fit = ridge_map(x, y, folds, lambdas=grid)
+    r2 = ridge_heldout(x, y, folds, lambdas=grid).r2 if k >= 3 else float("nan")
+    w = np.asarray(fit.weight[:, 0], dtype=np.float64)
     norm = float(np.linalg.norm(w))
     unit = w / norm if norm > 0 else w
     scale = float(np.std(x @ unit)) if norm > 0 else 0.0
-    return Direction(unit=unit, scale=scale, r2=r2, lam=float(decoder.provenance.lam))
+    return Direction(unit=unit, scale=scale, r2=r2, lam=fit.lam)
 
 
 def diff_means_direction(x: F64, y: F64) -> Direction:
@@ -211,11 +212,13 @@ def random_eraser_at(mean: F64, rank: int, rng: np.random.Generator) -> Eraser:
     return Eraser(left=q, right=q.T.copy(), bias=np.asarray(mean, dtype=np.float64))
 
 
-def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,
-               lam: float = 1e-3) -> float:
+def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool) -> float:
     """Pooled held-out R² of a ridge decoder of ``y`` on ``x`` over grouped ``folds``; with
     ``erase`` a LEACE eraser is fitted on each training fold and applied to its training and
-    test rows before the decoder (LEACE's guarantee: the decoder is then at chance, R² ≤ 0)."""
+    test rows before the decoder (LEACE's guarantee: the decoder is then at chance, R² ≤ 0).
+    The decoder of each outer fold is the one estimator's
+    (:func:`~belieflens.analysis.decoders.estimator.ridge_map` on its training rows, the
+    penalty chosen over their own folds: nested cross-validation)."""
     sse = sst = 0.0
     for k in np.unique(folds):
         test = folds == k
@@ -224,9 +227,7 @@ def heldout_r2(x: F64, y: F64, folds: NDArray[np.int64], *, erase: bool,
         if erase:
             er = leace(xtr, y[train])
             xtr, xte = er.apply(xtr), er.apply(xte)
-        fitter = RidgeFitter(1)
-        fitter.update(xtr, y[train])
-        pred = fitter.fit(lam=lam).predict(xte)
+        pred = ridge_map(xtr, y[train], folds[train])(xte)[:, 0]
         sse += float(np.sum((y[test] - pred) ** 2))
         sst += float(np.sum((y[test] - y[train].mean()) ** 2))
     return 1.0 - sse / sst if sst > 0 else float("nan")

@@ -197,7 +197,7 @@ def random_role_erasers(erasers: RoleErasers, rng: np.random.Generator) -> RoleE
     return RoleErasers(np.where(on, v, 0.0), np.where(on, v, 0.0), erasers.bias)
 
 
-def heldout_position_r2(x: F64, y: F64, folds: NDArray[np.int64], lam: float = 1e-3) -> float:
+def heldout_position_r2(x: F64, y: F64, folds: NDArray[np.int64]) -> float:
     """Held-out R² of a ridge decoder of ``y [n]`` on ``x [n, d]`` over grouped ``folds``
     (:func:`~belieflens.interventions.directions.heldout_r2` without an eraser: ``x`` is
     what the eraser applied left). NaN with fewer than two folds or constant ``y``."""
@@ -205,4 +205,4 @@ def heldout_position_r2(x: F64, y: F64, folds: NDArray[np.int64], lam: float = 1
 
     if np.unique(folds).size < 2 or np.ptp(y) == 0:
         return float("nan")
-    return heldout_r2(x, y, folds, erase=False, lam=lam)
+    return heldout_r2(x, y, folds, erase=False)

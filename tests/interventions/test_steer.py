@@ -17,8 +17,11 @@ from belieflens.interventions.steer import SteerOptions, evidence_end, steer_log
 def steered(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
     study = read_study(tiny_study)
     rows = Selection(turns=(1, 2)).rows(study)
+    # 4 folds of the 4 episodes: the decoder's nested CV then chooses each outer fold's
+    # penalty over 3 inner folds (with 3 outer folds one inner split has 2, too few to be
+    # stable on so little data)
     return steer_logprobs(tiny_model, study, rows,
-                          SteerOptions(alphas=(-2.0, 0.0, 2.0), n_folds=3, batch_size=16))
+                          SteerOptions(alphas=(-2.0, 0.0, 2.0), n_folds=4, batch_size=16))
 
 
 def test_alpha_zero_changes_nothing(steered: xr.Dataset) -> None:
@@ -50,7 +53,7 @@ def after_evidence(tiny_model: Any, tiny_study: Path) -> xr.Dataset:
     study = read_study(tiny_study)
     rows = Selection(turns=(1, 2)).rows(study)
     return steer_logprobs(tiny_model, study, rows,
-                          SteerOptions(alphas=(-2.0, 0.0, 2.0), n_folds=3, batch_size=16,
+                          SteerOptions(alphas=(-2.0, 0.0, 2.0), n_folds=4, batch_size=16,
                                        at="after-evidence"))
 
 
