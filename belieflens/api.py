@@ -372,6 +372,7 @@ def teach(
     layers: str | Sequence[int] = "",
     lr: float = 1e-3,
     temper: float | str = 1.0,
+    weigh: str = "readout",
     threads: int = 0,
     checkpoint_seconds: float = 300.0,
     on_step: Callable[[TeachProgress], None] | None = None,
@@ -398,6 +399,8 @@ def teach(
         layers: the adapted blocks (``22-29``, ``3,5,7``, a sequence; empty: the last quarter).
         lr: Adam's learning rate.
         temper: the weight of the evidence in the target (1: the oracle).
+        weigh: each read-out's weight in the loss: ``"readout"`` (1 each) or ``"question"``
+            (each belief question of a tree the same, however many rotations render it).
         threads: torch's CPU threads (0: keep).
         checkpoint_seconds: the most seconds of training between two checkpoints.
         on_step: called after each step with its :class:`~belieflens.train.teach.Progress`.
@@ -415,7 +418,8 @@ def teach(
     from belieflens.train.teach import teach as run_teach
 
     config = _teach_config(env, params, _spec(model), layers, temper, episodes=episodes,
-                           seed=seed, steps=steps, batch=batch, rank=rank, lr=lr, threads=threads)
+                           seed=seed, steps=steps, batch=batch, rank=rank, lr=lr,
+                           weigh=weigh, threads=threads)
     with quiet_libraries():
         return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
                          on_step=on_step)
@@ -423,7 +427,7 @@ def teach(
 
 def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
                   layers: str | Sequence[int], temper: float | str, *, episodes: int,
-                  seed: int, steps: int, batch: int, rank: int, lr: float,
+                  seed: int, steps: int, batch: int, rank: int, lr: float, weigh: str,
                   threads: int) -> TeachConfig:
     """The record of a teach run, each input (``threads`` too) checked and the model found
     (one line otherwise) before anything is written."""
@@ -437,7 +441,7 @@ def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
         env=env, env_params=tuple(typed.items()), model=model, episodes=episodes,
         seed=seed, steps=steps, batch=batch, rank=rank, alpha=2.0 * rank,
         layers=parse_layers(layers) if isinstance(layers, str) else tuple(layers), lr=lr,
-        temper=parse_temper(temper))
+        temper=parse_temper(temper), weigh=weigh)  # type: ignore[arg-type]  # checked there
     _resolve(config.model)
     return config
 

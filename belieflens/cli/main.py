@@ -315,6 +315,9 @@ def teach(
     temper: Annotated[str, typer.Option(help="weight S > 0 of the evidence in the target "
                                         "(1: the oracle; coin flip: Beta(a0 + S*h, "
                                         "b0 + S*(n - h)))")] = "1",
+    weigh: Annotated[str, typer.Option(help="each read-out's weight in the loss: readout "
+                                       "(1 each) or question (each belief question of a "
+                                       "tree the same, however many rotations)")] = "readout",
     threads: Threads = 0,
     checkpoint_seconds: Annotated[float, typer.Option(
         help="save a checkpoint at least every N seconds of training")] = 300.0,
@@ -334,8 +337,8 @@ def teach(
         result = api.teach(
             env, out=out, params=parse_assignments(set_ or []), model=model,
             episodes=episodes, seed=seed, steps=steps, batch=batch, rank=rank, layers=layers,
-            lr=lr, temper=temper, threads=threads, checkpoint_seconds=checkpoint_seconds,
-            on_step=report)
+            lr=lr, temper=temper, weigh=weigh, threads=threads,
+            checkpoint_seconds=checkpoint_seconds, on_step=report)
     tr = result.info["training"]
     typer.echo(f"final KL {tr['final_loss']:.4f} after {tr['steps']} steps; {tr['cpu_seconds']} "
                f"s CPU, peak memory {tr['peak_rss_mb']:.0f} MB")

@@ -58,8 +58,8 @@ def decoder_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any],
     estimator (:func:`~belieflens.analysis.decoders.estimator.ridge_map`: standardised
     features, the penalty chosen by leave-one-fold-out over ``n_folds`` folds of whole
     episodes of ``groups`` unless ``lam`` is given; a single episode gets
-    :data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`); ``r2`` is its held-out R² by nested
-    cross-validation over the same folds
+    :data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`); ``r2`` is its held-out R²
+    by nested cross-validation over the same folds
     (:func:`~belieflens.analysis.decoders.estimator.ridge_heldout`; NaN with fewer than 3)."""
     folds, k = episode_folds(groups, n_folds, rng)
     grid = DEFAULT_LAMBDAS if lam is None else (lam,)

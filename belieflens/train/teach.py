@@ -44,7 +44,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
@@ -68,6 +68,11 @@ TRAIN_SEED_OFFSET = 1_000_000_000
 """Training episodes are those of seed ``TRAIN_SEED_OFFSET + seed``: no evaluation seed below
 it ever meets them (an adapter's extraction at a training seed is refused)."""
 
+Weigh = Literal["readout", "question"]
+"""How teach weighs read-outs in its loss (:attr:`TeachConfig.weigh`)."""
+
+WEIGHS: tuple[Weigh, ...] = get_args(Weigh)
+
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                  "up_proj", "down_proj")
 """The linear maps adapted in each chosen layer (a Llama-family block's attention and MLP)."""
@@ -90,6 +95,9 @@ class TeachConfig:
         lr, warmup: Adam's rate, reached linearly over ``warmup`` steps, then cosine decay to
             a tenth of it.
         temper: the weight of the evidence in the target (1: the oracle).
+        weigh: each read-out's weight in the loss: ``readout`` (every read-out 1) or
+            ``question`` (each belief question of a tree the same total, however many
+            rotations render it; :meth:`~belieflens.train.teach_data.Tree.weights`).
     """
 
     env: str
@@ -105,6 +113,7 @@ class TeachConfig:
     lr: float = 1e-3
     warmup: int = 20
     temper: float = 1.0
+    weigh: Weigh = "readout"
 
     def __post_init__(self) -> None:
         if isinstance(self.env_params, Mapping):
@@ -119,6 +128,9 @@ class TeachConfig:
                 raise ParameterError(f"option '--{name}' = {v!r} is not allowed: an integer in "
                                      f"{lo}..{hi}")
         _positive("--temper", self.temper)
+        if self.weigh not in WEIGHS:
+            raise ParameterError(f"option '--weigh' = {self.weigh!r} is not allowed: one of "
+                                 f"{', '.join(WEIGHS)}")
         _positive("--lr", self.lr)
         _positive("--alpha", self.alpha)
 
@@ -306,9 +318,11 @@ def with_lora(model: Any, config: TeachConfig, layers: Sequence[int]) -> Any:
     return peft_model
 
 
-def tree_loss(stack: Stack, tree: Tree, trunk: Any) -> tuple[Any, np.ndarray]:
-    """Summed KL(target ‖ model's option distribution) over the tree's read-outs (a tensor
-    with gradient), and each read-out's KL."""
+def tree_loss(stack: Stack, tree: Tree, trunk: Any,
+              weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
+    """KL(target ‖ model's option distribution) summed over the tree's read-outs, each
+    times its ``weights`` (1 when ``None``; a tensor with gradient), and each read-out's
+    KL."""
     import torch
 
     pos = torch.from_numpy(tree.positions)[None]
@@ -323,7 +337,8 @@ def tree_loss(stack: Stack, tree: Tree, trunk: Any) -> tuple[Any, np.ndarray]:
     t = torch.from_numpy(tree.target).float()
     logt = torch.log(t.clamp(min=1e-30))
     kl = torch.where(t > 0, t * (logt - logq), torch.zeros_like(t)).sum(-1)
-    return kl.sum(), kl.detach().numpy()
+    w = kl.new_ones(kl.shape) if weights is None else torch.from_numpy(weights).to(kl.dtype)
+    return (w * kl).sum(), kl.detach().numpy()
 
 
 # ---------------------------------------------------------------------------- training
@@ -352,7 +367,7 @@ class Progress:
     step: int
     steps: int
     loss: float
-    """Mean KL (nats) per read-out of this step's trees."""
+    """Mean KL (nats) per read-out of this step's trees (weighted by ``weigh``)."""
     seconds: float
 
 
@@ -406,15 +421,16 @@ class Trainer:
         return self.trunks[i]
 
     def step(self, step: int) -> float:
-        """One optimiser step on ``step``'s trees; the mean KL per read-out."""
+        """One optimiser step on ``step``'s trees; their weighted mean KL per read-out."""
         idx = step_trees(self.config, len(self.trees), step)
-        n = sum(self.trees[i].readouts for i in idx)
+        weights = [self.trees[i].weights(self.config.weigh) for i in idx]
+        n = float(sum(w.sum() for w in weights))
         for group in self.optim.param_groups:
             group["lr"] = learning_rate(self.config, step)
         self.optim.zero_grad(set_to_none=True)
         total = 0.0
-        for i in idx:
-            loss, _ = tree_loss(self.stack, self.trees[i], self.trunk(i))
+        for i, w in zip(idx, weights, strict=True):
+            loss, _ = tree_loss(self.stack, self.trees[i], self.trunk(i), w)
             (loss / n).backward()
             total += float(loss.detach())
         self.optim.step()

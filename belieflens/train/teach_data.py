@@ -46,6 +46,8 @@ class Tree:
         target: ``[readout, option]`` the target probability of each position (0 past the
             read-out's options).
         n_options: ``[readout]`` how many options each read-out has.
+        question: ``[readout]`` each read-out's belief question (probe), numbered in the
+            order they first appear in the tree.
         key: ``(episode, delivery, turn)``.
     """
 
@@ -58,6 +60,7 @@ class Tree:
     option_token: np.ndarray
     target: np.ndarray
     n_options: np.ndarray
+    question: np.ndarray
     key: tuple[int, str, int]
 
     @property
@@ -69,6 +72,16 @@ class Tree:
     def readouts(self) -> int:
         """Read-outs the tree trains."""
         return int(self.n_options.size)
+
+    def weights(self, weigh: str) -> np.ndarray:
+        """``[readout]`` each read-out's weight in the loss: 1 (``readout``), or with
+        ``question`` one over its question's read-outs in the tree, so that each belief
+        question weighs the same however many rotations render it."""
+        if weigh == "readout":
+            return np.ones(self.readouts)
+        counts = np.bincount(self.question)
+        out: np.ndarray = 1.0 / counts[self.question]
+        return out
 
     def mask(self) -> np.ndarray:
         """``[token, token]`` bool: token ``i`` may attend to token ``j`` (its own prefix)."""
@@ -129,11 +142,13 @@ def build_tree(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Tr
         assert rec.oracle is not None
         target[q, : len(tq.outcome)] = target_on_positions(rec.oracle, tq.outcome)
     first = recs[0]
+    order = list(dict.fromkeys(r.probe for r in recs))
     return Tree(
         ids=ids, positions=positions, edge=edge, ancestors=_ancestors(trie),
         reads=np.asarray(sorted(reads, key=reads.__getitem__), dtype=np.int64),
         option_read=option_read, option_token=option_token, target=target,
         n_options=np.asarray([len(tq.option_ids) for tq in tqs], dtype=np.int64),
+        question=np.asarray([order.index(r.probe) for r in recs], dtype=np.int64),
         key=(first.episode, first.delivery, first.turn),
     )
 

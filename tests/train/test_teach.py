@@ -130,6 +130,16 @@ def test_a_tempered_target_changes_the_adapter(tiny_dir: Path, tmp_path: Path,
     assert result.info["training"]["loss_curve"] != taught.info["training"]["loss_curve"]
 
 
+def test_weighing_by_question_changes_the_adapter(tiny_dir: Path, tmp_path: Path,
+                                                  taught: TeachResult) -> None:
+    result = teach(config(tiny_dir, weigh="question"), tmp_path / "question")
+    assert result.info["options"]["weigh"] == "question"
+    assert taught.info["options"]["weigh"] == "readout"
+    assert result.info["training"]["loss_curve"] != taught.info["training"]["loss_curve"]
+    with pytest.raises(ParameterError, match="'--weigh'"):
+        config(tiny_dir, weigh="episode")
+
+
 def test_options_parse_and_schedule() -> None:
     assert parse_layers("2-4, 7") == (2, 3, 4, 7) and parse_layers("") == ()
     assert parse_temper("0.3") == 0.3

@@ -41,6 +41,13 @@ def test_one_tree_per_episode_delivery_and_turn(smol_tokenizer: PreTrainedTokeni
         group = [r for r in recs if (r.episode, r.delivery, r.turn) == t.key]
         prompts = sum(len(render(smol_tokenizer, r.query, bos=bos).context_ids) for r in group)
         assert t.tokens < 0.6 * prompts  # the shared conversation runs once
+        probes = [r.probe for r in group]
+        assert [probes[0] == p for p in probes] == (t.question == 0).tolist()
+        assert np.array_equal(t.weights("readout"), np.ones(t.readouts))
+        w = t.weights("question")  # each question the same total, whatever its rotations
+        totals = [w[t.question == q].sum() for q in np.unique(t.question)]
+        assert len(totals) == 2 and np.allclose(totals, 1.0)
+        assert len(set(np.round(w, 9))) == 2  # next-flip's 2 rotations, bias's 5
 
 
 def test_a_tree_reads_what_each_prompt_reads(smol_tokenizer: PreTrainedTokenizerBase) -> None:
