@@ -31,7 +31,14 @@ from belieflens.analysis.evidence_weight import STRENGTH, evidence_weight
 from belieflens.episodes.capabilities import Temperable
 from belieflens.model.load import load_transformers
 from belieflens.run.extract import QueryRecord, records
-from belieflens.train.teach import SHIPPED, Stack, additive_mask, environment, with_lora
+from belieflens.train.teach import (
+    SHIPPED,
+    Stack,
+    additive_mask,
+    environment,
+    parse_layers,
+    with_lora,
+)
 from belieflens.train.teach_data import Tree, groups, trees
 from belieflens.train.tempered import STRENGTHS
 
@@ -122,11 +129,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="folders of step-NNNNN.safetensors (each evaluated in turn)")
     ap.add_argument("--episodes", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", default="",
+                    help="the snapshots' adapted blocks when not the shipped configuration's "
+                    "(e.g. 20-29); the trunk cache is per lowest block")
     ap.add_argument("--trunk-cache", type=Path, default=None,
                     help="keep the held-out trunks in this file and reuse them")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = SHIPPED[args.name]
+    if args.layers:
+        import dataclasses
+
+        config = dataclasses.replace(config, layers=parse_layers(args.layers))
     model, tok, _, _ = load_transformers(config.model)
     env = environment(dataclasses_replace_temper(config))
     recs = [r for r in records(env, args.episodes, 0) if r.oracle is not None]
