@@ -107,8 +107,22 @@ def measures(path: Path, params: Mapping[str, object], strength: float,
                 "tvd": float(tvd.sel(sel).mean()), "tvd_target": float(tvd_t.sel(sel).mean()),
                 "rotation_tvd": rot[(str(d), str(p))],
                 **{k: float(weight[k].sel(sel)) for k in (
-                    "evidence_weight", "evidence_weight_lo", "evidence_weight_hi")}}
+                    "evidence_weight", "evidence_weight_lo", "evidence_weight_hi")},
+                **after_first(est["estimate"].sel(sel), est["oracle_estimate"].sel(sel))}
     ds.close()
+    return out
+
+
+def after_first(est: xr.DataArray, orc: xr.DataArray) -> dict[str, float]:
+    """How far the estimate moves after the first flip: per episode the largest
+    |estimate at turn t - estimate at turn 1| over t >= 2, the range over episodes, for the
+    model (``moves_lo``/``_hi``) and the oracle (``oracle_moves_lo``/``_hi``). A model that
+    only follows the first flip moves far less than the oracle."""
+    out = {}
+    for name, x in (("moves", est), ("oracle_moves", orc)):
+        v = np.asarray(x.transpose("episode", "turn").values, dtype=np.float64)
+        m = np.nanmax(np.abs(v[:, 2:] - v[:, [1]]), axis=1)
+        out[f"{name}_lo"], out[f"{name}_hi"] = float(np.min(m)), float(np.max(m))
     return out
 
 
@@ -117,14 +131,15 @@ def table(name: str, m: Mapping[tuple[str, str], Mapping[str, float]]) -> None:
     print(f"\n{name}")
     print(f"  {'delivery / probe':<24} {'slope ± SE':>15} {'95% interval':>16} "
           f"{'target slope':>12} {'TVD oracle':>10} {'TVD target':>10} {'rot. TVD':>9} "
-          f"{'evidence weight [95%]':>22}")
+          f"{'evidence weight [95%]':>22}  after flip 1: model / oracle moves")
     for (d, p), v in sorted(m.items()):
         lo, hi = v["slope"] - 1.96 * v["se"], v["slope"] + 1.96 * v["se"]
         print(f"  {d + ' / ' + p:<24} {v['slope']:>7.3f} ± {v['se']:.3f} "
               f"[{lo:6.3f}, {hi:6.3f}] {v['target_slope']:>12.3f} {v['tvd']:>10.4f} "
               f"{v['tvd_target']:>10.4f} {v['rotation_tvd']:>9.4f} "
               f"{v['evidence_weight']:>6.3f} [{v['evidence_weight_lo']:.3f}, "
-              f"{v['evidence_weight_hi']:.3f}]")
+              f"{v['evidence_weight_hi']:.3f}]  {v['moves_lo']:.2f}-{v['moves_hi']:.2f} / "
+              f"{v['oracle_moves_lo']:.2f}-{v['oracle_moves_hi']:.2f}")
 
 
 def gates(ms: Mapping[str, Mapping[tuple[str, str], Mapping[str, float]]]) -> list[str]:
