@@ -18,7 +18,7 @@ import xarray as xr
 
 from belieflens.analysis.beliefs import point_estimates
 from belieflens.analysis.evidence_weight import STRENGTH, evidence_weight
-from belieflens.dims import DELIVERY, EPISODE, PROBE, TURN
+from belieflens.dims import DELIVERY, EPISODE, OUTCOME, PROBE, TURN
 from belieflens.episodes.capabilities import Temperable
 from belieflens.run.extract import records
 
@@ -31,21 +31,16 @@ def tempered_oracle(env: Temperable, beliefs: xr.Dataset, *, episodes: int, seed
                     strength: float) -> xr.DataArray:
     """The posterior with the evidence weighted by ``strength`` on ``beliefs``' ``oracle``
     grid (the read-outs of ``episodes`` episodes of ``env`` at ``seed``; NaN where none)."""
-    oracle = beliefs["oracle"]
+    dims = (DELIVERY, PROBE, EPISODE, TURN)
+    oracle = beliefs["oracle"].transpose(*dims, OUTCOME)
     out = np.full(oracle.shape, np.nan)
-    index = {dim: {v: i for i, v in enumerate(oracle[dim].values.tolist())}
-             for dim in (DELIVERY, PROBE, EPISODE, TURN)}
-    axes = [oracle.dims.index(d) for d in (DELIVERY, PROBE, EPISODE, TURN)]
+    index = [{v: i for i, v in enumerate(oracle[d].values.tolist())} for d in dims]
     for rec in records(env.tempered(strength), episodes, seed):
         keys = (rec.delivery, rec.probe, rec.episode, rec.turn)
-        if rec.oracle is None or any(k not in index[d] for k, d in
-                                     zip(keys, (DELIVERY, PROBE, EPISODE, TURN), strict=True)):
+        if rec.oracle is None or any(k not in ix for k, ix in zip(keys, index, strict=True)):
             continue
-        at: list[int | slice] = [slice(None)] * oracle.ndim
-        for ax, d, k in zip(axes, (DELIVERY, PROBE, EPISODE, TURN), keys, strict=True):
-            at[ax] = index[d][k]
-        row = out[tuple(at)]
-        row[: len(rec.oracle)] = rec.oracle
+        at = tuple(ix[k] for k, ix in zip(keys, index, strict=True))
+        out[at][: len(rec.oracle)] = rec.oracle
     return oracle.copy(data=out)
 
 
