@@ -5,14 +5,18 @@ and loss curve.
 
 A folder holding the finished adapter of the same configuration is left as is unless
 ``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
-keeps the adapters' weights every 25 steps under ``DIR/<name>/`` (for the learning curve).
+keeps the adapters' weights every 25 steps (``--snapshot-every``) under ``DIR/<name>/`` (for
+the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--layers`` and
+``--weigh`` change the shipped recipe for an experiment; they need ``--dest``, so that the
+package's adapters are only ever the shipped configurations.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
-[--dest DIR]``.
+[--dest DIR] [--episodes N --steps N --layers 20-29 --weigh question]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import time
@@ -20,7 +24,24 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from belieflens.model.load import adapter_folder
-from belieflens.train.teach import CHECKPOINT, SHIPPED, Progress, peak_rss_mb, teach
+from belieflens.train.teach import (
+    CHECKPOINT,
+    SHIPPED,
+    WEIGHS,
+    Progress,
+    TeachConfig,
+    parse_layers,
+    peak_rss_mb,
+    teach,
+)
+
+
+def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
+    """The shipped configuration ``name`` with the options' changes."""
+    changes: dict[str, object] = {k: v for k, v in (
+        ("episodes", args.episodes), ("steps", args.steps), ("weigh", args.weigh),
+        ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
+    return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -31,12 +52,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--overwrite", action="store_true", help="teach again from scratch")
     ap.add_argument("--snapshots", type=Path, default=None)
+    ap.add_argument("--snapshot-every", type=int, default=25)
     ap.add_argument("--dest", type=Path, default=None,
                     help="write DEST/<name>/ instead of the package's folder")
+    ap.add_argument("--episodes", type=int, default=None, help="an experiment: training "
+                    "episodes instead of the shipped recipe's (needs --dest)")
+    ap.add_argument("--steps", type=int, default=None, help="an experiment: steps")
+    ap.add_argument("--layers", default=None, help="an experiment: adapted blocks (20-29)")
+    ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
+                    "weight per read-out")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in SHIPPED]
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
+    changed = any(v is not None for v in (args.episodes, args.steps, args.layers, args.weigh))
+    if changed and args.dest is None:
+        ap.error("--episodes, --steps, --layers and --weigh change the recipe: give --dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
@@ -48,8 +79,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         t0 = time.perf_counter()
         snaps = None if args.snapshots is None else args.snapshots / name
-        result = teach(SHIPPED[name], folder, threads=args.threads, on_step=report,
-                       snapshots=snaps)
+        result = teach(recipe(name, args), folder, threads=args.threads, on_step=report,
+                       snapshots=snaps, snapshot_every=args.snapshot_every)
         tr = result.info["training"]
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
         print(f"{name}: wall {time.perf_counter() - t0:.1f} s; training {tr['seconds']} s "
