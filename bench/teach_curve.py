@@ -76,18 +76,18 @@ def beliefs(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray]
     return out
 
 
-def next_flip_family(env: Temperable, episodes: int) -> Family:
+def next_flip_family(env: Temperable, episodes: int, turns: int) -> Family:
     """Per delivery, the tempered posteriors' P(heads next) ``(strength, episode, turn)`` on
-    the held-out episodes (seed 0), for :func:`evidence_weight`."""
+    the held-out episodes (seed 0, turns ``0..turns-1``), for :func:`evidence_weight`."""
     out: dict[str, np.ndarray] = {}
     for i, s in enumerate(STRENGTHS):
         for r in records(env.tempered(s), episodes, 0):
             if r.probe == "next-flip" and r.oracle is not None:
-                grid = out.setdefault(r.delivery, np.full((len(STRENGTHS), episodes, 64), np.nan))
+                grid = out.setdefault(r.delivery,
+                                      np.full((len(STRENGTHS), episodes, turns), np.nan))
                 grid[i, r.episode, r.turn] = r.oracle[0]
-    return {d: xr.DataArray(g[:, :, : int(np.isfinite(g[0]).any(0).sum())],
-                            dims=(STRENGTH, "episode", "turn"), coords={STRENGTH: list(STRENGTHS)})
-            for d, g in out.items()}
+    return {d: xr.DataArray(g, dims=(STRENGTH, "episode", "turn"),
+                            coords={STRENGTH: list(STRENGTHS)}) for d, g in out.items()}
 
 
 def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     tempered = [r for r in records(env.tempered(config.temper), args.episodes, 0)]
     target: dict[tuple[str, str, int, int], np.ndarray] = {
         (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
-    family = next_flip_family(env, args.episodes)
+    family = next_flip_family(env, args.episodes, 1 + max(r.turn for r in recs))
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
