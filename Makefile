@@ -75,9 +75,10 @@ positive-control: setup
 
 # The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
 # the coin flip's posterior with LoRA, evidence weighted by 1 and by 0.3, rebuilt from scratch
-# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve).
+# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve; about an
+# hour of wall time each on 2 threads here).
 adapters: setup
-	OMP_NUM_THREADS=1 $(PY) -m bench.teach_ship --overwrite --threads 1
+	$(PY) -m bench.teach_ship --overwrite --threads 2
 
 # The calibration through the text pipeline: held-out coin-flip episodes of the base model and
 # both adapters, extracted, compared and checked against the gates (bench.teach_gates).
