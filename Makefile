@@ -75,8 +75,8 @@ positive-control: setup
 
 # The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
 # the coin flip's posterior with LoRA, evidence weighted by 1 and by 0.3, rebuilt from scratch
-# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve; about an
-# hour of wall time each on 2 threads here).
+# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve; about half
+# an hour of wall time each on 2 threads here).
 adapters: setup
 	$(PY) -m bench.teach_ship --overwrite --threads 2
 
