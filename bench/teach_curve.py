@@ -9,14 +9,18 @@ every read-out's option log-probabilities, within 1e-4 of what ``extract`` store
 ``tests/train/test_teach_data.py``). Beliefs are debiased geometrically over the rotations, as
 ``analyze`` does; printed per delivery: the next-flip updating slope against the oracle (±
 SE clustered by episode), the next-flip and bias output TVD to the oracle and to the
-adapter's own target (the tempered posterior).
+adapter's own target (the tempered posterior); before that, teaching's loss (the mean KL per
+read-out from the target) on the held-out read-outs and, with ``--run DIR`` (the run's output
+folder), the training loss logged between one snapshot and the next.
 
-Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]``.
+Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]
+[--run DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +33,7 @@ import xarray as xr
 from belieflens.analysis.compare import updating_slope
 from belieflens.analysis.evidence_weight import STRENGTH, evidence_weight
 from belieflens.episodes.capabilities import Temperable
-from belieflens.model.load import load_transformers
+from belieflens.model.load import ADAPTER_INFO, load_transformers
 from belieflens.run.extract import QueryRecord, records
 from belieflens.train.teach import (
     SHIPPED,
@@ -76,18 +80,40 @@ def beliefs(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray]
     return out
 
 
-def next_flip_family(env: Temperable, episodes: int, turns: int) -> Family:
+def next_flip_family(env: Temperable, episodes: int, turns: int, seed: int = 0) -> Family:
     """Per delivery, the tempered posteriors' P(heads next) ``(strength, episode, turn)`` on
-    the held-out episodes (seed 0, turns ``0..turns-1``), for :func:`evidence_weight`."""
+    the held-out episodes (``seed``, turns ``0..turns-1``), for :func:`evidence_weight`."""
     out: dict[str, np.ndarray] = {}
     for i, s in enumerate(STRENGTHS):
-        for r in records(env.tempered(s), episodes, 0):
+        for r in records(env.tempered(s), episodes, seed):
             if r.probe == "next-flip" and r.oracle is not None:
                 grid = out.setdefault(r.delivery,
                                       np.full((len(STRENGTHS), episodes, turns), np.nan))
                 grid[i, r.episode, r.turn] = r.oracle[0]
     return {d: xr.DataArray(g, dims=(STRENGTH, "episode", "turn"),
                             coords={STRENGTH: list(STRENGTHS)}) for d, g in out.items()}
+
+
+def heldout_loss(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
+                 target: dict[tuple[str, str, int, int], np.ndarray]) -> float:
+    """Teaching's loss on the held-out read-outs: the mean over read-outs of KL(target ‖ the
+    model's distribution over the rotation's options), in nats."""
+    kls = []
+    for r, lp in zip(recs, lps, strict=True):
+        t = target[(r.delivery, r.probe, r.episode, r.turn)][list(r.query.outcome)]
+        logq = lp - np.logaddexp.reduce(lp)
+        pos = t > 0
+        kls.append(float(np.sum(t[pos] * (np.log(t[pos]) - logq[pos]))))
+    return float(np.mean(kls))
+
+
+def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
+    """The mean training loss of the logged windows (``teach.json``'s ``loss_curve``, one per
+    ``loss_every`` steps) that end in steps ``start + 1 .. stop``."""
+    t = info["training"]
+    every = int(t["loss_every"])
+    curve = [v for i, v in enumerate(t["loss_curve"]) if start < (i + 1) * every <= stop]
+    return float(np.mean(curve)) if curve else float("nan")
 
 
 def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
@@ -128,13 +154,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
                     help="folders of step-NNNNN.safetensors (each evaluated in turn)")
     ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="the episodes' seed (0: held out; the training seed reads the "
+                    "adapter on the episodes it was taught)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--layers", default="",
                     help="the snapshots' adapted blocks when not the shipped configuration's "
                     "(e.g. 20-29); the trunk cache is per lowest block")
     ap.add_argument("--trunk-cache", type=Path, default=None,
                     help="keep the held-out trunks in this file and reuse them")
+    ap.add_argument("--run", type=Path, default=None,
+                    help="the run's output folder (its teach.json): also print the training "
+                    "loss between snapshots")
     args = ap.parse_args(argv)
+    info = json.loads((args.run / ADAPTER_INFO).read_text()) if args.run else None
     torch.set_num_threads(args.threads)
     config = SHIPPED[args.name]
     if args.layers:
@@ -143,14 +176,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         config = dataclasses.replace(config, layers=parse_layers(args.layers))
     model, tok, _, _ = load_transformers(config.model)
     env = environment(dataclasses_replace_temper(config))
-    recs = [r for r in records(env, args.episodes, 0) if r.oracle is not None]
+    recs = [r for r in records(env, args.episodes, args.seed) if r.oracle is not None]
     order = [i for g in groups(recs) for i in g]
     recs = [recs[i] for i in order]
     assert isinstance(env, Temperable)
-    tempered = [r for r in records(env.tempered(config.temper), args.episodes, 0)]
+    tempered = [r for r in records(env.tempered(config.temper), args.episodes, args.seed)]
     target: dict[tuple[str, str, int, int], np.ndarray] = {
         (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
-    family = next_flip_family(env, args.episodes, 1 + max(r.turn for r in recs))
+    family = next_flip_family(env, args.episodes, 1 + max(r.turn for r in recs), args.seed)
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
@@ -164,18 +197,27 @@ def main(argv: Sequence[str] | None = None) -> None:
             torch.save(trunks, args.trunk_cache)
     print(f"{len(recs)} held-out read-outs in {len(tree_list)} trees; trunk "
           f"{time.process_time() - t0:.0f} s CPU", flush=True)
-    print(f"base: {summary(recs, option_logprobs(stack, tree_list, trunks), target, family)}",
-          flush=True)
+    lps = option_logprobs(stack, tree_list, trunks)
+    print(f"base: held-out loss {heldout_loss(recs, lps, target):.4f}; "
+          f"{summary(recs, lps, target, family)}", flush=True)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
 
     for folder in args.snapshots:
+        last = 0
         for snap in sorted(folder.glob("step-*.safetensors")):
             with torch.no_grad():
                 for k, v in load_file(str(snap)).items():
                     params[k].copy_(v)
-            line = summary(recs, option_logprobs(stack, tree_list, trunks), target, family)
-            print(f"{folder.name} {snap.stem}: {line}", flush=True)
+            lps = option_logprobs(stack, tree_list, trunks)
+            step = int(snap.stem.removeprefix("step-"))
+            loss = f"held-out loss {heldout_loss(recs, lps, target):.4f}"
+            if info is not None:
+                loss = (f"training loss {training_loss(info, last, step):.4f} (steps "
+                        f"{last + 1}-{step}), {loss}")
+            last = step
+            print(f"{folder.name} {snap.stem}: {loss}; {summary(recs, lps, target, family)}",
+                  flush=True)
 
 
 def dataclasses_replace_temper(config: Any) -> Any:

@@ -6,11 +6,11 @@ and loss curve.
 A folder holding the finished adapter of the same configuration is left as is unless
 ``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
 keeps the adapters' weights every 25 steps (``--snapshot-every``) under ``DIR/<name>/`` (for
-the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--layers`` and
-``--weigh`` change the shipped recipe for an experiment; they need ``--dest``, so that the
-package's adapters are only ever the shipped configurations.
+the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--batch``,
+``--layers`` and ``--weigh`` change the shipped recipe for an experiment; they need
+``--dest``, so that the package's adapters are only ever the shipped configurations.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
-[--dest DIR] [--episodes N --steps N --layers 20-29 --weigh question]``.
+[--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --weigh question]``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
     """The shipped configuration ``name`` with the options' changes."""
     changes: dict[str, object] = {k: v for k, v in (
         ("episodes", args.episodes), ("steps", args.steps), ("weigh", args.weigh),
+        ("batch", args.batch),
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
 
@@ -58,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--episodes", type=int, default=None, help="an experiment: training "
                     "episodes instead of the shipped recipe's (needs --dest)")
     ap.add_argument("--steps", type=int, default=None, help="an experiment: steps")
+    ap.add_argument("--batch", type=int, default=None, help="an experiment: trees per step")
     ap.add_argument("--layers", default=None, help="an experiment: adapted blocks (20-29)")
     ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
                     "weight per read-out")
@@ -65,9 +67,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [n for n in args.names if n not in SHIPPED]
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
-    changed = any(v is not None for v in (args.episodes, args.steps, args.layers, args.weigh))
+    changed = any(v is not None for v in (args.episodes, args.steps, args.batch, args.layers,
+                                          args.weigh))
     if changed and args.dest is None:
-        ap.error("--episodes, --steps, --layers and --weigh change the recipe: give --dest")
+        ap.error("--episodes, --steps, --batch, --layers and --weigh change the recipe: give "
+                 "--dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
