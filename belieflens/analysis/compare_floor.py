@@ -1,8 +1,8 @@
 """Floors in ``compare``: each model beside the untrained controls among the compared files.
 
 A file extracted with ``--init random:SEED`` (or ``shuffled:SEED``) is a control: ``compare``
-labels it ``NAME (untrained seed S)`` and, where the files hold the trained model it was
-made from (same architecture, its ``model_base_weights_hash`` the model's weights), the
+labels it ``NAME (untrained seed S)`` and, for each trained model of its architecture (a
+``shuffled`` control: the model it was made from, its ``model_base_weights_hash``), the
 model's logit-lens and decoder TVD per layer are set beside the controls' as in
 :func:`belieflens.analysis.floor.floor` (trained value, floor mean and range over seeds,
 selectivity with a bootstrap interval over episodes), on the comparison's relative-depth
@@ -53,16 +53,23 @@ def control_label(attrs: Mapping[str, Any]) -> str:
     return f" ({INIT_NAMES.get(kind, kind)} seed {_value(attrs, 'model_init_seed', 0)})"
 
 
+ARCHITECTURE = ("model_id", "model_n_layers", "model_d_model")
+"""The root attributes that name a model's architecture."""
+
+
 def controls_of(attrs: Sequence[Mapping[str, Any]]) -> dict[int, list[int]]:
-    """For each trained file, the control files made from it (same model id, the control's
-    base weights the file's weights)."""
+    """For each trained file, its control files: every ``random`` control of its
+    architecture (an untrained network is drawn from the configuration alone, so it is the
+    floor of any model of that shape: a taught adapter's too), and the ``shuffled`` controls
+    made from its own weights."""
     out: dict[int, list[int]] = {}
     for i, a in enumerate(attrs):
         if init_of(a) != "trained":
             continue
         mine = [j for j, c in enumerate(attrs) if init_of(c) != "trained"
-                and _value(c, "model_id") == _value(a, "model_id")
-                and _value(c, "model_base_weights_hash") == _value(a, "weights_hash")]
+                and all(_value(c, k) == _value(a, k) for k in ARCHITECTURE)
+                and (init_of(c) == "random"
+                     or _value(c, "model_base_weights_hash") == _value(a, "weights_hash"))]
         if mine:
             out[i] = mine
     return out

@@ -134,3 +134,18 @@ def test_compare_sets_each_model_beside_its_controls(lm_study: tuple[Path, ...],
     assert "logit-lens TVD per layer" in r.stdout and "beyond its floor" in r.stdout
     assert (out / "compare_floor.png").is_file()
     assert "Beside untrained networks" in (out / "compare.md").read_text()
+
+
+def test_untrained_controls_are_the_floor_of_every_model_of_their_shape() -> None:
+    """A taught adapter (same architecture, other weights) gets its base's random controls,
+    not the shuffled ones made from the base's weights; another shape gets none."""
+    from belieflens.analysis.compare_floor import controls_of
+
+    shape = {"model_id": "org/m", "model_n_layers": np.array([4]), "model_d_model": np.array([8])}
+    base = {**shape, "weights_hash": "b"}
+    taught = {**shape, "weights_hash": "t"}
+    other = {**shape, "model_n_layers": np.array([6]), "weights_hash": "o"}
+    rand = {**shape, "model_init": "random", "model_base_weights_hash": "b", "weights_hash": "r"}
+    shuf = {**shape, "model_init": "shuffled", "model_base_weights_hash": "b",
+            "weights_hash": "s"}
+    assert controls_of([base, taught, other, rand, shuf]) == {0: [3, 4], 1: [3]}
