@@ -21,7 +21,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration causal-taught floor-toys floor-models belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration causal-taught floor-toys floor-models floor-taught belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -145,6 +145,21 @@ floor-models: setup
 	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(FLOORS)/models/$(m)-trained.h5 \
 		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/$(m)-random$(s).h5)) \
 		--out $(FLOORS)/models/compare
+
+# The taught adapters on the same study beside their base's untrained networks (an untrained
+# network is drawn from the architecture alone; needs floor-models' smollm2-135m files), and
+# compare of the base and both adapters with those controls.
+TAUGHT := smollm2-135m-bayes smollm2-135m-bayes-0.3
+floor-taught: setup
+	for model in $(TAUGHT); do \
+		$(BL) extract coin-flip --set turns=10 --episodes 3 --seed 0 --model $$model --quiet \
+			--out $(FLOORS)/models/$$model-trained.h5 --overwrite || exit 1; \
+		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
+			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/smollm2-135m-random$(s).h5) || exit 1; \
+	done
+	$(BL) compare $(foreach m,smollm2-135m $(TAUGHT),$(FLOORS)/models/$(m)-trained.h5) \
+		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/smollm2-135m-random$(s).h5) \
+		--out $(FLOORS)/models/compare-taught
 
 # Two more seeds of each shipped toy with the shipped recipe (belieflens/data/toys/seeds/),
 # then every gate of bench/toy_gates.py across the three seeds.
