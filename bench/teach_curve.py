@@ -10,7 +10,7 @@ every read-out's option log-probabilities, within 1e-4 of what ``extract`` store
 ``analyze`` does; printed per delivery: the next-flip updating slope against the oracle (±
 SE clustered by episode), the next-flip and bias output TVD to the oracle and to the
 adapter's own target (the tempered posterior); before that, teaching's loss (the mean KL per
-read-out from the target) on the held-out read-outs and, with ``--run DIR`` (the run's output
+read-out from the target) on the read-outs and, with ``--run DIR`` (the run's output
 folder), the training loss logged between one snapshot and the next.
 
 Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]
@@ -94,9 +94,9 @@ def next_flip_family(env: Temperable, episodes: int, turns: int, seed: int = 0) 
                             coords={STRENGTH: list(STRENGTHS)}) for d, g in out.items()}
 
 
-def heldout_loss(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
+def readout_loss(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
                  target: dict[tuple[str, str, int, int], np.ndarray]) -> float:
-    """Teaching's loss on the held-out read-outs: the mean over read-outs of KL(target ‖ the
+    """Teaching's loss on the read-outs ``recs``: the mean over read-outs of KL(target ‖ the
     model's distribution over the rotation's options), in nats."""
     kls = []
     for r, lp in zip(recs, lps, strict=True):
@@ -162,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="the snapshots' adapted blocks when not the shipped configuration's "
                     "(e.g. 20-29); the trunk cache is per lowest block")
     ap.add_argument("--trunk-cache", type=Path, default=None,
-                    help="keep the held-out trunks in this file and reuse them")
+                    help="keep the trunks in this file and reuse them (one file per seed, "
+                    "episodes and lowest adapted block)")
     ap.add_argument("--run", type=Path, default=None,
                     help="the run's output folder (its teach.json): also print the training "
                     "loss between snapshots")
@@ -187,18 +188,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     tree_list = trees(tok, recs)
     t0 = time.process_time()
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
-    if args.trunk_cache is not None and args.trunk_cache.is_file():
-        trunks = torch.load(args.trunk_cache)
+    key = {"seed": args.seed, "episodes": args.episodes, "block": min(config.layers)}
+    cached = (torch.load(args.trunk_cache) if args.trunk_cache is not None
+              and args.trunk_cache.is_file() else None)
+    if isinstance(cached, dict) and cached.get("key") == key:
+        trunks = cached["trunks"]
     else:
+        if cached is not None:
+            ap.error(f"--trunk-cache {args.trunk_cache} holds other episodes or blocks than "
+                     f"{key}: give another file")
         trunks = [stack.trunk(torch.from_numpy(t.ids)[None],
                               torch.from_numpy(t.positions)[None], additive_mask(t.mask()))
                   for t in tree_list]
         if args.trunk_cache is not None:
-            torch.save(trunks, args.trunk_cache)
-    print(f"{len(recs)} held-out read-outs in {len(tree_list)} trees; trunk "
+            torch.save({"key": key, "trunks": trunks}, args.trunk_cache)
+    print(f"{len(recs)} read-outs of seed {args.seed} in {len(tree_list)} trees; trunk "
           f"{time.process_time() - t0:.0f} s CPU", flush=True)
     lps = option_logprobs(stack, tree_list, trunks)
-    print(f"base: held-out loss {heldout_loss(recs, lps, target):.4f}; "
+    print(f"base: loss {readout_loss(recs, lps, target):.4f}; "
           f"{summary(recs, lps, target, family)}", flush=True)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
@@ -211,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     params[k].copy_(v)
             lps = option_logprobs(stack, tree_list, trunks)
             step = int(snap.stem.removeprefix("step-"))
-            loss = f"held-out loss {heldout_loss(recs, lps, target):.4f}"
+            loss = f"loss {readout_loss(recs, lps, target):.4f}"
             if info is not None:
                 loss = (f"training loss {training_loss(info, last, step):.4f} (steps "
                         f"{last + 1}-{step}), {loss}")
