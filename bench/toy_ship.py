@@ -6,10 +6,11 @@ print each one's wall time (model set-up, training and saving).
 ``belieflens/data/toys/seeds/<name>-seed<S>/`` (or ``--out DIR/<name>-seed<S>``): the other
 seeds whose spread ``bench/toy_gates.py`` reports. A folder that already holds the finished
 toy of the same configuration is left as is unless ``--overwrite``; a killed run resumes from
-its checkpoint when rerun. ``--steps N`` (with ``--out``) trains the recipe for another number
-of steps, for an experiment.
+its checkpoint when rerun. ``--steps N`` or ``--horizon K`` (with ``--out``) trains the recipe
+for another number of steps, or with another training horizon (``ToyConfig.horizon``), for an
+experiment.
 Run: ``.venv/bin/python -m bench.toy_ship [NAME ...] [--seed S] [--threads 2] [--overwrite]
-[--steps N --out DIR]``.
+[--steps N] [--horizon K] [--out DIR]``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="folder for other seeds' toys (default belieflens/data/toys/seeds)")
     ap.add_argument("--steps", type=int, default=None,
                     help="an experiment: steps instead of the recipe's (needs --out)")
+    ap.add_argument("--horizon", type=int, default=None,
+                    help="an experiment: training horizon instead of the recipe's (needs --out)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--overwrite", action="store_true", help="train again from scratch")
     ap.add_argument("--no-progress", action="store_true")
@@ -53,17 +56,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [t for t in args.toys if t not in TOY_NAMES]
     if unknown:
         ap.error(f"unknown toy {unknown[0]!r}: choose from " + ", ".join(TOY_NAMES))
-    if args.steps is not None and args.out is None:
-        ap.error("--steps changes the recipe: give --out")
+    if (args.steps is not None or args.horizon is not None) and args.out is None:
+        ap.error("--steps and --horizon change the recipe: give --out")
     torch.set_num_threads(args.threads)
     for name in args.toys:
         folder = folder_of(name, args.seed, args.out)
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
             shutil.rmtree(folder)
         t0 = time.perf_counter()
-        steps = TOYS[name].steps if args.steps is None else args.steps
-        result = train(dataclasses.replace(TOYS[name], seed=args.seed, steps=steps), folder,
-                       threads=args.threads, progress=not args.no_progress)
+        recipe = TOYS[name]
+        config = dataclasses.replace(
+            recipe, seed=args.seed, steps=recipe.steps if args.steps is None else args.steps,
+            horizon=recipe.horizon if args.horizon is None else args.horizon)
+        result = train(config, folder, threads=args.threads, progress=not args.no_progress)
         wall = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
         print(f"{name} seed {args.seed}: wall {wall:.1f} s (training loop {result.seconds:.1f} "

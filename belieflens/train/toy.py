@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
+from jaxtyping import Float
 
 from belieflens.envs.tokens.process import TokenProcess, get, param_values
 from belieflens.errors import ParameterError
@@ -96,6 +97,12 @@ class ToyConfig:
             steps, then cosine decay to ``min_lr_ratio * lr`` (or constant).
         weight_decay: AdamW's decoupled weight decay (0: plain Adam).
         targets: :data:`Targets`.
+        horizon: with ``horizon = k > 1`` (``targets="oracle"``, a hidden Markov process),
+            training also asks each position for the oracle's joint distribution of the
+            next ``k`` tokens, through an auxiliary linear head on the final LayerNorm's
+            output, trained with the LM head and not saved (:func:`future_distribution`).
+            The shipped model is the same GPT-2; only its training signal depends on more
+            of the belief than the next token does.
         seed: the initial weights and every batch derive from it.
         checkpoint_every: steps between checkpoints.
     """
@@ -114,6 +121,7 @@ class ToyConfig:
     min_lr_ratio: float = 0.05
     weight_decay: float = 0.0
     targets: Targets = "sampled"
+    horizon: int = 1
     seed: int = 0
     checkpoint_every: int = 250
 
@@ -135,7 +143,7 @@ class ToyConfig:
 
         for name, lo, hi in (("n_layer", 1, 64), ("d_model", 2, 4096), ("n_head", 1, 64),
                              ("d_mlp", 1, 65536), ("steps", 1, 10**8), ("batch", 1, 1 << 20),
-                             ("warmup", 0, 10**8), ("seed", 0, 2**63 - 1),
+                             ("warmup", 0, 10**8), ("seed", 0, 2**63 - 1), ("horizon", 1, 8),
                              ("checkpoint_every", 1, 10**8)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -152,12 +160,18 @@ class ToyConfig:
             raise bad("schedule", "one of " + ", ".join(SCHEDULES))
         if self.targets not in TARGETS:
             raise bad("targets", "one of " + ", ".join(TARGETS))
-        make_process(self)  # validates the process name and its parameters
+        process = make_process(self)  # validates the process name and its parameters
+        if self.horizon > 1 and (self.targets != "oracle" or getattr(process, "hmm", None)
+                                 is None):
+            raise bad("horizon", "1 unless targets is 'oracle' and the process is a hidden "
+                      "Markov process")
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as JSON-ready values (``params`` as a dict)."""
         d = dataclasses.asdict(self)
         d["params"] = dict(self.params)
+        if self.horizon == 1:  # the default is left out: earlier toys keep their fingerprint
+            del d["horizon"]
         return d
 
     def fingerprint(self) -> str:
@@ -270,6 +284,15 @@ def with_bos(tokens: np.ndarray, bos: int) -> np.ndarray:
 def fast_logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
     """GPT-2's logits ``[batch, position, vocab]`` for ``ids`` (no padding), computed from the
     module's parameters with few, fused calls; equal to ``model(ids).logits`` to rounding."""
+    import torch.nn.functional as F
+
+    out: torch.Tensor = F.linear(fast_hidden(model, ids), model.lm_head.weight)
+    return out
+
+
+def fast_hidden(model: Any, ids: torch.Tensor) -> torch.Tensor:
+    """The final LayerNorm's output ``[batch, position, d_model]`` (what the LM head reads),
+    computed as :func:`fast_logits` does."""
     import torch
     import torch.nn.functional as F
 
@@ -291,9 +314,39 @@ def fast_logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
         a = F.layer_norm(x, (d,), blk.ln_2.weight, blk.ln_2.bias, eps).view(b * t, d)
         f = torch.addmm(blk.mlp.c_fc.bias, a, blk.mlp.c_fc.weight).relu_()
         x = x + torch.addmm(blk.mlp.c_proj.bias, f, blk.mlp.c_proj.weight).view(b, t, d)
-    x = F.layer_norm(x, (d,), tr.ln_f.weight, tr.ln_f.bias, eps)
-    out: torch.Tensor = F.linear(x, model.lm_head.weight)
+    out: torch.Tensor = F.layer_norm(x, (d,), tr.ln_f.weight, tr.ln_f.bias, eps)
     return out
+
+
+def future_distribution(process: TokenProcess, tokens: np.ndarray, horizon: int
+                        ) -> Float[np.ndarray, "episode turn word"]:
+    """The oracle's joint distribution of the next ``horizon`` tokens after ``t`` tokens,
+    ``t = 0..L``, for a hidden Markov process: the belief times the matrix
+    ``M[s, w] = e_s T[w_1] .. T[w_k] 1``; word ``w`` is indexed in base ``V``, first token
+    most significant (``horizon = 1`` is :meth:`TokenProcess.next_token`)."""
+    hmm = getattr(process, "hmm", None)
+    if hmm is None:
+        raise ParameterError(f"option 'horizon' = {horizon} is not allowed: the process "
+                             "is not a hidden Markov process")
+    t = np.asarray(hmm.transition)
+    words = np.ones((t.shape[1], 1))
+    for _ in range(horizon):  # prepend one token to every word
+        words = np.einsum("xsj,jw->sxw", t, words).reshape(t.shape[1], -1)
+    out: np.ndarray = process.beliefs(tokens) @ words
+    return out
+
+
+def auxiliary_head(config: ToyConfig, process: TokenProcess) -> Any:
+    """The training-only linear head from the final LayerNorm's output to the logits of the
+    next ``config.horizon`` tokens' joint distribution (None when ``horizon`` is 1),
+    initialised from ``config.seed`` under a private torch generator state."""
+    import torch
+
+    if config.horizon == 1:
+        return None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        return torch.nn.Linear(config.d_model, len(process.symbols) ** config.horizon)
 
 
 # ---------------------------------------------------------------------------- training
@@ -406,26 +459,34 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _step(model: Any, optim: Any, process: TokenProcess, config: ToyConfig, step: int,
-          vocab: int) -> tuple[float, int]:
-    """One optimiser step on training batch ``step``; its loss and input tokens."""
+def _step(model: Any, aux: Any, optim: Any, process: TokenProcess, config: ToyConfig,
+          step: int, vocab: int) -> tuple[float, int]:
+    """One optimiser step on training batch ``step``; its next-token loss and input tokens
+    (the auxiliary head's loss, if any, is added to the loss that is minimised)."""
     import torch
+    import torch.nn.functional as F
 
     inputs, targets = training_batch(process, config, step)
     for group in optim.param_groups:
         group["lr"] = learning_rate(config, step)
-    logits = fast_logits(model, torch.from_numpy(inputs))
-    loss = _loss(logits, torch.from_numpy(targets), vocab)
+    hidden = fast_hidden(model, torch.from_numpy(inputs))
+    loss = _loss(F.linear(hidden, model.lm_head.weight), torch.from_numpy(targets), vocab)
+    total = loss
+    if aux is not None:  # the next `horizon` tokens' joint distribution after x_1..x_t
+        future = future_distribution(process, inputs[:, 1:], config.horizon)
+        total = loss + _loss(aux(hidden), torch.from_numpy(future.astype(np.float32)),
+                             future.shape[-1])
     optim.zero_grad(set_to_none=True)
-    loss.backward()  # type: ignore[no-untyped-call]
+    total.backward()  # type: ignore[no-untyped-call]
     optim.step()
     return float(loss.detach()), int(inputs.size)
 
 
-def _checkpoint(fp: str, step: int, model: Any, optim: Any, losses: list[float],
+def _checkpoint(fp: str, step: int, model: Any, aux: Any, optim: Any, losses: list[float],
                 seconds: float) -> dict[str, Any]:
     """What a checkpoint holds: enough to resume at ``step`` bit for bit."""
     return {"fingerprint": fp, "step": step, "model": model.state_dict(),
+            "aux": None if aux is None else aux.state_dict(),
             "optim": optim.state_dict(), "losses": losses, "seconds": seconds}
 
 
@@ -496,12 +557,15 @@ def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = F
     out.mkdir(parents=True, exist_ok=True)
 
     model = build_model(config, process)
-    optim = _optimizer(model, config)
+    aux = auxiliary_head(config, process)
+    optim = _optimizer(model, aux, config)
     start = 0
     losses: list[float] = []
     seconds_before = 0.0
     if state is not None:
         model.load_state_dict(state["model"])
+        if aux is not None:
+            aux.load_state_dict(state["aux"])
         optim.load_state_dict(state["optim"])
         start = int(state["step"])
         losses = list(state["losses"])
@@ -517,7 +581,7 @@ def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = F
         while step < config.steps:
             if stop_after is not None and done_here >= stop_after:
                 break
-            loss, n_tokens = _step(model, optim, process, config, step, vocab)
+            loss, n_tokens = _step(model, aux, optim, process, config, step, vocab)
             losses.append(loss)
             step += 1
             done_here += 1
@@ -529,13 +593,13 @@ def train(config: ToyConfig, out: str | os.PathLike[str], *, overwrite: bool = F
             if on_step is not None:
                 on_step(report)
             if step % config.checkpoint_every == 0 and step < config.steps:
-                atomic_torch_save(_checkpoint(fp, step, model, optim, losses,
+                atomic_torch_save(_checkpoint(fp, step, model, aux, optim, losses,
                                                seconds_before + time.perf_counter() - t0),
                                    ckpt_path)
         seconds = time.perf_counter() - t0
     if step < config.steps:  # stopped early: leave a checkpoint at the step reached
-        atomic_torch_save(_checkpoint(fp, step, model, optim, losses, seconds_before + seconds),
-                           ckpt_path)
+        atomic_torch_save(_checkpoint(fp, step, model, aux, optim, losses,
+                                      seconds_before + seconds), ckpt_path)
         return TrainResult(out, config, seconds, start, _tail_mean(losses), optimal)
     info = _save(model, process, config, out, losses=losses, optimal=optimal_per_pos,
                  seconds=seconds_before + seconds, threads=threads, resumed_from=start)
@@ -579,10 +643,10 @@ def _tail_mean(losses: list[float]) -> float:
     return float(np.mean(losses[-n:]))
 
 
-def _optimizer(model: Any, config: ToyConfig) -> torch.optim.Optimizer:
+def _optimizer(model: Any, aux: Any, config: ToyConfig) -> torch.optim.Optimizer:
     import torch
 
-    params = list(model.parameters())
+    params = list(model.parameters()) + ([] if aux is None else list(aux.parameters()))
     if config.weight_decay:
         return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay,
                                  fused=True)
@@ -660,6 +724,10 @@ def _save(model: Any, process: TokenProcess, config: ToyConfig, out: Path, *,
             "optimal_per_position": [round(float(v), 6) for v in optimal],
             "loss_every_50_steps": [round(float(np.mean(losses[i:i + 50])), 5)
                                     for i in range(0, len(losses), 50)],
+            **({} if config.horizon == 1 else {"auxiliary_head": (
+                f"linear, final LayerNorm -> the oracle's joint distribution of the next "
+                f"{config.horizon} tokens; trained with the LM head, not saved; the losses "
+                "above are the next-token loss alone")}),
         },
         "provenance": {
             "belieflens_git_commit": _git_commit(),

@@ -24,6 +24,7 @@ from belieflens.train.toy import (
     build_model,
     build_tokenizer,
     fast_logits,
+    future_distribution,
     learning_rate,
     load_toy,
     make_process,
@@ -88,9 +89,9 @@ def test_same_seed_same_weights_and_another_seed_differs(tmp_path: Path) -> None
     assert not (r1.path / CHECKPOINT).exists()
 
 
-@pytest.mark.parametrize("targets", ["sampled", "oracle"])
-def test_resume_equals_uninterrupted(tmp_path: Path, targets: Targets) -> None:
-    cfg = dataclasses.replace(TINY, targets=targets)
+@pytest.mark.parametrize(("targets", "horizon"), [("sampled", 1), ("oracle", 1), ("oracle", 3)])
+def test_resume_equals_uninterrupted(tmp_path: Path, targets: Targets, horizon: int) -> None:
+    cfg = dataclasses.replace(TINY, targets=targets, horizon=horizon)
     whole = train(cfg, tmp_path / "whole", progress=False)
     train(cfg, tmp_path / "part", progress=False, stop_after=3)
     assert (tmp_path / "part" / CHECKPOINT).exists()
@@ -161,6 +162,60 @@ def test_tokenizer_maps_unknown_words_to_unk() -> None:
     assert tok("H T T")["input_ids"] == [2, 0, 1, 1]
     assert tok("H X")["input_ids"] == [2, 0, 3]
     assert tok.unk_token == "<unk>" and len(tok) == 4
+
+
+def test_future_distribution_is_the_joint_of_the_next_tokens() -> None:
+    proc = make_process(TOYS["rrxor-toy"])
+    tokens = proc.sample(64, seed=5).tokens
+    one = future_distribution(proc, tokens, 1)
+    assert np.allclose(one, proc.next_token(tokens))
+    three = future_distribution(proc, tokens, 3)  # word = 4 x_1 + 2 x_2 + x_3
+    assert three.shape == (64, tokens.shape[1] + 1, 8)
+    assert np.allclose(three.sum(-1), 1.0)
+    assert np.allclose(three.reshape(64, -1, 2, 4).sum(-1), one)  # first-token marginal
+    # P(x_1, x_2 | prefix) = P(x_1 | prefix) P(x_2 | prefix, x_1): the chain rule
+    two = future_distribution(proc, tokens[:, :-1], 2).reshape(64, -1, 2, 2)
+    t = tokens.shape[1] - 1
+    nxt = proc.next_token(tokens)
+    first = tokens[:, t]
+    rows = np.arange(64)
+    assert np.allclose(two[rows, t, first] / nxt[rows, t, first][:, None],
+                       nxt[:, t + 1])
+    with pytest.raises(ParameterError, match="hidden Markov"):
+        future_distribution(make_process(TOYS["coin-toy"]), tokens[:, :3], 2)
+
+
+def test_rrxor_belief_is_linear_in_the_next_four_tokens_not_three() -> None:
+    # why rrxor-toy trains with horizon 4: the fewest next tokens whose joint distribution
+    # determines the belief over its 5 states (the future map's rank is 2, 3, 4, 5 for 1..4)
+    proc = make_process(TOYS["rrxor-toy"])
+    tokens = proc.sample(300, seed=2).tokens
+    belief = proc.beliefs(tokens).reshape(-1, 5)
+
+    def residual(horizon: int) -> float:
+        f = future_distribution(proc, tokens, horizon).reshape(len(belief), -1)
+        x = np.hstack([f, np.ones((len(f), 1))])
+        fit = x @ np.linalg.lstsq(x, belief, rcond=None)[0]
+        return float(np.abs(fit - belief).max())
+
+    assert residual(4) < 1e-8
+    assert residual(3) > 0.05
+
+
+def test_horizon_needs_oracle_targets_of_a_hidden_markov_process() -> None:
+    with pytest.raises(ParameterError, match="horizon"):
+        dataclasses.replace(TINY, horizon=2)  # sampled targets
+    with pytest.raises(ParameterError, match="horizon"):
+        dataclasses.replace(TOYS["coin-toy"], targets="oracle", horizon=2)
+    with pytest.raises(ParameterError, match="horizon"):
+        dataclasses.replace(TINY, targets="oracle", horizon=9)
+    # the default is left out of the fingerprint: toys trained before it keep theirs
+    assert "horizon" not in TINY.as_dict()
+    deep = dataclasses.replace(TINY, targets="oracle", horizon=2)
+    assert ToyConfig.from_dict(deep.as_dict()) == deep
+    assert deep.fingerprint() != dataclasses.replace(TINY, targets="oracle").fingerprint()
+    shipped = json.loads((toy_dir("coin-toy") / INFO_FILE).read_text())
+    assert shipped["fingerprint"] == TOYS["coin-toy"].fingerprint()
 
 
 def test_config_and_schedule() -> None:
