@@ -200,6 +200,9 @@ def test_rrxor_belief_is_linear_in_the_next_four_tokens_not_three() -> None:
 
     assert residual(4) < 1e-8
     assert residual(3) > 0.05
+    assert TOYS["rrxor-toy"].horizon == 4
+    shipped = json.loads((toy_dir("rrxor-toy") / INFO_FILE).read_text())
+    assert shipped["fingerprint"] == TOYS["rrxor-toy"].fingerprint()
 
 
 def test_horizon_needs_oracle_targets_of_a_hidden_markov_process() -> None:
