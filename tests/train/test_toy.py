@@ -200,6 +200,9 @@ def test_rrxor_belief_is_linear_in_the_next_four_tokens_not_three() -> None:
 
     assert residual(4) < 1e-8
     assert residual(3) > 0.05
+    ranks = [np.linalg.matrix_rank(future_distribution(proc, tokens, k).reshape(len(belief), -1),
+                                   tol=1e-9) for k in (1, 2, 3, 4)]
+    assert ranks == [2, 3, 4, 5]
     assert TOYS["rrxor-toy"].horizon == 4
     shipped = json.loads((toy_dir("rrxor-toy") / INFO_FILE).read_text())
     assert shipped["fingerprint"] == TOYS["rrxor-toy"].fingerprint()
