@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from belieflens.errors import ParameterError
 from belieflens.train.toy import CHECKPOINT, TOY_NAMES, TOYS, ToyName, toy_dir, train
 
 
@@ -65,9 +66,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             shutil.rmtree(folder)
         t0 = time.perf_counter()
         recipe = TOYS[name]
-        config = dataclasses.replace(
-            recipe, seed=args.seed, steps=recipe.steps if args.steps is None else args.steps,
-            horizon=recipe.horizon if args.horizon is None else args.horizon)
+        try:
+            config = dataclasses.replace(
+                recipe, seed=args.seed, steps=recipe.steps if args.steps is None else args.steps,
+                horizon=recipe.horizon if args.horizon is None else args.horizon)
+        except ParameterError as e:  # e.g. --horizon 2 on coin-toy: one line, exit 2
+            ap.error(str(e))
         result = train(config, folder, threads=args.threads, progress=not args.no_progress)
         wall = time.perf_counter() - t0
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
