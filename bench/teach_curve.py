@@ -166,14 +166,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "episodes and lowest adapted block)")
     ap.add_argument("--run", type=Path, default=None,
                     help="the run's output folder (its teach.json): also print the training "
-                    "loss between snapshots")
+                    "loss between snapshots, and take the LoRA's rank and blocks from it")
     args = ap.parse_args(argv)
     info = json.loads((args.run / ADAPTER_INFO).read_text()) if args.run else None
     torch.set_num_threads(args.threads)
     config = SHIPPED[args.name]
-    if args.layers:
-        import dataclasses
+    import dataclasses
 
+    if info is not None:  # the snapshots' LoRA shape is the run's, not the shipped one's
+        opts = info["options"]
+        config = dataclasses.replace(config, rank=int(opts["rank"]), alpha=float(opts["alpha"]),
+                                     layers=tuple(int(x) for x in opts["layers"]))
+    if args.layers:
         config = dataclasses.replace(config, layers=parse_layers(args.layers))
     model, tok, _, _ = load_transformers(config.model)
     env = environment(dataclasses_replace_temper(config))
