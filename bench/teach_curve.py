@@ -20,6 +20,7 @@ Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -171,8 +172,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     info = json.loads((args.run / ADAPTER_INFO).read_text()) if args.run else None
     torch.set_num_threads(args.threads)
     config = SHIPPED[args.name]
-    import dataclasses
-
     if info is not None:  # the snapshots' LoRA shape is the run's, not the shipped one's
         opts = info["options"]
         config = dataclasses.replace(config, rank=int(opts["rank"]), alpha=float(opts["alpha"]),
@@ -233,8 +232,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def dataclasses_replace_temper(config: Any) -> Any:
     """``config`` with the exact oracle as its environment's (held-out truth)."""
-    import dataclasses
-
     return dataclasses.replace(config, temper=1.0)
 
 

@@ -325,18 +325,14 @@ def fast_hidden(model: Any, ids: torch.Tensor) -> torch.Tensor:
 def future_distribution(process: TokenProcess, tokens: np.ndarray, horizon: int
                         ) -> Float[np.ndarray, "episode turn word"]:
     """The oracle's joint distribution of the next ``horizon`` tokens after ``t`` tokens,
-    ``t = 0..L``, for a hidden Markov process: the belief times the matrix
-    ``M[s, w] = e_s T[w_1] .. T[w_k] 1``; word ``w`` is indexed in base ``V``, first token
-    most significant (``horizon = 1`` is :meth:`TokenProcess.next_token`)."""
+    ``t = 0..L``, for a hidden Markov process (:meth:`HMM.next_tokens` of the exact beliefs;
+    ``horizon = 1`` is
+    :meth:`TokenProcess.next_token`)."""
     hmm = getattr(process, "hmm", None)
     if hmm is None:
         raise ParameterError(f"option 'horizon' = {horizon} is not allowed: the process "
                              "is not a hidden Markov process")
-    t = np.asarray(hmm.transition)
-    words = np.ones((t.shape[1], 1))
-    for _ in range(horizon):  # prepend one token to every word
-        words = np.einsum("xsj,jw->sxw", t, words).reshape(t.shape[1], -1)
-    out: np.ndarray = process.beliefs(tokens) @ words
+    out: np.ndarray = hmm.next_tokens(process.beliefs(tokens), horizon)
     return out
 
 

@@ -205,6 +205,22 @@ class HMM:
         out: np.ndarray = beliefs @ self.emission
         return out
 
+    def next_tokens(self, beliefs: Float[np.ndarray, "... state"], horizon: int
+                    ) -> Float[np.ndarray, "... word"]:
+        """The joint distribution of the next ``horizon`` tokens from each belief:
+        ``belief @ M`` with ``M[s, w] = e_s T[w_1] .. T[w_k] 1``, word ``w`` indexed in base
+        ``vocab``, first token most significant (``horizon = 1`` is :meth:`next_token`);
+        ``M`` is built once per horizon."""
+        key = f"words{horizon}"
+        if key not in self._cache:
+            words = np.ones((self.n_states, 1))
+            for _ in range(horizon):  # prepend one token to every word
+                words = np.einsum("xsj,jw->sxw", self.transition, words).reshape(
+                    self.n_states, -1)
+            self._cache[key] = words
+        out: np.ndarray = beliefs @ self._cache[key]
+        return out
+
     def log_prob(self, tokens: object) -> Float[np.ndarray, " episode"]:
         """The exact log-probability of each whole sequence (``-inf`` where it is 0)."""
         tok = as_tokens(tokens, self.vocab)
