@@ -325,8 +325,8 @@ def fast_hidden(model: Any, ids: torch.Tensor) -> torch.Tensor:
 def future_distribution(process: TokenProcess, tokens: np.ndarray, horizon: int
                         ) -> Float[np.ndarray, "episode turn word"]:
     """The oracle's joint distribution of the next ``horizon`` tokens after ``t`` tokens,
-    ``t = 0..L``, for a hidden Markov process (:meth:`HMM.next_tokens` of the exact beliefs;
-    ``horizon = 1`` is
+    ``t = 0..L``, for a hidden Markov process: ``hmm.next_tokens`` of the exact beliefs
+    (:meth:`belieflens.envs.tokens.hmm.HMM.next_tokens`; ``horizon = 1`` is
     :meth:`TokenProcess.next_token`)."""
     hmm = getattr(process, "hmm", None)
     if hmm is None:
