@@ -203,7 +203,7 @@ rebuilt by ``make adapters``): LoRA of rank 8 on every linear map of SmolLM2-135
 decay. Blocks 8-29 because the base's decoders read the next flip best at layers 7-10:
 adapting only the last blocks (26-29 or 20-29, six earlier recipes) left single-turn delivery
 0.07-0.11 in TVD from the oracle. Rank 8 keeps 22 blocks under 10 MB (7.2 MB; rank 16 is
-14.4 MB). Sized by the 2-hour CPU budget: about 2,900 s of CPU on 2 threads, 3.7 GB at
+14.4 MB). Sized by the 2-hour CPU budget: about 3,000 s of CPU on 2 threads, 3.7 GB at
 peak (docs/positive-control.md has the learning curves of every recipe)."""
 
 
