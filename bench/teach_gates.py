@@ -7,7 +7,9 @@ Extracts ``coin-flip --set turns=10`` (both deliveries, both questions, every ro
 question: the updating slope against the oracle (± SE clustered by episode, and its 95%
 interval), the output TVD of the debiased belief to the oracle and to the model's own target
 (the tempered posterior), and the mean TVD of each rotation's own belief to the target (a
-rotation or template bug shows there). Then the gates. ``--out-of-range`` also extracts the
+rotation or template bug shows there), the evidence weight, and the spread: the slope of the
+model's point estimate on its target's (levels; above 1 when the beliefs sit further from
+their middle than the target's). Then the gates. ``--out-of-range`` also extracts the
 S = 1 adapter and the base on 20 flips (twice the trained length) and on a Beta(4, 1) prior,
 reported, not gated. ``--compare`` adds ``belieflens compare`` of the held-out studies (per
 layer: the logit lens and the decoders of each model, the taught beside the base). Files
@@ -106,11 +108,23 @@ def measures(path: Path, params: Mapping[str, object], strength: float,
                 "slope": slope, "se": se, "target_slope": own,
                 "tvd": float(tvd.sel(sel).mean()), "tvd_target": float(tvd_t.sel(sel).mean()),
                 "rotation_tvd": rot[(str(d), str(p))],
+                "spread": spread(est["estimate"].sel(sel), target_est["oracle_estimate"].sel(sel)),
                 **{k: float(weight[k].sel(sel)) for k in (
                     "evidence_weight", "evidence_weight_lo", "evidence_weight_hi")},
                 **after_first(est["estimate"].sel(sel), est["oracle_estimate"].sel(sel))}
     ds.close()
     return out
+
+
+def spread(est: xr.DataArray, target: xr.DataArray) -> float:
+    """The least-squares slope of the model's point estimate on its target's over every
+    episode and turn (levels, not changes): 1 when the model's beliefs spread as far as the
+    target's, above 1 when they sit further from their middle."""
+    x = np.asarray(target.values, dtype=np.float64).ravel()
+    y = np.asarray(est.transpose(*target.dims).values, dtype=np.float64).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    xc = x[ok] - x[ok].mean()
+    return float(xc @ (y[ok] - y[ok].mean()) / (xc @ xc))
 
 
 def after_first(est: xr.DataArray, orc: xr.DataArray) -> dict[str, float]:
@@ -131,14 +145,15 @@ def table(name: str, m: Mapping[tuple[str, str], Mapping[str, float]]) -> None:
     print(f"\n{name}")
     print(f"  {'delivery / probe':<24} {'slope ± SE':>15} {'95% interval':>16} "
           f"{'target slope':>12} {'TVD oracle':>10} {'TVD target':>10} {'rot. TVD':>9} "
-          f"{'evidence weight [95%]':>22}  after flip 1: model / oracle moves")
+          f"{'evidence weight [95%]':>22} {'spread':>6}  after flip 1: model / oracle moves")
     for (d, p), v in sorted(m.items()):
         lo, hi = v["slope"] - 1.96 * v["se"], v["slope"] + 1.96 * v["se"]
         print(f"  {d + ' / ' + p:<24} {v['slope']:>7.3f} ± {v['se']:.3f} "
               f"[{lo:6.3f}, {hi:6.3f}] {v['target_slope']:>12.3f} {v['tvd']:>10.4f} "
               f"{v['tvd_target']:>10.4f} {v['rotation_tvd']:>9.4f} "
               f"{v['evidence_weight']:>6.3f} [{v['evidence_weight_lo']:.3f}, "
-              f"{v['evidence_weight_hi']:.3f}]  {v['moves_lo']:.2f}-{v['moves_hi']:.2f} / "
+              f"{v['evidence_weight_hi']:.3f}] {v['spread']:>6.3f}  "
+              f"{v['moves_lo']:.2f}-{v['moves_hi']:.2f} / "
               f"{v['oracle_moves_lo']:.2f}-{v['oracle_moves_hi']:.2f}")
 
 
