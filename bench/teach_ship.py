@@ -7,12 +7,12 @@ A folder holding the finished adapter of the same configuration is left as is un
 ``--overwrite``; a killed run resumes from its checkpoint when rerun. ``--snapshots DIR``
 keeps the adapters' weights every 25 steps (``--snapshot-every``) under ``DIR/<name>/`` (for
 the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--batch``,
-``--layers``, ``--rank``, ``--lr`` and ``--weigh`` change the shipped recipe for an
-experiment; they need ``--dest``, so that the package's adapters are only ever the shipped
-configurations.
+``--layers``, ``--rank``, ``--lr``, ``--schedule`` and ``--weigh`` change the shipped recipe
+for an experiment; they need ``--dest``, so that the package's adapters are only ever the
+shipped configurations.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
---weigh question]``.
+--schedule 264 --weigh question]``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
     """The shipped configuration ``name`` with the options' changes."""
     changes: dict[str, object] = {k: v for k, v in (
         ("episodes", args.episodes), ("steps", args.steps), ("weigh", args.weigh),
-        ("batch", args.batch), ("rank", args.rank), ("lr", args.lr),
+        ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", args.schedule),
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="an experiment: LoRA's rank (alpha twice it, as shipped)")
     ap.add_argument("--lr", type=float, default=None,
                     help="an experiment: Adam's peak learning rate (cosine decay to a tenth)")
+    ap.add_argument("--schedule", type=int, default=None,
+                    help="an experiment: the steps the decay spans (above --steps: stop early)")
     ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
                     "weight per read-out")
     args = ap.parse_args(argv)
@@ -75,11 +77,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     changed = any(v is not None for v in (args.episodes, args.steps, args.batch, args.layers,
-                                          args.weigh, args.rank, args.lr))
+                                          args.weigh, args.rank, args.lr, args.schedule))
     if changed and args.dest is None:
-        ap.error("--episodes, --steps, --batch, --layers, --rank, --lr and --weigh change the "
-                 "recipe: "
-                 "give --dest")
+        ap.error("--episodes, --steps, --batch, --layers, --rank, --lr, --schedule and --weigh "
+                 "change the recipe: give --dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():

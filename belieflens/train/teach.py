@@ -94,6 +94,8 @@ class TeachConfig:
         layers: the adapted blocks (0-based); empty: the last quarter of the model's blocks.
         lr, warmup: Adam's rate, reached linearly over ``warmup`` steps, then cosine decay to
             a tenth of it.
+        schedule: the steps the cosine decay spans (0: ``steps``); a larger one stops the run
+            early, at ``steps`` of a ``schedule``-step run.
         temper: the weight of the evidence in the target (1: the oracle).
         weigh: each read-out's weight in the loss: ``readout`` (every read-out 1) or
             ``question`` (each belief question of a tree the same total, however many
@@ -114,6 +116,7 @@ class TeachConfig:
     warmup: int = 20
     temper: float = 1.0
     weigh: Weigh = "readout"
+    schedule: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.env_params, Mapping):
@@ -127,6 +130,10 @@ class TeachConfig:
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise ParameterError(f"option '--{name}' = {v!r} is not allowed: an integer in "
                                      f"{lo}..{hi}")
+        if isinstance(self.schedule, bool) or not isinstance(self.schedule, int) or not (
+                self.schedule == 0 or self.steps <= self.schedule <= 10**7):
+            raise ParameterError(f"option '--schedule' = {self.schedule!r} is not allowed: 0 "
+                                 f"or an integer in {self.steps}..{10**7} (at least --steps)")
         _positive("--temper", self.temper)
         if self.weigh not in WEIGHS:
             raise ParameterError(f"option '--weigh' = {self.weigh!r} is not allowed: one of "
@@ -143,8 +150,10 @@ class TeachConfig:
 
     def fingerprint(self) -> str:
         """SHA-256 of the configuration: a checkpoint resumes only under the same one."""
-        return hashlib.sha256(json.dumps(self.as_dict(), sort_keys=True,
-                                         default=str).encode()).hexdigest()
+        d = self.as_dict()
+        if self.schedule == 0:  # the default is left out: earlier runs keep their fingerprint
+            del d["schedule"]
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
     def train_seed(self) -> int:
@@ -346,10 +355,12 @@ def tree_loss(stack: Stack, tree: Tree, trunk: Any,
 
 # ---------------------------------------------------------------------------- training
 def learning_rate(config: TeachConfig, step: int) -> float:
-    """The learning rate at (0-based) ``step``: linear warm-up, cosine decay to ``lr / 10``."""
+    """The learning rate at (0-based) ``step``: linear warm-up, cosine decay to ``lr / 10``
+    over ``schedule`` (or ``steps``) steps."""
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
-    frac = min((step - config.warmup) / max(config.steps - config.warmup, 1), 1.0)
+    span = config.schedule or config.steps
+    frac = min((step - config.warmup) / max(span - config.warmup, 1), 1.0)
     lo = config.lr / 10
     return lo + 0.5 * (config.lr - lo) * (1.0 + math.cos(math.pi * frac))
 

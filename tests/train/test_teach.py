@@ -16,9 +16,10 @@ from safetensors.numpy import load_file
 
 import belieflens
 from belieflens.errors import InterruptedRunError, ParameterError
-from belieflens.model.load import ModelSource, bridge_from_hf
+from belieflens.model.load import ModelSource, adapter_folder, bridge_from_hf
 from belieflens.train.teach import (
     CHECKPOINT,
+    SHIPPED,
     TRAIN_SEED_OFFSET,
     Progress,
     TeachConfig,
@@ -150,5 +151,23 @@ def test_options_parse_and_schedule() -> None:
         parse_layers("a-b")
     cfg = TeachConfig(env="coin-flip", steps=10, batch=3, warmup=2, lr=1.0)
     assert learning_rate(cfg, 0) == 0.5 and learning_rate(cfg, 9) < learning_rate(cfg, 2)
+    early = dataclasses.replace(cfg, steps=6, schedule=10)  # stops at step 6 of 10
+    assert [learning_rate(early, k) for k in range(6)] == [learning_rate(cfg, k)
+                                                           for k in range(6)]
+    assert learning_rate(dataclasses.replace(cfg, steps=6), 5) < learning_rate(early, 5)
+    assert early.fingerprint() != dataclasses.replace(early, schedule=0).fingerprint()
+    for bad in (5, -1, True):
+        with pytest.raises(ParameterError, match="'--schedule'"):
+            dataclasses.replace(early, schedule=bad)
     order = [i for s in range(4) for i in step_trees(cfg, 6, s)]
     assert sorted(order[:6]) == list(range(6)) and sorted(order[6:12]) == list(range(6))
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_the_shipped_adapters_are_their_recipes(name: str) -> None:
+    """Each shipped adapter's ``teach.json`` records its recipe in ``SHIPPED`` (so ``make
+    adapters`` leaves it as is and ``bench.teach_ship`` rebuilds that recipe), and a run that
+    used the whole schedule."""
+    info = json.loads((adapter_folder(name) / "teach.json").read_text())
+    assert info["fingerprint"] == SHIPPED[name].fingerprint()
+    assert info["training"]["steps"] == SHIPPED[name].steps
