@@ -116,6 +116,23 @@ def test_resume_after_sigterm_equals_an_uninterrupted_run(tiny_dir: Path,
     assert again.model is None and again.info == resumed.info
 
 
+def test_an_early_stopped_run_is_the_full_runs_snapshot(tiny_dir: Path,
+                                                        tmp_path: Path) -> None:
+    """``schedule`` above ``steps`` stops a run where the full schedule's snapshot of that
+    step is, bit for bit (the learning rate and the trees of each step are the full run's)."""
+    full = teach(config(tiny_dir, steps=4, batch=2), tmp_path / "full",
+                 snapshots=tmp_path / "snaps", snapshot_every=2)
+    early = teach(config(tiny_dir, steps=2, batch=2, schedule=4), tmp_path / "early")
+    snap = load_file(str(tmp_path / "snaps" / "step-00002.safetensors"))
+    saved = load_file(str(early.path / "adapter_model.safetensors"))
+    assert sorted(k.replace(".default", "") for k in snap) == sorted(saved)
+    assert all(np.array_equal(v, saved[k.replace(".default", "")]) for k, v in snap.items())
+    assert early.info["options"]["schedule"] == 4 and early.info["training"]["steps"] == 2
+    assert full.info["training"]["loss_curve"][:2] == early.info["training"]["loss_curve"]
+    final = load_file(str(full.path / "adapter_model.safetensors"))
+    assert not all(np.array_equal(final[k], saved[k]) for k in saved)
+
+
 def test_another_environment_is_taught(tiny_dir: Path, tmp_path: Path) -> None:
     """Any environment with option-level oracles: dice (its stated-belief question)."""
     result = teach(config(tiny_dir, env="dice", env_params=(), steps=2, batch=1),
