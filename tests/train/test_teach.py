@@ -173,9 +173,9 @@ def test_options_parse_and_schedule() -> None:
                                                            for k in range(6)]
     assert learning_rate(dataclasses.replace(cfg, steps=6), 5) < learning_rate(early, 5)
     assert early.fingerprint() != dataclasses.replace(early, schedule=0).fingerprint()
-    for bad in (5, -1, True):
+    for schedule in (5, -1, True):  # below steps, negative, not an integer
         with pytest.raises(ParameterError, match="'--schedule'"):
-            dataclasses.replace(early, schedule=bad)
+            dataclasses.replace(early, schedule=schedule)
     order = [i for s in range(4) for i in step_trees(cfg, 6, s)]
     assert sorted(order[:6]) == list(range(6)) and sorted(order[6:12]) == list(range(6))
 
