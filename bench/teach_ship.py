@@ -9,7 +9,9 @@ keeps the adapters' weights every 25 steps (``--snapshot-every``) under ``DIR/<n
 the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--batch``,
 ``--layers``, ``--rank``, ``--lr``, ``--schedule`` and ``--weigh`` change the shipped recipe
 for an experiment; they need ``--dest``, so that the package's adapters are only ever the
-shipped configurations.
+shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 198
+(``schedule=264``); ``--steps N`` alone is a whole N-step run (``--steps 264``: the run it was
+stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
 --schedule 264 --weigh question]``.
@@ -39,10 +41,13 @@ from belieflens.train.teach import (
 
 
 def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
-    """The shipped configuration ``name`` with the options' changes."""
+    """The shipped configuration ``name`` with the options' changes. ``--steps`` without
+    ``--schedule`` is a whole run: its decay spans its own steps (the S = 0.3 adapter's
+    ``schedule=264`` is not kept, so ``--steps 264`` is the full run it was stopped from)."""
+    schedule = 0 if args.steps is not None and args.schedule is None else args.schedule
     changes: dict[str, object] = {k: v for k, v in (
         ("episodes", args.episodes), ("steps", args.steps), ("weigh", args.weigh),
-        ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", args.schedule),
+        ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", schedule),
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
@@ -61,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="write DEST/<name>/ instead of the package's folder")
     ap.add_argument("--episodes", type=int, default=None, help="an experiment: training "
                     "episodes instead of the shipped recipe's (needs --dest)")
-    ap.add_argument("--steps", type=int, default=None, help="an experiment: steps")
+    ap.add_argument("--steps", type=int, default=None, help="an experiment: steps (the "
+                    "decay spans them unless --schedule)")
     ap.add_argument("--batch", type=int, default=None, help="an experiment: trees per step")
     ap.add_argument("--layers", default=None, help="an experiment: adapted blocks (20-29)")
     ap.add_argument("--rank", type=int, default=None,
