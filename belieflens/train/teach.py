@@ -195,15 +195,15 @@ COIN_FLIP_PARAMS: tuple[tuple[str, Any], ...] = (("turns", 10),)
 """The coin flip the shipped adapters are taught on: 10 flips, both deliveries, both
 questions (the environment's defaults otherwise: Beta(1, 1), 5 bias bins)."""
 
+_FULL_RUN = TeachConfig(
+    env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=24,
+    steps=264, batch=2, rank=8, alpha=16.0, layers=tuple(range(8, 30)), lr=2e-3, warmup=20,
+    temper=1.0)
+
 SHIPPED: dict[str, TeachConfig] = {
-    "smollm2-135m-bayes": TeachConfig(
-        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=24,
-        steps=264, batch=2, rank=8, alpha=16.0, layers=tuple(range(8, 30)), lr=2e-3,
-        warmup=20, temper=1.0),
-    "smollm2-135m-bayes-0.3": TeachConfig(
-        env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=24,
-        steps=198, batch=2, rank=8, alpha=16.0, layers=tuple(range(8, 30)), lr=2e-3,
-        warmup=20, temper=0.3, schedule=264),
+    "smollm2-135m-bayes": _FULL_RUN,
+    "smollm2-135m-bayes-0.3": dataclasses.replace(_FULL_RUN, temper=0.3, steps=198,
+                                                  schedule=264),
 }
 """The configurations of the shipped adapters (``belieflens/data/adapters/<name>/``, rebuilt by
 ``make adapters``): LoRA of rank 8 on every linear map of SmolLM2-135M's blocks 8-29, taught
