@@ -210,3 +210,24 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert full == dataclasses.replace(SHIPPED["smollm2-135m-bayes"], temper=0.3)
     assert recipe(name, args(steps=100, schedule=264)).schedule == 264
     assert recipe(name, args(episodes=48)).schedule == SHIPPED[name].schedule
+
+
+def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> None:
+    """``bench.teach_losses`` compares runs logged every 3 and every 5 steps over windows of
+    15, leaving out a partial last window; the shipped adapters are different runs."""
+    from bench.teach_losses import common_windows, curve
+
+    losses = np.random.default_rng(0).random(200)
+
+    def logged(every: int, steps: int) -> tuple[int, int, np.ndarray]:
+        return steps, every, np.array([losses[i:min(i + every, steps)].mean()
+                                       for i in range(0, steps, every)])
+
+    window, a, b = common_windows(logged(3, 200), logged(5, 196))
+    assert window == 15 and a.size == 13
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a, losses[:195].reshape(13, 15).mean(axis=1), atol=1e-12)
+    shipped = Path(belieflens.__file__).parent / "data" / "adapters"
+    _, s1, s03 = common_windows(curve(shipped / "smollm2-135m-bayes"),
+                                curve(shipped / "smollm2-135m-bayes-0.3"))
+    assert np.abs(s1 - s03).max() > 0.01
