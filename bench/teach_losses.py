@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from belieflens.model.load import ADAPTER_INFO
+
 #: The largest difference per window that rounding to five decimals can make.
 ROUNDING = 1e-5
 
@@ -30,7 +32,7 @@ Curve = tuple[int, int, np.ndarray]
 def curve(path: Path) -> Curve:
     """A teach run's (steps, ``loss_every``, ``loss_curve``) from its ``teach.json`` or its
     folder."""
-    file = path / "teach.json" if path.is_dir() else path
+    file = path / ADAPTER_INFO if path.is_dir() else path
     training = json.loads(file.read_text())["training"]
     return (int(training["steps"]), int(training["loss_every"]),
             np.asarray(training["loss_curve"], dtype=float))
