@@ -7,6 +7,8 @@ replaced before the page is converted:
   record through :func:`belieflens.envs.describe`), its prompt counts where it is a grid, an
   example read-out built by the environment's own code, and its class's reference;
   ``gen:env-generated`` adds its summary first (the page of an environment without one);
+- ``<!-- gen:example NAME?K=V&K=V&at=T -->``: the example read-out of environment ``NAME``
+  built with parameters ``K=V`` (as from ``--set``), after evidence turn ``T`` (default 1);
 - ``<!-- gen:env-table -->``: every registered environment with its summary and page;
 - ``<!-- gen:schema -->``: the cache file's variables (``belieflens.store.file.SCHEMA``);
 - ``<!-- gen:dims -->``: the dimension glossary (``belieflens.dims``);
@@ -89,25 +91,28 @@ def _text_block(text: str) -> str:
     return f"{fence}{{ .text .prompt }}\n{text}\n{fence}"
 
 
-def _example(name: str) -> str:
-    """The first read-out after the first evidence (else the first one) of episode 0, seed 0,
-    at the default parameters, as the environment's code builds it."""
+def _example(name: str, params: dict[str, str] | None = None, at: int = 1) -> str:
+    """The first read-out after evidence turn ``at`` (else the last one) of episode 0, seed 0,
+    at the default parameters or ``params``, as the environment's code builds it."""
     from belieflens import envs
     from belieflens.episodes.capabilities import NeedsGenerator
 
-    env = envs.get(name)
+    params = params or {}
+    env = envs.get(name, **params)
     generated = isinstance(env, NeedsGenerator) and env.requires_generator
     if generated:
         env = env.bind_generator(_Placeholder())
     episode = next(iter(env.episodes(1, 0)))
     turns = [t for t in episode.turns if t.probes]
-    turn = turns[min(1, len(turns) - 1)]
+    turn = turns[min(at, len(turns) - 1)]
     probe = turn.probes[0]
     query = probe.queries[0]
+    setting = ", ".join(f"{k}={v}" for k, v in params.items()) or "default parameters"
+    call = ", ".join([f'\"{name}\"', *(f"{k}={v!r}" for k, v in params.items())])
     lines = [
-        f"Episode 0 (seed 0, default parameters), turn {turn.index}, probe `{probe.name}` "
+        f"Episode 0 (seed 0, {setting}), turn {turn.index}, probe `{probe.name}` "
         f"({probe.kind}), delivery `{probe.delivery}`, rotation {query.rotation} of "
-        f"{len(probe.queries)}, built by `belieflens.envs.get(\"{name}\").episodes(1, 0)`"
+        f"{len(probe.queries)}, built by `belieflens.envs.get({call}).episodes(1, 0)`"
         + (f"; where the model writes text, this page shows `{PLACEHOLDER}`." if generated
            else "."),
         "",
@@ -290,6 +295,13 @@ def _replace(match: re.Match[str], page: Page) -> str:
         if arg not in envs.names():
             raise ValueError(f"{page.file.src_uri}: {match[0]} names no registered environment")
         return _env(arg, summary=kind == "env-generated")
+    if kind == "example" and arg is not None:
+        name, _, query = arg.partition("?")
+        if name not in envs.names():
+            raise ValueError(f"{page.file.src_uri}: {match[0]} names no registered environment")
+        params = dict(p.split("=", 1) for p in query.split("&") if p)
+        at = int(params.pop("at", "1"))
+        return _example(name, params, at)
     simple = {"env-table": _env_table, "schema": _schema, "dims": _dims, "models": _models,
               "layers": _layers, "benches": _benches,
               "api-functions": lambda: _api("functions"),

@@ -1,4 +1,7 @@
-"""Coin flip (BayesBench environment 1): a Beta-Bernoulli learner's exact posterior."""
+"""Coin flip (BayesBench environment 1): a Beta-Bernoulli learner's exact posterior, and
+variants whose belief is not a function of the bag of tokens: a stated prior, faces with
+episode-specific names, single-turn delivery without the counts, flips reported by observers
+who may be wrong, and a coin that may be swapped."""
 
 from __future__ import annotations
 
@@ -9,6 +12,9 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from belieflens.envs.coin_flip import prompts
+from belieflens.envs.coin_flip.posterior import Report, beliefs
+from belieflens.envs.coin_flip.prompts import Setting
 from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.delivery import Delivers
@@ -18,21 +24,43 @@ from belieflens.errors import ParameterError
 from belieflens.report.section import SectionFn
 from belieflens.types import Delivery
 
-INTRO = (
-    "I have a coin that may be biased: its probability of landing heads is unknown to both "
-    "of us. I will flip it and tell you the results."
-)
+INTRO = prompts.intro(Setting())
+"""The opening message at the default parameters."""
 ACK = "Understood."
-NEXT_FLIP_Q = "What do you think the next flip will be?"
-BIAS_Q = "Which range most likely contains the coin's probability of landing heads?"
+NEXT_FLIP_Q = prompts.next_flip_question(Setting())
+BIAS_Q = prompts.bias_question(Setting())
+
+MAX_FILTERED_FLIPS = 1000
+"""The most flips an episode may have where the posterior is a mixture (noisy reports or
+swaps): the recursion's cost grows with the flips."""
+
+
+def _numbers(name: str, text: str, lo: float, hi: float, *, open_lo: bool = False,
+             percent: bool = False) -> tuple[float, ...]:
+    """A comma-separated list of numbers in ``[lo, hi]`` (``(lo, hi]`` with ``open_lo``);
+    with ``percent`` each must read back exactly as the percentage the prompt shows."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    what = f"a comma-separated list of numbers in {'(' if open_lo else '['}{lo:g}, {hi:g}]"
+    if not parts:
+        raise bad(name, text, what + " (an empty set)")
+    try:
+        values = tuple(float(p) for p in parts)
+    except ValueError:
+        raise bad(name, text, what) from None
+    for v in values:
+        if not (lo < v <= hi if open_lo else lo <= v <= hi):
+            raise bad(name, text, what)
+        if percent and abs(float(prompts.percent(v)[:-1]) / 100 - v) > 1e-12:
+            raise bad(name, text, what + " that the prompt can show exactly as percentages")
+    return values
 
 
 @dataclass(frozen=True)
 class CoinFlipParams(Delivers):
     """Parameters of the coin-flip environment."""
 
-    a0: float = param(1.0, "Beta prior pseudo-count of heads (> 0)")
-    b0: float = param(1.0, "Beta prior pseudo-count of tails (> 0)")
+    a0: float = param(1.0, "Beta prior pseudo-count of heads (> 0); the unstated prior")
+    b0: float = param(1.0, "Beta prior pseudo-count of tails (> 0); the unstated prior")
     theta: float | None = param(None, "fixed P(heads) in [0, 1]; default: drawn from the prior")
     turns: int = param(10, "number of evidence turns T (>= 1)")
     per_turn: int = param(1, "flips per user message (>= 1)")
@@ -40,6 +68,28 @@ class CoinFlipParams(Delivers):
     delivery: Literal["single-turn", "multi-turn", "all"] = param(
         "all", "how evidence is delivered"
     )
+    prior: Literal["unstated", "stated"] = param(
+        "unstated", "stated: each episode draws a Beta prior from prior_means x prior_weights "
+        "and states it in words; the oracle conditions on it")
+    prior_means: str = param("0.2,0.35,0.5,0.65,0.8",
+                             "prior=stated: the first face's average share, comma-separated")
+    prior_weights: str = param("2,4,8", "prior=stated: the prior's worth in flips, "
+                               "comma-separated")
+    sides: Literal["heads-tails", "random"] = param(
+        "heads-tails", "random: the faces get episode-specific names from the word list")
+    words: Literal["a", "b"] = param("a", "sides=random: the word list (a and b are disjoint)")
+    summary: Literal["on", "off"] = param(
+        "on", "off: single-turn delivery without the printed counts")
+    reports: Literal["direct", "noisy"] = param(
+        "direct", "noisy: each flip is reported by an observer with a stated reliability; the "
+        "oracle marginalises the report noise")
+    reliabilities: str = param("0.6,0.7,0.8,0.9,0.95",
+                               "reports=noisy: the observers' stated reliabilities in [0.5, 1]")
+    changepoint: float = param(0.0, "the stated chance in [0, 1) that the coin is swapped for "
+                               "a fresh one before each flip; the oracle is the forward "
+                               "recursion over the run length")
+    wording: Literal["standard", "paraphrase"] = param(
+        "standard", "the template family: standard or a paraphrase of every sentence")
 
     def __post_init__(self) -> None:
         positive("a0", self.a0)
@@ -49,6 +99,32 @@ class CoinFlipParams(Delivers):
         int_in("turns", self.turns, 1, 1000)
         int_in("per_turn", self.per_turn, 1, 100)
         int_in("bins", self.bins, 2, 10)
+        self.stated_priors()
+        self.reliability_levels()
+        if not 0.0 <= self.changepoint < 1.0:
+            raise bad("changepoint", self.changepoint, "a number in [0, 1)")
+        if self.changepoint > 0:
+            _numbers("changepoint", str(self.changepoint), 0.0, 1.0, percent=True)
+        if self.prior == "stated" and (self.a0, self.b0) != (1.0, 1.0):
+            raise bad("a0" if self.a0 != 1.0 else "b0", self.a0 if self.a0 != 1.0 else self.b0,
+                      "the unstated prior's; prior=stated draws it from prior_means and "
+                      "prior_weights")
+        flips = self.turns * self.per_turn
+        if (self.reports == "noisy" or self.changepoint > 0) and flips > MAX_FILTERED_FLIPS:
+            raise bad("turns", self.turns, f"turns x per_turn <= {MAX_FILTERED_FLIPS} with "
+                      "noisy reports or a changepoint")
+
+    def stated_priors(self) -> tuple[tuple[float, float], ...]:
+        """Every (mean, weight) a stated prior is drawn from."""
+        means = _numbers("prior_means", self.prior_means, 0.0, 1.0, open_lo=True, percent=True)
+        if any(m >= 1.0 for m in means):
+            raise bad("prior_means", self.prior_means, "numbers in (0, 1)")
+        weights = _numbers("prior_weights", self.prior_weights, 0.0, 1e6, open_lo=True)
+        return tuple((m, w) for m in means for w in weights)
+
+    def reliability_levels(self) -> tuple[float, ...]:
+        """The observers' reliabilities."""
+        return _numbers("reliabilities", self.reliabilities, 0.5, 1.0, percent=True)
 
 
 def next_flip_oracle(a0: float, b0: float, heads: float, n: float) -> tuple[float, float]:
@@ -73,32 +149,99 @@ def bin_labels(bins: int) -> tuple[str, ...]:
     return tuple(f"{edges[i]:.2f} to {edges[i + 1]:.2f}" for i in range(bins))
 
 
-def _flips_text(flips: Sequence[int]) -> str:
-    return ", ".join("heads" if f else "tails" for f in flips)
+@dataclass(frozen=True)
+class Draw:
+    """One episode's latent draw: its setting, prior, coins and reports."""
+
+    setting: Setting
+    a0: float
+    b0: float
+    theta: float
+    """The bias of the first coin."""
+    thetas: tuple[float, ...]
+    """The bias of the coin that landed each flip."""
+    flips: tuple[int, ...]
+    """Each flip's face (1: the first face), as it landed."""
+    reports: tuple[Report, ...]
+    texts: tuple[str, ...]
+    """Each report as told."""
+
+    @property
+    def faces(self) -> list[int]:
+        """The reported face of each flip (1: the first face)."""
+        return [r.face for r in self.reports]
 
 
-def _flips_marked(flips: Sequence[int], per_turn: int, first_turn: int = 1) -> list[str | Marked]:
-    """The flips' text with each turn's flips marked as that turn's evidence."""
-    out: list[str | Marked] = []
-    for k in range(0, len(flips), per_turn):
-        if k:
-            out.append(", ")
-        out.append(Marked(_flips_text(flips[k : k + per_turn]), "evidence",
-                          first_turn + k // per_turn))
-    return out
+def draw_episode(p: CoinFlipParams, seed: int, index: int) -> Draw:
+    """Episode ``index``'s draw. The flips come from ``default_rng([seed, index])`` exactly as
+    without any variant (a stated prior draws its prior first, swaps draw as they happen);
+    face names and observers come from streams of their own, so ``sides`` and ``reports``
+    relabel the same flips."""
+    rng = np.random.default_rng([seed, index])
+    a0, b0, stated = p.a0, p.b0, None
+    if p.prior == "stated":
+        options = p.stated_priors()
+        stated = options[int(rng.integers(len(options)))]
+        a0, b0 = round(stated[0] * stated[1], 12), round((1.0 - stated[0]) * stated[1], 12)
+    theta = p.theta if p.theta is not None else float(rng.beta(a0, b0))
+    n = p.turns * p.per_turn
+    if p.changepoint > 0:
+        thetas, flips = _swapping_flips(rng, theta, a0, b0, p.changepoint, n)
+    else:
+        thetas, flips = [theta] * n, [int(x) for x in rng.random(n) < theta]
+    faces: tuple[str, str] = ("heads", "tails")
+    if p.sides == "random":
+        words = prompts.WORD_LISTS[p.words]
+        i, j = np.random.default_rng([seed, index, 1]).choice(len(words), 2, replace=False)
+        faces = (words[int(i)], words[int(j)])
+    setting = Setting(faces=faces, prior=stated, hazard=p.changepoint,
+                      noisy=p.reports == "noisy", wording=p.wording)
+    reports, texts = _reports(p, setting, flips, np.random.default_rng([seed, index, 2]))
+    return Draw(setting, a0, b0, theta, tuple(thetas), tuple(flips), reports, texts)
 
 
-def _summary(flips: Sequence[int]) -> str:
-    h = sum(flips)
-    return f"({len(flips)} flips so far: {h} heads, {len(flips) - h} tails)"
+def _swapping_flips(rng: np.random.Generator, theta: float, a0: float, b0: float,
+                    hazard: float, n: int) -> tuple[list[float], list[int]]:
+    thetas, flips = [], []
+    for i in range(n):
+        if i and rng.random() < hazard:
+            theta = float(rng.beta(a0, b0))
+        thetas.append(theta)
+        flips.append(int(rng.random() < theta))
+    return thetas, flips
 
 
-def single_message(flips: Sequence[int], per_turn: int) -> Message:
-    """The single-turn message after ``flips``: each turn's flips and the counts marked."""
-    if not flips:
-        return Message("user", INTRO + "\nNo flips yet.")
-    return Message.of("user", INTRO + "\nThe results so far: ", *_flips_marked(flips, per_turn),
-                      " ", Marked(_summary(flips), "summary"), ".")
+def _reports(p: CoinFlipParams, setting: Setting, flips: Sequence[int],
+             rng: np.random.Generator) -> tuple[tuple[Report, ...], tuple[str, ...]]:
+    """Each flip as reported: itself, or an observer's report of it (an observer per
+    reliability level, named at random; each report's observer drawn at random)."""
+    if not setting.noisy:
+        return (tuple(Report(f) for f in flips),
+                tuple(prompts.report_text(setting, f) for f in flips))
+    levels = p.reliability_levels()
+    names = [prompts.OBSERVERS[int(i)]
+             for i in rng.choice(len(prompts.OBSERVERS), len(levels), replace=False)]
+    reports, texts = [], []
+    for f in flips:
+        who = int(rng.integers(len(levels)))
+        said = f if rng.random() < levels[who] else 1 - f
+        reports.append(Report(said, levels[who]))
+        texts.append(prompts.report_text(setting, said, names[who], levels[who]))
+    return tuple(reports), tuple(texts)
+
+
+def single_message(setting: Setting, texts: Sequence[str], faces: Sequence[int],
+                   per_turn: int, summary: bool = True) -> Message:
+    """The single-turn message after the reports ``texts``: each turn's reports marked, and
+    the counts (``summary``) marked as a summary."""
+    head = prompts.intro(setting) + "\n"
+    if not texts:
+        return Message("user", head + prompts.nothing_yet(setting))
+    sep = prompts.separator(setting)
+    counts: list[str | Marked] = (
+        [" ", Marked(prompts.summary(setting, faces), "summary")] if summary else [])
+    return Message.of("user", head + prompts.results_lead(setting, multi=False),
+                      *prompts.reports_marked(texts, per_turn, 1, sep), *counts, ".")
 
 
 @register
@@ -109,9 +252,16 @@ class CoinFlip(Configured[CoinFlipParams]):
     times and reveals ``per_turn`` flips per user message. Oracles are the exact
     Beta-Bernoulli posterior predictive and posterior bin masses.
 
+    Variants, each with its exact oracle: ``prior=stated`` (a prior drawn per episode and
+    stated in words), ``sides=random`` (faces named from a word list), ``summary=off`` (no
+    counts in single-turn delivery), ``reports=noisy`` (observers of stated reliability
+    report the flips) and ``changepoint=H`` (the coin may be swapped before each flip); see
+    :mod:`belieflens.envs.coin_flip.posterior`.
+
     Parameters are the fields of :class:`CoinFlipParams`. Each turn asks two probes per
-    delivery: ``next-flip`` (outcomes heads, tails) and ``bias`` (``bins`` equal-width bins);
-    in a cache file their beliefs have dims ``(delivery, probe, episode, turn, outcome)``.
+    delivery: ``next-flip`` (outcomes: the first face, the second) and ``bias`` (``bins``
+    equal-width bins of the first face's probability); in a cache file their beliefs have
+    dims ``(delivery, probe, episode, turn, outcome)``.
 
     Examples:
         >>> env = belieflens.envs.get("coin-flip", turns=3)
@@ -137,9 +287,9 @@ class CoinFlip(Configured[CoinFlipParams]):
         return self._strength
 
     def tempered(self, strength: float) -> CoinFlip:
-        """A copy whose oracles weight the evidence by ``strength``: after ``h`` heads in
-        ``n`` flips the posterior is Beta(a0 + S·h, b0 + S·(n − h)), whose predictive moves
-        S times as far from the prior as the exact one when S·n is small."""
+        """A copy whose oracles weight the evidence by ``strength``: each report's likelihood
+        is raised to the power ``strength`` (without swaps or noise, after ``h`` heads in
+        ``n`` flips the posterior is Beta(a0 + S·h, b0 + S·(n − h)))."""
         if not strength > 0:
             raise ParameterError(f"option '--temper' = {strength!r} is not allowed: a number > 0")
         new = copy.copy(self)
@@ -147,50 +297,69 @@ class CoinFlip(Configured[CoinFlipParams]):
         return new
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
-        """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
+        """Yield ``n`` episodes; episode ``i`` draws from ``np.random.default_rng([seed, i])``
+        (:func:`draw_episode`)."""
         for i in range(n):
-            yield self._episode(i, np.random.default_rng([seed, i]))
+            yield self._episode(i, draw_episode(self._params, seed, i))
 
-    def _episode(self, index: int, rng: np.random.Generator) -> Episode:
-        p = self._params
-        theta = p.theta if p.theta is not None else float(rng.beta(p.a0, p.b0))
-        flips = [int(x) for x in rng.random(p.turns * p.per_turn) < theta]
+    def oracles(self, draw: Draw) -> list[tuple[tuple[float, float], tuple[float, ...]]]:
+        """(next flip, bias bins) at every turn of ``draw`` (turn 0: the prior)."""
+        p, s = self._params, self._strength
+        per = p.per_turn
+        if not draw.setting.noisy and draw.setting.hazard == 0:
+            out = []
+            for t in range(p.turns + 1):
+                seen = draw.faces[: t * per]
+                heads, n_seen = s * sum(seen), s * len(seen)
+                out.append((next_flip_oracle(draw.a0, draw.b0, heads, n_seen),
+                            bias_oracle(draw.a0, draw.b0, heads, n_seen, p.bins)))
+            return out
+        every = beliefs(draw.a0, draw.b0, draw.reports, hazard=draw.setting.hazard,
+                        strength=s, bins=p.bins)
+        return every[::per]
+
+    def _episode(self, index: int, draw: Draw) -> Episode:
+        p, setting = self._params, draw.setting
+        per, sep = p.per_turn, prompts.separator(setting)
+        first_intro = prompts.intro(setting)
         turns = []
-        multi: tuple[Message, ...] = (Message("user", INTRO), Message("assistant", ACK))
-        for t in range(p.turns + 1):
-            seen = flips[: t * p.per_turn]
-            new = flips[(t - 1) * p.per_turn : t * p.per_turn] if t else []
+        multi: tuple[Message, ...] = (Message("user", first_intro), Message("assistant", ACK))
+        labels = setting.faces
+        for t, (next_flip, bias) in enumerate(self.oracles(draw)):
+            new = draw.texts[(t - 1) * per : t * per] if t else ()
             if t:
-                multi = (*multi, Message.of("user", "Result: ",
-                                            *_flips_marked(new, p.per_turn, t), "."),
+                multi = (*multi, Message.of("user", prompts.results_lead(setting, multi=True),
+                                            *prompts.reports_marked(new, per, t, sep), "."),
                          Message("assistant", ACK))
             messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (single_message(seen, p.per_turn),),
+                "single-turn": (single_message(setting, draw.texts[: t * per],
+                                               draw.faces[: t * per], per,
+                                               summary=p.summary == "on"),),
                 "multi-turn": multi,
             }
-            heads = self._strength * sum(seen)
-            n_seen = self._strength * len(seen)
             probes: list[Probe] = []
             for delivery in p.deliveries:
                 ctx = messages[delivery]
-                probes.append(
-                    mcq_probe(
-                        "next-flip", ctx, NEXT_FLIP_Q, ("heads", "tails"),
-                        next_flip_oracle(p.a0, p.b0, heads, n_seen), delivery,
-                    )
-                )
-                probes.append(
-                    mcq_probe(
-                        "bias", ctx, BIAS_Q, bin_labels(p.bins),
-                        bias_oracle(p.a0, p.b0, heads, n_seen, p.bins), delivery,
-                    )
-                )
-            turns.append(
-                Turn(
-                    index=t,
-                    observation=_flips_text(new),
-                    messages={d: messages[d] for d in p.deliveries},
-                    probes=tuple(probes),
-                )
-            )
-        return Episode(index=index, turns=tuple(turns), truth={"theta": theta})
+                probes.append(mcq_probe("next-flip", ctx, prompts.next_flip_question(setting),
+                                        labels, next_flip, delivery))
+                probes.append(mcq_probe("bias", ctx, prompts.bias_question(setting),
+                                        bin_labels(p.bins), bias, delivery))
+            turns.append(Turn(index=t, observation=sep.join(new),
+                              messages={d: messages[d] for d in p.deliveries},
+                              probes=tuple(probes)))
+        return Episode(index=index, turns=tuple(turns), truth=self._truth(draw))
+
+    def _truth(self, draw: Draw) -> dict[str, float | str]:
+        """The episode's latent values: the first coin's bias, and per variant the prior, the
+        faces and the swaps."""
+        p = self._params
+        truth: dict[str, float | str] = {"theta": draw.theta}
+        if p.prior == "stated":
+            truth.update(a0=draw.a0, b0=draw.b0)
+        if p.sides == "random":
+            truth.update(first_face=draw.setting.faces[0], second_face=draw.setting.faces[1])
+        if p.changepoint > 0:
+            truth.update(theta_last=draw.thetas[-1],
+                         swaps=float(sum(a != b for a, b in zip(draw.thetas, draw.thetas[1:],
+                                                                 strict=False))))
+        return truth
