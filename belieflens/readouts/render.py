@@ -246,6 +246,13 @@ def token_texts(tokenizer: Any, ids: Sequence[int]) -> list[str]:
     return [str(tokenizer.decode([int(i)], skip_special_tokens=False)) for i in ids]
 
 
+def prompt_key(text: str) -> str:
+    """The key of a read-out's rendered context text (the ``prompt`` a cache file stores): the
+    first 32 hex digits of its SHA-256. Teaching records the keys of every read-out it trained
+    on, so that an evaluation can leave those read-outs out."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
 def chat_template_hash(tokenizer: Any) -> str:
     """SHA-256 of the tokenizer's chat template ('' if it has none), for provenance."""
     template = getattr(tokenizer, "chat_template", None)

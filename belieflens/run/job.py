@@ -81,24 +81,36 @@ class Models:
             refuse_adapter_init(self.model, self.init)
 
     def adapter_info(self) -> dict[str, Any] | None:
-        """The teach record of ``model`` when it names a taught adapter (``None`` otherwise)."""
-        if isinstance(self.model, LoadedModel):
-            return None
+        """The teach record of ``model`` when it is a taught adapter, named or loaded
+        (``None`` otherwise)."""
         from belieflens.model.load import read_adapter_info, resolve
 
-        source = resolve(self.model)
+        spec = self.model.info.spec if isinstance(self.model, LoadedModel) else self.model
+        if isinstance(self.model, LoadedModel) and self.model.info.source != "adapter":
+            return None
+        source = resolve(spec)
         return read_adapter_info(source.path) if source.kind == "adapter" else None
 
     def check_heldout(self, env: Environment, seed: int) -> None:
-        """One line if ``model`` is a taught adapter and ``seed`` is the seed of its training
-        episodes of ``env`` (its evaluation would not be held out)."""
+        """One line if ``model`` is a taught adapter (by name or loaded) and ``seed`` is the
+        seed of the training episodes of one of its conditions of ``env``, whatever the other
+        parameters (most of the coin flip's variants relabel the same flips): its evaluation
+        would not be held out."""
         info = self.adapter_info()
-        if info is None:
+        if info is None or info.get("env") != getattr(env, "name", None):
             return
-        train_seed = dict(info.get("training_episodes", {})).get("seed")
-        if info.get("env") == getattr(env, "name", None) and train_seed == seed:
-            raise ParameterError(f"option '--seed' = {seed} is not allowed: {self.model} was "
-                                 "taught on the episodes of that seed; evaluate on another")
+        conditions = info.get("conditions") or [
+            {"seed": dict(info.get("training_episodes", {})).get("seed"),
+             "params": info.get("env_params", {})}]
+        for c in conditions:
+            if c.get("seed") == seed:
+                spec = self.model.info.spec if isinstance(self.model, LoadedModel) else \
+                    self.model
+                given = ", ".join(f"{k}={v}" for k, v in sorted(dict(c.get("params", {}))
+                                                                 .items()))
+                raise ParameterError(
+                    f"option '--seed' = {seed} is not allowed: {spec} was taught on the "
+                    f"episodes of that seed ({given}); evaluate on another")
 
     def load(self, spec: str, *, init: Init = TRAINED, kernels: KernelName | None = None,
              where: str = "") -> LoadedModel:

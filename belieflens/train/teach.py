@@ -55,7 +55,7 @@ from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.model.load import ADAPTER_INFO, load_transformers
 from belieflens.run import signals
 from belieflens.store.provenance import dist_version, git_commit
-from belieflens.train.teach_data import Tree, taught_records, trees
+from belieflens.train.teach_data import Tree, taught, taught_records
 from belieflens.train.toy import atomic_torch_save, torch_threads
 
 if TYPE_CHECKING:
@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 
 CHECKPOINT = "checkpoint.pt"
 """The resumable state inside the output folder while training runs."""
+
+PROMPTS = "prompts.txt"
+"""The keys of every read-out an adapter was taught on (one per line, sorted; ``teach.json``'s
+``prompts``): an evaluation leaves those read-outs out
+(:func:`~belieflens.readouts.render.prompt_key`)."""
 
 TRAIN_SEED_OFFSET = 1_000_000_000
 """Training episodes are those of seed ``TRAIN_SEED_OFFSET + seed``: no evaluation seed below
@@ -100,6 +105,10 @@ class TeachConfig:
         weigh: each read-out's weight in the loss: ``readout`` (every read-out 1) or
             ``question`` (each belief question of a tree the same total, however many
             rotations render it; :meth:`~belieflens.train.teach_data.Tree.weights`).
+        mix: conditions taught together, each a set of parameters over ``env_params``
+            (``(name, value)`` pairs; mappings are accepted): ``episodes`` episodes of each,
+            condition ``j`` at seed ``train_seed + j`` (:meth:`conditions`). Empty:
+            ``env_params`` alone.
     """
 
     env: str
@@ -117,12 +126,11 @@ class TeachConfig:
     temper: float = 1.0
     weigh: Weigh = "readout"
     schedule: int = 0
+    mix: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.env_params, Mapping):
-            object.__setattr__(self, "env_params", tuple(self.env_params.items()))
-        object.__setattr__(self, "env_params",
-                           tuple(sorted((str(k), v) for k, v in self.env_params)))
+        object.__setattr__(self, "env_params", _pairs(self.env_params))
+        object.__setattr__(self, "mix", tuple(_pairs(c) for c in self.mix))
         object.__setattr__(self, "layers", tuple(sorted({int(x) for x in self.layers})))
         for name, lo, hi in (("episodes", 1, 10**6), ("seed", 0, 10**8), ("steps", 1, 10**7),
                              ("batch", 1, 4096), ("rank", 1, 1024), ("warmup", 0, 10**7)):
@@ -146,19 +154,46 @@ class TeachConfig:
         d = dataclasses.asdict(self)
         d["env_params"] = dict(self.env_params)
         d["layers"] = list(self.layers)
+        d["mix"] = [dict(c) for c in self.mix]
         return d
 
     def fingerprint(self) -> str:
         """SHA-256 of the configuration: a checkpoint resumes only under the same one."""
         d = self.as_dict()
-        if self.schedule == 0:  # the default is left out: earlier runs keep their fingerprint
-            del d["schedule"]
+        for name in ("schedule", "mix"):  # defaults are left out: earlier runs keep theirs
+            if not d[name]:
+                del d[name]
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
     def train_seed(self) -> int:
-        """The seed of the training episodes."""
+        """The seed of the training episodes (of the first condition)."""
         return TRAIN_SEED_OFFSET + self.seed
+
+    def conditions(self) -> list[Condition]:
+        """What is taught: each condition's parameters, seed and episodes."""
+        mix = self.mix or ((),)
+        return [Condition({**dict(self.env_params), **dict(c)}, self.train_seed + j,
+                          self.episodes) for j, c in enumerate(mix)]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One taught condition: the environment's parameters, the episodes' seed and count."""
+
+    params: dict[str, Any]
+    seed: int
+    episodes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (``teach.json``'s ``conditions``)."""
+        return {"params": dict(self.params), "seed": self.seed, "episodes": self.episodes}
+
+
+def _pairs(params: Any) -> tuple[tuple[str, Any], ...]:
+    """Parameters as sorted ``(name, value)`` pairs (a mapping or pairs)."""
+    items = params.items() if isinstance(params, Mapping) else params
+    return tuple(sorted((str(k), v) for k, v in items))
 
 
 def _positive(option: str, value: object) -> None:
@@ -220,9 +255,10 @@ about 3,000 s of CPU on 2 threads, 3.7 GB at peak (docs/positive-control.md has 
 curves of every recipe)."""
 
 
-def environment(config: TeachConfig) -> Environment:
-    """The configuration's environment, tempered where ``temper`` is not 1."""
-    env = get_env(config.env, **dict(config.env_params))
+def environment(config: TeachConfig, params: Mapping[str, Any] | None = None) -> Environment:
+    """The configuration's environment (with ``params``: one condition's), tempered where
+    ``temper`` is not 1."""
+    env = get_env(config.env, **dict(config.env_params if params is None else params))
     if config.temper == 1.0:
         return env
     if not isinstance(env, Temperable):
@@ -527,19 +563,22 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def teach_info(trainer: Trainer, state: _State, base: Mapping[str, Any],
-               env_params: Mapping[str, Any], threads: int, resumed_from: int,
-               ) -> dict[str, Any]:
-    """``teach.json``: base model, environment, options, training seeds, curve, provenance."""
+def teach_info(trainer: Trainer, state: _State, base: Mapping[str, Any], threads: int,
+               resumed_from: int) -> dict[str, Any]:
+    """``teach.json``: base model, environment, options, training conditions and seeds, the
+    trained prompts' file, curve, provenance."""
     import torch
 
     c = trainer.config
     every = max(1, c.steps // 50)
+    conditions = [dict(x.as_dict(), params=_env_params(environment(c, x.params)))
+                  for x in c.conditions()]
     return {
         "kind": "belieflens teach",
         "base": dict(base),
         "env": c.env,
-        "env_params": dict(env_params),
+        "env_params": conditions[0]["params"],
+        "conditions": conditions,
         "options": c.as_dict(),
         "layers": list(trainer.layers),
         "lora_targets": list(LORA_TARGETS),
@@ -548,6 +587,8 @@ def teach_info(trainer: Trainer, state: _State, base: Mapping[str, Any],
                   f"posterior with the evidence weighted by {c.temper}",
         "training_episodes": {"seed": c.train_seed, "episodes": c.episodes,
                               "rng": "numpy default_rng([seed, episode])"},
+        "prompts": {"file": PROMPTS, "key": "the first 32 hex digits of the SHA-256 of "
+                    "each trained read-out's rendered context text (a cache file's prompt)"},
         "training": {
             "steps": c.steps, "trees": len(trainer.trees),
             "readouts": sum(t.readouts for t in trainer.trees),
@@ -569,16 +610,23 @@ def teach_info(trainer: Trainer, state: _State, base: Mapping[str, Any],
     }
 
 
-def _save(trainer: Trainer, out: Path, info: dict[str, Any]) -> None:
-    """Write the adapter (peft's files) and ``teach.json`` (last: it marks the folder done)."""
+def _save(trainer: Trainer, out: Path, info: dict[str, Any], keys: set[str]) -> None:
+    """Write the adapter (peft's files), the trained prompts' keys and ``teach.json`` (last: it
+    marks the folder done)."""
     trainer.model.save_pretrained(out, safe_serialization=True)
     (out / "README.md").unlink(missing_ok=True)  # peft's model card template: nothing in it
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(info, indent=1) + "\n")
-    os.replace(tmp, out / ADAPTER_INFO)
-    for name in (ADAPTER_INFO, "adapter_model.safetensors", "adapter_config.json"):
+    _write_atomic(out / PROMPTS, "".join(f"{k}\n" for k in sorted(keys)))
+    info["prompts"]["count"] = len(keys)
+    _write_atomic(out / ADAPTER_INFO, json.dumps(info, indent=1) + "\n")
+    for name in (ADAPTER_INFO, PROMPTS, "adapter_model.safetensors", "adapter_config.json"):
         (out / name).chmod(0o644)  # readable as any installed package file
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def _run_steps(trainer: Trainer, state: _State, ckpt: Path, *, checkpoint_seconds: float,
@@ -619,8 +667,8 @@ def prepare(config: TeachConfig, out: Path) -> tuple[dict[str, Any] | None, bool
     """Every check that needs no model: the out folder, the environment's oracles (one
     episode), the temper."""
     finished, resume = check_out(out, config)
-    env = environment(config)
-    taught_records(env, 1, config.train_seed)
+    for c in config.conditions():
+        taught_records(environment(config, c.params), 1, c.seed)
     return finished, resume
 
 
@@ -664,8 +712,7 @@ def _teach(config: TeachConfig, out: Path, resume: bool, *, threads: int,
     model, tok, source, digest = load_transformers(config.model)
     layers = chosen_layers(config, int(model.config.num_hidden_layers))
     check_stack(model, config.model)
-    env = environment(config)
-    tree_list = trees(tok, taught_records(env, config.episodes, config.train_seed))
+    tree_list, keys = taught_trees(config, tok)
     with torch_threads(threads):
         trainer = Trainer(config, model, layers, tree_list)
         state = _State()
@@ -686,8 +733,8 @@ def _teach(config: TeachConfig, out: Path, resume: bool, *, threads: int,
             return TeachResult(out, {}, resumed_from, trainer.model)
         base = {"spec": config.model, "official_id": source.official_id,
                 "weights_hash": digest, "n_layers": int(model.config.num_hidden_layers)}
-        info = teach_info(trainer, state, base, _env_params(env), threads, resumed_from)
-        _save(trainer, out, info)
+        info = teach_info(trainer, state, base, threads, resumed_from)
+        _save(trainer, out, info, keys)
     ckpt.unlink(missing_ok=True)
     return TeachResult(out, info, resumed_from, trainer.model)
 
@@ -713,5 +760,36 @@ def _with_snapshots(trainer: Trainer, on_step: Callable[[Progress], None] | None
     return step
 
 
+def trained_prompts(folder: str | os.PathLike[str], tokenizer: Any = None) -> frozenset[str]:
+    """The prompt keys of every read-out the adapter in ``folder`` was taught on: its
+    :data:`PROMPTS` file; for an adapter taught before the keys were recorded, rebuilt from
+    its ``teach.json`` with ``tokenizer`` (the base model's; one line if none is given)."""
+    path = Path(folder)
+    keys = path / PROMPTS
+    if keys.is_file():
+        return frozenset(line for line in keys.read_text().split() if line)
+    info = _read_json(path / ADAPTER_INFO)
+    if info is None or tokenizer is None:
+        raise ParameterError(f"{path} holds no {PROMPTS} and no teach record to rebuild it "
+                             "from with a tokenizer")
+    options: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                               for k, v in dict(info["options"]).items()}
+    config = TeachConfig(**options)
+    return frozenset(taught_trees(config, tokenizer)[1])
+
+
 def _env_params(env: Environment) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(env.params).items()}
+
+
+def taught_trees(config: TeachConfig, tokenizer: Any) -> tuple[list[Tree], set[str]]:
+    """The trees of every condition's training episodes, and the prompt keys of their
+    read-outs (:func:`~belieflens.readouts.render.prompt_key`)."""
+    out: list[Tree] = []
+    keys: set[str] = set()
+    for c in config.conditions():
+        recs = taught_records(environment(config, c.params), c.episodes, c.seed)
+        found, k = taught(tokenizer, recs)
+        out += found
+        keys |= k
+    return out, keys

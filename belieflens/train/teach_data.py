@@ -24,7 +24,7 @@ import numpy as np
 
 from belieflens.episodes.base import Environment
 from belieflens.errors import ParameterError
-from belieflens.readouts.render import TokenizedQuery, bos_policy, render
+from belieflens.readouts.render import TokenizedQuery, bos_policy, prompt_key, render
 from belieflens.run.extract import QueryRecord, records
 from belieflens.run.rows import forward_rows
 from belieflens.run.trie import Trie, build
@@ -179,6 +179,13 @@ def groups(recs: Sequence[QueryRecord]) -> Iterator[list[int]]:
 
 def trees(tokenizer: Any, recs: Sequence[QueryRecord]) -> list[Tree]:
     """Every ``(episode, delivery, turn)`` group of ``recs`` as a :class:`Tree`."""
+    return taught(tokenizer, recs)[0]
+
+
+def taught(tokenizer: Any, recs: Sequence[QueryRecord]) -> tuple[list[Tree], set[str]]:
+    """:func:`trees` of ``recs`` and the :func:`~belieflens.readouts.render.prompt_key` of
+    every read-out's rendered context (what an evaluation of the taught model leaves out)."""
     bos = bos_policy(tokenizer)
     tqs = [render(tokenizer, r.query, bos=bos) for r in recs]
-    return [build_tree([recs[i] for i in g], [tqs[i] for i in g]) for g in groups(recs)]
+    keys = {prompt_key(tq.context_text) for tq in tqs}
+    return [build_tree([recs[i] for i in g], [tqs[i] for i in g]) for g in groups(recs)], keys

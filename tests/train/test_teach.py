@@ -69,7 +69,68 @@ def test_provenance_is_complete(taught: TeachResult, tiny_dir: Path) -> None:
     assert tr["peak_rss_mb"] > 0 and info["provenance"]["peft"] == "0.21.2"
     assert not (taught.path / CHECKPOINT).exists()
     assert sorted(p.name for p in taught.path.iterdir()) == [
-        "adapter_config.json", "adapter_model.safetensors", "teach.json"]
+        "adapter_config.json", "adapter_model.safetensors", "prompts.txt", "teach.json"]
+    assert info["conditions"] == [{"params": info["env_params"], "seed": TRAIN_SEED_OFFSET,
+                                   "episodes": 1}]
+    assert info["prompts"]["count"] == 28  # each rotation asks its own text
+
+
+def test_the_trained_prompts_are_the_training_episodes_prompts(
+        taught: TeachResult, tiny_dir: Path, tmp_path: Path, smol_tokenizer: object) -> None:
+    """``prompts.txt`` holds the key of every read-out's rendered context at the training
+    seed (extracted here with the base, which may read that seed), no other; rebuilding the
+    keys from ``teach.json`` gives the same set."""
+    from belieflens.readouts.render import prompt_key
+    from belieflens.train.teach import PROMPTS, trained_prompts
+
+    path = belieflens.extract("coin-flip", out=tmp_path / "train.h5", model=tiny_dir,
+                              params={"turns": 1}, episodes=1, seed=TRAIN_SEED_OFFSET)
+    ds = belieflens.open_cache(path)
+    keys = {prompt_key(str(p)) for p in ds["prompt"].values}
+    assert trained_prompts(taught.path) == keys
+    other = belieflens.extract("coin-flip", out=tmp_path / "held.h5", model=tiny_dir,
+                               params={"turns": 1}, episodes=4, seed=0)
+    held = {prompt_key(str(p)) for p in belieflens.open_cache(other)["prompt"].values}
+    assert held & keys and held - keys  # turn 0 and one flip are shared; the other is not
+    copy = tmp_path / "old-style"
+    copy.mkdir()
+    for f in taught.path.iterdir():
+        if f.name != PROMPTS:
+            (copy / f.name).write_bytes(f.read_bytes())
+    assert trained_prompts(copy, smol_tokenizer) == keys
+    with pytest.raises(ParameterError, match=r"no prompts\.txt"):
+        trained_prompts(copy)
+
+
+def test_a_mix_teaches_every_condition_at_its_own_seed(tiny_dir: Path,
+                                                       tmp_path: Path) -> None:
+    """Two conditions: each taught on its own seed; an adapter, by name or loaded, refuses to
+    be read at either seed of its environment."""
+    from belieflens.model.load import load
+
+    mix = ({"sides": "random"}, {"prior": "stated", "summary": "off"})
+    result = teach(config(tiny_dir, mix=mix, steps=1, batch=1), tmp_path / "mix")
+    info = result.info
+    assert [c["seed"] for c in info["conditions"]] == [TRAIN_SEED_OFFSET, TRAIN_SEED_OFFSET + 1]
+    assert info["conditions"][0]["params"]["sides"] == "random"
+    assert info["conditions"][1]["params"]["prior"] == "stated"
+    assert info["training"]["trees"] == 8
+    assert info["options"]["mix"] == [{"sides": "random"},
+                                      {"prior": "stated", "summary": "off"}]
+    loaded = load(str(result.path))
+    for model in (str(result.path), loaded):
+        for seed in (TRAIN_SEED_OFFSET, TRAIN_SEED_OFFSET + 1):
+            with pytest.raises(ParameterError, match="was taught on the episodes of that seed"):
+                belieflens.extract("coin-flip", out=tmp_path / "x.h5", model=model,
+                                   params={"turns": 1, "sides": "heads-tails"}, episodes=1,
+                                   seed=seed)
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_a_mix_keeps_the_fingerprint_of_a_run_without_one(tiny_dir: Path) -> None:
+    assert config(tiny_dir).fingerprint() == config(tiny_dir, mix=()).fingerprint()
+    assert config(tiny_dir).fingerprint() != config(tiny_dir, mix=({"turns": 2},)
+                                                   ).fingerprint()
 
 
 def test_the_adapter_round_trips_to_identical_readouts(taught: TeachResult, tiny_dir: Path,

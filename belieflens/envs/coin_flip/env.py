@@ -90,6 +90,8 @@ class CoinFlipParams(Delivers):
                                "recursion over the run length")
     wording: Literal["standard", "paraphrase"] = param(
         "standard", "the template family: standard or a paraphrase of every sentence")
+    probes: Literal["both", "next-flip", "bias"] = param(
+        "both", "the belief questions each turn asks (both: next-flip, then bias)")
 
     def __post_init__(self) -> None:
         positive("a0", self.a0)
@@ -340,10 +342,13 @@ class CoinFlip(Configured[CoinFlipParams]):
             probes: list[Probe] = []
             for delivery in p.deliveries:
                 ctx = messages[delivery]
-                probes.append(mcq_probe("next-flip", ctx, prompts.next_flip_question(setting),
-                                        labels, next_flip, delivery))
-                probes.append(mcq_probe("bias", ctx, prompts.bias_question(setting),
-                                        bin_labels(p.bins), bias, delivery))
+                if p.probes != "bias":
+                    probes.append(mcq_probe("next-flip", ctx,
+                                            prompts.next_flip_question(setting), labels,
+                                            next_flip, delivery))
+                if p.probes != "next-flip":
+                    probes.append(mcq_probe("bias", ctx, prompts.bias_question(setting),
+                                            bin_labels(p.bins), bias, delivery))
             turns.append(Turn(index=t, observation=sep.join(new),
                               messages={d: messages[d] for d in p.deliveries},
                               probes=tuple(probes)))

@@ -257,6 +257,15 @@ def test_tempered_variants_weight_the_evidence(params: dict[str, object]) -> Non
         assert abs(_next_flip(weak, t)[0] - prior) <= abs(_next_flip(exact, t)[0] - prior) + 0.02
 
 
+def test_probes_asks_one_question_with_the_same_read_outs() -> None:
+    (both,) = _one({"turns": 2})
+    (nxt,) = _one({"turns": 2, "probes": "next-flip"})
+    (bias,) = _one({"turns": 2, "probes": "bias"})
+    for tb, tn, tc in zip(both.turns, nxt.turns, bias.turns, strict=True):
+        assert [p for p in tb.probes if p.name == "next-flip"] == list(tn.probes)
+        assert [p for p in tb.probes if p.name == "bias"] == list(tc.probes)
+
+
 # ------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("params, fragment", [
     ({"prior": "stated", "prior_means": ""}, "'prior_means'"),
