@@ -76,6 +76,7 @@ from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
 from belieflens.store.verify import verify
+from belieflens.train.gate_run import GateRun
 from belieflens.train.lens import TrainResult
 from belieflens.train.teach import Progress as TeachProgress
 from belieflens.train.teach import TeachConfig, TeachResult
@@ -376,6 +377,7 @@ def teach(
     threads: int = 0,
     checkpoint_seconds: float = 300.0,
     on_step: Callable[[TeachProgress], None] | None = None,
+    mix: Sequence[Mapping[str, object]] = (),
 ) -> TeachResult:
     """Teach ``model`` the environment's oracle with LoRA (:mod:`belieflens.train.teach`) and
     write the adapter folder ``out``, itself a model (``--model OUT``).
@@ -404,6 +406,8 @@ def teach(
         threads: torch's CPU threads (0: keep).
         checkpoint_seconds: the most seconds of training between two checkpoints.
         on_step: called after each step with its :class:`~belieflens.train.teach.Progress`.
+        mix: conditions taught together, each parameters over ``params`` (``episodes``
+            episodes of each, each at its own training seed); empty: ``params`` alone.
 
     Returns:
         A ``TeachResult``: the folder and its ``teach.json`` record.
@@ -419,31 +423,76 @@ def teach(
 
     config = _teach_config(env, params, _spec(model), layers, temper, episodes=episodes,
                            seed=seed, steps=steps, batch=batch, rank=rank, lr=lr,
-                           weigh=weigh, threads=threads)
+                           weigh=weigh, threads=threads, mix=mix)
     with quiet_libraries():
         return run_teach(config, out, threads=threads, checkpoint_seconds=checkpoint_seconds,
                          on_step=on_step)
 
 
+def _typed(env: str, given: Mapping[str, object]) -> dict[str, object]:
+    """``given`` parameters as the environment types them (one line if one is bad)."""
+    built = environment(env, dict(given))
+    return {k: getattr(built.params, k) for k in given}
+
+
 def _teach_config(env: str, params: Mapping[str, object] | None, model: str,
                   layers: str | Sequence[int], temper: float | str, *, episodes: int,
                   seed: int, steps: int, batch: int, rank: int, lr: float, weigh: str,
-                  threads: int) -> TeachConfig:
+                  threads: int, mix: Sequence[Mapping[str, object]] = ()) -> TeachConfig:
     """The record of a teach run, each input (``threads`` too) checked and the model found
     (one line otherwise) before anything is written."""
     from belieflens.train.teach import parse_layers, parse_temper
 
     at_least("--threads", threads, 0)
     given = dict(params or {})
-    built = environment(env, given)
-    typed = {k: getattr(built.params, k) for k in given}
+    typed = _typed(env, given)
+    conditions = tuple(_typed(env, {**given, **c}) for c in mix)
     config = TeachConfig(
         env=env, env_params=tuple(typed.items()), model=model, episodes=episodes,
         seed=seed, steps=steps, batch=batch, rank=rank, alpha=2.0 * rank,
         layers=parse_layers(layers) if isinstance(layers, str) else tuple(layers), lr=lr,
-        temper=parse_temper(temper), weigh=weigh)  # type: ignore[arg-type]  # checked there
+        temper=parse_temper(temper), weigh=weigh,  # type: ignore[arg-type]  # checked there
+        mix=tuple(tuple((k, c[k]) for k in m) for c, m in zip(conditions, mix, strict=True)))
     _resolve(config.model)
     return config
+
+
+def gates(
+    file: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str],
+    threads: int = 1,
+    on_progress: Callable[[str], None] | None = None,
+) -> GateRun:
+    """Run a pre-registered gate file (:mod:`belieflens.train.gates`): check that it is frozen
+    in git and that its adapters are the ones frozen, read every model on every held-out
+    condition (extracted into ``out``; files there are reused), leave out the read-outs whose
+    prompt a taught model saw, and measure and judge each model.
+
+    Bad input (a gate file that is not committed, was edited after its freeze commit, names
+    an unknown model or measure; an adapter taught again since; a condition with nothing held
+    out) is one line (:class:`ParameterError`) before anything heavy runs.
+
+    Args:
+        file: the gate file (TOML).
+        out: the folder of its studies, ``measures.nc`` and ``verdicts.json``.
+        threads: torch's CPU threads.
+        on_progress: called with each ``"MODEL on CONDITION"`` as it starts.
+
+    Returns:
+        A :class:`~belieflens.train.gate_run.GateRun`: the freeze commit, the measures (dims
+        ``model``, ``condition``, ``delivery``) and every verdict.
+    """
+    from belieflens.model.load import quiet_libraries
+    from belieflens.train.gate_run import run_gates
+
+    at_least("--threads", threads, 1)
+
+    def load_model(spec: str) -> LoadedModel:
+        with quiet_libraries():
+            return Models(spec).load(spec)
+
+    return run_gates(file, out, threads=threads, load=load_model, on_progress=on_progress)
 
 
 def compare(

@@ -321,6 +321,9 @@ def teach(
     threads: Threads = 0,
     checkpoint_seconds: Annotated[float, typer.Option(
         help="save a checkpoint at least every N seconds of training")] = 300.0,
+    mix: Annotated[list[str] | None, typer.Option(
+        "--mix", help="a condition taught beside the others: 'NAME=VALUE NAME=VALUE' over "
+        "--set (repeat for each; --episodes of each)")] = None,
     quiet: NoBar = False,
 ) -> None:
     """Teach a model an environment's oracle with LoRA: its option distribution at every
@@ -338,11 +341,34 @@ def teach(
             env, out=out, params=parse_assignments(set_ or []), model=model,
             episodes=episodes, seed=seed, steps=steps, batch=batch, rank=rank, layers=layers,
             lr=lr, temper=temper, weigh=weigh, threads=threads,
-            checkpoint_seconds=checkpoint_seconds, on_step=report)
+            checkpoint_seconds=checkpoint_seconds, on_step=report,
+            mix=[parse_assignments(m.split()) for m in mix or []])
     tr = result.info["training"]
     typer.echo(f"final KL {tr['final_loss']:.4f} after {tr['steps']} steps; {tr['cpu_seconds']} "
                f"s CPU, peak memory {tr['peak_rss_mb']:.0f} MB")
     wrote(result.path)
+
+
+@app.command()
+def gates(
+    file: Annotated[Path, typer.Argument(help="the gate file (TOML), committed in git")],
+    out: Annotated[Path, typer.Option("--out", help="folder of its studies, measures.nc and "
+                                      "verdicts.json (files there are reused)")],
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+    quiet: NoBar = False,
+) -> None:
+    """Run a pre-registered gate file: every model on every held-out condition, the read-outs a
+    taught model saw left out; print the measures and each verdict (exit 1 if a gate is not
+    met)."""
+    def progress(what: str) -> None:
+        if not quiet:
+            typer.echo(f"reading {what}", err=True)
+
+    with one_line_errors():
+        run = api.gates(file, out=out, threads=threads, on_progress=progress)
+    typer.echo(run.table())
+    if not run.met:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -226,33 +226,35 @@ def parse_temper(value: object) -> float:
     return float(number)
 
 
-COIN_FLIP_PARAMS: tuple[tuple[str, Any], ...] = (("turns", 10),)
-"""The coin flip the shipped adapters are taught on: 10 flips, both deliveries, both
-questions (the environment's defaults otherwise: Beta(1, 1), 5 bias bins)."""
+TAUGHT_LENGTHS: tuple[int, ...] = (4, 7, 10, 13, 16)
+"""The episode lengths (flips) the shipped adapters are taught on."""
 
-_FULL_RUN = TeachConfig(
-    env="coin-flip", env_params=COIN_FLIP_PARAMS, model="smollm2-135m", episodes=24,
-    steps=264, batch=2, rank=8, alpha=16.0, layers=tuple(range(8, 30)), lr=2e-3, warmup=20,
-    temper=1.0)
+COIN_FLIP_MIX: tuple[tuple[tuple[str, Any], ...], ...] = tuple(
+    (("prior", prior), ("sides", sides), ("summary", summary), ("turns", turns))
+    for prior in ("unstated", "stated") for sides in ("heads-tails", "random")
+    for summary in ("on", "off") for turns in TAUGHT_LENGTHS)
+"""The conditions the shipped adapters are taught on: the prior unstated (flat) or stated
+(means 0.2-0.8 worth 2-8 flips), the faces heads/tails or named from word list ``a``, the
+single-turn counts printed or not, 4 to 16 flips; both deliveries, the next-flip question
+(40 conditions)."""
+
+_MIX_RUN = TeachConfig(
+    env="coin-flip", env_params=(("probes", "next-flip"),), mix=COIN_FLIP_MIX,
+    model="smollm2-135m", episodes=3, steps=1320, batch=2, rank=8, alpha=16.0,
+    layers=tuple(range(8, 30)), lr=2e-3, warmup=20, temper=1.0)
 
 SHIPPED: dict[str, TeachConfig] = {
-    "smollm2-135m-bayes": _FULL_RUN,
-    "smollm2-135m-bayes-0.3": dataclasses.replace(_FULL_RUN, temper=0.3, steps=198,
-                                                  schedule=264),
+    "smollm2-135m-bayes": _MIX_RUN,
+    "smollm2-135m-bayes-0.3": dataclasses.replace(_MIX_RUN, temper=0.3),
 }
 """The configurations of the shipped adapters (``belieflens/data/adapters/<name>/``, rebuilt by
 ``make adapters``): LoRA of rank 8 on every linear map of SmolLM2-135M's blocks 8-29, taught
-on 24 training episodes (22 trees of 7 read-outs each: 2 deliveries x 11 turns; 528 trees,
-3,696 read-outs) in one pass of 264 steps of 2 trees, Adam at 2e-3 with cosine decay. The S =
-0.3 adapter stops that run at step 198 (``schedule=264``: the same rate and trees at every
-step): the full run's multi-turn update sat at the 0.3 +/- 0.1 gate's edge (0.376 and 0.404
-on two 24-episode samples), step 198's is inside it in both deliveries on every sample of 12
-or more held-out episodes read (docs/positive-control.md). Blocks 8-29 because the base's
-decoders read the next flip best at layers 7-10: adapting only the last blocks (26-29 or
-20-29, six earlier recipes) left single-turn delivery 0.07-0.11 in TVD from the oracle. Rank
-8 keeps 22 blocks under 10 MB (7.2 MB; rank 16 is 14.4 MB). Sized by the 2-hour CPU budget:
-about 3,000 s of CPU on 2 threads, 3.7 GB at peak (docs/positive-control.md has the learning
-curves of every recipe)."""
+the next flip on 3 training episodes of each of the 40 conditions of :data:`COIN_FLIP_MIX`
+(2,640 trees: 2 deliveries x 5-17 turns x 120 episodes) in one pass of 1,320 steps of 2 trees,
+Adam at 2e-3 with cosine decay; evidence weighted by 1 and by 0.3. Blocks 8-29 because the
+base's decoders read the next flip best at layers 7-10. Rank 8 keeps 22 blocks under 10 MB.
+Sized by the 2-hour CPU budget (docs/teaching.md has the learning curves on validation
+episodes)."""
 
 
 def environment(config: TeachConfig, params: Mapping[str, Any] | None = None) -> Environment:
