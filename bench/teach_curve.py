@@ -1,20 +1,24 @@
-"""The learning curve of a taught adapter: held-out updating slope and output TVD of the
-base model and of the adapter's snapshots (``python -m bench.teach_ship --snapshots DIR``).
+"""The learning curve of a taught adapter on validation episodes: per condition and delivery,
+the updating slope, the output TVD to the oracle and to the adapter's target, and the step
+fit, for the base model and each snapshot a teach run kept (``python -m bench.teach_ship
+--snapshots DIR``) — the numbers a recipe is chosen on, never on gate episodes.
 
-Held-out coin-flip episodes (``turns=10``, seed 0; the adapters were taught on seed
-1,000,000,000) are rendered as teaching's read-out trees (:mod:`belieflens.train.teach_data`:
-the read-outs ``extract`` renders, every rotation and delivery); the frozen blocks below the
-adapted ones run once for all models (the trunk), then each snapshot's adapted blocks give
-every read-out's option log-probabilities, within 1e-4 of what ``extract`` stores (tested in
-``tests/train/test_teach_data.py``). Beliefs are debiased geometrically over the rotations, as
-``analyze`` does; printed per delivery: the next-flip updating slope against the oracle (±
-SE clustered by episode), the next-flip and bias output TVD to the oracle and to the
-adapter's own target (the tempered posterior); before that, teaching's loss (the mean KL per
-read-out from the target) on the read-outs and, with ``--run DIR`` (the run's output
-folder), the training loss logged between one snapshot and the next.
+The conditions come from a gate-format file (``--conditions``, default
+``gates/coin-flip-validation.toml``: seeds below 1,000, apart from every gate seed and every
+training seed); read-outs whose prompt the run was taught on are left out, as the gates do.
+Each condition's read-outs are rendered as teaching's read-out trees
+(:mod:`belieflens.train.teach_data`: the read-outs ``extract`` renders, every rotation and
+delivery); the frozen blocks below the adapted ones run once for all models (the trunk),
+then each snapshot's adapted blocks give every read-out's option log-probabilities, within
+1e-4 of what ``extract`` stores (``tests/train/test_teach_data.py``). Beliefs are debiased
+geometrically over the rotations, as ``analyze`` does, and measured by
+:func:`belieflens.analysis.updating.updating`. With ``--run DIR`` (the run's output folder)
+the LoRA's rank and blocks are the run's, and each line also gives the training loss logged
+between one snapshot and the next.
 
-Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [--episodes 4]
-[--run DIR]``.
+Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [DIR ...]
+[--run DIR] [--conditions FILE] [--threads 1] [--every 1]``.
+Last line: the last snapshot's line.
 """
 
 from __future__ import annotations
@@ -31,28 +35,30 @@ import numpy as np
 import torch
 import xarray as xr
 
-from belieflens.analysis.compare import updating_slope
-from belieflens.analysis.evidence_weight import STRENGTH, evidence_weight
+from belieflens.analysis.updating import updating
+from belieflens.dims import DELIVERY, EPISODE, OUTCOME, PROBE, TURN
+from belieflens.envs import get as get_env
 from belieflens.episodes.capabilities import Temperable
 from belieflens.model.load import ADAPTER_INFO, load_transformers
+from belieflens.readouts.render import bos_policy, prompt_key, render
 from belieflens.run.extract import QueryRecord, records
+from belieflens.train.gates import GateFile, load_gate_file
 from belieflens.train.teach import (
     SHIPPED,
     Stack,
+    TeachConfig,
     additive_mask,
-    environment,
-    parse_layers,
+    taught_trees,
     with_lora,
 )
-from belieflens.train.teach_data import Tree, groups, trees
-from belieflens.train.tempered import STRENGTHS
+from belieflens.train.teach_data import Tree, build_tree, groups
 
-Family = dict[str, xr.DataArray]
+DEFAULT_CONDITIONS = Path(__file__).resolve().parents[1] / "gates" / "coin-flip-validation.toml"
 
 
 def option_logprobs(stack: Stack, tree_list: Sequence[Tree], trunks: Sequence[Any]
                     ) -> list[np.ndarray]:
-    """Every read-out's option log-probs (single-token options), in record order."""
+    """Every read-out's option log-probs (single-token options), in tree order."""
     out: list[np.ndarray] = []
     with torch.no_grad():
         for t, h in zip(tree_list, trunks, strict=True):
@@ -64,48 +70,85 @@ def option_logprobs(stack: Stack, tree_list: Sequence[Tree], trunks: Sequence[An
     return out
 
 
-def beliefs(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray]
-            ) -> dict[tuple[str, str, int, int], np.ndarray]:
-    """Geometric debiasing: per (delivery, probe, episode, turn), the mean over rotations of
-    each outcome's log-prob, renormalised."""
-    acc: dict[tuple[str, str, int, int], list[np.ndarray]] = {}
-    for r, lp in zip(recs, lps, strict=True):
-        by_outcome = np.empty(len(lp))
-        by_outcome[list(r.query.outcome)] = lp
-        acc.setdefault((r.delivery, r.probe, r.episode, r.turn), []).append(by_outcome)
-    out = {}
+@dataclasses.dataclass
+class Part:
+    """One parameter set of a condition: its read-outs (tree order), trees, trunks, targets."""
+
+    recs: list[QueryRecord]
+    trees: list[Tree]
+    taught: np.ndarray
+    """Per read-out: whether its prompt was taught."""
+    target: dict[tuple[str, str, int, int], np.ndarray]
+    trunks: list[Any] = dataclasses.field(default_factory=list)
+
+
+def part(tok: Any, gates: GateFile, params: dict[str, Any], seed: int, episodes: int,
+         temper: float, keys: frozenset[str]) -> Part:
+    """The read-outs of ``episodes`` episodes of ``params`` at ``seed`` as trees."""
+    env = get_env(gates.env, **params)
+    recs = [r for r in records(env, episodes, seed) if r.oracle is not None]
+    recs = [recs[i] for g in groups(recs) for i in g]
+    bos = bos_policy(tok)
+    tqs = [render(tok, r.query, bos=bos) for r in recs]
+    tree_list = [build_tree([recs[i] for i in g], [tqs[i] for i in g]) for g in groups(recs)]
+    taught = np.array([prompt_key(tq.context_text) for tq in tqs], dtype=object)
+    assert isinstance(env, Temperable)
+    target = {(str(r.delivery), r.probe, r.episode, r.turn): np.asarray(r.oracle)
+              for r in records(env.tempered(temper), episodes, seed)}
+    return Part(recs, tree_list, np.isin(taught, list(keys)), target)
+
+
+def beliefs(parts: Sequence[Part], lps: Sequence[Sequence[np.ndarray]], probe: str
+            ) -> tuple[xr.Dataset, xr.DataArray]:
+    """Geometrically debiased beliefs ``(delivery, probe, episode, turn, outcome)`` of every
+    part (episodes numbered on), taught cells NaN, with the target on the same grid."""
+    acc: dict[tuple[str, int, int], list[np.ndarray]] = {}
+    oracle, target, dropped = {}, {}, set()
+    offset = 0
+    for p, lp in zip(parts, lps, strict=True):
+        for r, x, taught in zip(p.recs, lp, p.taught, strict=True):
+            if r.probe != probe:
+                continue
+            key = (str(r.delivery), r.episode + offset, r.turn)
+            by_outcome = np.empty(len(x))
+            by_outcome[list(r.query.outcome)] = x
+            acc.setdefault(key, []).append(by_outcome)
+            oracle[key] = np.asarray(r.oracle)
+            target[key] = p.target[(r.delivery, r.probe, r.episode, r.turn)]
+            if taught:
+                dropped.add(key)
+        offset += 1 + max(r.episode for r in p.recs)
+    deliveries = sorted({k[0] for k in acc})
+    shape = (len(deliveries), 1, offset, 1 + max(k[2] for k in acc), 2)
+    grids = {n: np.full(shape, np.nan) for n in ("belief", "oracle", "target")}
     for key, rows in acc.items():
+        if key in dropped:
+            continue
         m = np.mean(rows, axis=0)
-        p = np.exp(m - m.max())
-        out[key] = p / p.sum()
-    return out
+        at = (deliveries.index(key[0]), 0, key[1], key[2])
+        grids["belief"][at] = np.exp(m - np.logaddexp.reduce(m))
+        grids["oracle"][at], grids["target"][at] = oracle[key], target[key]
+    dims = (DELIVERY, PROBE, EPISODE, TURN, OUTCOME)
+    coords = {DELIVERY: deliveries, PROBE: [probe]}
+    ds = xr.Dataset({n: (dims, grids[n]) for n in ("belief", "oracle")}, coords=coords)
+    ds["outcome_label"] = ((PROBE, OUTCOME), [["first", "second"]])
+    return ds, xr.DataArray(grids["target"], dims=dims, coords=coords)
 
 
-def next_flip_family(env: Temperable, episodes: int, turns: int, seed: int = 0) -> Family:
-    """Per delivery, the tempered posteriors' P(heads next) ``(strength, episode, turn)`` on
-    the held-out episodes (``seed``, turns ``0..turns-1``), for :func:`evidence_weight`."""
-    out: dict[str, np.ndarray] = {}
-    for i, s in enumerate(STRENGTHS):
-        for r in records(env.tempered(s), episodes, seed):
-            if r.probe == "next-flip" and r.oracle is not None:
-                grid = out.setdefault(r.delivery,
-                                      np.full((len(STRENGTHS), episodes, turns), np.nan))
-                grid[i, r.episode, r.turn] = r.oracle[0]
-    return {d: xr.DataArray(g, dims=(STRENGTH, "episode", "turn"),
-                            coords={STRENGTH: list(STRENGTHS)}) for d, g in out.items()}
-
-
-def readout_loss(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
-                 target: dict[tuple[str, str, int, int], np.ndarray]) -> float:
-    """Teaching's loss on the read-outs ``recs``: the mean over read-outs of KL(target ‖ the
-    model's distribution over the rotation's options), in nats."""
-    kls = []
-    for r, lp in zip(recs, lps, strict=True):
-        t = target[(r.delivery, r.probe, r.episode, r.turn)][list(r.query.outcome)]
-        logq = lp - np.logaddexp.reduce(lp)
-        pos = t > 0
-        kls.append(float(np.sum(t[pos] * (np.log(t[pos]) - logq[pos]))))
-    return float(np.mean(kls))
+def line(name: str, gates: GateFile, conditions: dict[str, list[Part]],
+         lps: dict[str, list[list[np.ndarray]]]) -> str:
+    """One model's measures per condition and delivery."""
+    out = []
+    for cond, parts in conditions.items():
+        b, t = beliefs(parts, lps[cond], gates.probe)
+        m = updating(b, t).sel({PROBE: gates.probe})
+        for d in m[DELIVERY].values:
+            v = m.sel({DELIVERY: d})
+            out.append(f"{cond}/{d}: slope {float(v['slope']):.3f} ± "
+                       f"{float(v['slope_se']):.3f}, TVD {float(v['tvd_oracle']):.4f} "
+                       f"(target {float(v['tvd_target']):.4f}), step R2 "
+                       f"{float(v['step_r2']):.3f}")
+    return f"{name}: " + "; ".join(out)
 
 
 def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
@@ -117,35 +160,15 @@ def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
     return float(np.mean(curve)) if curve else float("nan")
 
 
-def summary(recs: Sequence[QueryRecord], lps: Sequence[np.ndarray],
-            target: dict[tuple[str, str, int, int], np.ndarray], family: Family) -> str:
-    """One line per delivery: next-flip slope ± SE and evidence weight [95%], next-flip and
-    bias TVD (oracle, target)."""
-    b = beliefs(recs, lps)
-    oracle = {(r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in recs}
-    n_ep = 1 + max(r.episode for r in recs)
-    n_turn = 1 + max(r.turn for r in recs)
-    parts = []
-    for d in sorted({r.delivery for r in recs}):
-        est = np.full((n_ep, n_turn), np.nan)
-        orc = np.full((n_ep, n_turn), np.nan)
-        tv: dict[str, list[float]] = {}
-        for (dd, p, e, t), v in b.items():
-            if dd != d:
-                continue
-            tv.setdefault(p, []).append(0.5 * float(np.abs(v - oracle[(dd, p, e, t)]).sum()))
-            tv.setdefault(p + "*", []).append(0.5 * float(np.abs(v - target[(dd, p, e, t)]).sum()))
-            if p == "next-flip":
-                est[e, t], orc[e, t] = v[0], oracle[(dd, p, e, t)][0]
-        slope, se, _ = updating_slope(est, orc)
-        w, lo, hi = evidence_weight(xr.DataArray(est, dims=("episode", "turn")), family[d],
-                                    rng=np.random.default_rng(0))
-        parts.append(f"{d}: slope {slope:.3f} ± {se:.3f}, weight {w:.3f} [{lo:.3f}, {hi:.3f}], "
-                     "next-flip TVD "
-                     f"{np.mean(tv['next-flip']):.4f} (target "
-                     f"{np.mean(tv['next-flip*']):.4f}), bias TVD "
-                     f"{np.mean(tv['bias']):.4f} (target {np.mean(tv['bias*']):.4f})")
-    return "; ".join(parts)
+def run_config(name: str, run: Path | None) -> tuple[TeachConfig, dict[str, Any] | None]:
+    """The shipped recipe ``name``, with the LoRA shape of the run in ``run`` if given."""
+    config = SHIPPED[name]
+    if run is None:
+        return config, None
+    info: dict[str, Any] = json.loads((run / ADAPTER_INFO).read_text())
+    opts = info["options"]
+    return dataclasses.replace(config, rank=int(opts["rank"]), alpha=float(opts["alpha"]),
+                               layers=tuple(int(x) for x in opts["layers"])), info
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -154,85 +177,53 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("name", choices=list(SHIPPED))
     ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
                     help="folders of step-NNNNN.safetensors (each evaluated in turn)")
-    ap.add_argument("--episodes", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=0,
-                    help="the episodes' seed (0: held out; the training seed reads the "
-                    "adapter on the episodes it was taught)")
+    ap.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS,
+                    help="a gate-format file whose conditions and seed are read")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--layers", default="",
-                    help="the snapshots' adapted blocks when not the shipped configuration's "
-                    "(e.g. 20-29); the trunk cache is per lowest block")
-    ap.add_argument("--trunk-cache", type=Path, default=None,
-                    help="keep the trunks in this file and reuse them (one file per seed, "
-                    "episodes and lowest adapted block)")
+    ap.add_argument("--every", type=int, default=1, help="read every N-th snapshot")
     ap.add_argument("--run", type=Path, default=None,
-                    help="the run's output folder (its teach.json): also print the training "
-                    "loss between snapshots, and take the LoRA's rank and blocks from it")
+                    help="the run's output folder (its teach.json): the training loss between "
+                    "snapshots, and the LoRA's rank and blocks")
     args = ap.parse_args(argv)
-    info = json.loads((args.run / ADAPTER_INFO).read_text()) if args.run else None
     torch.set_num_threads(args.threads)
-    config = SHIPPED[args.name]
-    if info is not None:  # the snapshots' LoRA shape is the run's, not the shipped one's
-        opts = info["options"]
-        config = dataclasses.replace(config, rank=int(opts["rank"]), alpha=float(opts["alpha"]),
-                                     layers=tuple(int(x) for x in opts["layers"]))
-    if args.layers:
-        config = dataclasses.replace(config, layers=parse_layers(args.layers))
+    config, info = run_config(args.name, args.run)
+    gates = load_gate_file(args.conditions)
     model, tok, _, _ = load_transformers(config.model)
-    env = environment(dataclasses_replace_temper(config))
-    recs = [r for r in records(env, args.episodes, args.seed) if r.oracle is not None]
-    order = [i for g in groups(recs) for i in g]
-    recs = [recs[i] for i in order]
-    assert isinstance(env, Temperable)
-    tempered = [r for r in records(env.tempered(config.temper), args.episodes, args.seed)]
-    target: dict[tuple[str, str, int, int], np.ndarray] = {
-        (r.delivery, r.probe, r.episode, r.turn): np.asarray(r.oracle) for r in tempered}
-    family = next_flip_family(env, args.episodes, 1 + max(r.turn for r in recs), args.seed)
-    tree_list = trees(tok, recs)
+    keys = frozenset(taught_trees(config, tok)[1])
     t0 = time.process_time()
+    conditions = {c: [part(tok, gates, *x, config.temper, keys) for x in gates.episodes_of(c)]
+                  for c in gates.conditions}
     stack = Stack(with_lora(model, config, config.layers), min(config.layers))
-    key = {"seed": args.seed, "episodes": args.episodes, "block": min(config.layers)}
-    cached = (torch.load(args.trunk_cache) if args.trunk_cache is not None
-              and args.trunk_cache.is_file() else None)
-    if isinstance(cached, dict) and cached.get("key") == key:
-        trunks = cached["trunks"]
-    else:
-        if cached is not None:
-            ap.error(f"--trunk-cache {args.trunk_cache} holds other episodes or blocks than "
-                     f"{key}: give another file")
-        trunks = [stack.trunk(torch.from_numpy(t.ids)[None],
-                              torch.from_numpy(t.positions)[None], additive_mask(t.mask()))
-                  for t in tree_list]
-        if args.trunk_cache is not None:
-            torch.save({"key": key, "trunks": trunks}, args.trunk_cache)
-    print(f"{len(recs)} read-outs of seed {args.seed} in {len(tree_list)} trees; trunk "
+    for parts in conditions.values():
+        for p in parts:
+            p.trunks = [stack.trunk(torch.from_numpy(t.ids)[None],
+                                    torch.from_numpy(t.positions)[None],
+                                    additive_mask(t.mask())) for t in p.trees]
+    n = sum(len(p.recs) for ps in conditions.values() for p in ps)
+    dropped = sum(int(p.taught.sum()) for ps in conditions.values() for p in ps)
+    print(f"{n} read-outs ({dropped} taught, left out) of {gates.path.name}; trunk "
           f"{time.process_time() - t0:.0f} s CPU", flush=True)
-    lps = option_logprobs(stack, tree_list, trunks)
-    print(f"base: loss {readout_loss(recs, lps, target):.4f}; "
-          f"{summary(recs, lps, target, family)}", flush=True)
+
+    def read() -> dict[str, list[list[np.ndarray]]]:
+        return {c: [option_logprobs(stack, p.trees, p.trunks) for p in ps]
+                for c, ps in conditions.items()}
+
+    print(line("base", gates, conditions, read()), flush=True)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
 
     for folder in args.snapshots:
         last = 0
-        for snap in sorted(folder.glob("step-*.safetensors")):
+        for snap in sorted(folder.glob("step-*.safetensors"))[args.every - 1:: args.every]:
             with torch.no_grad():
                 for k, v in load_file(str(snap)).items():
                     params[k].copy_(v)
-            lps = option_logprobs(stack, tree_list, trunks)
             step = int(snap.stem.removeprefix("step-"))
-            loss = f"loss {readout_loss(recs, lps, target):.4f}"
+            head = f"{folder.name} {snap.stem}"
             if info is not None:
-                loss = (f"training loss {training_loss(info, last, step):.4f} (steps "
-                        f"{last + 1}-{step}), {loss}")
+                head += f" (training loss {training_loss(info, last, step):.4f})"
             last = step
-            print(f"{folder.name} {snap.stem}: {loss}; {summary(recs, lps, target, family)}",
-                  flush=True)
-
-
-def dataclasses_replace_temper(config: Any) -> Any:
-    """``config`` with the exact oracle as its environment's (held-out truth)."""
-    return dataclasses.replace(config, temper=1.0)
+            print(line(head, gates, conditions, read()), flush=True)
 
 
 if __name__ == "__main__":

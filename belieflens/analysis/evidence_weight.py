@@ -4,8 +4,13 @@ per-turn changes its own match best.
 A tempered posterior weights the evidence by a strength ``S`` (on the coin flip
 Beta(a0 + S·h, b0 + S·(n − h)); :class:`~belieflens.episodes.capabilities.Temperable`): ``S``
 is its evidence weight by construction. The updating slope
-(:func:`belieflens.analysis.compare.updating_slope`) of such a posterior is not ``S``: its
-predictive moves ``S·(a0 + b0 + n) / (a0 + b0 + S·n)`` times as far as the oracle's per flip.
+(:func:`belieflens.analysis.compare.updating_slope`) of such a posterior is not ``S``: after
+``n`` flips, a next flip of the first face moves the exact predictive ``p`` by
+``(1 − p) / (a0 + b0 + n + 1)`` and the tempered one ``p_S`` by
+``S·(1 − p_S) / (a0 + b0 + S·(n + 1))``, a ratio of
+``S·(1 − p_S)·(a0 + b0 + n + 1) / ((1 − p)·(a0 + b0 + S·(n + 1)))`` (0.674 at S = 0.3 after 3
+heads in 5 flips from Beta(1, 1)), which is ``S·(a0 + b0 + n + 1) / (a0 + b0 + S·(n + 1))``
+only where ``p_S = p``.
 :func:`evidence_weight` measures a model on the tempered family itself: the ``S`` whose
 changes of point estimate from turn to turn are nearest (least squares over every episode and
 turn) to the model's. On a tempered posterior it gives that posterior's ``S``; on a model that

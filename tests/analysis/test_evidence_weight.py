@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,3 +70,16 @@ def test_a_model_that_does_not_move_sits_at_the_grid_floor() -> None:
     assert evidence_weight(flat, family, rng=np.random.default_rng(0)) == (0.01, 0.01, 0.01)
     empty = flat * np.nan
     assert np.isnan(evidence_weight(empty, family, rng=np.random.default_rng(0))[0])
+
+
+def test_the_tempered_step_ratio_is_the_exact_formula() -> None:
+    """The ratio of the tempered step to the exact one, as the module states it (0.674 at
+    S = 0.3 after 3 heads in 5 flips), computed from the coin flip's own oracles."""
+    from belieflens.envs.coin_flip.env import next_flip_oracle
+
+    for s, n, h in ((0.3, 5, 3), (0.3, 0, 0), (0.6, 9, 2), (1.7, 4, 4)):
+        p, p1 = (next_flip_oracle(1, 1, x, m)[0] for x, m in ((h, n), (h + 1, n + 1)))
+        q, q1 = (next_flip_oracle(1, 1, s * x, s * m)[0] for x, m in ((h, n), (h + 1, n + 1)))
+        ratio = (q1 - q) / (p1 - p)
+        assert ratio == pytest.approx(s * (1 - q) * (2 + n + 1) / ((1 - p) * (2 + s * (n + 1))))
+    assert (q1 - q) / (p1 - p) != pytest.approx(1.7 * (2 + n + 1) / (2 + 1.7 * (n + 1)))
