@@ -91,7 +91,7 @@ GATE_EPISODES ?= 24
 gates: setup
 	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out $(CALIBRATION) --episodes $(GATE_EPISODES)
 
-# The causal check on the taught model beside its base (docs/positive-control.md): steering
+# The causal check on the taught model beside its base (docs/teaching.md): steering
 # along the ridge decoder's direction and patching between episodes, on the next-flip
 # multi-turn read-outs of the calibration's held-out studies (make calibration writes them).
 CAUSAL_LAYERS ?= 10,20,26,28
@@ -109,7 +109,7 @@ causal-taught: setup
 
 # Every internal read-out beside its floor: each shipped toy and three untrained networks of its
 # shape (--init random:SEED) extracted on the same study, analysed with --floor (the gates of
-# docs/positive-control.md); runs/floors/<toy>/ holds each report.
+# docs/floors.md); runs/floors/<toy>/ holds each report.
 floor-toys: setup
 	mkdir -p $(FLOORS)
 	for toy in $(FLOOR_TOYS); do \

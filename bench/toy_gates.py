@@ -1,5 +1,5 @@
 """The model-level gates of the toy transformers (``coin-toy``, ``mess3-toy``,
-``rrxor-toy``): every gate of docs/positive-control.md that needs only the model.
+``rrxor-toy``): every gate of docs/toys.md that needs only the model.
 
 For each toy (a shipped name or a folder):
 

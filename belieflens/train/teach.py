@@ -212,12 +212,12 @@ on 24 training episodes (22 trees of 7 read-outs each: 2 deliveries x 11 turns; 
 0.3 adapter stops that run at step 198 (``schedule=264``: the same rate and trees at every
 step): the full run's multi-turn update sat at the 0.3 +/- 0.1 gate's edge (0.376 and 0.404
 on two 24-episode samples), step 198's is inside it in both deliveries on every sample of 12
-or more held-out episodes read (docs/positive-control.md). Blocks 8-29 because the base's
+or more held-out episodes read (docs/teaching.md). Blocks 8-29 because the base's
 decoders read the next flip best at layers 7-10: adapting only the last blocks (26-29 or
 20-29, six earlier recipes) left single-turn delivery 0.07-0.11 in TVD from the oracle. Rank
 8 keeps 22 blocks under 10 MB (7.2 MB; rank 16 is 14.4 MB). Sized by the 2-hour CPU budget:
-about 3,000 s of CPU on 2 threads, 3.7 GB at peak (docs/positive-control.md has the learning
-curves of every recipe)."""
+about 3,000 s of CPU on 2 threads, 3.7 GB at peak (docs/teaching.md has the shipped
+recipe's learning curve, docs/results/recipes.md every recipe tried)."""
 
 
 def environment(config: TeachConfig) -> Environment:
