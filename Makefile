@@ -168,10 +168,11 @@ floor-taught: setup
 		--out $(FLOORS)/models/compare-taught
 
 # Two more seeds of each shipped toy with the shipped recipe (belieflens/data/toys/seeds/),
-# then every gate of bench/toy_gates.py across the three seeds.
+# then every gate of bench/toy_gates.py across the three seeds (docs/results/toy-gates.md).
 toy-seeds: setup
 	for s in 1 2; do $(PY) -m bench.toy_ship --seed $$s --threads 1 --no-progress || exit 1; done
-	$(PY) -m bench.toy_gates coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1
+	$(PY) -m bench.toy_gates coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1 \
+		--coin-sequences 4000 --coin-regression-sequences 1000 --results toy-gates
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says
