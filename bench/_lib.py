@@ -93,6 +93,21 @@ def start_results(args: argparse.Namespace, *, threads: int | None = None,
     return results.start(threads=threads, gpu=gpu)
 
 
+def write_line_results(recorder: Recorder | None, name: str | None, line: str, *,
+                       data: dict[str, object] | None = None) -> None:
+    """Write a benchmark's last line (``key=value`` figures) as a two-column results table,
+    one row per figure, when ``--results`` was given; nothing otherwise.
+
+    Example:
+        ``write_line_results(rec, args.results, "ratio=1.07 tok_s=3873")`` writes the rows
+        ``ratio | 1.07`` and ``tok_s | 3873``.
+    """
+    if recorder is None or not name:
+        return
+    rows = [pair.split("=", 1) for pair in line.split() if "=" in pair]
+    recorder.write(name, ["figure", "value"], rows, data={"line": line, **(data or {})})
+
+
 # Peak memory ------------------------------------------------------------------------------
 
 
