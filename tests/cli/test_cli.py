@@ -72,3 +72,27 @@ def test_console_script_exit_code() -> None:
     )
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "'a0'" in r.stderr
+
+
+@pytest.mark.parametrize("group", [[], ["intervene"], ["lens"]])
+def test_help_lists_each_command_summary_as_whole_sentences(group: list[str]) -> None:
+    """At any width each summary is its docstring's first paragraph, one sentence run on
+    (the docstring's own line breaks used to cut compare's, teach's and models' mid-way)."""
+    import inspect
+    import re
+
+    from belieflens.cli.main import app as root
+
+    apps = {"": root, **{i.name: i.typer_instance for i in root.registered_groups}}
+    chosen = apps["".join(group)]
+    assert chosen is not None
+    commands = chosen.registered_commands
+    wide = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "400"})
+    assert wide.exit_code == 0
+    for command in commands:
+        name = command.name or command.callback.__name__.replace("_", "-")  # type: ignore[union-attr]
+        doc = inspect.getdoc(command.callback) or ""
+        summary = " ".join(doc.split("\n\n")[0].split())
+        assert summary.endswith("."), name
+        row = re.compile(rf"^│ {re.escape(name)} +{re.escape(summary)} +│$", re.M)
+        assert row.search(wide.output), f"{name}: not one row:\n{wide.output}"
