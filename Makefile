@@ -91,7 +91,7 @@ GATE_EPISODES ?= 24
 gates: setup
 	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out $(CALIBRATION) --episodes $(GATE_EPISODES)
 
-# The causal check on the taught model beside its base (docs/positive-control.md): steering
+# The causal check on the taught model beside its base (docs/teaching.md): steering
 # along the ridge decoder's direction and patching between episodes, on the next-flip
 # multi-turn read-outs of the calibration's held-out studies (make calibration writes them).
 CAUSAL_LAYERS ?= 10,20,26,28
@@ -109,7 +109,7 @@ causal-taught: setup
 
 # Every internal read-out beside its floor: each shipped toy and three untrained networks of its
 # shape (--init random:SEED) extracted on the same study, analysed with --floor (the gates of
-# docs/positive-control.md); runs/floors/<toy>/ holds each report.
+# docs/floors.md); runs/floors/<toy>/ holds each report.
 floor-toys: setup
 	mkdir -p $(FLOORS)
 	for toy in $(FLOOR_TOYS); do \
@@ -168,10 +168,11 @@ floor-taught: setup
 		--out $(FLOORS)/models/compare-taught
 
 # Two more seeds of each shipped toy with the shipped recipe (belieflens/data/toys/seeds/),
-# then every gate of bench/toy_gates.py across the three seeds.
+# then every gate of bench/toy_gates.py across the three seeds (docs/results/toy-gates.md).
 toy-seeds: setup
 	for s in 1 2; do $(PY) -m bench.toy_ship --seed $$s --threads 1 --no-progress || exit 1; done
-	$(PY) -m bench.toy_gates coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1
+	$(PY) -m bench.toy_gates coin-toy mess3-toy rrxor-toy --seeds 0 1 2 --threads 1 \
+		--coin-sequences 4000 --coin-regression-sequences 1000 --results toy-gates
 
 # Debian's chromium for the browser tests (tests marked `browser`, driven by Playwright with
 # executable_path; no browser download). Quick when it is there; without root it only says

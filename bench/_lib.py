@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from belieflens.envs import Environment
     from belieflens.model.load import LoadedModel
     from belieflens.readouts.render import TokenizedQuery
+    from belieflens.results import Recorder
     from belieflens.types import KernelName
 
 # The clock --------------------------------------------------------------------------------
@@ -61,6 +62,50 @@ def apply_clock(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     use_clock(args.clock)
+
+
+# Results files ----------------------------------------------------------------------------
+#
+# A benchmark whose numbers the docs quote takes ``--results NAME`` and then writes its table
+# to ``docs/results/NAME.md`` (and ``NAME.json``) through ``belieflens.results``: the docs
+# include that file, so its numbers are never retyped. Without the option nothing is written.
+
+
+def add_results_option(ap: argparse.ArgumentParser) -> None:
+    """Add ``--results NAME`` to a benchmark's parser."""
+    ap.add_argument("--results", metavar="NAME", default=None,
+                    help="write the table to docs/results/NAME.md and NAME.json (the files "
+                         "the docs include)")
+
+
+def start_results(args: argparse.Namespace, *, threads: int | None = None,
+                  gpu: str = "none") -> Recorder | None:
+    """A results recorder started now when ``--results`` was given, else ``None``.
+
+    ``threads`` defaults to ``args.threads`` where the parser has it.
+    """
+    if not getattr(args, "results", None):
+        return None
+    from belieflens import results
+
+    if threads is None and isinstance(getattr(args, "threads", None), int):
+        threads = args.threads
+    return results.start(threads=threads, gpu=gpu)
+
+
+def write_line_results(recorder: Recorder | None, name: str | None, line: str, *,
+                       data: dict[str, object] | None = None) -> None:
+    """Write a benchmark's last line (``key=value`` figures) as a two-column results table,
+    one row per figure, when ``--results`` was given; nothing otherwise.
+
+    Example:
+        ``write_line_results(rec, args.results, "ratio=1.07 tok_s=3873")`` writes the rows
+        ``ratio | 1.07`` and ``tok_s | 3873``.
+    """
+    if recorder is None or not name:
+        return
+    rows = [pair.split("=", 1) for pair in line.split() if "=" in pair]
+    recorder.write(name, ["figure", "value"], rows, data={"line": line, **(data or {})})
 
 
 # Peak memory ------------------------------------------------------------------------------

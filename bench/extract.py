@@ -50,13 +50,16 @@ from belieflens.run.trie import build
 from bench._lib import (
     WriteTimer,
     add_clock_options,
+    add_results_option,
     apply_clock,
     bench_env,
     floor_rate,
     now,
     peak_rss_mb,
     queries,
+    start_results,
     sustained_rate,
+    write_line_results,
 )
 
 if TYPE_CHECKING:
@@ -162,7 +165,9 @@ def main() -> None:
     ap.add_argument("--breakdown-rounds", type=int, default=3,
                     help="rounds of bench/floor_gap.py's paired breakdown on each workload "
                          "(0: skip it)")
+    add_results_option(ap)
     args = ap.parse_args()
+    recorder = start_results(args)
     apply_clock(args)
     loaded = load("smollm2-135m", device=args.device, kernels=args.kernels)
     env = bench_env("coin-flip", args.turns)
@@ -208,8 +213,10 @@ def main() -> None:
         c = naive_loop(loaded, tqs)
         print(f"(c) naive run_with_cache loop: {c:.1f}s ({naive_tokens / c:.0f} tok/s)")
     peak = peak_rss_mb()
-    print(f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
-          f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{ratios}")
+    line = (f"ratio_vs_limit={a / b:.2f} speedup_vs_naive={c / a:.1f} peak_rss_mb={peak:.0f} "
+            f"ratio_vs_floor={a / f:.2f} write_share={100 * write_s / a:.1f}%{ratios}")
+    print(line)
+    write_line_results(recorder, args.results, line)
 
 
 if __name__ == "__main__":

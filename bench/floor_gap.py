@@ -61,13 +61,16 @@ from belieflens.run.trie import build, pack, schedule_rows
 from belieflens.run.trie_runner import ROW_TOKENS, run_trie
 from bench._lib import (
     add_clock_options,
+    add_results_option,
     apply_clock,
     bench_env,
     floor_rate,
     now,
     parse_sets,
     queries,
+    start_results,
     sustained_rate,
+    write_line_results,
 )
 
 if TYPE_CHECKING:
@@ -200,7 +203,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--floor-repeat", type=int, default=3)
     add_clock_options(ap)
+    add_results_option(ap)
     args = ap.parse_args()
+    recorder = start_results(args)
     apply_clock(args)
     model = load("smollm2-135m")
     tqs = queries(model, bench_env(args.env, args.turns, parse_sets(args.params)), args.episodes)
@@ -209,7 +214,9 @@ def main() -> None:
     print(f"clock={args.clock}")
     out = breakdown(model, plain_model(model), tqs, label=args.env, rounds=args.rounds,
                     floor_repeat=args.floor_repeat)
-    print(" ".join(f"{k}={v:.2f}" for k, v in out.items()))
+    line = " ".join(f"{k}={v:.2f}" for k, v in out.items())
+    print(line)
+    write_line_results(recorder, args.results, line)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench._lib import add_clock_options, apply_clock, now, smol_shaped_random
+from bench._lib import (
+    add_clock_options,
+    add_results_option,
+    apply_clock,
+    now,
+    smol_shaped_random,
+    start_results,
+    write_line_results,
+)
 
 PATHS = ("kv", "from", "naive")
 
@@ -178,7 +186,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
     add_clock_options(ap)
+    add_results_option(ap)
     args = ap.parse_args()
+    recorder = start_results(args)
 
     import numpy as np
 
@@ -211,9 +221,10 @@ def main() -> None:
             sk = steer_round(model, study, rows, args.batch_rows, args.alphas).report("steer")
             ratios.append((*pk, *sk))
     med = [statistics.median(x[i] for x in ratios) for i in range(4)]
-    print(f"median of {args.repeats}: patch_kv_vs_naive={med[0]:.2f} "
-          f"patch_kv_vs_from={med[1]:.2f} steer_kv_vs_naive={med[2]:.2f} "
-          f"steer_kv_vs_from={med[3]:.2f}")
+    line = (f"patch_kv_vs_naive={med[0]:.2f} patch_kv_vs_from={med[1]:.2f} "
+            f"steer_kv_vs_naive={med[2]:.2f} steer_kv_vs_from={med[3]:.2f}")
+    print(f"median of {args.repeats}: {line}")
+    write_line_results(recorder, args.results, line)
 
 
 if __name__ == "__main__":

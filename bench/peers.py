@@ -49,7 +49,16 @@ import torch
 from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run.rows import Row, forward_rows, pad_token_id, resid_hook_names
-from bench._lib import add_clock_options, apply_clock, bench_env, now, queries
+from bench._lib import (
+    add_clock_options,
+    add_results_option,
+    apply_clock,
+    bench_env,
+    now,
+    queries,
+    start_results,
+    write_line_results,
+)
 
 EXTRA = "pip install 'belieflens[bench]'"
 """How to install the peers (the ``bench`` extra of pyproject.toml)."""
@@ -213,7 +222,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kernels", default="auto", help="belieflens's CPU kernels")
     add_clock_options(ap)
+    add_results_option(ap)
     args = ap.parse_args()
+    recorder = start_results(args)
     apply_clock(args)
     loaded = load("smollm2-135m", kernels=args.kernels)
     env = bench_env("coin-flip", args.turns)
@@ -241,6 +252,7 @@ def main() -> None:
     line = " ".join(f"{name}_s={med[name]:.1f}" for name in names)
     line += "".join(f" vs_{name}={med[name] / med['belieflens']:.2f}" for name in names[1:])
     print(line)
+    write_line_results(recorder, args.results, line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The model-level gates of the toy transformers (``coin-toy``, ``mess3-toy``,
-``rrxor-toy``): every gate of docs/positive-control.md that needs only the model.
+``rrxor-toy``): every gate of docs/toys.md that needs only the model.
 
 For each toy (a shipped name or a folder):
 
@@ -48,6 +48,7 @@ import torch
 
 from belieflens.envs.tokens.coin import CoinTokens
 from belieflens.train.toy import TOY_NAMES, Toy, load_toy, residuals, with_bos
+from bench._lib import add_results_option, start_results
 
 FOLDS = 5
 """Cross-validation folds over training sequences (the ridge strength)."""
@@ -403,6 +404,40 @@ def spread(name: str, results: Sequence[dict[str, Any]], seeds: Sequence[int]) -
     return lines
 
 
+TABLE_ROWS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "coin-tokens": (
+        ("tvd_mean", "output TVD to the posterior predictive", "{:.4f}"),
+        ("updating_slope", "updating slope", "{:.4f}"),
+        ("r2_mean_per_layer (best)", "posterior-mean R², best layer", "{:.4f}"),
+        ("r2_mean_baseline_last8_and_position", "posterior-mean R², last 8 flips + position",
+         "{:.4f}"),
+        ("r2_bins_best_layer", "posterior over bins R², best layer", "{:.4f}"),
+    ),
+    "hmm": (
+        ("ce_excess max t>=2", "largest cross-entropy excess at t ≥ 2", "{:.2%}"),
+        ("r2_per_layer (best)", "belief R², best layer", "{:.4f}"),
+        ("r2_concat", "belief R², all layers concatenated", "{:.4f}"),
+        ("r2_shuffled_best_layer", "shuffled control, best layer", "{:.4f}"),
+        ("r2_from_model_next_token", "R² from its own next-token distribution", "{:.4f}"),
+    ),
+}
+"""Per process kind: the gate numbers of the results table (key of :func:`_numbers`, label,
+format)."""
+
+
+def table_rows(name: str, results: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The results table's rows of toy ``name``: each gate number across ``results`` (one
+    column per run), then how many of its gates each run passes."""
+    kind = "coin-tokens" if results[0]["process"] == "coin-tokens" else "hmm"
+    numbers = [_numbers(r) for r in results]
+    rows = [[f"`{name}` {label}", *(fmt.format(n[key]) if key in n else "—" for n in numbers)]
+            for key, label, fmt in TABLE_ROWS[kind]]
+    rows.append([f"`{name}` gates passed",
+                 *(f"{sum(map(bool, r['gates'].values()))} of {len(r['gates'])}"
+                   for r in results)])
+    return rows
+
+
 def _folders(toys: Sequence[str], seeds: Sequence[int] | None, seed_dir: Path | None
              ) -> list[tuple[str, str, int]]:
     """(toy, folder or name, seed) for each run."""
@@ -442,7 +477,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="run each toy's seeds (0: the shipped toy) and print their spread")
     ap.add_argument("--seed-dir", type=Path, default=None,
                     help="the folder of the other seeds' toys (<name>-seed<S>)")
+    add_results_option(ap)
     args = ap.parse_args(argv)
+    recorder = start_results(args)
     HELD_OUT = args.held_out
     torch.set_num_threads(args.threads)
     results = []
@@ -456,6 +493,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             print("\n".join(spread(name, mine, args.seeds)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    if recorder is not None:
+        seeds = args.seeds or [0]
+        rows = [row for name in args.toys for row in table_rows(
+            name, [r for (t, _, _), r in zip(runs, results, strict=True) if t == name])]
+        recorder.write(args.results, ["gate number", *(f"seed {s}" for s in seeds)], rows,
+                       data={"runs": results})
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from belieflens.train.toy import (
     train,
     training_batch,
 )
+from bench._lib import add_results_option, start_results, write_line_results
 
 
 def plain_loop(config: ToyConfig, steps: int) -> float:
@@ -73,7 +74,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    add_results_option(ap)
     args = ap.parse_args(argv)
+    recorder = start_results(args)
     torch.set_num_threads(args.threads)
     config = TOYS[args.toy]
     print(f"{args.toy}: {config.process} {dict(config.params)}; {config.n_layer} layers, "
@@ -86,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         fast.append(trainer(config, args.steps))
         print(f"repeat {r}: trainer {fast[-1]:,.0f} tok/s, plain loop {plain[-1]:,.0f} tok/s")
     f, p = float(np.median(fast)), float(np.median(plain))
-    print(f"trainer_tok_s={f:.0f} plain_tok_s={p:.0f} ratio={f / p:.2f}")
+    line = f"trainer_tok_s={f:.0f} plain_tok_s={p:.0f} ratio={f / p:.2f}"
+    print(line)
+    write_line_results(recorder, args.results, line)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,24 @@
    docstrings that head API reference pages (``belieflens``, ``belieflens.analysis.accessor``):
    the environment classes' without a model, the others next to the study of Getting started
    on the embedded model. An example that is not run says so (``+SKIP`` and "not run").
+4. Numbers are written by their commands, not typed: every results file (``docs/results/NAME.md``
+   and ``NAME.json``, written through ``belieflens.results``) names a command that exists (a
+   ``bench`` module, a ``make`` target, a ``belieflens`` command or a test file), has a
+   complete header, is its JSON's rendering (not edited by hand) and is included by a page;
+   every table of numbers on a docs page is an included results file (``--8<--
+   "docs/results/NAME.md"``) or is marked, on the line right above it, ``<!-- illustrative:
+   REASON -->`` (an example, or a configuration rather than a measurement). A failure names
+   the file.
 """
 
 from __future__ import annotations
 
 import doctest
 import inspect
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,6 +45,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
+
+from belieflens import results
 
 if TYPE_CHECKING:
     from belieflens.model.load import LoadedModel
@@ -133,6 +145,185 @@ def test_readme_models_table_lists_the_embedded_models() -> None:
 
 def test_readme_stays_short() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) < 200
+
+
+# --- results files --------------------------------------------------------------------------
+
+RESULTS = DOCS / "results"
+ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (?P<why>\S.*?) -->$")
+SNIPPET = re.compile(r'^--8<-- "(?P<path>docs/results/[^"]+)"$', re.M)
+NUMBER = re.compile(r"\d\.\d|\d ?%")
+"""A table cell holding a measured-looking number: a decimal or a percentage."""
+
+
+def make_targets(makefile: Path = ROOT / "Makefile") -> set[str]:
+    """The Makefile's targets (a pattern rule ``model-%`` as itself)."""
+    text = makefile.read_text(encoding="utf-8")
+    return {m[1] for m in re.finditer(r"^([A-Za-z0-9_%.-]+):(?!=)", text, re.M)}
+
+
+def cli_commands() -> set[str]:
+    """The ``belieflens`` commands (``lens``, ``intervene`` and the others)."""
+    import typer.main
+
+    from belieflens.cli.main import app
+
+    group = typer.main.get_command(app)
+    return set(getattr(group, "commands", {}))
+
+
+def command_problem(command: str, *, targets: set[str], commands: set[str],
+                    root: Path = ROOT) -> str | None:
+    """Why ``command`` (a results header's) names nothing that exists, or ``None``.
+
+    Each segment (split at ``;``, ``&&``, ``|``) is checked: after environment assignments,
+    ``nice``/``time`` and a ``.venv/bin/`` prefix, it must be ``python -m bench.NAME`` with
+    ``bench/NAME.py`` present, ``make TARGET`` with a Makefile target, ``belieflens COMMAND``
+    with a CLI command, or ``pytest tests/FILE.py`` with the file present.
+    """
+    for segment in re.split(r";|&&|\|", command):
+        try:
+            words = shlex.split(segment)
+        except ValueError as e:
+            return f"command does not parse ({e})"
+        while words and (re.match(r"^[A-Z_][A-Z0-9_]*=", words[0])
+                         or words[0] in ("nice", "time", "/usr/bin/time", "-v")
+                         or re.fullmatch(r"-n|-?\d+", words[0])):
+            words = words[1:]
+        if not words:
+            continue
+        head = words[0].removeprefix(".venv/bin/")
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        if head in ("python", "python3") and words[1:2] == ["-m"] and len(words) > 2:
+            module = words[2]
+            if not module.startswith("bench.") or \
+                    not (root / "bench" / f"{module.removeprefix('bench.')}.py").is_file():
+                return f"names no bench module: {module}"
+        elif head == "make":
+            target = rest[0] if rest else ""
+            if target not in targets and not any(
+                    t.endswith("%") and target.startswith(t[:-1]) for t in targets):
+                return f"names no make target: {target or '(none)'}"
+        elif head == "belieflens":
+            if not rest or rest[0] not in commands:
+                return f"names no belieflens command: {rest[0] if rest else '(none)'}"
+        elif head == "pytest":
+            if not rest or not (root / rest[0].split("::")[0]).is_file():
+                return f"names no test file: {rest[0] if rest else '(none)'}"
+        else:
+            return f"names no bench module, make target, belieflens command or test: {head}"
+    return None
+
+
+def results_problems(md: Path, *, targets: set[str], commands: set[str],
+                     root: Path = ROOT) -> list[str]:
+    """What is wrong with the results file ``md`` (each problem names the file)."""
+    where = str(md.relative_to(root)) if md.is_relative_to(root) else str(md)
+    beside = md.with_suffix(".json")
+    if not beside.is_file():
+        return [f"{where}: no {beside.name} beside it (write it with belieflens.results)"]
+    try:
+        found = results.load(beside)
+    except ValueError as e:
+        return [f"{where}: {e}"]
+    problems = []
+    missing = found.header.missing()
+    if missing:
+        problems.append(f"{where}: header incomplete, no {', '.join(missing)}")
+    why = command_problem(found.header.command, targets=targets, commands=commands, root=root)
+    if why:
+        problems.append(f"{where}: {why}")
+    if md.read_text(encoding="utf-8") != found.markdown():
+        problems.append(f"{where}: differs from its JSON's rendering (edited by hand? rerun "
+                        "its command)")
+    return problems
+
+
+def test_results_files_name_a_command_and_are_complete() -> None:
+    targets, commands = make_targets(), cli_commands()
+    files = sorted(RESULTS.glob("*.md"))
+    assert files, "no results files under docs/results/"
+    problems = [p for md in files for p in results_problems(md, targets=targets,
+                                                            commands=commands)]
+    strays = sorted(j.name for j in RESULTS.glob("*.json") if not j.with_suffix(".md").exists())
+    problems += [f"docs/results/{name}: no Markdown beside it" for name in strays]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_bad_results_file_is_named(tmp_path: Path) -> None:
+    """Bad input: a command that no longer exists, and a header with a field left empty."""
+    (tmp_path / "bench").mkdir()
+    rec = results.start("python -m bench.gone --fast", threads=1, folder=tmp_path)
+    gone = rec.write("gone", ["a"], [["1.0"]])
+    ok = results.start("make demo", threads=1, folder=tmp_path).write("ok", ["a"], [["1.0"]])
+    assert results_problems(ok, targets={"demo"}, commands=set(), root=tmp_path) == []
+    assert results_problems(gone, targets={"demo"}, commands=set(), root=tmp_path) == [
+        "gone.md: names no bench module: bench.gone"]
+    raw = json.loads(ok.with_suffix(".json").read_text("utf-8"))
+    raw["header"]["wall"] = ""
+    ok.with_suffix(".json").write_text(json.dumps(raw), "utf-8")
+    assert results_problems(ok, targets={"demo"}, commands=set(), root=tmp_path) == [
+        "ok.md: header incomplete, no wall",
+        "ok.md: differs from its JSON's rendering (edited by hand? rerun its command)"]
+    for command, why in [("make nothing", "names no make target: nothing"),
+                         ("belieflens frobnicate x", "names no belieflens command: frobnicate"),
+                         ("rm -rf /", "names no bench module, make target, belieflens "
+                          "command or test: rm")]:
+        assert command_problem(command, targets={"demo"}, commands={"extract"},
+                               root=tmp_path) == why
+    assert command_problem("OMP_NUM_THREADS=1 nice -n 10 .venv/bin/belieflens extract x",
+                           targets=set(), commands={"extract"}, root=tmp_path) is None
+
+
+README_NUMBER = re.compile(r"(?<![\w.§-])\d+\.\d+(?![\w.])")
+"""A decimal in the README's prose that is not part of a name (``Qwen2.5``, ``0.5B``) or a
+section (``§4.1``)."""
+
+
+def test_readme_numbers_come_from_results_files() -> None:
+    """The README cannot include files, so each decimal number in its prose must be one a
+    results file holds: a number there that its command no longer writes fails here."""
+    readme = FENCE.sub("", (ROOT / "README.md").read_text(encoding="utf-8"))
+    written = "\n".join(md.read_text(encoding="utf-8") for md in RESULTS.glob("*.md"))
+    stray = sorted({n for n in README_NUMBER.findall(readme)
+                    if not re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", written)})
+    assert not stray, f"README numbers in no docs/results file: {stray}"
+
+
+def number_tables(page: Path) -> list[tuple[int, bool]]:
+    """(line, marked illustrative) of each table on ``page`` holding a number
+    (:data:`NUMBER`) in its body."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines) - 1:
+        if lines[i].startswith("|") and re.match(r"^\|[-:| ]+\|$", lines[i + 1]):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            if any(NUMBER.search(row) for row in lines[i + 2:j]):
+                out.append((i + 1, i > 0 and ILLUSTRATIVE.match(lines[i - 1]) is not None))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def test_number_tables_are_results_files_or_illustrative() -> None:
+    pages_ = [p for p in pages() if RESULTS not in p.parents]
+    typed = [f"{p.relative_to(ROOT)}:{line}" for p in pages_
+             for line, marked in number_tables(p) if not marked]
+    assert not typed, ("tables of numbers typed into a page (write them with "
+                       "belieflens.results and include docs/results/NAME.md, or mark "
+                       "<!-- illustrative: REASON --> right above):\n" + "\n".join(typed))
+
+
+def test_every_results_file_is_included_by_a_page() -> None:
+    included = {m["path"] for p in pages() for m in SNIPPET.finditer(p.read_text("utf-8"))}
+    missing = [p for p in included if not (ROOT / p).is_file()]
+    assert not missing, f"pages include results files that do not exist: {missing}"
+    orphans = sorted(str(md.relative_to(ROOT)) for md in RESULTS.glob("*.md")
+                     if str(md.relative_to(ROOT)) not in included)
+    assert not orphans, f"results files no page includes: {orphans}"
 
 
 # --- docstrings ----------------------------------------------------------------------------

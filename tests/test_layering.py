@@ -29,7 +29,7 @@ ROOT = "belieflens"
 (``api.py``, ...) form the top-level API layer."""
 
 LAYERS: list[tuple[str, ...]] = [
-    ("dims", "errors", "types", "heap"),
+    ("dims", "errors", "types", "heap", "results"),
     ("episodes",),
     ("readouts",),
     ("lens",),

@@ -39,6 +39,7 @@ from belieflens.cli.options import (
     Overwrite,
     Threads,
     one_line_errors,
+    one_line_summaries,
     skip_decoders,
     wrote,
 )
@@ -478,6 +479,8 @@ def info(
             return
     with one_line_errors():
         typer.echo(api.rerun_command(file) if rerun_command else api.info(file))
+
+one_line_summaries(app, lens_app, intervene_app)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ once, and its one-line error names the option.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,17 @@ def one_line_errors() -> Iterator[None]:
     except BeliefLensError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+
+
+def one_line_summaries(*apps: typer.Typer) -> None:
+    """Give each command of ``apps`` its docstring's first paragraph, on one line, as the
+    summary ``--help`` lists: typer keeps the docstring's own line breaks there, which cut a
+    summary mid-sentence at any terminal width. A command given ``short_help`` keeps it."""
+    for app in apps:
+        for command in app.registered_commands:
+            if command.short_help is None and command.callback is not None:
+                doc = inspect.getdoc(command.callback) or ""
+                command.short_help = " ".join(doc.split("\n\n")[0].split())
 
 
 def wrote(path: Path) -> None:

@@ -73,7 +73,9 @@ def lens_heatmap(table: xr.Dataset, out: Path) -> Path:
     panels = [(d, p) for d, p, _ in cells(table["tvd_mean"], has_values)]
     cols = min(2, len(panels)) or 1
     rows = (len(panels) + cols - 1) // cols or 1
-    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
+    # constrained layout keeps each row's titles clear of the row above's "turn" labels
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False,
+                             layout="constrained")
     im = None
     for ax, (d, p) in zip(axes.flat, panels, strict=False):
         grid = table["tvd_mean"].sel(delivery=d, probe=p).transpose("layer", "turn")

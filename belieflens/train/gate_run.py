@@ -77,7 +77,7 @@ class GateRun:
             for cond in m[CONDITION].values:
                 for d in m["delivery"].values:
                     at = {MODEL: model, CONDITION: cond, "delivery": d}
-                    v = {k: float(m[k].sel({x: at[x] for x in m[k].dims}))
+                    v = {k: float(m[k].sel({x: at[str(x)] for x in m[k].dims}))
                          for k in ("slope", "slope_lo", "slope_hi", "tvd_oracle",
                                    "tvd_target", "step_r2", "dropped", "kept")}
                     lines.append(

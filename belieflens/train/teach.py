@@ -254,7 +254,7 @@ the next flip on 3 training episodes of each of the 40 conditions of :data:`COIN
 Adam at 2e-3 with cosine decay; evidence weighted by 1 and by 0.3. Blocks 8-29 because the
 base's decoders read the next flip best at layers 7-10. Rank 8 keeps 22 blocks under 10 MB.
 Sized by the 2-hour CPU budget (docs/teaching.md has the learning curves on validation
-episodes)."""
+episodes, docs/results/recipes.md every recipe tried)."""
 
 
 def environment(config: TeachConfig, params: Mapping[str, Any] | None = None) -> Environment:

@@ -72,3 +72,51 @@ def test_console_script_exit_code() -> None:
     )
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "'a0'" in r.stderr
+
+
+@pytest.mark.parametrize("group", [[], ["intervene"], ["lens"]])
+def test_help_lists_each_command_summary_as_whole_sentences(group: list[str]) -> None:
+    """At any width each summary is its docstring's first paragraph, one sentence run on
+    (the docstring's own line breaks used to cut compare's, teach's and models' mid-way)."""
+    import inspect
+    import re
+
+    from belieflens.cli.main import app as root
+
+    apps = {"": root, **{i.name: i.typer_instance for i in root.registered_groups}}
+    chosen = apps["".join(group)]
+    assert chosen is not None
+    commands = chosen.registered_commands
+    wide = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "400"})
+    assert wide.exit_code == 0
+    for command in commands:
+        name = command.name or command.callback.__name__.replace("_", "-")  # type: ignore[union-attr]
+        doc = inspect.getdoc(command.callback) or ""
+        summary = " ".join(doc.split("\n\n")[0].split())
+        assert summary.endswith("."), name
+        row = re.compile(rf"^│ {re.escape(name)} +{re.escape(summary)} +│$", re.M)
+        assert row.search(wide.output), f"{name}: not one row:\n{wide.output}"
+
+
+@pytest.mark.parametrize("command", [["analyze"], ["info"], ["compare", "{ok}"]])  # bad first
+@pytest.mark.parametrize("bad", ["missing", "not-hdf5", "unreadable"])
+def test_a_bad_path_is_one_line_naming_it(command: list[str], bad: str, tmp_path: Path) -> None:
+    """A missing, non-HDF5 or unreadable path given to analyze, info or compare: one line that
+    names the path, exit 2, no traceback."""
+    import os
+
+    path = tmp_path / f"{bad}.h5"
+    if bad != "missing":
+        path.write_bytes(b"not hdf5 at all")
+    if bad == "unreadable":
+        if os.geteuid() == 0:
+            pytest.skip("root reads a file whatever its mode")
+        path.chmod(0)
+    ok = tmp_path / "other.h5"
+    ok.write_bytes(b"")
+    args = [command[0], str(path), *(a.format(ok=ok) for a in command[1:])]
+    r = runner.invoke(app, args)
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.output
+    assert str(path) in lines[0], r.output

@@ -175,6 +175,37 @@ def test_screenshots_of_the_episode_view_and_the_heatmap(browser: Any, viewer_ou
         page.close()
 
 
+OVERLAPS = """(id) => {
+  const chart = document.getElementById(id);
+  const box = (sel) => {
+    const e = chart.querySelector(sel);
+    return e && e.getBoundingClientRect();
+  };
+  const meet = (a, b) => !!(a && b && a.width && b.width && a.left < b.right && b.left < a.right
+                             && a.top < b.bottom && b.top < a.bottom);
+  const bar = box(".modebar"), title = box(".gtitle"), legend = box(".legend"), xt = box(".xtitle");
+  return { toolbar: !!(bar && bar.width), title: !!title,
+           toolbar_on_title: meet(bar, title), legend_on_axis_title: meet(legend, xt) };
+}"""
+
+
+def test_the_toolbar_and_legends_leave_chart_titles_readable(browser: Any,
+                                                             viewer_out: Path) -> None:
+    """With the pointer over a chart Plotly shows its toolbar in the top right corner: it must
+    not cover the chart's title, and a legend must not sit on the x-axis title."""
+    page = open_page(browser, viewer_out / "study.html").page
+    try:
+        for chart in ("beliefs", "heatmap", "trajectory"):
+            page.locator(f"#{chart}").hover()
+            page.wait_for_timeout(300)
+            found = page.evaluate(OVERLAPS, chart)
+            assert found["toolbar"] and found["title"], (chart, found)
+            assert not found["toolbar_on_title"], (chart, found)
+            assert not found["legend_on_axis_title"], (chart, found)
+    finally:
+        page.close()
+
+
 @pytest.fixture(scope="module")
 def compare_page_path(viewer_study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``compare --out`` of the tiny study and a copy that claims other weights."""

@@ -4,7 +4,10 @@ The shards of a study directory, concatenated along ``query``, equal the file on
 writes bit for bit; ``merge`` writes that file; ``open_cache(DIR)`` equals
 ``open_cache(merged)``; another study's directory is refused; a rerun computes only missing
 shards; a worker killed mid-shard still gives the complete, equal result; an unreachable
-scheduler is one line.
+scheduler is one line. Bit-for-bit equality holds at equal thread counts (each worker and
+the one process on one thread); at another thread count the same study agrees within
+:data:`THREADS_RESID_RTOL` and :data:`THREADS_LOGPROB_ATOL` (a wider random model, whose
+matrix products torch splits across threads).
 """
 
 from __future__ import annotations
@@ -131,6 +134,64 @@ def _check_equal(study: Path, reference: Path, tmp_path: Path) -> None:
     finally:
         lazy.close()
         whole.close()
+
+
+THREADS_RESID_RTOL = 1e-5
+"""Largest residual difference between thread counts, relative to the largest residual
+(measured: 4e-7 on a width-256 random Llama, 7e-7 on SmolLM2-135M, 1 against 2 threads)."""
+THREADS_LOGPROB_ATOL = 1e-4
+"""Largest option log-probability difference between thread counts, in nats (measured: 1e-6
+and 1.2e-5)."""
+
+
+@pytest.fixture(scope="module")
+def wide_model(smol_tokenizer: Any) -> Any:
+    """A 2-block random Llama of width 256: wide enough that torch splits its matrix
+    products across threads (the tiny model's are not split, so its files never differ)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from belieflens.model.load import ModelSource, bridge_from_hf
+
+    cfg = LlamaConfig(vocab_size=len(smol_tokenizer), hidden_size=256, intermediate_size=1024,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                      head_dim=64, max_position_embeddings=1024, tie_word_embeddings=True,
+                      bos_token_id=smol_tokenizer.bos_token_id,
+                      eos_token_id=smol_tokenizer.eos_token_id,
+                      pad_token_id=smol_tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    hf = LlamaForCausalLM(cfg)
+    hf.eval()  # type: ignore[no-untyped-call]  # transformers' eval is unannotated
+    src = ModelSource("wide-random", "directory", Path("."), "wide-random")
+    return bridge_from_hf(src, "cpu", "float32", hf, smol_tokenizer, "random", "", 0.0)
+
+
+def test_thread_count_decides_bit_for_bit_equality(wide_model: Any, tmp_path: Path) -> None:
+    """The condition the docs name: equal thread counts give equal files bit for bit (as
+    shards on one-thread workers equal a one-thread process, above); another thread count
+    gives the same study within the stated tolerance, not bit for bit in general."""
+    import torch
+
+    before = torch.get_num_threads()
+    files = []
+    try:
+        for i, threads in enumerate((1, 1, 2)):
+            torch.set_num_threads(threads)
+            files.append(write_cache(get("coin-flip", turns=1), wide_model,
+                                     tmp_path / f"{i}-threads{threads}.h5",
+                                     dataclasses.replace(OPTIONS, episodes=1)))
+    finally:
+        torch.set_num_threads(before)
+    assert_same_data(files[0], files[1])
+    with xr.open_dataset(files[0], engine="h5netcdf") as one, \
+            xr.open_dataset(files[2], engine="h5netcdf") as two:
+        resid = np.abs(one["resid"].values - two["resid"].values)
+        assert float(np.nanmax(resid)) <= THREADS_RESID_RTOL * float(
+            np.nanmax(np.abs(one["resid"].values)))
+        logprob = np.abs(one["option_logprob"].values - two["option_logprob"].values)
+        assert float(np.nanmax(logprob)) <= THREADS_LOGPROB_ATOL
+        for name in ("input_ids", "oracle", "answer_pos"):
+            assert _same(one[name].values, two[name].values), name
 
 
 def _open_shard_fds(study: Path) -> int:

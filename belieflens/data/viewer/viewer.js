@@ -6,6 +6,26 @@
   const D = JSON.parse(document.getElementById("bl-data").textContent);
   const $ = (id) => document.getElementById(id);
   const PLOT = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["sendDataToCloud"] };
+  /* Plotly's toolbar (mode bar) shows in a chart's top right corner while the pointer is over
+     the chart: every chart is drawn through react(), which keeps that band free (the title
+     sits just above the plot, below the band) and puts a horizontal legend at the chart's
+     bottom edge, below the x-axis title rather than on it. */
+  const TOOLBAR_PX = 30;
+  function roomy(layout) {
+    const margin = Object.assign({ t: 0, r: 10, b: 45, l: 55 }, layout.margin || {});
+    const out = Object.assign({}, layout);
+    if (layout.title) {
+      margin.t = Math.max(margin.t, TOOLBAR_PX + 26);
+      out.title = Object.assign({}, layout.title, { y: 1, yref: "paper", yanchor: "bottom", pad: { b: 8 } });
+    }
+    if (layout.legend && layout.legend.orientation === "h") {
+      margin.b = Math.max(margin.b, 88);
+      out.legend = Object.assign({}, layout.legend, { y: 0, yref: "container", yanchor: "bottom" });
+    }
+    out.margin = margin;
+    return out;
+  }
+  const react = (id, data, layout, config) => Plotly.react(id, data, roomy(layout), config);
   const FMT = (v) => (v === null || v === undefined || Number.isNaN(v) ? "–" : v.toFixed(3));
   const num = (v) => (Number.isNaN(v) ? null : v);
   /* greyscale-safe: each series differs in lightness and in pattern or dash */
@@ -253,7 +273,7 @@
     const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.map(num),
       marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } },
       hovertemplate: "%{x}: %{y:.3f}<extra>" + name + "</extra>" });
-    Plotly.react("beliefs", [
+    react("beliefs", [
       bar("output", out, INK.output, ""), bar("oracle", orc, INK.oracle, "/"), bar(lensName, lens, INK.lens, "x"),
     ], { barmode: "group", margin: { t: 30, r: 10, b: 40, l: 50 }, title: { text: studyWhere(), font: { size: 12 } },
       xaxis: { title: { text: "outcome" } }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] },
@@ -283,7 +303,7 @@
     /* the selected cell: a white frame inside a black one, visible on any colour and in greyscale */
     const box = (x, y, color, width) => ({ type: "rect", xref: "x", yref: "y", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
       line: { color, width } });
-    Plotly.react("heatmap", [{
+    react("heatmap", [{
       type: "heatmap", x: C.turn, y: C.layer, z, colorscale: "Cividis", zmin: 0,
       colorbar: { title: { text: unit, side: "right" } },
       hovertemplate: "turn %{x}<br>layer %{y}<br>" + C.metric[m] + " %{z:.3f}<extra></extra>",
@@ -310,7 +330,7 @@
     const mean = S.scope === 1;
     const outY = C.turn.map((_, t) => num(mean ? means.output.at(m, S.d, S.p, t) : sl.output_divergence.at(m, S.d, S.p, t)));
     const lensY = C.turn.map((_, t) => num(mean ? means.lens.at(m, S.s, S.d, S.p, t, S.l) : sl.lens_divergence.at(m, S.s, S.d, S.p, t, S.l)));
-    Plotly.react("trajectory", [
+    react("trajectory", [
       { type: "scatter", mode: "lines+markers", name: "output", x: C.turn, y: outY, line: { color: INK.output, width: 3 } },
       { type: "scatter", mode: "lines+markers", name: `${C.source[S.s]} at layer ${C.layer[S.l]}`, x: C.turn, y: lensY,
         line: { color: "#6e6e6e", dash: "dash", width: 2 }, marker: { symbol: "square" } },
@@ -329,7 +349,7 @@
 
   function studyBias() {
     const sub = `${C.delivery[S.d]}, ${C.probe[S.p]}; mean ± 1 SEM over instances`;
-    const bars = (x, m, s, xt, yt, id) => Plotly.react(id, [{
+    const bars = (x, m, s, xt, yt, id) => react(id, [{
       type: "bar", x, y: m.map(num), error_y: { type: "data", array: s.map((v) => (Number.isNaN(v) ? 0 : v)) },
       marker: { color: "#6e6e6e", line: { color: "#000", width: 1 } } }], {
       title: { text: sub, font: { size: 12 } }, margin: { t: 30, r: 10, b: 45, l: 55 },
@@ -419,7 +439,7 @@
     pctl.d.value = PS.d; pctl.p.value = PS.p; pctl.t.value = PS.t; pctl.v.value = PS.v;
     const v = vars[PS.v];
     const z = PC.layer.map((_, l) => PC.positions.map((_, s) => num(A[v].at(PS.d, PS.p, PS.t, l, s))));
-    Plotly.react("heatmap", [{ type: "heatmap", x: PC.positions, y: PC.layer, z, colorscale: "Cividis",
+    react("heatmap", [{ type: "heatmap", x: PC.positions, y: PC.layer, z, colorscale: "Cividis",
       colorbar: { title: { text: v === "transfer" ? "belief transfer (1 = the source's belief)" : "TVD" } },
       hovertemplate: "positions %{x}<br>layer %{y}<br>%{z:.3f}<extra></extra>" }], {
       title: { text: `${PC.probe[PS.p]} (${PC.delivery[PS.d]}), turn ${PC.turn[PS.t]}`, font: { size: 12 } },
@@ -458,7 +478,7 @@
     const labels = (D.labels && D.labels[P.probe[i]]) || Array.from({ length: k }, (_, j) => "outcome " + j);
     const bar = (name, y, color, pattern) => ({ type: "bar", name, x: labels, y: y.slice(0, k).map(num),
       marker: { color, line: { color: "#000", width: 1 }, pattern: { shape: pattern } } });
-    Plotly.react("pair-beliefs", [bar("base", bel.base.row(i), INK.output, ""), bar("source", bel.source.row(i), INK.lens, "x"),
+    react("pair-beliefs", [bar("base", bel.base.row(i), INK.output, ""), bar("source", bel.source.row(i), INK.lens, "x"),
       bar("patched", bel.patched.row(i, PS.l, PS.s), "#d0d0d0", "."), bar("source's oracle", bel.oracle.row(i), INK.oracle, "/")],
     { barmode: "group", title: { text: `base episode ${P.episode[i]} ← source episode ${P.source_episode[i]}`, font: { size: 12 } },
       margin: { t: 36, r: 10, b: 40, l: 50 }, yaxis: { title: { text: "P(outcome)" }, range: [0, 1] }, xaxis: { title: { text: "outcome" } },
@@ -485,7 +505,7 @@
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p; ctl.l.set(S.l);
       const r = (n) => A[n].row(S.d, S.p);
-      Plotly.react("slopes", [line("decoder direction", C.layer, r("slope_mean"), r("slope_sem"), style(0)),
+      react("slopes", [line("decoder direction", C.layer, r("slope_mean"), r("slope_sem"), style(0)),
         line("random control", C.layer, r("control_slope_mean"), r("control_slope_sem"), style(1)),
         line("selectivity", C.layer, r("selectivity_mean"), r("selectivity_sem"), style(2))], {
         title: { text: `${C.probe[S.p]} (${C.delivery[S.d]})`, font: { size: 12 } }, margin: { t: 36, r: 10, b: 45, l: 55 },
@@ -493,7 +513,7 @@
         legend: { orientation: "h", y: -0.2 },
         shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.layer[S.l], x1: C.layer[S.l], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }] }, PLOT);
       const c = (n) => K[n].row(S.d, S.p, S.l);
-      Plotly.react("curves", [line("decoder direction", C.alpha, c("estimate_mean"), c("estimate_sem"), style(0)),
+      react("curves", [line("decoder direction", C.alpha, c("estimate_mean"), c("estimate_sem"), style(0)),
         line("random control", C.alpha, c("control_estimate_mean"), c("control_estimate_sem"), style(1))], {
         title: { text: `layer ${C.layer[S.l]}`, font: { size: 12 } }, margin: { t: 36, r: 10, b: 45, l: 55 },
         xaxis: { title: { text: "α (SDs of the residuals along the direction)" } }, yaxis: { title: { text: "point estimate of the belief" } },
@@ -518,7 +538,7 @@
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p;
       const r = (n) => A[n].row(S.d, S.p);
-      Plotly.react("erase", [line("LEACE", C.layer, r("toward_prior_mean"), r("toward_prior_sem"), style(0)),
+      react("erase", [line("LEACE", C.layer, r("toward_prior_mean"), r("toward_prior_sem"), style(0)),
         line("random subspace", C.layer, r("control_toward_prior_mean"), r("control_toward_prior_sem"), style(1))], {
         title: { text: `${C.probe[S.p]} (${C.delivery[S.d]})`, font: { size: 12 } }, margin: { t: 36, r: 10, b: 45, l: 55 },
         xaxis: { title: { text: "layer (0 = embeddings)" } }, yaxis: { title: { text: "1 − TVD(erased, prior) / TVD(clean, prior)" } },
@@ -550,12 +570,12 @@
         C.depth.map((_, k) => T.m.at(i, S.d, S.p, S.t, k, S.src)), C.depth.map((_, k) => T.s.at(i, S.d, S.p, S.t, k, S.src)),
         Object.assign({ customdata: C.depth.map((_, k) => T.layer.at(i, k)),
           hovertemplate: "depth %{x:.2f} (layer %{customdata})<br>TVD %{y:.3f}<extra>" + m + "</extra>" }, style(i))));
-      Plotly.react("depth", depth, { title: { text: `${C.source[S.src]}, ${C.probe[S.p]} (${C.delivery[S.d]}), turn ${C.turn[S.t]}`, font: { size: 12 } },
+      react("depth", depth, { title: { text: `${C.source[S.src]}, ${C.probe[S.p]} (${C.delivery[S.d]}), turn ${C.turn[S.t]}`, font: { size: 12 } },
         margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "relative depth (layer / blocks; 0 = embeddings)" }, range: [0, 1] },
         yaxis: { title: { text: "TVD to the oracle (0 = the oracle)" }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 } }, PLOT);
       const turns = C.model.map((m, i) => line(m, C.turn, C.turn.map((_, t) => T.om.at(i, S.d, S.p, t)),
         C.turn.map((_, t) => T.os.at(i, S.d, S.p, t)), style(i)));
-      Plotly.react("turns", turns, { title: { text: `${C.probe[S.p]} (${C.delivery[S.d]}), mean ± 1 SEM over episodes`, font: { size: 12 } },
+      react("turns", turns, { title: { text: `${C.probe[S.p]} (${C.delivery[S.d]}), mean ± 1 SEM over episodes`, font: { size: 12 } },
         margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "turn" }, dtick: 1 },
         yaxis: { title: { text: "output TVD to the oracle" }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 },
         shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.turn[S.t], x1: C.turn[S.t], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }] }, PLOT);
