@@ -463,6 +463,7 @@ def gates(
     out: str | os.PathLike[str],
     threads: int = 1,
     on_progress: Callable[[str], None] | None = None,
+    results: str | None = None,
 ) -> GateRun:
     """Run a pre-registered gate file (:mod:`belieflens.train.gates`): check that it is frozen
     in git and that its adapters are the ones frozen, read every model on every held-out
@@ -478,6 +479,8 @@ def gates(
         out: the folder of its studies, ``measures.nc`` and ``verdicts.json``.
         threads: torch's CPU threads.
         on_progress: called with each ``"MODEL on CONDITION"`` as it starts.
+        results: write the measures to ``docs/results/NAME.md`` and the verdicts to
+            ``NAME-verdicts.md`` (:mod:`belieflens.results`).
 
     Returns:
         A :class:`~belieflens.train.gate_run.GateRun`: the freeze commit, the measures (dims
@@ -492,7 +495,16 @@ def gates(
         with quiet_libraries():
             return Models(spec).load(spec)
 
-    return run_gates(file, out, threads=threads, load=load_model, on_progress=on_progress)
+    from belieflens import results as written
+
+    recorder = written.start(threads=threads) if results else None
+    run = run_gates(file, out, threads=threads, load=load_model, on_progress=on_progress)
+    if recorder is not None and results:
+        note = f"gate file {Path(file).name}, frozen at commit {run.commit[:12]} ({run.date})"
+        recorder.write(results, run.MEASURE_COLUMNS, run.measure_rows(), note=note)
+        recorder.write(f"{results}-verdicts", run.VERDICT_COLUMNS, run.verdict_rows(),
+                       note=note + ("; every gate met" if run.met else "; a gate is NOT met"))
+    return run
 
 
 def compare(

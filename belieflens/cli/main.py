@@ -356,6 +356,9 @@ def gates(
     out: Annotated[Path, typer.Option("--out", help="folder of its studies, measures.nc and "
                                       "verdicts.json (files there are reused)")],
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+    results: Annotated[str | None, typer.Option(
+        "--results", metavar="NAME", help="also write docs/results/NAME.md (the measures) and "
+        "NAME-verdicts.md")] = None,
     quiet: NoBar = False,
 ) -> None:
     """Run a pre-registered gate file: every model on every held-out condition, the read-outs a
@@ -366,7 +369,7 @@ def gates(
             typer.echo(f"reading {what}", err=True)
 
     with one_line_errors():
-        run = api.gates(file, out=out, threads=threads, on_progress=progress)
+        run = api.gates(file, out=out, threads=threads, on_progress=progress, results=results)
     typer.echo(run.table())
     if not run.met:
         raise typer.Exit(1)

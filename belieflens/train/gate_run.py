@@ -12,12 +12,13 @@ against its own target (:func:`belieflens.analysis.updating.updating`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import xarray as xr
 
@@ -65,33 +66,45 @@ class GateRun:
         """Whether every gate is met (reports decide nothing)."""
         return all_met(self.verdicts)
 
+    MEASURE_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "model", "condition", "delivery", "slope [95%]", "TVD to oracle", "TVD to target",
+        "step R²", "read-outs dropped", "kept")
+    VERDICT_COLUMNS: ClassVar[tuple[str, ...]] = (
+        "verdict", "model", "check", "condition", "delivery", "value")
+
+    def measure_rows(self) -> list[tuple[str, ...]]:
+        """One row per model, condition and delivery (:attr:`MEASURE_COLUMNS`)."""
+        m, rows = self.measures, list[tuple[str, ...]]()
+        for model, cond, d in itertools.product(m[MODEL].values, m[CONDITION].values,
+                                                m["delivery"].values):
+            at = {MODEL: model, CONDITION: cond, "delivery": d}
+            v = {k: float(m[k].sel({x: at[str(x)] for x in m[k].dims}))
+                 for k in ("slope", "slope_lo", "slope_hi", "tvd_oracle", "tvd_target",
+                           "step_r2", "dropped", "kept")}
+            rows.append((str(model), str(cond), str(d),
+                         f"{v['slope']:.3f} [{v['slope_lo']:.3f}, {v['slope_hi']:.3f}]",
+                         f"{v['tvd_oracle']:.4f}", f"{v['tvd_target']:.4f}",
+                         f"{v['step_r2']:.3f}", f"{v['dropped']:.0f}", f"{v['kept']:.0f}"))
+        return rows
+
+    def verdict_rows(self) -> list[tuple[str, ...]]:
+        """One row per check, condition and delivery (:attr:`VERDICT_COLUMNS`)."""
+        return [(("met" if x.met else "NOT met") if x.check.gated else "reported",
+                 x.check.model, x.check.describe(), x.condition, x.delivery, x.value)
+                for x in self.verdicts]
+
     def table(self) -> str:
-        """The measures per model, condition and delivery, then every verdict, as text."""
-        m = self.measures
-        lines = [f"{self.gates.name}: {self.gates.path}, frozen at {self.commit[:12]} "
-                 f"({self.date})", "",
-                 f"{'model':<8} {'condition':<16} {'delivery':<12} {'slope [95%]':>22} "
-                 f"{'TVD oracle':>10} {'TVD target':>10} {'step R2':>8} {'dropped':>8} "
-                 f"{'kept':>6}"]
-        for model in m[MODEL].values:
-            for cond in m[CONDITION].values:
-                for d in m["delivery"].values:
-                    at = {MODEL: model, CONDITION: cond, "delivery": d}
-                    v = {k: float(m[k].sel({x: at[str(x)] for x in m[k].dims}))
-                         for k in ("slope", "slope_lo", "slope_hi", "tvd_oracle",
-                                   "tvd_target", "step_r2", "dropped", "kept")}
-                    lines.append(
-                        f"{model:<8} {cond:<16} {d:<12} {v['slope']:>7.3f} [{v['slope_lo']:6.3f},"
-                        f" {v['slope_hi']:6.3f}] {v['tvd_oracle']:>10.4f} {v['tvd_target']:>10.4f}"
-                        f" {v['step_r2']:>8.3f} {v['dropped']:>8.0f} {v['kept']:>6.0f}")
-        lines += ["", "verdicts:"]
-        for x in self.verdicts:
-            kind = ("met" if x.met else "NOT met") if x.check.gated else "(report)"
-            lines.append(f"{kind:<8} {x.check.model:<7} {x.check.describe():<38} "
-                         f"{x.condition:<16} {x.delivery:<12} {x.value}")
-        lines.append("")
-        lines.append("every gate met" if self.met else "a gate is NOT met")
-        return "\n".join(lines)
+        """The measures, then every verdict, as text."""
+        def text(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+            widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+            return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                    for row in (columns, *rows)]
+
+        head = (f"{self.gates.name}: {self.gates.path}, frozen at {self.commit[:12]} "
+                f"({self.date})")
+        return "\n".join([head, "", *text(self.MEASURE_COLUMNS, self.measure_rows()), "",
+                          *text(self.VERDICT_COLUMNS, self.verdict_rows()), "",
+                          "every gate met" if self.met else "a gate is NOT met"])
 
 
 def weights_sha256(folder: Path) -> str:
