@@ -296,3 +296,44 @@ def best_layer(summary: xr.Dataset, pairing: str = "any") -> int | None:
     if not np.isfinite(gap).any():
         return None
     return int(summary["layer"].values[int(np.nanargmax(gap))])
+
+
+def patch_follow(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
+                 seed: int = 0) -> xr.Dataset:
+    """Follow of a patch result (:mod:`belieflens.interventions.patch`) per ``(pairing, layer,
+    positions)``, with its interval (``follow_low``, ``follow_high``), the clean source's
+    follow (``source_follow``), the mean TVD of the patched output to the base's (``moved``)
+    and of the oracles (``oracle_moved``), and the instance pairs ``n`` and ``n_moving``. A
+    file without ``pairing`` (its pairs: differing episodes) is the ``any`` pairing."""
+    inst = instances(ds, ("pairing",))
+    pairing = (inst.coords["pairing"] if "pairing" in inst.coords
+               else np.full(len(inst.rows), "any", dtype=object))
+    base = instance_beliefs(ds, "base_logprob", inst, method=method)
+    d_oracle = oracle_move(ds, inst)
+    num, den, moved = move_terms(instance_beliefs(ds, "patched_logprob", inst, method=method),
+                                 base, d_oracle)
+    snum = move_terms(instance_beliefs(ds, "source_logprob", inst, method=method), base,
+                      d_oracle)[0]
+    rng = np.random.default_rng(seed)
+    parts = []
+    names = sorted({str(p) for p in pairing.tolist()})
+    for name in names:
+        keep = np.flatnonzero(pairing == name)
+        n = num.isel({INSTANCE_PAIR: keep}).transpose(INSTANCE_PAIR, ...)
+        d = den.values[keep]
+        w = episode_weights(inst.coords["episode"][keep], rng)
+        lo, hi = interval(follow_draws(n.values, d, w))
+        est = ratio(n.values.sum(0), np.full(n.shape[1:], d.sum()))
+        s = snum.values[keep]
+        parts.append(xr.Dataset({
+            "follow": (n.dims[1:], est), "follow_low": (n.dims[1:], lo),
+            "follow_high": (n.dims[1:], hi),
+            "source_follow": ((), float(ratio(np.array(s.sum()), np.array(d.sum())))),
+            "moved": moved.isel({INSTANCE_PAIR: keep}).mean(INSTANCE_PAIR),
+            "oracle_moved": ((), float(0.5 * np.abs(d_oracle.values[keep]).sum(-1).mean())),
+            "n": ((), int(keep.size)), "n_moving": ((), int((d > 1e-12).sum()))},
+            coords={k: v for k, v in n.coords.items() if k != INSTANCE_PAIR}))
+    out = xr.concat(parts, dim="pairing").assign_coords(pairing=names)
+    out.attrs.update(resamples=RESAMPLES, confidence=CONFIDENCE, seed=seed,
+                     interval="percentile bootstrap over base episodes")
+    return out

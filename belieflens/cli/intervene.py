@@ -141,6 +141,9 @@ def patch_cmd(
     positions: Annotated[str, typer.Option(
         help="position sets: answer, evidence (tokens where base and source differ), all")
     ] = ",".join(POSITION_SETS),
+    pairing: Annotated[str, typer.Option(
+        help="how episodes pair: any (differing) or order (the same token counts in another "
+        "order: the floor of an updater that counts)")] = "any",
     batch_size: BatchSize = 8,
     device: Device = "cpu",
     overwrite: Overwrite = False,
@@ -151,7 +154,8 @@ def patch_cmd(
     with one_line_errors():
         options = PatchOptions(
             layers=parse_layers(layers), positions=parse_positions(positions),
-            batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None)
+            batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None,
+            pairing=choice("--pairing", pairing, PAIRINGS))
     select = Selection(turns=_tuple(turn), probes=_tuple(probe), deliveries=_tuple(delivery))
     _run(study, out, options, select, model=model, device=device, overwrite=overwrite,
          quiet=quiet)

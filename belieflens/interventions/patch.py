@@ -37,7 +37,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
-from belieflens.errors import ParameterError, at_least
+from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.align import align
 from belieflens.interventions.belief import patch_reads
 from belieflens.interventions.forward import RowBatch, clean_run, run_edited, run_replaced
@@ -47,13 +47,13 @@ from belieflens.interventions.pairs import (
     Pair,
     PositionSet,
     check_aligned,
-    pair_instances,
     position_masks,
     same_length,
 )
 from belieflens.interventions.patch_report import PATCH
 from belieflens.interventions.readouts import Selection, StudyReadouts, with_table
 from belieflens.interventions.run import Plan
+from belieflens.interventions.swaps import PAIRINGS, Pairing, instance_pairs
 from belieflens.model.load import LoadedModel
 
 
@@ -83,11 +83,16 @@ class PatchOptions:
     """Run only blocks ``l..L-1``, from the first patched position on, reusing the clean
     run's keys and values before it (``False``: full forwards)."""
     pairs: tuple[Pair, ...] | None = None
-    """Explicit (base, source) query pairs; ``None``:
-    :func:`~belieflens.interventions.pairs.pair_instances` over the selected read-outs."""
+    """Explicit (base, source) query pairs; ``None``: the ``pairing``'s pairs of probe
+    instances among the selected read-outs
+    (:func:`~belieflens.interventions.swaps.instance_pairs`)."""
+    pairing: Pairing = "any"
+    """How episodes pair: ``any`` (differing), ``order`` (count-preserving order swaps:
+    :mod:`~belieflens.interventions.swaps`), the floor of an updater that counts."""
 
     def __post_init__(self) -> None:
         at_least("--batch-size", self.batch_pairs, 1)
+        choice("--pairing", self.pairing, PAIRINGS)
         if not self.positions:
             raise ParameterError("option '--positions' is empty: name at least one of "
                                  + ", ".join(POSITION_SETS))
@@ -101,13 +106,16 @@ class PatchOptions:
         if select.episodes is not None:
             raise ParameterError("patch pairs episodes with each other: select its read-outs "
                                  "by turn, probe and delivery, or pass explicit pairs")
-        chosen = list(self.pairs) if self.pairs is not None else pair_instances(study, select)
+        chosen = (list(self.pairs) if self.pairs is not None
+                  else instance_pairs(study, select, self.pairing))
         check_aligned(study, chosen)
         settings = {k: v for k, v in asdict(self).items() if k != "pairs"}
         settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
                         explicit_pairs=self.pairs is not None)
+        pairing = "explicit" if self.pairs is not None else self.pairing
         return Plan(settings, lambda model, progress: patch_logprobs(
-            model, study, chosen, self, on_progress=progress), patch_reads)
+            model, study, chosen, self, on_progress=progress).assign(
+                pairing=(PAIR, np.full(len(chosen), pairing, dtype=object))), patch_reads)
 
 
 def patch_logprobs(
