@@ -337,3 +337,20 @@ def patch_follow(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
     out.attrs.update(resamples=RESAMPLES, confidence=CONFIDENCE, seed=seed,
                      interval="percentile bootstrap over base episodes")
     return out
+
+
+def steer_follow(summary: xr.Dataset, ds: xr.Dataset) -> xr.Dataset | None:
+    """Steering on the follow scale: the slope of the output's point estimate per unit α
+    (:func:`~belieflens.analysis.interventions.steer_summary`) divided by how far the
+    decoder reads the concept move per unit α (``fold_gain``, mean over folds), for the
+    decoder direction (``follow_mean``, ``follow_sem``) and the random one
+    (``control_follow_mean``, ``control_follow_sem``): 1 when the output moves as far as the
+    decoded oracle belief was moved. ``None`` for a file without gains (a direction that
+    decodes no concept, or a file written before they were stored)."""
+    if "fold_gain" not in ds or not np.isfinite(ds["fold_gain"].values).any():
+        return None
+    gain = ds["fold_gain"].mean("fold").where(lambda g: g > 0)
+    out = xr.Dataset({f"{new}_{x}": summary[f"{old}_{x}"] / gain
+                      for new, old in (("follow", "slope"), ("control_follow", "control_slope"))
+                      for x in ("mean", "sem")})
+    return out

@@ -81,3 +81,17 @@ def test_the_floor_over_networks_covers_their_spread() -> None:
     draws = np.zeros((2000, 3)) + np.array([0.0, 0.2, 0.4])
     lo, hi = interval(seed_mean_draws(draws, np.random.default_rng(0)))
     assert lo < 0.15 and hi > 0.25
+
+
+def test_steering_follow_is_the_slope_in_units_of_the_decoded_move() -> None:
+    from belieflens.analysis.follow import steer_follow
+
+    dims = ("delivery", "probe", "layer")
+    summ = xr.Dataset({f"{v}_{x}": (dims, np.full((1, 1, 2), val))
+                       for v, val in (("slope", 0.2), ("control_slope", 0.01))
+                       for x in ("mean", "sem")}, coords={"layer": [3, 6]})
+    ds = xr.Dataset({"fold_gain": (("layer", "fold"), [[0.4, 0.4], [0.1, 0.3]])})
+    f = steer_follow(summ, ds)
+    assert f is not None
+    np.testing.assert_allclose(f["follow_mean"].values[0, 0], [0.5, 1.0])
+    assert steer_follow(summ, ds.assign(fold_gain=ds["fold_gain"] * np.nan)) is None

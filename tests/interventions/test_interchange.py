@@ -254,3 +254,24 @@ def test_patch_gets_the_follow_scale_and_order_swaps(rrxor_study: Path, rrxor_to
     text = report(out).text
     assert "follow: the patched output's move along the oracle's move" in text
     assert "order pairing" in text
+
+
+def test_steering_gets_the_follow_scale(rrxor_study: Path, rrxor_toy: LoadedModel,
+                                        tmp_path: Path) -> None:
+    from belieflens.analysis.follow import steer_follow
+    from belieflens.analysis.interventions import steer_summary
+
+    out = belieflens.steer(rrxor_study, out=tmp_path / "steer.h5", model=rrxor_toy,
+                           options=belieflens.SteerOptions(layers=(6,), alphas=(-1.0, 0.0, 1.0),
+                                                           n_folds=2),
+                           select=Selection(turns=(5, 9)))
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        ds = ds.load()
+    gain = ds["fold_gain"].values
+    assert np.isfinite(gain).all() and (gain > 0).all()
+    summ = steer_summary(ds)
+    f = steer_follow(summ, ds)
+    assert f is not None
+    expect = summ["slope_mean"] / ds["fold_gain"].mean("fold")
+    np.testing.assert_allclose(f["follow_mean"].values, expect.values)
+    assert "follow: the slope divided by how far the decoder reads" in report(out).text
