@@ -133,5 +133,5 @@ INTERCHANGE = kinds.register(kinds.InterventionKind(
     name="intervention-interchange", title="Interchange on a learned subspace",
     metrics=interchange_metrics, text=interchange_text, headline=interchange_headline,
     plot=interchange_plot, payload=_payload, explanation=kinds.definition("interchange")))
-"""Interchange on a learned subspace (:class:`~belieflens.interventions.interchange.
-InterchangeOptions`)."""
+"""Interchange on a learned subspace
+(:class:`~belieflens.interventions.interchange.InterchangeOptions`)."""

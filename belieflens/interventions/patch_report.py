@@ -33,8 +33,8 @@ from belieflens.types import DebiasMethod
 def patch_metrics(ds: xr.Dataset, method: DebiasMethod) -> Metrics:
     """The debiased beliefs of every pair (``beliefs``), their transfer (``per_pair``), its
     mean over pairs per layer, position set and turn (``summary``), and the follow per
-    pairing, layer and position set (``follow``: :func:`~belieflens.analysis.follow.
-    patch_follow`)."""
+    pairing, layer and position set (``follow``:
+    :func:`~belieflens.analysis.follow.patch_follow`)."""
     beliefs = patch_beliefs(ds, method=method)
     per_pair = patch_transfer(ds, method=method, beliefs=beliefs)
     return {"beliefs": beliefs, "per_pair": per_pair, "summary": patch_summary(per_pair),
