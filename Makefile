@@ -138,7 +138,7 @@ belief-check-rrxor: setup
 # The interchange gate on rrxor-toy (bench/interchange_gate.py, its configuration frozen in
 # bench/interchange_gate.json): a rank-1 subspace learned by interchange on training episodes,
 # its follow on held-out pairs at the best validation layer beside the random-subspace and
-# untrained floors, with intervals; about ten minutes on one thread.
+# untrained floors, with intervals; five CPU-minutes on one thread.
 gate-interchange: setup
 	OMP_NUM_THREADS=1 $(PY) -m bench.interchange_gate --out runs/interchange-gate
 

@@ -15,7 +15,7 @@ untrained networks (95% intervals: bootstrap over base episodes; the untrained f
 over the networks), the gaps, the count-preserving order swaps, and a last line with the gate.
 
 Run: ``.venv/bin/python -m bench.interchange_gate [--config bench/interchange_gate.json]
-[--out DIR] [--json FILE]`` (``make gate-interchange``; about ten minutes on one thread).
+[--out DIR] [--json FILE]`` (``make gate-interchange``; five CPU-minutes on one thread).
 """
 
 from __future__ import annotations

@@ -316,8 +316,8 @@ def _dataset(study: StudyReadouts, design: Design, layers: Sequence[int], names:
     )
     ds = with_table(ds, study.select(b_idx).rename({QUERY: PAIR}), n_opt)
     ds.attrs["train_pairs"] = len(design.train)
-    ds.attrs["train_episodes"] = sorted({int(e) for e in np.asarray(
-        study.table["episode"].values)[[p.base for p in design.train]]})
+    ds.attrs["train_episodes"] = np.unique(np.asarray(
+        study.table["episode"].values)[[p.base for p in design.train]]).astype(np.int32)
     ds["swapped_logprob"].attrs["description"] = (
         "log P(option) of the base read-out with the learned subspace's component at its "
         "answer position taken from the source")
