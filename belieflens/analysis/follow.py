@@ -304,39 +304,64 @@ def patch_follow(ds: xr.Dataset, *, method: DebiasMethod = "geometric",
     positions)``, with its interval (``follow_low``, ``follow_high``), the clean source's
     follow (``source_follow``), the mean TVD of the patched output to the base's (``moved``)
     and of the oracles (``oracle_moved``), and the instance pairs ``n`` and ``n_moving``. A
-    file without ``pairing`` (its pairs: differing episodes) is the ``any`` pairing."""
+    file without ``pairing`` (its pairs: differing episodes) is the ``any`` pairing. Where the
+    file holds untrained networks patched the same way, their mean follow
+    (``untrained_floor``, with an interval that resamples the networks too) and the gap over
+    it (``gap_untrained``, from the same draws)."""
     inst = instances(ds, ("pairing",))
     pairing = (inst.coords["pairing"] if "pairing" in inst.coords
                else np.full(len(inst.rows), "any", dtype=object))
-    base = instance_beliefs(ds, "base_logprob", inst, method=method)
     d_oracle = oracle_move(ds, inst)
-    num, den, moved = move_terms(instance_beliefs(ds, "patched_logprob", inst, method=method),
-                                 base, d_oracle)
-    snum = move_terms(instance_beliefs(ds, "source_logprob", inst, method=method), base,
-                      d_oracle)[0]
+    terms = {}
+    for prefix in ("", "untrained_") if "untrained_patched_logprob" in ds else ("",):
+        base = instance_beliefs(ds, f"{prefix}base_logprob", inst, method=method)
+        num, den, moved = move_terms(instance_beliefs(ds, f"{prefix}patched_logprob", inst,
+                                                      method=method), base, d_oracle)
+        terms[f"{prefix}num"], terms["den"], terms[f"{prefix}moved"] = num, den, moved
+        terms[f"{prefix}source_num"] = move_terms(instance_beliefs(
+            ds, f"{prefix}source_logprob", inst, method=method), base, d_oracle)[0]
     rng = np.random.default_rng(seed)
-    parts = []
     names = sorted({str(p) for p in pairing.tolist()})
-    for name in names:
-        keep = np.flatnonzero(pairing == name)
-        n = num.isel({INSTANCE_PAIR: keep}).transpose(INSTANCE_PAIR, ...)
-        d = den.values[keep]
-        w = episode_weights(inst.coords["episode"][keep], rng)
-        lo, hi = interval(follow_draws(n.values, d, w))
-        est = ratio(n.values.sum(0), np.full(n.shape[1:], d.sum()))
-        s = snum.values[keep]
-        parts.append(xr.Dataset({
-            "follow": (n.dims[1:], est), "follow_low": (n.dims[1:], lo),
-            "follow_high": (n.dims[1:], hi),
-            "source_follow": ((), float(ratio(np.array(s.sum()), np.array(d.sum())))),
-            "moved": moved.isel({INSTANCE_PAIR: keep}).mean(INSTANCE_PAIR),
-            "oracle_moved": ((), float(0.5 * np.abs(d_oracle.values[keep]).sum(-1).mean())),
-            "n": ((), int(keep.size)), "n_moving": ((), int((d > 1e-12).sum()))},
-            coords={k: v for k, v in n.coords.items() if k != INSTANCE_PAIR}))
+    parts = [_patch_part(terms, d_oracle, inst, np.flatnonzero(pairing == n), rng)
+             for n in names]
     out = xr.concat(parts, dim="pairing").assign_coords(pairing=names)
     out.attrs.update(resamples=RESAMPLES, confidence=CONFIDENCE, seed=seed,
-                     interval="percentile bootstrap over base episodes")
+                     interval="percentile bootstrap over base episodes; the untrained floor "
+                     "also resamples the untrained networks")
     return out
+
+
+def _patch_part(terms: dict[str, xr.DataArray], d_oracle: xr.DataArray, inst: Instances,
+                keep: NDArray[np.int64], rng: np.random.Generator) -> xr.Dataset:
+    """:func:`patch_follow`'s variables over the instance pairs ``keep``."""
+    def take(name: str) -> xr.DataArray:
+        return terms[name].isel({INSTANCE_PAIR: keep}).transpose(INSTANCE_PAIR, ...)
+
+    n, d = take("num"), terms["den"].values[keep]
+    w = episode_weights(inst.coords["episode"][keep], rng)
+    draws = follow_draws(n.values, d, w)
+    dims = n.dims[1:]
+    lo, hi = interval(draws)
+    est = ratio(n.values.sum(0), np.full(n.shape[1:], d.sum()))
+    s = take("source_num").values
+    data: dict[str, Any] = {
+        "follow": (dims, est), "follow_low": (dims, lo), "follow_high": (dims, hi),
+        "source_follow": ((), float(ratio(np.array(s.sum()), np.array(d.sum())))),
+        "moved": take("moved").mean(INSTANCE_PAIR),
+        "oracle_moved": ((), float(0.5 * np.abs(d_oracle.values[keep]).sum(-1).mean())),
+        "n": ((), int(keep.size)), "n_moving": ((), int((d > 1e-12).sum()))}
+    if "untrained_num" in terms:
+        u = take("untrained_num").transpose(INSTANCE_PAIR, "model", ...)
+        u_draws = seed_mean_draws(follow_draws(u.values, d, w), rng)
+        floor = np.mean(ratio(u.values.sum(0), np.full(u.shape[1:], d.sum())), axis=0)
+        data["untrained_floor"] = (dims, floor)
+        data["untrained_floor_low"], data["untrained_floor_high"] = (
+            (dims, x) for x in interval(u_draws))
+        data["gap_untrained"] = (dims, est - floor)
+        data["gap_untrained_low"], data["gap_untrained_high"] = (
+            (dims, x) for x in interval(draws - u_draws))
+    coords = {k: v for k, v in n.coords.items() if k != INSTANCE_PAIR}
+    return xr.Dataset(data, coords=coords)
 
 
 def steer_follow(summary: xr.Dataset, ds: xr.Dataset) -> xr.Dataset | None:

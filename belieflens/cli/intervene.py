@@ -144,6 +144,9 @@ def patch_cmd(
     pairing: Annotated[str, typer.Option(
         help="how episodes pair: any (differing) or order (the same token counts in another "
         "order: the floor of an updater that counts)")] = "any",
+    untrained: Annotated[list[str] | None, typer.Option(
+        "--untrained", help="an untrained network patched the same way, the floor "
+        "(random:SEED or shuffled:SEED; repeat)")] = None,
     batch_size: BatchSize = 8,
     device: Device = "cpu",
     overwrite: Overwrite = False,
@@ -155,7 +158,7 @@ def patch_cmd(
         options = PatchOptions(
             layers=parse_layers(layers), positions=parse_positions(positions),
             batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None,
-            pairing=choice("--pairing", pairing, PAIRINGS))
+            pairing=choice("--pairing", pairing, PAIRINGS), untrained=tuple(untrained or ()))
     select = Selection(turns=_tuple(turn), probes=_tuple(probe), deliveries=_tuple(delivery))
     _run(study, out, options, select, model=model, device=device, overwrite=overwrite,
          quiet=quiet)

@@ -50,7 +50,7 @@ from belieflens.interventions.das import (
     train_basis,
 )
 from belieflens.interventions.interchange_report import INTERCHANGE
-from belieflens.interventions.model import layer_list
+from belieflens.interventions.model import check_untrained, layer_list, untrained_model
 from belieflens.interventions.pairs import Pair, check_aligned
 from belieflens.interventions.readouts import Selection, StudyReadouts, with_table
 from belieflens.interventions.run import OnProgress, Plan
@@ -61,8 +61,7 @@ from belieflens.interventions.swaps import (
     episode_split,
     instance_pairs,
 )
-from belieflens.model.init import Init
-from belieflens.model.load import LoadedModel, load, quiet_libraries
+from belieflens.model.load import LoadedModel
 
 F64 = np.ndarray
 
@@ -120,10 +119,7 @@ class InterchangeOptions:
         if not self.pairings or any(p not in PAIRINGS for p in self.pairings):
             raise ParameterError(f"option '--pairing' = {','.join(self.pairings)!r} is not "
                                  f"allowed: one or more of {', '.join(PAIRINGS)}")
-        for spec in self.untrained:
-            if Init.parse(spec).trained:
-                raise ParameterError(f"option '--untrained' = {spec!r} is not allowed: an "
-                                     "untrained network, random:SEED or shuffled:SEED")
+        check_untrained(self.untrained)
         if self.layers is not None and not self.layers:
             raise ParameterError("option '--layers' is empty")
 
@@ -248,14 +244,6 @@ def run_network(model: LoadedModel, study: StudyReadouts, design: Design,
             out.control[:, li, k] = swap_logprobs(model, scored[layer], layer, controls[li, k])
         tick()
     return out
-
-
-def untrained_model(model: LoadedModel, init: str) -> LoadedModel:
-    """The study's model rebuilt untrained (``random:SEED``, ``shuffled:SEED``)."""
-    info = model.info
-    with quiet_libraries():
-        return load(info.spec, device="cpu" if info.device == "cpu" else "auto",
-                    dtype="float32", kernels=info.kernels, init=init)
 
 
 def interchange_logprobs(model: LoadedModel, study: StudyReadouts, design: Design,

@@ -59,24 +59,34 @@ def patch_text(metrics: Metrics, ds: xr.Dataset) -> str:
 
 
 def follow_text(follow: xr.Dataset) -> str:
-    """Follow per pairing: layers × position sets, each with its interval."""
+    """Follow per pairing: layers × position sets, each with its interval, and the gap over
+    the untrained networks' where the file holds them."""
     lines = ["", "", "follow: the patched output's move along the oracle's move from the base's "
              "posterior to the source's (1 = as the oracle says, 0 = no move), all turns; "
              f"{int(follow.attrs['confidence'] * 100)}% intervals, {follow.attrs['interval']}"]
-    sets = [str(x) for x in follow[POSITIONS].values]
     for pairing in follow["pairing"].values:
         f = follow.sel(pairing=pairing)
         lines.append(f"  {pairing} pairing: {int(f['n'])} instance pairs, the oracle moves in "
                      f"{int(f['n_moving'])} (mean TVD {float(f['oracle_moved']):.3f}); the "
                      f"clean source's follow {float(f['source_follow']):+.3f}")
-        lines.append("    layer " + "".join(f"{s:>26}" for s in sets))
-        for la in follow[LAYER].values:
-            g = f.sel({LAYER: la})
-            cells = [f"{float(g['follow'].sel({POSITIONS: s})):+.3f} "
-                     f"[{float(g['follow_low'].sel({POSITIONS: s})):+.3f}, "
-                     f"{float(g['follow_high'].sel({POSITIONS: s})):+.3f}]" for s in sets]
-            lines.append(f"    {int(la):>5} " + "".join(f"{c:>26}" for c in cells))
+        lines += _follow_rows(f, "follow", "follow")
+        if "gap_untrained" in f:
+            lines += _follow_rows(f, "untrained_floor", "untrained networks' follow (mean)")
+            lines += _follow_rows(f, "gap_untrained", "gap over the untrained networks")
     return "\n".join(lines)
+
+
+def _follow_rows(f: xr.Dataset, name: str, title: str) -> list[str]:
+    """``name`` (with its interval) per layer × position set, under ``title``."""
+    sets = [str(x) for x in f[POSITIONS].values]
+    lines = [f"    {title}", "    layer " + "".join(f"{s:>26}" for s in sets)]
+    for la in f[LAYER].values:
+        g = f.sel({LAYER: la})
+        cells = [f"{float(g[name].sel({POSITIONS: s})):+.3f} "
+                 f"[{float(g[name + '_low'].sel({POSITIONS: s})):+.3f}, "
+                 f"{float(g[name + '_high'].sel({POSITIONS: s})):+.3f}]" for s in sets]
+        lines.append(f"    {int(la):>5} " + "".join(f"{c:>26}" for c in cells))
+    return lines
 
 
 def _alignment_text(ds: xr.Dataset) -> str:

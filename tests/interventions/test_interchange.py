@@ -238,7 +238,8 @@ def test_patch_gets_the_follow_scale_and_order_swaps(rrxor_study: Path, rrxor_to
 
     out = belieflens.patch(rrxor_study, out=tmp_path / "patch.h5", model=rrxor_toy,
                            options=belieflens.PatchOptions(layers=(0, 6), positions=("answer",),
-                                                           pairing="order"),
+                                                           pairing="order",
+                                                           untrained=("random:0",)),
                            select=Selection(turns=TURNS))
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         ds = ds.load()
@@ -251,9 +252,13 @@ def test_patch_gets_the_follow_scale_and_order_swaps(rrxor_study: Path, rrxor_to
     assert float(f["follow"].sel(layer=6)) > 0.8
     assert abs(float(f["follow"].sel(layer=0))) < 1e-6
     assert int(f["n_moving"]) > 0
+    # an untrained network's patch moves its output, but not as the oracle says
+    assert abs(float(f["untrained_floor"].sel(layer=6))) < 0.2
+    assert float(f["gap_untrained_low"].sel(layer=6)) > 0.5
+    assert list(ds["model"].values) == ["random:0"]
     text = report(out).text
     assert "follow: the patched output's move along the oracle's move" in text
-    assert "order pairing" in text
+    assert "order pairing" in text and "gap over the untrained networks" in text
 
 
 def test_steering_gets_the_follow_scale(rrxor_study: Path, rrxor_toy: LoadedModel,
