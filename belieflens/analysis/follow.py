@@ -284,15 +284,19 @@ def _gaps(models: list[str], point: dict[str, F64], draws: dict[str, F64],
     return out
 
 
-def best_layer(summary: xr.Dataset, pairing: str = "any") -> int | None:
+def chosen_pairing(summary: xr.Dataset) -> str:
+    """The pairing a best layer is chosen on: ``any`` where it was scored, else the first."""
+    names = [str(p) for p in summary["pairing"].values]
+    return "any" if "any" in names else names[0]
+
+
+def best_layer(summary: xr.Dataset) -> int | None:
     """The layer of the largest ``gap`` (the learned subspace above its larger floor) on the
-    validation pairs of ``pairing``, the layer a test result is read at; ``None`` without
-    validation pairs or a finite gap."""
+    validation pairs of :func:`chosen_pairing`, the layer a test result is read at; ``None``
+    without validation pairs or a finite gap."""
     if "gap" not in summary or "validation" not in summary["split"].values:
         return None
-    if pairing not in summary["pairing"].values:
-        return None
-    gap = summary["gap"].sel(split="validation", pairing=pairing).values
+    gap = summary["gap"].sel(split="validation", pairing=chosen_pairing(summary)).values
     if not np.isfinite(gap).any():
         return None
     return int(summary["layer"].values[int(np.nanargmax(gap))])

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.follow import TRAINED, best_layer, interchange_follow
+from belieflens.analysis.follow import TRAINED, best_layer, chosen_pairing, interchange_follow
 from belieflens.report import interventions as kinds
 from belieflens.report.figures import pyplot, save
 from belieflens.report.viewer import coords, encode
@@ -77,12 +77,14 @@ def interchange_headline(metrics: kinds.Metrics) -> str:
     layer = best_layer(summ)
     if layer is None or "test" not in summ["split"].values:
         return "interchange: no validation pairs to choose a layer on"
-    s = summ.sel(split="test", pairing="any", layer=layer)
+    pairing = chosen_pairing(summ)
+    s = summ.sel(split="test", pairing=pairing, layer=layer)
     t = s.sel(model=TRAINED)
     floors = f"random subspace {float(t['control_follow']):+.3f}"
     if "untrained_floor" in s:
         floors += f", untrained {float(s['untrained_floor']):+.3f}"
-    return (f"interchange follow at layer {layer} (best on validation pairs), test pairs: "
+    return (f"interchange follow at layer {layer} (best on validation pairs), test pairs "
+            f"({pairing} pairing): "
             f"{_ci(t, 'follow')}; above the larger floor by {_ci(s, 'gap')} ({floors})")
 
 

@@ -202,7 +202,8 @@ def test_follow_and_its_floors_on_rrxor_toy(result: Path) -> None:
 
 def test_analyze_reports_the_best_layer_beside_its_floors(result: Path, tmp_path: Path) -> None:
     a = report(result, tmp_path / "rep", html=True)
-    assert "interchange follow at layer 6 (best on validation pairs)" in a.headline
+    assert "interchange follow at layer 6 (best on validation pairs), test pairs (any" in \
+        a.headline
     assert "random subspace" in a.text and "untrained networks: random:0" in a.text
     assert {f.name for f in a.files} == {"interchange_follow.png", "report.md",
                                          "intervention.html"}
