@@ -57,7 +57,8 @@ def _follow(study: StudyReadouts, pairs: list[Pair], rows: das.LayerRows,
             swapped: np.ndarray) -> float:
     def dist(lp: np.ndarray) -> np.ndarray:
         p = np.exp(lp[:, :2] - lp[:, :2].max(1, keepdims=True))
-        return p / p.sum(1, keepdims=True)  # one rotation: options are outcomes 0, 1 in order
+        out: np.ndarray = p / p.sum(1, keepdims=True)  # one rotation: options = outcomes 0, 1
+        return out
 
     oracle = np.asarray(study.table["oracle"].values)[:, :2]
     d_o = np.stack([oracle[p.source] - oracle[p.base] for p in pairs])
