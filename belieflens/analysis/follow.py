@@ -131,6 +131,8 @@ def episode_weights(episodes: NDArray[Any], rng: np.random.Generator,
     """Bootstrap weights ``[draw, instance pair]``: how often each pair's base episode is
     drawn when the episodes are resampled with replacement."""
     eps, idx = np.unique(episodes, return_inverse=True)
+    if eps.size == 0:
+        return np.zeros((n, 0))
     counts = rng.multinomial(eps.size, np.full(eps.size, 1.0 / eps.size), size=n)
     return np.asarray(counts[:, idx], dtype=np.float64)
 

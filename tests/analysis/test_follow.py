@@ -95,3 +95,9 @@ def test_steering_follow_is_the_slope_in_units_of_the_decoded_move() -> None:
     assert f is not None
     np.testing.assert_allclose(f["follow_mean"].values[0, 0], [0.5, 1.0])
     assert steer_follow(summ, ds.assign(fold_gain=ds["fold_gain"] * np.nan)) is None
+
+
+def test_no_pairs_give_no_follow_rather_than_an_error() -> None:
+    w = episode_weights(np.array([], dtype=np.int64), np.random.default_rng(0), n=10)
+    assert w.shape == (10, 0)
+    assert np.isnan(follow_draws(np.zeros((0, 2)), np.zeros(0), w)).all()
