@@ -21,7 +21,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration gates causal-taught floor-toys floor-models floor-taught belief-check-rrxor toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration gates causal-taught floor-toys floor-models floor-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -134,6 +134,13 @@ belief-check-rrxor: setup
 		--layers 2,4,6 --turn 5 --turn 9
 	$(BL) analyze $(FLOORS)/rrxor-steer.h5 --no-html
 	$(BL) analyze $(FLOORS)/rrxor-patch.h5 --no-html
+
+# The interchange gate on rrxor-toy (bench/interchange_gate.py, its configuration frozen in
+# bench/interchange_gate.json): a rank-1 subspace learned by interchange on training episodes,
+# its follow on held-out pairs at the best validation layer beside the random-subspace and
+# untrained floors, with intervals; five CPU-minutes on one thread.
+gate-interchange: setup
+	OMP_NUM_THREADS=1 $(PY) -m bench.interchange_gate --out runs/interchange-gate
 
 # The language models at the demo's settings beside three untrained seeds each, and compare
 # with the controls beside the models (the README figure: runs/floors/compare/).

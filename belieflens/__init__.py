@@ -16,9 +16,9 @@ The functions here are the facade :mod:`belieflens.api`, one for each command: :
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
 or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
 :func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`train_lens`,
-:func:`teach`, and the interventions :func:`patch`, :func:`steer`, :func:`erase` (options
-records :class:`PatchOptions`, :class:`SteerOptions`, :class:`EraseOptions`; read-outs named
-by a :class:`Selection`).
+:func:`teach`, and the interventions :func:`patch`, :func:`steer`, :func:`erase`,
+:func:`interchange` (options records :class:`PatchOptions`, :class:`SteerOptions`,
+:class:`EraseOptions`, :class:`InterchangeOptions`; read-outs named by a :class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
 :mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.run`,
 :mod:`belieflens.store`, :mod:`belieflens.analysis`, :mod:`belieflens.interventions` and
@@ -31,6 +31,7 @@ from belieflens import envs
 from belieflens.api import (
     EraseOptions,
     ExtractOptions,
+    InterchangeOptions,
     LoadedModel,
     Pair,
     PatchOptions,
@@ -44,6 +45,7 @@ from belieflens.api import (
     extract,
     gates,
     info,
+    interchange,
     load,
     merge,
     models,
@@ -62,6 +64,7 @@ __all__ = [
     "BeliefLensError",
     "EraseOptions",
     "ExtractOptions",
+    "InterchangeOptions",
     "LoadedModel",
     "Pair",
     "PatchOptions",
@@ -77,6 +80,7 @@ __all__ = [
     "extract",
     "gates",
     "info",
+    "interchange",
     "load",
     "merge",
     "models",

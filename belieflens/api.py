@@ -11,8 +11,8 @@ Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extr
 (options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
 :func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
 :func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions:
-:func:`patch`, :func:`steer`, :func:`erase` (each :func:`intervene` with its options
-record, on the read-outs a :class:`Selection` names).
+:func:`patch`, :func:`steer`, :func:`erase`, :func:`interchange` (each :func:`intervene` with
+its options record, on the read-outs a :class:`Selection` names).
 
 Keyword arguments are the command line's options with underscores (``--batch-size`` is
 ``batch_size``, ``--no-prefix-reuse`` is ``prefix_reuse=False``); every bad value raises
@@ -47,6 +47,7 @@ from belieflens.interventions import (
     DirectionKind,
     EraseAt,
     EraseOptions,
+    InterchangeOptions,
     Pair,
     PatchOptions,
     PositionSet,
@@ -57,6 +58,7 @@ from belieflens.interventions import (
     intervene,
     parse_pair,
 )
+from belieflens.interventions.swaps import PAIRINGS, Pairing
 from belieflens.model.init import Init
 from belieflens.model.load import (
     DEFAULT_MODEL,
@@ -765,10 +767,46 @@ def erase(
     return intervene(study, options or EraseOptions(), out=out, **run)
 
 
+def interchange(
+    study: str | os.PathLike[str], *, out: str | os.PathLike[str],
+    options: InterchangeOptions | None = None, **run: Unpack[RunKeywords],
+) -> Path:
+    """Interchange on a learned subspace (:mod:`belieflens.interventions.interchange`): per
+    layer a rank-k subspace at the answer position learned by interchange on training
+    episodes, swapped from source to base on held-out pairs, beside random subspaces of that
+    rank and the same procedure on untrained networks; writes ``out``. The keywords
+    (``model``, ``select``, ...) are :func:`intervene`'s.
+
+    Args:
+        study: the study's cache file.
+        out: the result file to write.
+        options: layers, rank, training recipe, held-out share, floors.
+        **run: ``model``, ``select`` (a :class:`Selection`), ``device``, ``overwrite``, ...
+
+    Returns:
+        The path written: ``swapped_logprob[model, pair, layer, option]`` beside
+        ``control_logprob[model, pair, layer, draw, option]``.
+
+    Examples:
+        On a study of the token process ``rrxor`` by the shipped toy trained on it:
+
+        >>> study = belieflens.extract("rrxor", model="rrxor-toy", episodes=16, seed=0,
+        ...                            out="rrxor.h5")
+        >>> out = belieflens.interchange(study, out="interchange.h5",
+        ...                              options=belieflens.InterchangeOptions(
+        ...                                  layers=(4,), rank=1, steps=20))
+        >>> import xarray as xr
+        >>> xr.open_dataset(out, engine="h5netcdf")["swapped_logprob"].dims
+        ('model', 'pair', 'layer', 'option')
+    """
+    return intervene(study, options or InterchangeOptions(), out=out, **run)
+
+
 __all__ = [
     "DEFAULT_ALPHAS",
     "DEFAULT_MODEL",
     "MODEL_KINDS",
+    "PAIRINGS",
     "POSITION_SETS",
     "Analysis",
     "BeliefLensError",
@@ -780,6 +818,7 @@ __all__ = [
     "ExtractKeywords",
     "ExtractOptions",
     "GenerationRecord",
+    "InterchangeOptions",
     "LensEvent",
     "LoadedModel",
     "ModelLike",
@@ -787,6 +826,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelStatus",
     "Pair",
+    "Pairing",
     "PatchOptions",
     "PositionSet",
     "PositionsCollected",
@@ -806,6 +846,7 @@ __all__ = [
     "erase",
     "extract",
     "info",
+    "interchange",
     "intervene",
     "limit_arenas",
     "load",

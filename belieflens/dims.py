@@ -29,6 +29,8 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``model``: one model of several compared on the same study
 - ``pair``, ``positions``, ``alpha``, ``fold``: interventions (a base/source pair of a patch,
   which positions are patched, a steering strength, a fold of a cross-fitted direction)
+- ``rank``, ``draw``, ``step``: a learned subspace's basis vector, one random control drawn
+  beside it, and a training step
 """
 
 from __future__ import annotations
@@ -65,6 +67,9 @@ Dim = Literal[
     "positions",
     "alpha",
     "fold",
+    "rank",
+    "draw",
+    "step",
 ]
 """Every dimension name (the type of a dimension label)."""
 
@@ -97,6 +102,9 @@ PAIR: Final = "pair"
 POSITIONS: Final = "positions"
 ALPHA: Final = "alpha"
 FOLD: Final = "fold"
+RANK: Final = "rank"
+DRAW: Final = "draw"
+STEP: Final = "step"
 
 ALL: Final[tuple[Dim, ...]] = get_args(Dim)
 """Every dimension name, in glossary order."""

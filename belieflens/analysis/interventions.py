@@ -12,7 +12,15 @@ Every belief here is debiased over the Latin-square rotations of its probe insta
   selectivity (decoder slope − control slope);
 - **erase**: how far the erased belief moves toward the prior (the model's own belief at turn
   0): ``1 − TVD(p_erased, p_prior) / TVD(p_clean, p_prior)`` over instances after turn 0, for
-  LEACE and for the random subspace, and the held-out decoder R² before and after erasure.
+  LEACE and for the random subspace, and the held-out decoder R² before and after erasure;
+- **interchange**: follow (:mod:`belieflens.analysis.follow`) of a learned rank-k subspace
+  swapped from source to base on held-out pairs, ``Σ Δp·Δo / Σ |Δo|²``: the debiased output's
+  move ``Δp`` projected on the oracle's move ``Δo`` from the base's posterior to the source's,
+  in units of it (1: the output moves as the oracle says; 0: it does not move), per layer,
+  split (validation, test) and pairing (any; order: count-preserving order swaps), beside the
+  floors at the same rank (random subspaces; the untrained networks' learned subspaces) and
+  the clean source's follow; intervals bootstrap the base episodes (and the untrained
+  networks); the best layer is chosen on validation pairs and read on test pairs.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``belieflens intervene patch | steer | erase STUDY.h5 --out RESULT.h5``: one library call each.
+"""``belieflens intervene patch | steer | erase | interchange STUDY.h5 --out RESULT.h5``: one
+library call each.
 
 Each command parses its options into the intervention's options record and a
 :class:`~belieflens.interventions.readouts.Selection`, makes one call of
@@ -17,10 +18,13 @@ import typer
 
 from belieflens.api import (
     DEFAULT_ALPHAS,
+    PAIRINGS,
     POSITION_SETS,
     DirectionKind,
     EraseAt,
     EraseOptions,
+    InterchangeOptions,
+    Pairing,
     PatchOptions,
     PositionSet,
     Selection,
@@ -37,7 +41,8 @@ T = TypeVar("T")
 
 app = typer.Typer(
     no_args_is_help=True,
-    help="Causal tests of where a belief lives: patch, steer and erase a study's read-outs.",
+    help="Causal tests of where a belief lives: patch, steer, erase and interchange on a "
+    "learned subspace of a study's read-outs.",
 )
 
 
@@ -103,12 +108,18 @@ def _tuple(values: list[T] | None) -> tuple[T, ...] | None:
     return tuple(values) if values else None
 
 
-def _run(study: Path, out: Path, options: PatchOptions | SteerOptions | EraseOptions,
+def parse_pairings(text: str) -> tuple[Pairing, ...]:
+    """``--pairing``: comma-separated pairings."""
+    return tuple(choice("--pairing", p.strip(), PAIRINGS) for p in text.split(",") if p.strip())
+
+
+def _run(study: Path, out: Path,
+         options: PatchOptions | SteerOptions | EraseOptions | InterchangeOptions,
          select: Selection, *, model: str | None, device: DeviceName, overwrite: bool,
          quiet: bool) -> None:
     """The intervention ``options`` on the read-outs ``select`` names; prints the file
     written."""
-    what = "pairs" if isinstance(options, PatchOptions) else "read-outs"
+    what = {PatchOptions: "pairs", InterchangeOptions: "layers"}.get(type(options), "read-outs")
     with one_line_errors():
         path = intervene(study, options, out=out, model=model, select=select,
                          overwrite=overwrite, device=device, on_progress=_progress(quiet, what))
@@ -130,6 +141,12 @@ def patch_cmd(
     positions: Annotated[str, typer.Option(
         help="position sets: answer, evidence (tokens where base and source differ), all")
     ] = ",".join(POSITION_SETS),
+    pairing: Annotated[str, typer.Option(
+        help="how episodes pair: any (differing) or order (the same token counts in another "
+        "order: the floor of an updater that counts)")] = "any",
+    untrained: Annotated[list[str] | None, typer.Option(
+        "--untrained", help="an untrained network patched the same way, the floor "
+        "(random:SEED or shuffled:SEED; repeat)")] = None,
     batch_size: BatchSize = 8,
     device: Device = "cpu",
     overwrite: Overwrite = False,
@@ -140,7 +157,8 @@ def patch_cmd(
     with one_line_errors():
         options = PatchOptions(
             layers=parse_layers(layers), positions=parse_positions(positions),
-            batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None)
+            batch_pairs=batch_size, pairs=tuple(parse_pair(p) for p in pair) if pair else None,
+            pairing=choice("--pairing", pairing, PAIRINGS), untrained=tuple(untrained or ()))
     select = Selection(turns=_tuple(turn), probes=_tuple(probe), deliveries=_tuple(delivery))
     _run(study, out, options, select, model=model, device=device, overwrite=overwrite,
          quiet=quiet)
@@ -212,6 +230,49 @@ def erase_cmd(
     with one_line_errors():
         options = EraseOptions(layers=parse_layers(layers), n_folds=folds,
                                batch_size=batch_size, seed=seed, at=at)
+    _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
+         device=device, overwrite=overwrite, quiet=quiet)
+
+
+@app.command("interchange")
+def interchange_cmd(
+    study: Study,
+    out: Out,
+    model: Model = None,
+    layers: Layers = None,
+    rank: Annotated[int, typer.Option(help="dimension k of the learned subspace")] = 1,
+    steps: Annotated[int, typer.Option(help="optimiser steps per subspace")] = 200,
+    lr: Annotated[float, typer.Option(help="learning rate (Adam)")] = 0.01,
+    heldout: Annotated[float, typer.Option(
+        help="share of the episodes held out (half validation, half test)")] = 0.5,
+    controls: Annotated[int, typer.Option(
+        help="random subspaces of the same rank swapped as the floor")] = 3,
+    pairing: Annotated[str, typer.Option(
+        help="pairings scored: any (differing episodes), order (the same token counts in "
+        "another order)")] = ",".join(PAIRINGS),
+    untrained: Annotated[list[str] | None, typer.Option(
+        "--untrained", help="an untrained network run through the same procedure "
+        "(random:SEED or shuffled:SEED; repeat)")] = None,
+    turn: Turns = None,
+    probe: Probes = None,
+    delivery: Deliveries = None,
+    episode: Episodes = None,
+    batch_size: Annotated[int, typer.Option(help="pairs per training step")] = 64,
+    seed: Annotated[int, typer.Option(
+        help="seed of the split, the initial subspace and the random controls")] = 0,
+    device: Device = "cpu",
+    overwrite: Overwrite = False,
+    quiet: Quiet = False,
+) -> None:
+    """Interchange on a learned subspace: per layer, a rank-k subspace at the answer position
+    learned by interchange on training episodes (DAS), swapped from source to base on
+    held-out pairs and scored by how far the output follows the oracle, beside random
+    subspaces and untrained networks."""
+    with one_line_errors():
+        options = InterchangeOptions(
+            layers=parse_layers(layers), rank=rank, steps=steps, lr=lr, heldout=heldout,
+            controls=controls, pairings=parse_pairings(pairing),
+            untrained=tuple(untrained or ()), batch_pairs=batch_size, seed=seed)
     _run(study, out, options, _select(turn, probe, delivery, episode), model=model,
          device=device, overwrite=overwrite, quiet=quiet)
 

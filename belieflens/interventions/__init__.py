@@ -12,13 +12,18 @@ says which (:func:`intervene` runs any of them; :func:`belieflens.patch`,
 - :class:`SteerOptions`: α times the ridge decoder's direction added at the answer position
   (``steered_logprob[query, layer, alpha, option]``), against random directions;
 - :class:`EraseOptions`: LEACE erasure of the oracle concept at the answer position
-  (``erased_logprob[query, layer, option]``), against a random subspace of equal rank.
+  (``erased_logprob[query, layer, option]``), against a random subspace of equal rank;
+- :class:`InterchangeOptions`: a rank-k subspace at the answer position learned by
+  interchange (DAS) on training episodes and swapped from source to base on held-out pairs
+  (``swapped_logprob[model, pair, layer, option]``), against random subspaces of that rank
+  and the same procedure on untrained networks.
 
 A :class:`Selection` names the read-outs to run. :func:`belieflens.report.interventions.report`
 turns a result file into tables, heatmaps and a Markdown section.
 """
 
 from belieflens.interventions.erase import ERASE_AT, EraseAt, EraseOptions, erase_logprobs
+from belieflens.interventions.interchange import InterchangeOptions, interchange_logprobs
 from belieflens.interventions.pairs import (
     POSITION_SETS,
     Pair,
@@ -48,6 +53,7 @@ __all__ = [
     "DirectionKind",
     "EraseAt",
     "EraseOptions",
+    "InterchangeOptions",
     "Intervention",
     "Pair",
     "PatchOptions",
@@ -59,6 +65,7 @@ __all__ = [
     "SteerOptions",
     "StudyReadouts",
     "erase_logprobs",
+    "interchange_logprobs",
     "intervene",
     "pair_instances",
     "parse_pair",

@@ -38,6 +38,9 @@ class Direction:
     """The ridge penalty (on standardised features): chosen by grouped cross-validation over
     the fitting rows unless given (:data:`~belieflens.analysis.decoders.estimator.FALLBACK_LAM`
     with a single episode); 0 where no ridge is fitted."""
+    gain: float = float("nan")
+    """How far the decoded concept moves per unit of residual along ``unit`` (the decoder's
+    weight norm); NaN where no decoder of the concept is fitted."""
 
 
 def episode_folds(groups: Sequence[int] | NDArray[Any], n_folds: int, rng: np.random.Generator
@@ -69,7 +72,7 @@ def decoder_direction(x: F64, y: F64, groups: Sequence[int] | NDArray[Any],
     norm = float(np.linalg.norm(w))
     unit = w / norm if norm > 0 else w
     scale = float(np.std(x @ unit)) if norm > 0 else 0.0
-    return Direction(unit=unit, scale=scale, r2=r2, lam=fit.lam)
+    return Direction(unit=unit, scale=scale, r2=r2, lam=fit.lam, gain=norm)
 
 
 def diff_means_direction(x: F64, y: F64) -> Direction:

@@ -365,3 +365,39 @@ def with_answer(resid: Tensor, batch: RowBatch, values: Tensor) -> Tensor:
     pos = torch.tensor(batch.answer_positions(), device=resid.device)
     out[torch.arange(resid.shape[0], device=resid.device), pos] = values.to(resid.dtype)
     return out
+
+
+def option_logprobs_from(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor
+                         ) -> Tensor:
+    """:func:`run_from` kept differentiable: the option log-probs ``[query, option]`` of
+    ``batch`` (a torch tensor, ``-inf`` past a query's options) when the residual stream at
+    ``layer`` is ``resid [row, position, d_model]``, with the autograd graph from ``resid``
+    (the caller freezes the model's weights; no ``inference_mode``)."""
+    import torch
+
+    n_layers = model.info.n_layers
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"layer {layer} is outside 0..{n_layers}")
+    plan = _read_plan(batch)
+    last = resid if layer == n_layers else None
+    with bypass_blocks(model, layer, last):
+        logits = model.bridge(
+            resid, start_at_layer=min(layer, n_layers - 1),
+            logits_to_keep=torch.tensor(plan[2], device=_device(model)),
+        )
+    logp = torch.log_softmax(_select(logits, plan).float(), dim=-1)
+    out = torch.full((len(batch.queries), batch.n_options), float("-inf"),
+                     device=logp.device)
+    k = 0
+    for r in batch.rows:
+        tq = batch.queries[r.query]
+        if r.option is None:
+            targets = torch.tensor([c[0] for c in tq.option_ids], device=logp.device)
+            out[r.query, : len(tq.option_ids)] = logp[k, targets]
+            k += 1
+        else:
+            cont = tq.option_ids[r.option]
+            at = torch.arange(k, k + len(cont), device=logp.device)
+            out[r.query, r.option] = logp[at, torch.tensor(cont, device=logp.device)].sum()
+            k += len(cont)
+    return out

@@ -55,6 +55,25 @@ def model_for(model: LoadedModel | str | None, study: StudyReadouts, *,
             raise ModelNotFoundError(f"model {spec!r} could not be loaded: {first}") from None
 
 
+def untrained_model(model: LoadedModel, init: str) -> LoadedModel:
+    """``model``'s network rebuilt untrained (``random:SEED``, ``shuffled:SEED``: the
+    controls of ``extract --init``), on its device and kernels, in float32."""
+    info = model.info
+    device: DeviceName = "cpu" if info.device == "cpu" else "auto"
+    with quiet_libraries():
+        return load(info.spec, device=device, dtype="float32", kernels=info.kernels, init=init)
+
+
+def check_untrained(specs: Sequence[str]) -> None:
+    """Refuse (one line) an ``--untrained`` that names no untrained network."""
+    from belieflens.model.init import Init
+
+    for spec in specs:
+        if Init.parse(spec).trained:
+            raise ParameterError(f"option '--untrained' = {spec!r} is not allowed: an "
+                                 "untrained network, random:SEED or shuffled:SEED")
+
+
 def layer_list(layers: Sequence[int] | None, n_layers: int) -> tuple[int, ...]:
     """``layers`` checked against ``0..n_layers`` (``None``: all of them)."""
     if layers is None:

@@ -36,24 +36,24 @@ from typing import ClassVar
 import numpy as np
 import xarray as xr
 
-from belieflens.dims import LAYER, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
-from belieflens.errors import ParameterError, at_least
+from belieflens.dims import LAYER, MODEL, OPTION, OUTCOME, PAIR, POSITIONS, QUERY
+from belieflens.errors import ParameterError, at_least, choice
 from belieflens.interventions.align import align
 from belieflens.interventions.belief import patch_reads
 from belieflens.interventions.forward import RowBatch, clean_run, run_edited, run_replaced
-from belieflens.interventions.model import layer_list
+from belieflens.interventions.model import check_untrained, layer_list, untrained_model
 from belieflens.interventions.pairs import (
     POSITION_SETS,
     Pair,
     PositionSet,
     check_aligned,
-    pair_instances,
     position_masks,
     same_length,
 )
 from belieflens.interventions.patch_report import PATCH
 from belieflens.interventions.readouts import Selection, StudyReadouts, with_table
 from belieflens.interventions.run import Plan
+from belieflens.interventions.swaps import PAIRINGS, Pairing, instance_pairs
 from belieflens.model.load import LoadedModel
 
 
@@ -83,11 +83,20 @@ class PatchOptions:
     """Run only blocks ``l..L-1``, from the first patched position on, reusing the clean
     run's keys and values before it (``False``: full forwards)."""
     pairs: tuple[Pair, ...] | None = None
-    """Explicit (base, source) query pairs; ``None``:
-    :func:`~belieflens.interventions.pairs.pair_instances` over the selected read-outs."""
+    """Explicit (base, source) query pairs; ``None``: the ``pairing``'s pairs of probe
+    instances among the selected read-outs
+    (:func:`~belieflens.interventions.swaps.instance_pairs`)."""
+    pairing: Pairing = "any"
+    """How episodes pair: ``any`` (differing), ``order`` (count-preserving order swaps:
+    :mod:`~belieflens.interventions.swaps`), the floor of an updater that counts."""
+    untrained: tuple[str, ...] = ()
+    """Untrained networks patched the same way, the floor (``random:SEED``,
+    ``shuffled:SEED``)."""
 
     def __post_init__(self) -> None:
         at_least("--batch-size", self.batch_pairs, 1)
+        choice("--pairing", self.pairing, PAIRINGS)
+        check_untrained(self.untrained)
         if not self.positions:
             raise ParameterError("option '--positions' is empty: name at least one of "
                                  + ", ".join(POSITION_SETS))
@@ -101,13 +110,33 @@ class PatchOptions:
         if select.episodes is not None:
             raise ParameterError("patch pairs episodes with each other: select its read-outs "
                                  "by turn, probe and delivery, or pass explicit pairs")
-        chosen = list(self.pairs) if self.pairs is not None else pair_instances(study, select)
+        chosen = (list(self.pairs) if self.pairs is not None
+                  else instance_pairs(study, select, self.pairing))
         check_aligned(study, chosen)
         settings = {k: v for k, v in asdict(self).items() if k != "pairs"}
         settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
                         explicit_pairs=self.pairs is not None)
-        return Plan(settings, lambda model, progress: patch_logprobs(
-            model, study, chosen, self, on_progress=progress), patch_reads)
+        pairing = "explicit" if self.pairs is not None else self.pairing
+        return Plan(settings, lambda model, progress: with_untrained(patch_logprobs(
+            model, study, chosen, self, on_progress=progress), model, study, chosen, self
+        ).assign(pairing=(PAIR, np.full(len(chosen), pairing, dtype=object))), patch_reads)
+
+
+def with_untrained(ds: xr.Dataset, model: LoadedModel, study: StudyReadouts,
+                   pairs: Sequence[Pair], options: PatchOptions) -> xr.Dataset:
+    """``ds`` with the same patches on each untrained network of ``options``:
+    ``untrained_patched_logprob[model, pair, layer, positions, option]`` and the clean
+    ``untrained_base_logprob`` / ``untrained_source_logprob[model, pair, option]``, the
+    ``model`` coordinate each network's ``--init``."""
+    if not options.untrained:
+        return ds
+    runs = [patch_logprobs(untrained_model(model, init), study, pairs, options)
+            for init in options.untrained]
+    for name in ("patched_logprob", "base_logprob", "source_logprob"):
+        ds[f"untrained_{name}"] = xr.concat([r[name] for r in runs], dim=MODEL)
+        ds[f"untrained_{name}"].attrs["description"] = (
+            f"{name} of the same pairs on each untrained network")
+    return ds.assign_coords({MODEL: np.asarray(options.untrained, dtype=object)})
 
 
 def patch_logprobs(

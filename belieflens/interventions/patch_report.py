@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.follow import patch_follow
 from belieflens.analysis.interventions import (
     outcome_labels,
     patch_beliefs,
@@ -30,11 +31,14 @@ from belieflens.types import DebiasMethod
 
 
 def patch_metrics(ds: xr.Dataset, method: DebiasMethod) -> Metrics:
-    """The debiased beliefs of every pair (``beliefs``), their transfer (``per_pair``) and its
-    mean over pairs per layer, position set and turn (``summary``)."""
+    """The debiased beliefs of every pair (``beliefs``), their transfer (``per_pair``), its
+    mean over pairs per layer, position set and turn (``summary``), and the follow per
+    pairing, layer and position set (``follow``:
+    :func:`~belieflens.analysis.follow.patch_follow`)."""
     beliefs = patch_beliefs(ds, method=method)
     per_pair = patch_transfer(ds, method=method, beliefs=beliefs)
-    return {"beliefs": beliefs, "per_pair": per_pair, "summary": patch_summary(per_pair)}
+    return {"beliefs": beliefs, "per_pair": per_pair, "summary": patch_summary(per_pair),
+            "follow": patch_follow(ds, method=method)}
 
 
 def patch_text(metrics: Metrics, ds: xr.Dataset) -> str:
@@ -51,7 +55,38 @@ def patch_text(metrics: Metrics, ds: xr.Dataset) -> str:
             for la in summ[LAYER].values:
                 row = tr.sel(layer=la).values
                 lines.append(f"    {int(la):>5} " + "".join(f"{v:>10.3f}" for v in row))
-    return "\n".join(lines) + _alignment_text(ds)
+    return "\n".join(lines) + _alignment_text(ds) + follow_text(metrics["follow"])
+
+
+def follow_text(follow: xr.Dataset) -> str:
+    """Follow per pairing: layers × position sets, each with its interval, and the gap over
+    the untrained networks' where the file holds them."""
+    lines = ["", "", "follow: the patched output's move along the oracle's move from the base's "
+             "posterior to the source's (1 = as the oracle says, 0 = no move), all turns; "
+             f"{int(follow.attrs['confidence'] * 100)}% intervals, {follow.attrs['interval']}"]
+    for pairing in follow["pairing"].values:
+        f = follow.sel(pairing=pairing)
+        lines.append(f"  {pairing} pairing: {int(f['n'])} instance pairs, the oracle moves in "
+                     f"{int(f['n_moving'])} (mean TVD {float(f['oracle_moved']):.3f}); the "
+                     f"clean source's follow {float(f['source_follow']):+.3f}")
+        lines += _follow_rows(f, "follow", "follow")
+        if "gap_untrained" in f:
+            lines += _follow_rows(f, "untrained_floor", "untrained networks' follow (mean)")
+            lines += _follow_rows(f, "gap_untrained", "gap over the untrained networks")
+    return "\n".join(lines)
+
+
+def _follow_rows(f: xr.Dataset, name: str, title: str) -> list[str]:
+    """``name`` (with its interval) per layer × position set, under ``title``."""
+    sets = [str(x) for x in f[POSITIONS].values]
+    lines = [f"    {title}", "    layer " + "".join(f"{s:>26}" for s in sets)]
+    for la in f[LAYER].values:
+        g = f.sel({LAYER: la})
+        cells = [f"{float(g[name].sel({POSITIONS: s})):+.3f} "
+                 f"[{float(g[name + '_low'].sel({POSITIONS: s})):+.3f}, "
+                 f"{float(g[name + '_high'].sel({POSITIONS: s})):+.3f}]" for s in sets]
+        lines.append(f"    {int(la):>5} " + "".join(f"{c:>26}" for c in cells))
+    return lines
 
 
 def _alignment_text(ds: xr.Dataset) -> str:

@@ -25,7 +25,9 @@ together.
 
 Variables: ``steered_logprob`` and ``control_logprob[query, layer, alpha, option]``, the clean
 ``clean_logprob[query, option]``, ``study_query[query]``, ``query_fold[query]``, the directions
-applied ``fold_direction[layer, fold, d_model]`` and their ``fold_resid_std[layer, fold]``;
+applied ``fold_direction[layer, fold, d_model]``, their ``fold_resid_std[layer, fold]`` and
+``fold_gain[layer, fold]`` (how far the fold's decoder reads the concept move per unit α: the
+oracle's move that steering asks for, NaN for directions that decode no concept);
 per layer the direction fitted on all the selected read-outs, for reference (``direction``,
 ``resid_std``, ``decoder_r2``: its held-out R² under grouped cross-validation,
 ``decoder_lam``),
@@ -329,6 +331,8 @@ def _steer_dataset(fit: CrossFit, layers: Sequence[int], alphas: np.ndarray,
                                np.stack([np.stack([d.unit for d in by]) for by in fit.by_fold])),
             "fold_resid_std": ((LAYER, FOLD),
                                np.array([[d.scale for d in by] for by in fit.by_fold])),
+            "fold_gain": ((LAYER, FOLD),
+                          np.array([[d.scale * d.gain for d in by] for by in fit.by_fold])),
             "direction": ((LAYER, D_MODEL), np.stack([x.unit for x in full])),
             "control_direction": ((LAYER, D_MODEL), np.stack(controls)),
             "resid_std": (LAYER, np.array([x.scale for x in full])),

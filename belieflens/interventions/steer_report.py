@@ -8,6 +8,7 @@ from typing import Any
 
 import xarray as xr
 
+from belieflens.analysis.follow import steer_follow
 from belieflens.analysis.interventions import steer_curves, steer_summary
 from belieflens.dims import LAYER
 from belieflens.report import interventions as kinds
@@ -35,6 +36,27 @@ def steer_text(metrics: kinds.Metrics, ds: xr.Dataset) -> str:
                     f"    {int(la):>5} {r2:>10.3f} {float(s['slope_mean']):>+8.4f}±"
                     f"{float(s['slope_sem']):.4f} {float(s['control_slope_mean']):>+8.4f}±"
                     f"{float(s['control_slope_sem']):.4f} {float(s['selectivity_mean']):>+9.4f}")
+    return "\n".join(lines) + _follow_text(summ, ds)
+
+
+def _follow_text(summ: xr.Dataset, ds: xr.Dataset) -> str:
+    """The slopes on the follow scale (:func:`~belieflens.analysis.follow.steer_follow`),
+    where the file stores its decoders' gains."""
+    f = steer_follow(summ, ds)
+    if f is None:
+        return ""
+    lines = ["", "follow: the slope divided by how far the decoder reads the concept move per "
+             "unit alpha (1 = the output moves as far as the decoded oracle belief), mean ± SEM"]
+    for d in f["delivery"].values:
+        for p in f["probe"].values:
+            lines.append(f"  {p} ({d})")
+            lines.append("    layer      follow        random direction")
+            for la in f[LAYER].values:
+                s = f.sel(delivery=d, probe=p, layer=la)
+                lines.append(f"    {int(la):>5} {float(s['follow_mean']):>+8.3f}±"
+                             f"{float(s['follow_sem']):.3f} "
+                             f"{float(s['control_follow_mean']):>+9.3f}"
+                             f"±{float(s['control_follow_sem']):.3f}")
     return "\n".join(lines)
 
 

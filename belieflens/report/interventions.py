@@ -52,8 +52,9 @@ class InterventionKind:
         explanation: the paragraph under the table that defines the numbers.
 
     Examples:
-        >>> sorted(k.title for k in kinds())
-        ['Concept erasure (LEACE)', 'Interchange patching', 'Steering along decoder directions']
+        >>> sorted(k.title for k in kinds())  # doctest: +NORMALIZE_WHITESPACE
+        ['Concept erasure (LEACE)', 'Interchange on a learned subspace', 'Interchange patching',
+         'Steering along decoder directions']
     """
 
     name: str

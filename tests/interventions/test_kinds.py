@@ -27,7 +27,8 @@ from tests.envs.test_names_stay_in_envs import PACKAGE, names_in_code
 
 
 def test_every_options_record_has_a_registered_kind() -> None:
-    records = (belieflens.PatchOptions, belieflens.SteerOptions, belieflens.EraseOptions)
+    records = (belieflens.PatchOptions, belieflens.SteerOptions, belieflens.EraseOptions,
+               belieflens.InterchangeOptions)
     assert {r.kind for r in records} == set(REGISTRY)
     for kind in kinds():
         assert kind.name.startswith(KIND_PREFIX) and REGISTRY[kind.name] is kind

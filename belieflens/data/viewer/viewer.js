@@ -548,6 +548,38 @@
     draw();
   }
 
+  /* ------------------------------------------------------------------ an interchange file */
+  function interchange() {
+    const C = D.coords;
+    const A = {}; for (const [k, v] of Object.entries(D.summary)) A[k] = nd(v);
+    const S = { s: Math.max(0, C.split.indexOf("test")), p: Math.max(0, C.pairing.indexOf("any")) };
+    const ctl = { s: select("split", "held-out pairs", C.split, (i) => set({ s: i })),
+      p: select("pairing", "pairing", C.pairing, (i) => set({ p: i })) };
+    $("app").appendChild(el("div", { class: "grid" }, panel("interchange", "Follow per layer: the learned subspace against its floors", true)));
+    bodyText();
+    function set(c) { Object.assign(S, c); draw(); }
+    function series(name, m, var_, i) {
+      const y = A[var_].row(S.s, S.p, m), lo = A[var_ + "_low"].row(S.s, S.p, m), hi = A[var_ + "_high"].row(S.s, S.p, m);
+      const tr = line(name, C.layer, y, null, style(i));
+      tr.error_y = { type: "data", symmetric: false, thickness: 1,
+        array: y.map((v, k) => (Number.isNaN(hi[k] - v) ? 0 : hi[k] - v)), arrayminus: y.map((v, k) => (Number.isNaN(v - lo[k]) ? 0 : v - lo[k])) };
+      return tr;
+    }
+    function draw() {
+      ctl.s.value = S.s; ctl.p.value = S.p;
+      const traces = [series("learned subspace", 0, "follow", 0), series("random subspace", 0, "control_follow", 1)];
+      C.model.forEach((m, i) => { if (i > 0) traces.push(series(`learned subspace, untrained ${m}`, i, "follow", i + 1)); });
+      const best = D.best_layer === null ? [] : [{ type: "line", xref: "x", yref: "paper", x0: D.best_layer, x1: D.best_layer, y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }];
+      Plotly.react("interchange", traces, {
+        title: { text: `${C.split[S.s]} pairs, ${C.pairing[S.p]} pairing (dotted: the best layer on validation pairs)`, font: { size: 12 } },
+        margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "layer (0 = embeddings)" } },
+        yaxis: { title: { text: "follow (1 = moves as the oracle says)" } }, shapes: best,
+        legend: { orientation: "h", y: -0.2 } }, PLOT);
+      ready();
+    }
+    draw();
+  }
+
   /* ------------------------------------------------------------------ a comparison */
   function compare() {
     const C = D.coords;
@@ -588,6 +620,6 @@
 
   window.blData = D;
   header();
-  const apps = { study, patch, steer, erase, compare };
+  const apps = { study, patch, steer, erase, interchange, compare };
   (apps[D.kind] || (() => status("unknown page kind " + D.kind)))();
 })();
