@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.decoders.estimator import EpisodeSums, episode_sums
 from belieflens.analysis.geometry import Target, geometry_fits_many
-from belieflens.analysis.summary import DECODER_FOLDS, DECODER_LAM, decoder_tvd
+from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd
 from belieflens.analysis.tables import unpad
 from belieflens.dims import EPISODE, LAYER
 from belieflens.errors import ParameterError
@@ -187,7 +187,7 @@ def readouts(
     out = [Readout("logit-lens", "tvd", *_episode_totals(lens_tvd, order))]
     if decoders:
         rows = decoder_rows if decoder_rows is not None else decoder_tvd(
-            ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS, lam=DECODER_LAM)
+            ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS)
         out.append(Readout("decoder", "tvd",
                            *_episode_totals(rows.where(lens_tvd.notnull()), order)))
     episodes = np.asarray(ds[EPISODE].values)

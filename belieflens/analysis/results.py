@@ -28,7 +28,7 @@ from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.episodes import episode_tokens, episode_views
 from belieflens.analysis.position_bias import position_bias
-from belieflens.analysis.summary import DECODER_FOLDS, DECODER_LAM, decoder_tvd, summary
+from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd, summary
 from belieflens.analysis.tables import lens_table, turn_table
 from belieflens.heap import release_freed_memory
 from belieflens.lens import Lens
@@ -58,9 +58,9 @@ def study_results(
     if lens is not None:
         lens.check_file(ds)
     # the decoder fits are the analysis's memory peak: run them before the other results
-    # are held, as summary would run them (its defaults: seed's generator, folds, lam)
-    rows = decoder_tvd(ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS,
-                     lam=DECODER_LAM) if decoders else None
+    # are held, as summary would run them (its defaults: seed's generator, folds)
+    rows = decoder_tvd(ds, np.random.default_rng(seed),
+                       n_folds=DECODER_FOLDS) if decoders else None
     release_freed_memory()
     # the lens next, its [query, layer, option] scores and chunk tasks the next peak:
     # before the output beliefs and their tables are held too

@@ -352,9 +352,11 @@ def _multi_text(multi: bool) -> str:
 def _decoder_text(decoders: bool) -> str:
     if not decoders:
         return "Linear decoders were skipped (`--no-decoders`)."
-    return ("A **linear decoder** (multinomial logistic regression with the oracle distribution "
-            "as a soft target) is fitted per layer and per question and scored on episodes it "
-            "never saw (cross-validation grouped by episode).")
+    return ("A **linear decoder** of the oracle distribution (the one estimator of every linear "
+            "read-out: ridge on standardised features, its penalty chosen by nested "
+            "cross-validation inside the training episodes, the prediction projected onto the "
+            "simplex) is fitted per layer and per question and scored on episodes it never saw "
+            "(cross-validation grouped by episode).")
 
 
 def _md_provenance(attrs: dict[str, Any]) -> str:
