@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from belieflens.envs.coin_flip import statistics
 from belieflens.envs.registry import register
 from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.delivery import Delivers
@@ -145,6 +146,10 @@ class CoinFlip(Configured[CoinFlipParams]):
         new = copy.copy(self)
         new._strength = float(strength)
         return new
+
+    def statistic_features(self, episode: Episode) -> dict[str, np.ndarray]:
+        """The statistic baselines' features of ``episode`` (:mod:`.statistics`)."""
+        return statistics.features(episode)
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` uses ``np.random.default_rng([seed, i])``."""
