@@ -6,13 +6,14 @@ residual that merely carries that statistic (an untrained network's average of t
 embeddings does) is decoded as well. So each decoder result stands beside **statistic
 baselines**: the same estimator, with the same folds, fitted on features of the evidence that
 the file's environment declares
-(:class:`~belieflens.episodes.capabilities.StatisticFeatures`; ``belieflens.envs.
-statistic_features(ds)`` rebuilds them from the file's provenance) instead of the residual:
+(:class:`~belieflens.episodes.capabilities.StatisticFeatures`;
+``belieflens.envs.statistic_features(ds)`` rebuilds them from the file's provenance) instead
+of the residual:
 
 - for the decoders of the oracle (:func:`~belieflens.analysis.summary.decoder_tvd`), the
   held-out TVD to the oracle of each baseline (:func:`baseline_tvd`), fitted per probe
-  question on the decoders' own tasks and folds (:func:`~belieflens.analysis.summary.
-  decoder_tasks` with the same seed);
+  question on the decoders' own tasks and folds
+  (:func:`~belieflens.analysis.summary.decoder_tasks` with the same seed);
 - for a belief-geometry target, each baseline's held-out R² on the geometry's folds
   (:func:`baseline_fits`).
 
