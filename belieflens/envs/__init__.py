@@ -130,6 +130,9 @@ def statistic_features(ds: xr.Dataset) -> dict[str, np.ndarray]:
             per[ep.index] = {k: np.asarray(v, dtype=np.float64)
                              for k, v in env.statistic_features(ep).items()}
     first = per[min(per)]
+    if set(per) != wanted or any(int(t) >= len(per[int(e)][next(iter(first))])
+                                 for e, t in zip(episode, turn, strict=True)):
+        return {}  # not the file's episodes (a turn the rebuilt episode lacks)
     return {k: np.stack([per[int(e)][k][int(t)] for e, t in zip(episode, turn, strict=True)])
             for k in first}
 

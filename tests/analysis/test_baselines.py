@@ -83,3 +83,5 @@ def test_an_environment_without_statistics_has_no_baselines(coin: Path) -> None:
     with belieflens.open_cache(coin) as ds:
         assert statistic_features(ds.assign_attrs(env_name="twenty-questions")) == {}
         assert statistic_features(ds.assign_attrs(env_name="no-such-env")) == {}
+        # provenance that rebuilds other episodes (shorter than the file's): none, no crash
+        assert statistic_features(ds.assign_attrs(env_params='{"length": 2}')) == {}
