@@ -8,8 +8,8 @@ attention averages the token embeddings, and that alone carries much of an evide
 It means something only against what a statistic of the evidence gives, too: a fit of the
 same target, with the same folds and estimator, on features the environment declares (the
 coin flip's counts, the turn, the last ``k`` observations:
-:mod:`belieflens.analysis.baselines`). :func:`floor` compares a study (the *trained* file) with control files of the
-same study and with those baselines:
+:mod:`belieflens.analysis.baselines`). :func:`floor` compares a study (the *trained* file)
+with control files of the same study and with those baselines:
 
 - per source and layer, the **trained** value, each control's value (``control_value``,
   over ``control``), the **floor** (mean, min and max over the controls), each statistic
