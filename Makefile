@@ -16,6 +16,10 @@ FLOOR_SEEDS ?= 0 1 2
 # cores spin against each other (a docs page's commands ran several times slower).
 TEST_WORKERS ?= 2
 FLOOR_EPISODES ?= 2000
+# Episodes of the language models' floors (make floor-models, floor-taught): a floor takes at
+# least 7 (1000 bootstrap replicates) and its intervals cover the control seeds' spread, so
+# 24 by default; the controls and the studies beside them must share it.
+FLOOR_MODEL_EPISODES ?= 24
 FLOOR_MODELS ?= smollm2-135m gemma3-270m
 FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
@@ -142,14 +146,15 @@ belief-check-rrxor: setup
 gate-interchange: setup
 	OMP_NUM_THREADS=1 $(PY) -m bench.interchange_gate --out runs/interchange-gate
 
-# The language models at the demo's settings beside three untrained seeds each, and compare
-# with the controls beside the models (the README figure: runs/floors/compare/).
+# The language models on the demo's study (ten flips, both deliveries, seed 0) at
+# FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the
+# controls beside the models (the README figure: runs/floors/compare/).
 floor-models: setup
 	mkdir -p $(FLOORS)/models
 	for model in $(FLOOR_MODELS); do \
 		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
-			$(BL) extract coin-flip --set turns=10 --episodes 3 --seed 0 --model $$model \
-				--init $$init --quiet --out $(FLOORS)/models/$$model-$$(echo $$init | tr -d :).h5 \
+			$(BL) extract coin-flip --set turns=10 --episodes $(FLOOR_MODEL_EPISODES) --seed 0 \
+				--model $$model --init $$init --quiet --out $(FLOORS)/models/$$model-$$(echo $$init | tr -d :).h5 \
 				--overwrite || exit 1; \
 		done; \
 		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
@@ -165,8 +170,9 @@ floor-models: setup
 TAUGHT := smollm2-135m-bayes smollm2-135m-bayes-0.3
 floor-taught: setup
 	for model in $(TAUGHT); do \
-		$(BL) extract coin-flip --set turns=10 --episodes 3 --seed 0 --model $$model --quiet \
-			--out $(FLOORS)/models/$$model-trained.h5 --overwrite || exit 1; \
+		$(BL) extract coin-flip --set turns=10 --episodes $(FLOOR_MODEL_EPISODES) --seed 0 \
+			--model $$model --quiet --out $(FLOORS)/models/$$model-trained.h5 --overwrite \
+			|| exit 1; \
 		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
 			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/smollm2-135m-random$(s).h5) || exit 1; \
 	done

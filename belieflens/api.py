@@ -615,9 +615,12 @@ def analyze(
         client: a Dask client or a ``--cluster`` value.
         html: with ``out``, also write the interactive page (``study.html``, or
             ``intervention.html`` for a result file).
-        floors: control files of the same study (``extract --init random:SEED``): every
-            lens, decoder and geometry read-out beside its floor, with the selectivity and
-            its bootstrap interval over episodes (:mod:`belieflens.analysis.floor`).
+        floors: control files of the same study (``extract --init random:SEED``, two or
+            more): every lens, decoder and geometry read-out beside its floor and its
+            statistic baselines, with the selectivity and its interval over episodes and
+            seeds, corrected across layers (:mod:`belieflens.analysis.floor`). Every
+            decoder result stands beside the statistic baselines the file's environment
+            declares (``belieflens.envs.statistic_features``), floors or not.
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -636,7 +639,8 @@ def analyze(
         return report(file, out, method=method, html=html)
     return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
                client=client, sections=envs.sections_for, html=html,
-               floors=[Path(f) for f in floors], targets=envs.readout_targets)
+               floors=[Path(f) for f in floors], targets=envs.readout_targets,
+               statistics=envs.statistic_features)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ xarray dims, so a reader meets one vocabulary everywhere:
 - ``state``: a hidden state of a token-level process (or a bin of a coin's bias), the
   coordinates of the hidden-state belief ``belief_state``
 - ``lag``: how many recent tokens a baseline of the belief-state geometry sees
+- ``baseline``: a statistic baseline: the same read-out fitted on features of the evidence
+  that the environment declares (counts, the turn, the last ``k`` observations) instead of
+  the residual
 - ``source``: where a belief is read (the output, the logit lens, a tuned lens, a probe)
 - ``style``, ``case``, ``type``: analysis groupings (a simulator's story style, a judgment
   case, a recommender user type)
@@ -58,6 +61,7 @@ Dim = Literal[
     "text_token",
     "state",
     "lag",
+    "baseline",
     "source",
     "style",
     "case",
@@ -93,6 +97,7 @@ LENS_TOKEN: Final = "lens_token"
 TEXT_TOKEN: Final = "text_token"
 STATE: Final = "state"
 LAG: Final = "lag"
+BASELINE: Final = "baseline"
 SOURCE: Final = "source"
 STYLE: Final = "style"
 CASE: Final = "case"

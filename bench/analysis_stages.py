@@ -4,12 +4,11 @@ A sampling thread reads this process's RSS every 2 ms; each stage of
 :func:`belieflens.report.analysis.analyze` and :func:`belieflens.analysis.results.study_results`
 (shard verification, open, output beliefs,
 logit lens, decoder fits, plots) is wrapped to record the RSS when it starts, its peak and
-the RSS when it returns (what it left held). ``--decoder-iter N`` caps the decoders' L-BFGS
-iterations (the decoder stage's memory does not depend on the iteration count, its time
-does). glibc's malloc arenas are capped as the CLI caps them (``--no-arena-limit``: not).
+the RSS when it returns (what it left held). glibc's malloc arenas are capped as the CLI caps
+them (``--no-arena-limit``: not).
 
 Run on a study directory written by ``bench/analysis_memory.py --keep DIR``:
-``.venv/bin/python -m bench.analysis_stages DIR/study-4x OUT [--decoder-iter 5]``.
+``.venv/bin/python -m bench.analysis_stages DIR/study-4x OUT``.
 Last line: ``peak_rss_mb=... start_rss_mb=...``.
 """
 
@@ -80,7 +79,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", type=Path)
     ap.add_argument("out", type=Path)
-    ap.add_argument("--decoder-iter", type=int, help="cap on the decoders' L-BFGS iterations")
     ap.add_argument("--scheduler", choices=("threads", "synchronous"), default="threads")
     ap.add_argument("--no-arena-limit", action="store_true",
                     help="leave glibc's malloc arenas unlimited (the CLI limits them)")
@@ -94,12 +92,6 @@ def main() -> None:
     summary = importlib.import_module("belieflens.analysis.summary")
     entry = importlib.import_module("belieflens.report.analysis")
 
-    if args.decoder_iter is not None:
-        for module in (report, summary):  # before wrapping: the stage is the capped fit
-            if hasattr(module, "decoder_tvd"):
-                capped = functools.partial(getattr(module, "decoder_tvd"),  # noqa: B009
-                                           max_iter=args.decoder_iter)
-                setattr(module, "decoder_tvd", capped)  # noqa: B010
     for n in REPORT_STAGES:  # computing stages in analysis.results, the rest in report.analysis
         for module in (report, entry):
             if hasattr(module, n):

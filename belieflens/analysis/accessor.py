@@ -29,13 +29,14 @@ from typing import Any, Literal, get_args
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.baselines import Statistics, baselines
 from belieflens.analysis.beliefs import lens_beliefs, output_beliefs, point_estimates
 from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
 from belieflens.analysis.floor import floor
 from belieflens.analysis.geometry import DEFAULT_LAGS, Target, geometry, target_of
 from belieflens.analysis.position_bias import position_bias
-from belieflens.analysis.summary import summary
+from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd, summary
 from belieflens.analysis.tables import unpad
 from belieflens.dims import OUTCOME, PROBE, QUERY
 from belieflens.errors import ParameterError
@@ -320,14 +321,47 @@ class BeliefLensAccessor:
         return geometry(self._ds, np.random.default_rng(seed), target=target,
                         n_folds=n_folds, lags=lags)
 
+    def baselines(self, statistics: Statistics, *, seed: int = 0,
+                  decoders: bool = True) -> xr.Dataset:
+        """The statistic baselines beside the decoders: each baseline's held-out TVD to the
+        oracle, fitted with the decoders' estimator and folds on the features the file's
+        environment declares, and (``decoders``) the decoders' selectivity against the best
+        baseline per layer (:func:`~belieflens.analysis.baselines.baselines`).
+
+        Args:
+            statistics: each baseline's features per read-out
+                (``belieflens.envs.statistic_features(ds)``).
+            seed: seeds the folds (the decoders' of ``ds.bl.summary(seed=...)``).
+            decoders: fit the decoders too, for their selectivity.
+
+        Returns:
+            A Dataset: ``tvd_mean``, ``tvd_sem`` over ``(delivery, probe, turn, baseline)``;
+            with ``decoders`` ``decoder_tvd``, ``selectivity`` over ``(delivery, probe,
+            layer)`` and ``best`` over ``(delivery, probe)``.
+
+        Examples:
+            Not run here (the features rebuild the study's episodes, and a fit takes 3
+            episodes or more):
+
+            >>> stats = belieflens.envs.statistic_features(ds)          # doctest: +SKIP
+            >>> ds.bl.baselines(stats)["selectivity"].dims             # doctest: +SKIP
+            ('delivery', 'probe', 'layer')
+        """
+        rows = (decoder_tvd(self._ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS)
+                if decoders else None)
+        return baselines(self._ds, statistics, seed=seed, decoder=rows)
+
     def floor(self, controls: Sequence[xr.Dataset | str | os.PathLike[str]], *,
               targets: Mapping[str, Target] | None = None, decoders: bool = True,
-              seed: int = 0, method: DebiasMethod = "geometric") -> xr.Dataset:
+              seed: int = 0, method: DebiasMethod = "geometric",
+              statistics: Statistics | None = None) -> xr.Dataset:
         """Every lens, decoder and geometry read-out of this study per layer beside its
         floor, the same read-out of untrained ``controls`` (files or Datasets of the same
-        study, ``extract --init random:SEED``): the trained value, each control's (dim
-        ``control``, coordinate ``seed``), the floor's mean, min and max, and the
-        selectivity with its bootstrap interval over episodes
+        study, ``extract --init random:SEED``, two or more), and beside its statistic
+        baselines: the trained value, each control's (dim ``control``, coordinate ``seed``),
+        the floor's mean, min and max, each baseline's value (dim ``baseline``), and the
+        selectivity against the floor, the best baseline and the larger of the two, with
+        intervals over episodes and seeds corrected across layers
         (:func:`~belieflens.analysis.floor.floor`).
 
         Args:
@@ -337,9 +371,11 @@ class BeliefLensAccessor:
             decoders: include the decoders (their fits are the cost).
             seed: seeds the folds and the bootstrap.
             method: how rotations are pooled.
+            statistics: the statistic baselines' features
+                (``belieflens.envs.statistic_features(ds)``; none: no baselines).
 
         Returns:
-            A Dataset over ``source``, ``layer`` and ``control``.
+            A Dataset over ``source``, ``layer``, ``control`` and ``baseline``.
 
         Examples:
             Not run here (the controls are extracted with ``--init random:0`` and
@@ -352,7 +388,7 @@ class BeliefLensAccessor:
             targets = ({"belief": target_of(self._ds, "belief_state")}
                        if "belief_state" in self._ds.variables else {})
         return floor(self._ds, controls, method=method, decoders=decoders, seed=seed,
-                     targets=targets)
+                     targets=targets, statistics=statistics)
 
 
 def _source_name(source: BeliefSource | Lens) -> str:

@@ -5,9 +5,9 @@ labels it ``NAME (untrained seed S)`` and, for each trained model of its archite
 ``shuffled`` control: the model it was made from, its ``model_base_weights_hash``), the
 model's logit-lens and decoder TVD per layer are set beside the controls' as in
 :func:`belieflens.analysis.floor.floor` (trained value, floor mean and range over seeds,
-selectivity with a bootstrap interval over episodes), on the comparison's relative-depth
-grid: variables ``floor_*`` over ``(model, readout, depth)``, NaN for a model without
-controls.
+selectivity with its interval over episodes and seeds, corrected across layers), on the
+comparison's relative-depth grid: variables ``floor_*`` over ``(model, readout, depth)``, NaN
+for a model with fewer than two controls.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from belieflens.analysis.floor import TOLERANCE, compare_readouts, readouts
+from belieflens.analysis.floor import compare_readouts, readouts
+from belieflens.analysis.floor_test import INTERVAL, MIN_CONTROLS, TOLERANCE
 from belieflens.dims import LAYER
 from belieflens.types import DebiasMethod
 
@@ -83,7 +84,7 @@ def model_floors(
     ``None`` where no compared model has a control among the files."""
     from belieflens.store.cache import open_cache
 
-    groups = controls_of(attrs)
+    groups = {i: c for i, c in controls_of(attrs).items() if len(c) >= MIN_CONTROLS}
     if not groups:
         return None
     parts: dict[str, xr.Dataset] = {}
@@ -105,5 +106,5 @@ def model_floors(
     model = xr.DataArray(list(parts), dims="model", name="model")
     out = xr.concat(list(parts.values()), dim=model)
     out["floor_exceeds"] = out["floor_selectivity_low"] > TOLERANCE
-    out.attrs["floor_interval"] = "95% percentile bootstrap over episodes (paired)"
+    out.attrs["floor_interval"] = INTERVAL + " (95%, max-T corrected across layers)"
     return out

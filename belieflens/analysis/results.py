@@ -11,6 +11,9 @@ one :class:`xarray.DataTree`:
 - ``position_bias``: each rotation's distance from the debiased belief
   (:func:`~.position_bias.position_bias`);
 - ``calibration``: reliability against the oracle (:func:`~.calibration.reliability`);
+- ``baselines``, with the decoders and the environment's statistic features only: each
+  statistic baseline's TVD to the oracle and the decoders' selectivity against the best
+  (:func:`~.baselines.baselines`);
 - ``episodes``, with ``episodes=True`` only: every instance's beliefs and divergences per
   layer, for a viewer of single episodes (:func:`~.episodes.episode_views`).
 
@@ -24,11 +27,12 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.baselines import Statistics, baselines
 from belieflens.analysis.beliefs import lens_beliefs, output_beliefs
 from belieflens.analysis.calibration import reliability
 from belieflens.analysis.episodes import episode_tokens, episode_views
 from belieflens.analysis.position_bias import position_bias
-from belieflens.analysis.summary import DECODER_FOLDS, DECODER_LAM, decoder_tvd, summary
+from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd, summary
 from belieflens.analysis.tables import lens_table, turn_table
 from belieflens.heap import release_freed_memory
 from belieflens.lens import Lens
@@ -47,6 +51,8 @@ def study_results(
     decoders: bool = True,
     seed: int = 0,
     episodes: bool = False,
+    statistics: Statistics | None = None,
+    decoder_rows: xr.DataArray | None = None,
 ) -> xr.DataTree:
     """Every generic result of the analysis of ``ds`` (module docstring for the groups).
 
@@ -54,13 +60,18 @@ def study_results(
     fits the linear decoders with folds drawn from ``seed``. ``episodes`` adds the group
     ``episodes`` (the logit lens's beliefs, and the tuned lens's with ``lens``, per instance,
     and the tokens of the read-out shown for each: :func:`~.episodes.episode_tokens`).
+    ``statistics``: the statistic baselines' features
+    (``belieflens.envs.statistic_features(ds)``), which add the group ``baselines`` beside
+    the decoders. ``decoder_rows``: the decoders' :func:`~.summary.decoder_tvd` from ``seed``,
+    where the caller has it.
     """
     if lens is not None:
         lens.check_file(ds)
     # the decoder fits are the analysis's memory peak: run them before the other results
-    # are held, as summary would run them (its defaults: seed's generator, folds, lam)
-    rows = decoder_tvd(ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS,
-                     lam=DECODER_LAM) if decoders else None
+    # are held, as summary would run them (its defaults: seed's generator, folds)
+    rows = decoder_rows
+    if decoders and rows is None:
+        rows = decoder_tvd(ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS)
     release_freed_memory()
     # the lens next, its [query, layer, option] scores and chunk tasks the next peak:
     # before the output beliefs and their tables are held too
@@ -75,6 +86,8 @@ def study_results(
     groups = {"turns": turns, "lens": ltable, "summary": summ,
               "position_bias": position_bias(ds, method=method),
               "calibration": reliability(beliefs)}
+    if decoders and statistics:
+        groups["baselines"] = baselines(ds, statistics, seed=seed, decoder=rows)
     if episodes:
         lenses = {"logit-lens": logit}
         if lens is not None:

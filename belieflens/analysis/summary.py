@@ -9,11 +9,14 @@
 - ``logit-lens``: each layer's residual at the answer position read through the final
   norm and unembedding (:mod:`belieflens.lens.apply`), debiased like the output.
 - ``tuned-lens``: the same after the layer's tuned-lens translator; NaN without a lens.
-- ``decoder``: a multinomial logistic decoder (soft targets: the oracle distribution) fitted
-  per layer and per probe question on the residuals at the answer position, scored on
-  held-out episodes (grouped cross-validation, so no episode's turns are in both train
-  and test); its held-out predictions are averaged over rotations per probe instance.
-  NaN where no oracle exists or fewer than 2 episodes are in the file.
+- ``decoder``: a linear decoder of the oracle distribution fitted per layer and per probe
+  question on the residuals at the answer position: the one estimator of every linear
+  read-out (:mod:`belieflens.analysis.decoders.estimator`: ridge on standardised features,
+  its penalty chosen by nested cross-validation inside each outer fold's training
+  episodes), its prediction projected onto the simplex, scored on held-out episodes
+  (folds grouped by episode, so no episode's turns are in both train and test); its
+  held-out predictions' TVDs are averaged over rotations per probe instance. NaN where no
+  oracle exists or fewer than 3 episodes are in the file.
 
 ``delivery`` is a dimension of its own because deliveries (single- vs multi-turn) are
 different conditions on the same evidence, and pooling them would hide the comparison they
@@ -41,7 +44,7 @@ from belieflens.analysis.beliefs import (
     query_n_outcome,
 )
 from belieflens.analysis.decoders.folds import group_folds
-from belieflens.analysis.decoders.heldout import heldout_softmax
+from belieflens.analysis.decoders.heldout import heldout_distribution
 from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
 from belieflens.analysis.divergence import tvd, tvd_values
 from belieflens.analysis.stats import mean_sem
@@ -61,8 +64,13 @@ DECODER_FOLDS = 5
 """Folds of the decoders' held-out fits (grouped by episode), the default of both
 :func:`decoder_tvd` and :func:`summary`."""
 
-DECODER_LAM = 1e-2
-"""L2 penalty of the decoders, the default of both :func:`decoder_tvd` and :func:`summary`."""
+DECODER_KIND = ("ridge on standardised features, lambda by nested CV grouped by episode, "
+                "target = oracle, prediction projected onto the simplex")
+"""How the decoders are fitted, as the results' attributes say it."""
+
+MIN_DECODER_EPISODES = 3
+"""Episodes a decoder needs: its penalty is chosen by cross-validation inside the training
+folds of each held-out fold, so at least 3 folds of whole episodes."""
 
 
 def _tvd_to_oracle(
@@ -83,25 +91,13 @@ Task = tuple[np.ndarray, np.ndarray, np.ndarray]
 """One decoder fit: (query rows, oracle targets [row, outcome], grouped folds [row])."""
 
 
-def decoder_tvd(
-    ds: xr.Dataset,
-    rng: np.random.Generator,
-    *,
-    n_folds: int = DECODER_FOLDS,
-    lam: float = DECODER_LAM,
-    max_iter: int = 200,
-    chunk: int = 256,
-    memory_budget: int = 2**26,
-) -> xr.DataArray:
-    """Held-out decoder TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
-
-    NaN where not estimable. One softmax decoder per (probe question, layer), trained on the
-    oracle distribution with folds grouped by episode; each query row is predicted by the
-    decoder that did not see its episode, and a probe instance's TVD is the mean over its
-    rotations. The residuals are held ``memory_budget`` bytes (stored dtype) of layers at a time
-    and read in blocks of ``chunk`` queries (a dask-backed dataset: its own chunks).
-    """
-    n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
+def decoder_tasks(ds: xr.Dataset, rng: np.random.Generator, *,
+                  n_folds: int = DECODER_FOLDS) -> list[Task]:
+    """The decoder fits of a file: one per probe question (and outcome count) with an oracle
+    in at least :data:`MIN_DECODER_EPISODES` episodes, its rows, oracle targets and folds of
+    whole episodes (``min(n_folds, episodes)`` of them, drawn from ``rng`` question by
+    question). The same ``rng`` seed gives the same tasks, so a statistic baseline
+    (:mod:`belieflens.analysis.baselines`) is fitted on the decoders' own folds."""
     oracle = np.asarray(ds["oracle"].values, dtype=np.float64)
     k_q = query_n_outcome(ds)
     probe = np.asarray(ds["probe"].values).astype(str)
@@ -116,26 +112,55 @@ def decoder_tvd(
         for k in np.unique(k_q[valid & (probe == name)]):
             rows = np.flatnonzero(valid & (probe == name) & (k_q == k))
             eps = np.unique(episode[rows])
-            if eps.size < 2:
+            if eps.size < MIN_DECODER_EPISODES:
                 continue
             folds = group_folds(episode[rows], min(n_folds, int(eps.size)), rng)
             tasks.append((rows, oracle[rows][:, : int(k)], folds))
+    return tasks
+
+
+def rotation_mean(ds: xr.Dataset, row_values: np.ndarray, dim: str = LAYER) -> xr.DataArray:
+    """Per-row values ``[query, dim]`` as dims ``(delivery, probe, episode, turn, dim)``: each
+    probe instance's mean over its rotations (NaN unless every present rotation has one)."""
+    grid = by_instance(ds, {"v": xr.DataArray(row_values, dims=(QUERY, dim))})
+    out: xr.DataArray = xr.apply_ufunc(
+        _rotation_mean, grid["v"], grid[PRESENT],
+        input_core_dims=[[ROTATION, dim], [ROTATION]], output_core_dims=[[dim]],
+        vectorize=True, output_dtypes=[np.float64],
+    )
+    return out.transpose(*INSTANCE_DIMS, dim)
+
+
+def decoder_tvd(
+    ds: xr.Dataset,
+    rng: np.random.Generator,
+    *,
+    n_folds: int = DECODER_FOLDS,
+    chunk: int = 256,
+    memory_budget: int = 2**26,
+) -> xr.DataArray:
+    """Held-out decoder TVD to the oracle, dims ``(delivery, probe, episode, turn, layer)``.
+
+    NaN where not estimable. One decoder per (probe question, layer) (:func:`decoder_tasks`),
+    the one estimator's nested-CV ridge fit of the oracle distribution with folds grouped by
+    episode, projected onto the simplex
+    (:func:`~belieflens.analysis.decoders.heldout.heldout_distribution`); each query row is
+    predicted by the decoder that did not see its episode, and a probe instance's TVD is the
+    mean over its rotations. The residuals are held ``memory_budget`` bytes (stored dtype) of
+    layers at a time and read in blocks of ``chunk`` queries (a dask-backed dataset: its own
+    chunks).
+    """
+    n_q, n_layer = ds.sizes["query"], ds.sizes["layer"]
+    tasks = decoder_tasks(ds, rng, n_folds=n_folds)
     row_tvd = np.full((n_q, n_layer), np.nan)
     if tasks:
         with FIT_BLAS_LIMIT:  # held here too: the fits may run on dask's threads
-            _fit_rows(ds, tasks, row_tvd, lam=lam, max_iter=max_iter, chunk=chunk,
-                      memory_budget=memory_budget)
-    grid = by_instance(ds, {"tvd": xr.DataArray(row_tvd, dims=(QUERY, LAYER))})
-    out: xr.DataArray = xr.apply_ufunc(
-        _rotation_mean, grid["tvd"], grid[PRESENT],
-        input_core_dims=[[ROTATION, LAYER], [ROTATION]], output_core_dims=[[LAYER]],
-        vectorize=True, output_dtypes=[np.float64],
-    )
-    return out.transpose(*INSTANCE_DIMS, LAYER).assign_coords({LAYER: list(range(n_layer))})
+            _fit_rows(ds, tasks, row_tvd, chunk=chunk, memory_budget=memory_budget)
+    out = rotation_mean(ds, row_tvd)
+    return out.assign_coords({LAYER: list(range(n_layer))})
 
 
-def _fit_task(x: np.ndarray, where: np.ndarray, task: Task, *, lam: float,
-              max_iter: int) -> np.ndarray:
+def _fit_task(x: np.ndarray, where: np.ndarray, task: Task) -> np.ndarray:
     """Held-out TVD ``[task row, layer]`` of one task at each layer of ``x [used row, layer,
     d_model]`` (the residuals of one layer group at the rows ``where`` indexes, in their
     stored dtype: each fit streams its rows in float64 blocks, so no float64 copy of the
@@ -145,7 +170,7 @@ def _fit_task(x: np.ndarray, where: np.ndarray, task: Task, *, lam: float,
     y_n = y / y.sum(axis=1, keepdims=True)
     out = np.empty((rows.size, x.shape[1]))
     for i in range(x.shape[1]):
-        pred = heldout_softmax(x[:, i], y, folds, rows=where[rows], lam=lam, max_iter=max_iter)
+        pred = heldout_distribution(x[:, i], y, folds, rows=where[rows])
         out[:, i] = tvd_values(pred, y_n, axis=1)
     return out
 
@@ -215,8 +240,8 @@ def _parallel_slots(collection: object) -> int:
     return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
-def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, lam: float, max_iter: int,
-              chunk: int, memory_budget: int) -> None:
+def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, chunk: int,
+              memory_budget: int) -> None:
     """Fill ``row_tvd [query, layer]`` with each task's held-out TVD per row and layer.
 
     Layers are fitted in groups whose residuals (in their stored dtype, the rows the tasks
@@ -258,7 +283,7 @@ def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, lam: fl
             wave = groups[w:w + at_once]
             # one read per group (its layers only), shared by the group's fits
             xs = [read(_GroupRows(resid.data[:, g[0]:g[-1] + 1]), where) for g in wave]
-            parts = [fit(x, where, t, lam=lam, max_iter=max_iter) for x in xs for t in tasks]
+            parts = [fit(x, where, t) for x in xs for t in tasks]
             done = iter(compute(*parts))  # type: ignore[no-untyped-call]
             for g in wave:
                 for rows, _, _ in tasks:
@@ -270,8 +295,7 @@ def _fit_rows(ds: xr.Dataset, tasks: list[Task], row_tvd: np.ndarray, *, lam: fl
                        query_blocks(resid, chunk),
                        lambda i, s, e: sub.isel(query=slice(s, e)).values)  # noqa: B023
         for task in tasks:
-            row_tvd[task[0], group[0]:group[-1] + 1] = _fit_task(x, where, task, lam=lam,
-                                                                 max_iter=max_iter)
+            row_tvd[task[0], group[0]:group[-1] + 1] = _fit_task(x, where, task)
 
 
 def _over_episodes(tvds: list[xr.DataArray]) -> xr.Dataset:
@@ -293,7 +317,7 @@ def _over_episodes(tvds: list[xr.DataArray]) -> xr.Dataset:
 
 def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = "geometric",
             decoders: bool = True, seed: int = 0, n_folds: int = DECODER_FOLDS,
-            decoder_lam: float = DECODER_LAM, chunk: int = 256,
+            chunk: int = 256,
             logit_lens: xr.DataArray | None = None,
             decoder_rows: xr.DataArray | None = None) -> xr.Dataset:
     """TVD to the oracle per (delivery, probe, turn, layer, source): mean and SEM over episodes.
@@ -304,8 +328,8 @@ def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = 
     ``seed`` seeds the decoders' fold assignment. ``logit_lens``: the file's
     :func:`~belieflens.analysis.beliefs.lens_beliefs` with ``method``, where the caller has
     them already (else computed here). ``decoder_rows``: likewise the decoders' TVDs,
-    :func:`decoder_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds``,
-    ``decoder_lam`` and ``chunk`` (the report fits them first, before the other results are
+    :func:`decoder_tvd` of the file with ``np.random.default_rng(seed)``, ``n_folds`` and
+    ``chunk`` (the report fits them first, before the other results are
     held, since their fits are its memory peak). Variables: ``tvd_mean``, ``tvd_sem``,
     ``n`` (episodes with a value); see the module docstring for the sources.
     """
@@ -327,7 +351,7 @@ def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = 
     )
     if decoders:
         decoder_da = decoder_rows if decoder_rows is not None else decoder_tvd(
-            ds, np.random.default_rng(seed), n_folds=n_folds, lam=decoder_lam, chunk=chunk)
+            ds, np.random.default_rng(seed), n_folds=n_folds, chunk=chunk)
         decoder_da = decoder_da.where(logit_tvd.notnull())  # NaN where no oracle or instance
     else:
         decoder_da = nan
@@ -337,9 +361,8 @@ def summary(ds: xr.Dataset, lens: Lens | None = None, *, method: DebiasMethod = 
         "output_layer": "repeated: the output belief does not depend on the layer",
         "tuned_lens": int(lens is not None),
         "decoders": int(decoders),
-        "decoder_kind": "softmax, soft targets = oracle, folds grouped by episode",
+        "decoder_kind": DECODER_KIND,
         "decoder_folds": n_folds,
-        "decoder_lam": decoder_lam,
         "seed": seed,
         "lens_multi_token": str(logit.attrs.get("multi_token")),
     })

@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pkgutil
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from belieflens.envs.registry import REGISTRY, EnvironmentClass, register
 from belieflens.episodes.base import Environment, Episode, Message, Probe, Query, Turn
@@ -32,6 +35,7 @@ from belieflens.episodes.capabilities import (
     FiniteGrid,
     NeedsGenerator,
     NeedsSimulator,
+    StatisticFeatures,
 )
 from belieflens.episodes.params import ParamSpec, parse, specs
 from belieflens.errors import ParameterError
@@ -98,6 +102,41 @@ def readout_targets(ds: xr.Dataset) -> dict[str, Target]:
     return dict(targets(ds)) if targets is not None else {}
 
 
+def statistic_features(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """The statistic baselines' features of every read-out of a cache file, by name, each
+    ``[query, feature]`` (none for an environment that declares none,
+    :class:`~belieflens.episodes.capabilities.StatisticFeatures`, or whose episodes its
+    provenance cannot rebuild). The environment is rebuilt from the file's provenance (its
+    name, parameters and seed: episodes are deterministic in the seed) and asked for the
+    features of each episode the file holds; each read-out takes its episode's row of its
+    turn. The decoders' statistic baselines are fitted on them
+    (:mod:`belieflens.analysis.baselines`)."""
+    name = str(ds.attrs.get("env_name", ""))
+    if name not in REGISTRY:
+        return {}
+    try:
+        env = get(name, **json.loads(str(ds.attrs.get("env_params", "{}"))))
+        seed = int(np.asarray(ds.attrs["seed"]).reshape(-1)[0])
+    except (ParameterError, ValueError, TypeError, KeyError):
+        return {}
+    if not isinstance(env, StatisticFeatures):
+        return {}
+    episode = np.asarray(ds["episode"].values, dtype=np.int64)
+    turn = np.asarray(ds["turn"].values, dtype=np.int64)
+    wanted = set(np.unique(episode).tolist())
+    per: dict[int, dict[str, np.ndarray]] = {}
+    for ep in env.episodes(max(wanted) + 1, seed):
+        if ep.index in wanted:
+            per[ep.index] = {k: np.asarray(v, dtype=np.float64)
+                             for k, v in env.statistic_features(ep).items()}
+    first = per[min(per)]
+    if set(per) != wanted or any(int(t) >= len(per[int(e)][next(iter(first))])
+                                 for e, t in zip(episode, turn, strict=True)):
+        return {}  # not the file's episodes (a turn the rebuilt episode lacks)
+    return {k: np.stack([per[int(e)][k][int(t)] for e, t in zip(episode, turn, strict=True)])
+            for k in first}
+
+
 def positive_control(name: str) -> ControlOf | None:
     """What environment ``name`` is a positive control of (its class's ``control_of``:
     :class:`belieflens.episodes.capabilities.ControlOf`), or ``None``; a study of it may stand
@@ -126,6 +165,7 @@ __all__ = [
     "ParamSpec",
     "Probe",
     "Query",
+    "StatisticFeatures",
     "Turn",
     "describe",
     "environment_class",
@@ -136,4 +176,5 @@ __all__ = [
     "readout_targets",
     "register",
     "sections_for",
+    "statistic_features",
 ]

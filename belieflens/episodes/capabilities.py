@@ -12,6 +12,10 @@
   oracle, ``S = 0`` the prior at every turn).
 - :class:`EpisodeJobs`: it builds its episodes as independent jobs (``episode_jobs``), so
   that episodes that generate can be driven together and their generations batched.
+- :class:`StatisticFeatures`: it declares statistics of the evidence shown so far (counts,
+  the turn, the last ``k`` observations) from which a belief could be read without the
+  model (``statistic_features(episode)``): the statistic baselines that every decoder
+  result stands beside (:mod:`belieflens.analysis.baselines`).
 
 And one declared on the class: ``control_of`` (a :class:`ControlOf`), the environment a
 token-level process is the positive control of.
@@ -23,6 +27,9 @@ import copy
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, Self, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
 
 from belieflens.episodes.base import Environment, Episode
 from belieflens.episodes.generation import TextGenerator
@@ -102,6 +109,24 @@ class EpisodeJobs(Environment, Protocol):
 
     def episode_jobs(self, n: int, seed: int) -> list[Iterator[Episode]]:
         """The jobs of ``episodes(n, seed)``, in order (most yield one episode each)."""
+        ...
+
+
+@runtime_checkable
+class StatisticFeatures(Environment, Protocol):
+    """An environment that declares the statistics of its evidence a belief may be read from.
+
+    ``statistic_features(episode)`` gives, by name, each statistic baseline's features at
+    every turn of one of its episodes, ``[turn, feature]`` (turn 0: before any evidence),
+    computed from the episode alone (its turns' observations, its truth), so that they are
+    rebuilt from a cache file's provenance (the environment, its parameters and seed). The
+    same feature set for every episode of one environment: same names, same widths. A
+    decoder is then fitted on each feature set with its own folds and estimator, and a
+    decoder that a statistic already gives is not evidence of a belief.
+    """
+
+    def statistic_features(self, episode: Episode) -> Mapping[str, NDArray[np.float64]]:
+        """Each statistic baseline's features of ``episode`` by name, ``[turn, feature]``."""
         ...
 
 

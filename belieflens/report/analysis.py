@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.baselines import Statistics
 from belieflens.analysis.floor import check_floors, floor
 from belieflens.analysis.geometry import Target
 from belieflens.analysis.results import study_results
+from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd
 from belieflens.errors import BeliefLensError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
@@ -38,6 +40,7 @@ from belieflens.report.floor import floor_section
 from belieflens.report.section import Section, SectionFn
 from belieflens.report.tables import (
     best_layers,
+    format_baselines,
     format_lens_table,
     format_position_bias,
     format_summary,
@@ -56,6 +59,16 @@ SectionsFor = Callable[[str], Sequence[SectionFn]]
 TargetsFor = Callable[[xr.Dataset], Mapping[str, Target]]
 """A cache file to the belief-geometry targets its environment defines
 (``belieflens.envs.readout_targets``): the floors' geometry sources."""
+
+
+StatisticsFor = Callable[[xr.Dataset], Statistics]
+"""A cache file to its statistic baselines' features per read-out
+(``belieflens.envs.statistic_features``): the baselines beside every decoder result."""
+
+
+def no_statistics(ds: xr.Dataset) -> Statistics:
+    """No statistic baselines."""
+    return {}
 
 
 def no_sections(env: str) -> Sequence[SectionFn]:
@@ -97,6 +110,7 @@ def analyze(
     html: bool = True,
     floors: Sequence[str | Path] = (),
     targets: TargetsFor = no_targets,
+    statistics: StatisticsFor = no_statistics,
 ) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
@@ -125,10 +139,12 @@ def analyze(
     ``floors``: control files of the same study (``extract --init random:SEED``), checked
     before any work (one line naming a mismatch): every lens, decoder and geometry read-out
     is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
-    targets from ``targets``), in a section of its own.
+    targets from ``targets``), in a section of its own. ``statistics``: the file's statistic
+    baselines' features, beside every decoder result (:mod:`belieflens.analysis.baselines`;
+    with ``floors`` the selectivity is against the larger of the floor and the best).
     """
     run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
-               targets)
+               targets, statistics)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -166,6 +182,7 @@ class _Run:
     html: bool = True
     floors: tuple[Path, ...] = ()
     targets: TargetsFor = no_targets
+    statistics: StatisticsFor = no_statistics
 
     def __call__(self, path: str | Path, out_dir: str | Path | None,
                  client: DaskClient | None) -> Analysis:
@@ -175,7 +192,8 @@ class _Run:
             _verify(path, client)
         ds = open_cache(path)
         try:  # nothing is written from damaged data or beside another study's floor
-            check_floors(ds.attrs, self.floors)
+            check_floors(ds.attrs, self.floors, geometry=bool(self.floors)
+                         and bool(self.targets(ds)))
             if out is not None and not shards:
                 verify_file(path)
         except BeliefLensError:
@@ -188,19 +206,32 @@ class _Run:
         with staged(out) as stage:  # written whole into place, or not at all
             folder = stage.folder if stage is not None else None
             try:
-                results = study_results(ds, method=self.method, lens=self.tuned,
-                                        decoders=self.decoders, seed=self.seed,
-                                        episodes=out is not None and self.html)
-                env = str(ds.attrs.get("env_name"))
-                extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
-                if self.floors:
-                    f = floor(ds, self.floors, method=self.method, decoders=self.decoders,
-                              seed=self.seed, targets=self.targets(ds))
-                    extra.append(floor_section(f, folder))
+                results, extra = self._results(ds, folder, out is not None)
             finally:
                 ds.close()
             done = _present(results, extra, folder, self.tuned, self.decoders)
         return dataclasses.replace(done, files=final(stage, done.files))
+
+
+    def _results(self, ds: xr.Dataset, folder: Path | None, written: bool
+                 ) -> tuple[xr.DataTree, list[Section]]:
+        """The study's results and its extra sections (the environment's, the floor's)."""
+        stats = self.statistics(ds) if self.decoders else {}
+        rows = (decoder_tvd(ds, np.random.default_rng(self.seed), n_folds=DECODER_FOLDS)
+                if self.decoders else None)
+        release_freed_memory()
+        results = study_results(ds, method=self.method, lens=self.tuned,
+                                decoders=self.decoders, seed=self.seed,
+                                episodes=written and self.html, statistics=stats,
+                                decoder_rows=rows)
+        env = str(ds.attrs.get("env_name"))
+        extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
+        if self.floors:
+            f = floor(ds, self.floors, method=self.method, decoders=self.decoders,
+                      seed=self.seed, targets=self.targets(ds), statistics=stats,
+                      decoder_rows=rows)
+            extra.append(floor_section(f, folder))
+        return results, extra
 
 
 @dataclass(frozen=True)
@@ -211,12 +242,16 @@ class _Texts:
     lens: str
     summary: str
     bias: str
+    baselines: str = ""
+    """The statistic baselines beside the decoders ('' without)."""
 
     def titled(self, calibration: str, extra: Sequence[Section]) -> dict[str, str]:
         """Each table under the title the viewer shows it with, then ``extra``'s sections."""
         return {"Output beliefs against the oracle, per turn": self.turns,
                 "Logit lens: TVD to the oracle per layer": self.lens,
                 "Every read-out per layer (summary)": self.summary,
+                **({"Statistic baselines beside the decoders": self.baselines}
+                   if self.baselines else {}),
                 "Position bias": self.bias,
                 "Calibration against the oracle (ECE)": calibration,
                 **{sec.title: sec.text for sec in extra}}
@@ -226,7 +261,9 @@ class _Texts:
         return cls(format_turn_table(r["turns"].to_dataset()),
                    format_lens_table(r["lens"].to_dataset()),
                    format_summary(r["summary"].to_dataset()),
-                   format_position_bias(r["position_bias"].to_dataset()))
+                   format_position_bias(r["position_bias"].to_dataset()),
+                   format_baselines(r["baselines"].to_dataset())
+                   if "baselines" in r.children else "")
 
 
 def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
@@ -240,7 +277,9 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
     text = (
         f"model {attrs.get('model_id')} | env {attrs.get('env_name')} {attrs.get('env_params')}"
         f" | episodes {attrs.get('episodes')} | seed {attrs.get('seed')} | debias {method}\n\n"
-        f"{texts.turns}\n{texts.lens}\n\n{texts.summary}\nposition bias\n{texts.bias}\n\n"
+        f"{texts.turns}\n{texts.lens}\n\n{texts.summary}\n"
+        + (f"{texts.baselines}\n\n" if texts.baselines else "")
+        + f"position bias\n{texts.bias}\n\n"
         f"calibration vs oracle, ECE: {_ece_text(rel)}\n\n{headline}\n"
     )
     for sec in extra:
@@ -285,7 +324,7 @@ def _headline(results: xr.DataTree) -> str:
     for src in ("logit-lens", "tuned-lens", "decoder"):
         if src in best:
             la, v = best[src]
-            parts.append(f"{src}: closest layer {la} (TVD {v:.3f})")
+            parts.append(f"{src}: closest layer {la} (TVD {v:.3f}{_beside(results, src)})")
     lt = summ["tvd_mean"].sel(source="logit-lens", layer=last).mean(skipna=True)
     parts.append(f"logit lens at the last layer ({last}): {float(lt):.3f}")
     worst = bias["rotation_tvd_mean"].max(skipna=True)
@@ -296,6 +335,19 @@ def _headline(results: xr.DataTree) -> str:
         parts.append(f"calibration error vs oracle: ECE {ece:.3f}, mean |model − oracle| "
                      f"{float(rel['mean_abs'].sel(probe='all')):.3f}")
     return "; ".join(parts)
+
+
+def _beside(results: xr.DataTree, source: str) -> str:
+    """``; best statistic baseline NAME TVD`` beside the decoder's closest layer ('' where the
+    study has no baselines)."""
+    if source != "decoder" or "baselines" not in results.children:
+        return ""
+    per = results["baselines"].to_dataset()["tvd_mean"].mean(
+        ["delivery", "probe", "turn"], skipna=True)
+    if bool(per.isnull().all()):
+        return ""
+    name = str(per.fillna(np.inf).idxmin("baseline").values)
+    return f"; best statistic baseline {name} {float(per.sel(baseline=name)):.3f}"
 
 
 def _ece_text(rel: Any) -> str:
@@ -352,9 +404,11 @@ def _multi_text(multi: bool) -> str:
 def _decoder_text(decoders: bool) -> str:
     if not decoders:
         return "Linear decoders were skipped (`--no-decoders`)."
-    return ("A **linear decoder** (multinomial logistic regression with the oracle distribution "
-            "as a soft target) is fitted per layer and per question and scored on episodes it "
-            "never saw (cross-validation grouped by episode).")
+    return ("A **linear decoder** of the oracle distribution (the one estimator of every linear "
+            "read-out: ridge on standardised features, its penalty chosen by nested "
+            "cross-validation inside the training episodes, the prediction projected onto the "
+            "simplex) is fitted per layer and per question and scored on episodes it never saw "
+            "(cross-validation grouped by episode).")
 
 
 def _md_provenance(attrs: dict[str, Any]) -> str:
@@ -433,7 +487,7 @@ output head reads.
 ```
 {summ_text}
 ```
-
+{_md_baselines(texts.baselines)}
 The logit lens alone, per question, averaged over turns:
 
 ![logit lens heatmap](lens_tvd.png)
@@ -442,6 +496,21 @@ The logit lens alone, per question, averaged over turns:
 {lens_text}
 ```
 
+"""
+
+
+def _md_baselines(text: str) -> str:
+    if not text:
+        return ""
+    return f"""
+Every decoder result beside the **statistic baselines**: the same estimator with the same
+folds, fitted on features of the evidence the environment declares (counts, the turn, the
+last few observations) instead of the residual. A decoder no better than a baseline reads
+nothing the statistic does not already give.
+
+```
+{text}
+```
 """
 
 

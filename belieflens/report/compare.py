@@ -299,8 +299,9 @@ def _floor_markdown(cmp: xr.Dataset) -> str:
 Each model's logit-lens and decoder TVD to the oracle per layer beside the same read-out of
 untrained networks of its shape (`extract --init random:SEED`, the files labelled
 *untrained*): the band is the controls' range, the selectivity is floor − trained (positive:
-closer to the oracle than any network of that shape gives untrained), its interval a paired
-bootstrap over episodes. Dots mark layers whose interval excludes 0.
+closer to the oracle than any network of that shape gives untrained), its interval over the
+episodes (paired) and the controls' seeds, corrected across layers (max-T); a model needs two
+controls. Dots mark layers whose interval excludes 0.
 
 ![each model beside its untrained band](compare_floor.png)
 

@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis.compare_floor import READOUT
-from belieflens.analysis.floor import TOLERANCE
+from belieflens.analysis.floor_test import TOLERANCE
 from belieflens.report.figures import pyplot, save
 
 FIGURE = "compare_floor.png"

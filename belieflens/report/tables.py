@@ -82,6 +82,27 @@ def format_summary(summary: xr.Dataset, *, every: int = 5) -> str:
     return "\n".join(lines)
 
 
+def format_baselines(b: xr.Dataset, *, every: int = 5) -> str:
+    """Plain-text :func:`belieflens.analysis.baselines.baselines`: per delivery and probe each
+    statistic baseline's TVD to the oracle (mean over turns), and the decoders' selectivity
+    against the best per layer (every ``every``-th and the last)."""
+    tv = b["tvd_mean"].mean("turn", skipna=True)
+    lines = ["statistic baselines (the decoders' estimator and folds on features of the "
+             "evidence): held-out TVD to the oracle, mean over turns; decoder selectivity = "
+             "best baseline's TVD - decoder's, positive = beyond every baseline"]
+    for d, p, sub in cells(tv, has_values):
+        vals = " · ".join(f"{n!s} {num(sub.sel(baseline=n))}" for n in sub["baseline"].values)
+        lines.append(f"{d} / {p}: {vals}")
+        if "selectivity" not in b:
+            continue
+        sel = b["selectivity"].sel(delivery=d, probe=p)
+        layers = [int(x) for x in sel["layer"].values]
+        shown = sorted(set(layers[::every]) | {layers[-1]})
+        row = "  ".join(f"L{la}={float(sel.sel(layer=la)):+.3f}" for la in shown)
+        lines.append(f"  decoder vs {b['best'].sel(delivery=d, probe=p).values!s}: {row}")
+    return "\n".join(lines)
+
+
 def format_position_bias(table: xr.Dataset) -> str:
     """Plain-text rendering: per probe, TVD of each rotation and the excess of each position."""
     lines: list[str] = []

@@ -26,7 +26,8 @@ from belieflens.analysis.decoders import (
     save_decoder,
     shuffle_by_group,
 )
-from belieflens.analysis.decoders.heldout import heldout_softmax
+from belieflens.analysis.decoders.estimator import ridge_heldout
+from belieflens.analysis.decoders.heldout import heldout_distribution, heldout_ridge, simplex
 from belieflens.analysis.decoders.softmax import FIT_BLAS_LIMIT
 from belieflens.dims import D_MODEL, EPISODE, LAYER, OUTCOME, QUERY, TURN
 
@@ -231,23 +232,49 @@ def test_softmax_cv_heldout_kl_low_and_control_high() -> None:
     assert cv.kl[1] > 10 * cv.kl[0]
 
 
-def test_heldout_softmax_streamed_blocks_and_row_subset_equal_one_block() -> None:
+def test_heldout_ridge_streamed_blocks_and_row_subset_equal_the_one_estimator() -> None:
     x, p, ep = _planted_distributions(2)
     folds = group_folds(ep, 4, np.random.default_rng(0))
-    one = heldout_softmax(x, p, folds, lam=1e-3, max_iter=300, block=x.shape[0])
+    ref = ridge_heldout(x, p, folds)
+    one, lam = heldout_ridge(x, p, folds, block=x.shape[0])
+    np.testing.assert_allclose(one, ref.pred, atol=1e-8)
+    np.testing.assert_array_equal(lam, ref.lam)  # the same λ per outer fold
     # float32 storage, streamed 37 rows at a time, the rows picked out of a larger array
     pad = np.concatenate([np.zeros((5, x.shape[1])), x]).astype(np.float32)
     rows = np.arange(5, 5 + x.shape[0])
-    streamed = heldout_softmax(pad, p, folds, lam=1e-3, max_iter=300, rows=rows, block=37)
-    ref32 = heldout_softmax(x.astype(np.float32), p, folds, lam=1e-3, max_iter=300,
-                            block=x.shape[0])
-    np.testing.assert_allclose(streamed, ref32, atol=1e-6)
-    np.testing.assert_allclose(streamed, one, atol=1e-4)
-    np.testing.assert_allclose(one.sum(axis=1), 1.0)
-    tvd = 0.5 * np.abs(one - p).sum(axis=1).mean()
-    assert tvd < 0.05  # held-out rows are predicted, not memorised
+    streamed, _ = heldout_ridge(pad, p, folds, rows=rows, block=37)
+    ref32, _ = heldout_ridge(x.astype(np.float32), p, folds, block=x.shape[0])
+    np.testing.assert_allclose(streamed, ref32, atol=1e-8)
     with pytest.raises(ValueError, match="differ"):
-        heldout_softmax(x, p[:-1], folds[:-1], rows=rows)
+        heldout_ridge(x, p[:-1], folds[:-1], rows=rows)
+
+
+def test_heldout_distribution_is_a_distribution_near_the_target() -> None:
+    x, p, ep = _planted_distributions(2, k=3)
+    folds = group_folds(ep, 4, np.random.default_rng(0))
+    q = heldout_distribution(x, p, folds)
+    np.testing.assert_allclose(q.sum(axis=1), 1.0)
+    assert bool((q >= 0).all())
+    tvd = 0.5 * np.abs(q - p).sum(axis=1).mean()
+    shuffled = heldout_distribution(x, shuffle_by_group(p, ep, np.random.default_rng(1)), folds)
+    assert tvd < 0.5 * (0.5 * np.abs(shuffled - p).sum(axis=1).mean())  # read, not guessed
+    with pytest.raises(ValueError, match="distributions"):
+        heldout_distribution(x, -p, folds)
+
+
+@given(st.lists(st.lists(st.floats(-3, 3), min_size=3, max_size=3), min_size=1, max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_simplex_is_the_nearest_distribution(rows: list[list[float]]) -> None:
+    v = np.array(rows)
+    q = simplex(v)
+    np.testing.assert_allclose(q.sum(axis=1), 1.0, atol=1e-9)
+    assert bool((q >= 0).all())
+    # no distribution on a grid of the simplex is nearer than the projection
+    g = np.array([(a, b, 1 - a - b) for a in np.linspace(0, 1, 21) for b in np.linspace(0, 1, 21)
+                  if a + b <= 1 + 1e-12])
+    g = np.clip(g, 0, 1)
+    for i in range(v.shape[0]):
+        assert np.sum((q[i] - v[i]) ** 2) <= np.min(np.sum((g - v[i]) ** 2, axis=1)) + 1e-9
 
 
 def _blas_threads() -> list[int]:
@@ -276,9 +303,14 @@ def test_concurrent_fits_leave_blas_threads_as_they_found_them(
 
     monkeypatch.setattr(scipy.optimize, "minimize", minimize)
     before = _blas_threads()
-    with FIT_BLAS_LIMIT:  # as decoder_tvd holds it around fits on dask's threads
-        threads = [threading.Thread(target=heldout_softmax, args=(x, p, folds),
-                                    kwargs={"max_iter": n}) for n in (5, 300, 20, 100)]
+    with FIT_BLAS_LIMIT:  # as code running fits on dask's threads holds it
+        def fit(n: int) -> None:
+            def batches() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                yield x, p, folds
+
+            cross_validate_softmax(batches, 4, max_iter=n)
+
+        threads = [threading.Thread(target=fit, args=(n,)) for n in (5, 300, 20, 100)]
         for t in threads:
             t.start()
         for t in threads:

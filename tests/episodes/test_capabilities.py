@@ -8,7 +8,12 @@ import dataclasses
 import pytest
 
 from belieflens import envs
-from belieflens.episodes.capabilities import FiniteGrid, NeedsGenerator, NeedsSimulator
+from belieflens.episodes.capabilities import (
+    FiniteGrid,
+    NeedsGenerator,
+    NeedsSimulator,
+    StatisticFeatures,
+)
 from belieflens.errors import ParameterError
 from belieflens.run.generation_log import requires_generator, requires_simulator
 
@@ -21,6 +26,9 @@ OWN_ANSWERS = {"belief-attribution", "recommender", "protein-world"}
 """Environments whose published protocol (the default) runs on the model's own replies: they
 need a model by default, but no simulator."""
 GRIDS = {"dice", "coins", "preference", "choice", "case-study"}
+STATISTICS = {"coin-flip", "coin-tokens", "mess3", "rrxor", "z1r", "hmm"}
+"""Environments that declare statistic baselines: the coin flip (counts, turn, last flips) and
+the token processes (turn, last tokens; coin-tokens its counts too)."""
 
 
 @pytest.mark.parametrize("name", envs.names())
@@ -30,6 +38,7 @@ def test_capabilities_of_every_environment(name: str) -> None:
     assert isinstance(env, NeedsGenerator) == (name in GENERATING)
     assert isinstance(env, NeedsSimulator) == (name in SIMULATING)
     assert isinstance(env, FiniteGrid) == (name in GRIDS)
+    assert isinstance(env, StatisticFeatures) == (name in STATISTICS)
     # the defaults never need a model, but for the environments the model plays
     assert requires_simulator(env) == (name in MODEL_DRIVEN)
     assert requires_generator(env) == (name in MODEL_DRIVEN | OWN_ANSWERS)

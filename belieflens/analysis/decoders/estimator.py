@@ -134,21 +134,70 @@ def ridge_map(x: ArrayLike, y: ArrayLike, folds: ArrayLike, *,
     return RidgeMap(weight=coef[0], intercept=icpt[0], lam=lam, cv=cv)
 
 
+def fold_maps(fitter: RidgeFitter, *, lambdas: Sequence[float] = DEFAULT_LAMBDAS
+              ) -> list[RidgeMap | None]:
+    """The map of each outer fold of a nested CV over ``fitter``'s folds (at least 3 with
+    rows): fold ``k``'s map is :func:`ridge_map` on every other fold's rows, its λ chosen by
+    leave-one-fold-out over those folds, so predicting fold ``k``'s rows with it gives
+    :func:`ridge_heldout`'s held-out predictions (``None`` for a fold without rows). The
+    fitter's statistics may have been streamed in (``update`` block by block)."""
+    stats = fitter.fold_stats
+    grid = np.asarray(lambdas, dtype=np.float64)
+    cache: Paths = {}
+    out: list[RidgeMap | None] = []
+    with FIT_BLAS_LIMIT:
+        for k, test in enumerate(stats):
+            inner = [i for i in range(len(stats)) if i != k and stats[i] is not None]
+            train = RidgeStats.combine(stats[i] for i in inner)
+            if test is None or train is None:
+                out.append(None)
+                continue
+            if len(inner) < 2:
+                raise ValueError("nested cross-validation needs at least 3 non-empty folds")
+            lam = float(grid[np.argmin(_loo_sse(stats, inner, grid, cache).sum(axis=1))])
+            coef, icpt = _ridge_path(train, np.array([lam]))
+            out.append(RidgeMap(weight=coef[0], intercept=icpt[0], lam=lam, cv=True))
+    return out
+
+
 def null_targets(y: ArrayLike, groups: ArrayLike, rng: np.random.Generator,
                  permutations: int = NULL_PERMUTATIONS) -> list[F64]:
     """``permutations`` targets, each ``y`` with whole groups' trajectories permuted."""
     return [shuffle_by_group(y, groups, rng) for _ in range(permutations)]
 
 
-def _loo_sse(stats: Sequence[RidgeStats | None], among: Sequence[int], lambdas: F64) -> F64:
-    """Summed leave-one-fold-out SSE ``[n_lambda, outputs]`` over the folds ``among``."""
+Paths = dict[tuple[int, ...], tuple[F64, F64]]
+"""Ridge paths over a penalty grid by the training folds they were fitted on: the fits of the
+inner folds of one outer fold are those of others (the fit on all folds but ``{j, k}`` serves
+outer fold ``k``'s inner fold ``j`` and outer fold ``j``'s inner fold ``k``), so a nested CV
+decomposes each set of training folds once."""
+
+
+def _path(stats: Sequence[RidgeStats | None], train_folds: tuple[int, ...], lambdas: F64,
+          cache: Paths | None) -> tuple[F64, F64] | None:
+    """The ridge path of the folds ``train_folds`` (from ``cache`` when it holds it)."""
+    if cache is not None and train_folds in cache:
+        return cache[train_folds]
+    train = RidgeStats.combine(stats[i] for i in train_folds)
+    if train is None:
+        return None
+    out = _ridge_path(train, lambdas)
+    if cache is not None:
+        cache[train_folds] = out
+    return out
+
+
+def _loo_sse(stats: Sequence[RidgeStats | None], among: Sequence[int], lambdas: F64,
+             cache: Paths | None = None) -> F64:
+    """Summed leave-one-fold-out SSE ``[n_lambda, outputs]`` over the folds ``among``
+    (``cache``: the paths of earlier calls on the same statistics and grid)."""
     total = np.zeros((lambdas.size, 0))
     for j in among:
         test = stats[j]
-        train = RidgeStats.combine(stats[i] for i in among if i != j)
-        if test is None or train is None:
+        path = _path(stats, tuple(sorted(i for i in among if i != j)), lambdas, cache)
+        if test is None or path is None:
             continue
-        coef, icpt = _ridge_path(train, lambdas)
+        coef, icpt = path
         sse = _sse(test, coef, icpt)
         total = sse if total.shape[1] == 0 else total + sse
     if total.shape[1] == 0:
@@ -222,6 +271,7 @@ def _nested(fitter: RidgeFitter, x: F64, f: I64, starts: NDArray[np.int64],
     lam = np.full((n_blocks, n_folds), np.nan)
     firsts = [int(np.flatnonzero(owner == i)[0]) for i in range(int(owner.max()) + 1)]
     pred = {b: np.full_like(blocks[b], np.nan) for b in firsts}
+    cache: Paths = {}
     for k in range(n_folds):
         test = stats[k]
         inner = [i for i in range(n_folds) if i != k and stats[i] is not None]
@@ -230,7 +280,7 @@ def _nested(fitter: RidgeFitter, x: F64, f: I64, starts: NDArray[np.int64],
             continue
         if len(inner) < 2:
             raise ValueError("nested cross-validation needs at least 3 non-empty folds")
-        per_block = np.add.reduceat(_loo_sse(stats, inner, grid), starts, axis=1)
+        per_block = np.add.reduceat(_loo_sse(stats, inner, grid, cache), starts, axis=1)
         chosen = np.argmin(per_block, axis=0)  # [blocks]
         used = np.unique(chosen)
         coef, icpt = _ridge_path(train, grid[used])

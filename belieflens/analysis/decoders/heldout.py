@@ -1,75 +1,111 @@
-"""Held-out predictions of softmax decoders: each row comes from the decoder fitted without it."""
+"""Held-out predictions of the one estimator, streamed: each row comes from the fit that never
+saw its episode.
+
+:func:`heldout_ridge` is :func:`~belieflens.analysis.decoders.estimator.ridge_heldout`'s
+nested-CV ridge fit (standardised features, λ chosen inside each outer fold's training folds)
+with its rows read a block at a time; :func:`heldout_distribution` projects its predictions of
+a distribution onto the probability simplex (the decoders' read-out of an oracle).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from belieflens.analysis.decoders.softmax import (
-    HeadBatch,
-    _as_distributions,
-    _fit_heads,
-    _Heads,
-    _log_softmax,
-)
+from belieflens.analysis.decoders.estimator import fold_maps
+from belieflens.analysis.decoders.ridge import DEFAULT_LAMBDAS, RidgeFitter
 
 F64 = NDArray[np.float64]
 
 BLOCK_ROWS = 512
-"""Rows of a held-out fit streamed through its loss and gradient at a time. A block's
-float64 rows and their centred copy are its working memory (2.4 MB each at the default
-model's width), the same for every fit once its rows exceed a block, so a fit's memory
-does not grow with its rows (``bench/analysis_memory.py`` measures the analysis's peak)."""
+"""Rows of a held-out fit read and converted to float64 at a time. A block's float64 rows are
+its working memory (2.4 MB at the default model's width) beside the fit's per-fold
+``d_model²`` statistics, so a fit's memory does not grow with its rows
+(``bench/analysis_memory.py`` measures the analysis's peak)."""
 
 
-def heldout_softmax(
+def heldout_ridge(
     x: ArrayLike,
     y: ArrayLike,
     folds: ArrayLike,
     *,
-    lam: float = 1e-3,
-    max_iter: int = 500,
-    tol: float = 1e-6,
     rows: ArrayLike | None = None,
     block: int = BLOCK_ROWS,
-) -> F64:
-    """Held-out probabilities ``[n, k]``: row ``i`` from the decoder fitted on every other fold.
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+) -> tuple[F64, F64]:
+    """Held-out predictions ``[n, t]`` of ``y [n, t]`` from ``x [N, d]`` by nested CV over
+    ``folds [n]`` (whole episodes per fold, at least 3 with rows), and the λ of each outer
+    fold ``[n_folds]`` (NaN for a fold without rows).
 
-    ``x [N, d_model]`` (any float dtype), ``y [n, k]`` (distributions, soft targets),
-    ``folds [n]`` in ``0 .. n_folds-1`` (e.g. :func:`~belieflens.analysis.decoders.group_folds`
-    by episode, so no episode is in a decoder's training and test rows); ``rows [n]`` picks the
-    rows of ``x`` the targets belong to (default: all, ``n == N``). All folds are fitted in
-    one joint L-BFGS optimisation, as in
-    :func:`~belieflens.analysis.decoders.cross_validate_softmax`. The rows are streamed
-    ``block`` at a time, each block taken from ``x`` and converted to float64 when it is
-    used, so the working memory is a block's, not a float64 copy of ``x``.
+    ``rows [n]`` picks the rows of ``x`` the targets belong to (default: all, ``n == N``);
+    ``x`` may be stored in any float dtype: it is read ``block`` rows at a time, so no float64
+    copy of it is made. Equal to :func:`~belieflens.analysis.decoders.estimator.ridge_heldout`
+    on the same rows.
     """
     xs = np.asarray(x)
-    ya = _as_distributions(y)
+    ya = np.asarray(y, dtype=np.float64)
+    ya = ya[:, None] if ya.ndim == 1 else ya
     fa = np.asarray(folds, dtype=np.int64).ravel()
     idx = np.arange(xs.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64).ravel()
     if idx.shape[0] != ya.shape[0] or fa.shape[0] != ya.shape[0]:
         raise ValueError(f"x rows {idx.shape[0]}, y rows {ya.shape[0]} and folds "
                          f"{fa.shape[0]} differ")
-    n_folds = int(fa.max()) + 1
     step = max(1, block)
     spans = [(a, min(a + step, idx.shape[0])) for a in range(0, idx.shape[0], step)]
-
-    def rows_of(a: int, b: int) -> F64:
-        return np.asarray(xs[idx[a:b]], dtype=np.float64)
-
-    def batches() -> Iterator[HeadBatch]:
-        for a, b in spans:
-            yield rows_of(a, b), ya[None, a:b], fa[a:b]
-
-    heads = _Heads(task=np.zeros(n_folds, dtype=np.int64), skip=np.arange(n_folds))
-    fit = _fit_heads(batches, heads, n_folds, lam, max_iter, tol)
+    fitter = RidgeFitter(int(fa.max()) + 1)
+    for a, b in spans:
+        fitter.update(np.asarray(xs[idx[a:b]], dtype=np.float64), ya[a:b], fa[a:b])
+    maps = fold_maps(fitter, lambdas=lambdas)
     out = np.full(ya.shape, np.nan)
     for a, b in spans:
-        xb, fb = rows_of(a, b), fa[a:b]
+        xb, fb = np.asarray(xs[idx[a:b]], dtype=np.float64), fa[a:b]
         for k in np.unique(fb):
-            m = fb == k
-            out[a:b][m] = np.exp(_log_softmax(xb[m] @ fit.coef[k] + fit.intercept[k]))
-    return out
+            fit = maps[int(k)]
+            if fit is not None:
+                m = fb == k
+                out[a:b][m] = fit(xb[m])
+    lam = np.array([m.lam if m is not None else np.nan for m in maps])
+    return out, lam
+
+
+def simplex(v: ArrayLike) -> F64:
+    """Each row of ``v [n, k]`` projected onto the probability simplex: the distribution
+    nearest to it in Euclidean distance (Duchi et al., 2008).
+
+    Examples:
+        >>> simplex([[0.7, 0.3], [1.2, -0.2], [0.5, 0.1]]).round(3).tolist()
+        [[0.7, 0.3], [1.0, 0.0], [0.7, 0.3]]
+    """
+    a = np.asarray(v, dtype=np.float64)
+    k = a.shape[1]
+    u = -np.sort(-a, axis=1)
+    css = np.cumsum(u, axis=1) - 1.0
+    ok = u - css / np.arange(1, k + 1) > 0
+    rho = k - 1 - np.argmax(ok[:, ::-1], axis=1)
+    theta = css[np.arange(a.shape[0]), rho] / (rho + 1)
+    return np.asarray(np.maximum(a - theta[:, None], 0.0), dtype=np.float64)
+
+
+def heldout_distribution(
+    x: ArrayLike,
+    y: ArrayLike,
+    folds: ArrayLike,
+    *,
+    rows: ArrayLike | None = None,
+    block: int = BLOCK_ROWS,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+) -> F64:
+    """Held-out distributions ``[n, k]``: :func:`heldout_ridge` of the distributions
+    ``y [n, k]`` (rows renormalised), each prediction projected onto the simplex
+    (:func:`simplex`). The ridge fit's predictions of distributions already sum to 1 (each
+    coordinate's fit is linear in the targets, whose sum is 1 on every row); the projection
+    clips what lies outside [0, 1]."""
+    ya = np.asarray(y, dtype=np.float64)
+    if ya.ndim != 2 or np.any(ya < 0) or not np.all(np.isfinite(ya)):
+        raise ValueError("targets must be [n, k] finite non-negative distributions")
+    s = ya.sum(axis=1, keepdims=True)
+    pred, _ = heldout_ridge(x, ya / np.where(s > 0, s, 1.0), folds, rows=rows, block=block,
+                            lambdas=lambdas)
+    return simplex(pred)

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from belieflens.envs.coin_flip import prompts
+from belieflens.envs.coin_flip import prompts, statistics
 from belieflens.envs.coin_flip.posterior import Report, beliefs
 from belieflens.envs.coin_flip.prompts import Setting
 from belieflens.envs.registry import register
@@ -297,6 +297,10 @@ class CoinFlip(Configured[CoinFlipParams]):
         new = copy.copy(self)
         new._strength = float(strength)
         return new
+
+    def statistic_features(self, episode: Episode) -> dict[str, np.ndarray]:
+        """The statistic baselines' features of ``episode`` (:mod:`.statistics`)."""
+        return statistics.features(episode, self._params)
 
     def episodes(self, n: int, seed: int) -> Iterator[Episode]:
         """Yield ``n`` episodes; episode ``i`` draws from ``np.random.default_rng([seed, i])``

@@ -28,11 +28,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from belieflens.envs.registry import register
+from belieflens.envs.tokens.coin import HEADS, CoinTokens
 from belieflens.envs.tokens.metrics import targets
 from belieflens.envs.tokens.process import PROCESSES, ProcessClass, TokenProcess
 from belieflens.envs.tokens.report import SECTIONS
 from belieflens.episodes.base import Episode, Probe, Query, Turn
 from belieflens.episodes.capabilities import ControlOf
+from belieflens.episodes.statistics import counts, recency
 from belieflens.report.section import SectionFn
 
 PROBE = "next-token"
@@ -75,6 +77,19 @@ class TokenEnvironment:
                 truth = {key: float(np.asarray(v)[k]) for key, v in draw.truth.items()
                          if np.asarray(v).ndim == 1}
                 yield self._episode(start + k, draw.tokens[k], beliefs[k], nexts[k], truth)
+
+    def statistic_features(self, episode: Episode) -> dict[str, np.ndarray]:
+        """The statistic baselines' features of ``episode``, each ``[turn, feature]``: the
+        turn and the last ``k`` tokens (:func:`~belieflens.episodes.statistics.recency`), and
+        for ``coin-tokens``, whose oracle conditions on them, the counts of heads and
+        flips."""
+        symbols = self.process.symbols
+        revealed = [[symbols.index(t.observation)] if t.observation else []
+                    for t in episode.turns]
+        out = recency(revealed, len(symbols), ("token", "tokens"))
+        if isinstance(self.process, CoinTokens):
+            out = {"counts": counts(revealed, HEADS), **out}
+        return out
 
     def _episode(self, index: int, tokens: np.ndarray, beliefs: np.ndarray,
                  nexts: np.ndarray, truth: dict[str, float]) -> Episode:
