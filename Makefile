@@ -7,7 +7,6 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.belieflens-installed
 DEMO   := runs/demo
 POSITIVE := runs/positive-control
-CALIBRATION ?= runs/calibration
 FLOORS := runs/floors
 FLOOR_SEEDS ?= 0 1 2
 # pytest-xdist workers of `make test` (one per core of the 2-core machines it is sized for;
@@ -25,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters calibration gates causal-taught floor-toys floor-models floor-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -78,37 +77,42 @@ positive-control: setup
 	done
 
 # The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
-# the coin flip's posterior with LoRA, evidence weighted by 1 and by 0.3, rebuilt from scratch
-# (bench.teach_ship prints each one's CPU time, peak memory, size and loss curve; about half
-# an hour of wall time each on 2 threads here).
+# the coin flip's posterior with LoRA on the mix of its variants (train.teach.SHIPPED), evidence
+# weighted by 1 and by 0.3, rebuilt from scratch (bench.teach_ship prints each one's CPU time,
+# peak memory, size and loss curve).
 adapters: setup
 	$(PY) -m bench.teach_ship --overwrite --threads 2
 
-# The calibration through the text pipeline: held-out coin-flip episodes of the base model and
-# both adapters, extracted, compared and checked against the gates (bench.teach_gates).
-calibration: setup
-	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out $(CALIBRATION) --out-of-range --compare
+# The recipe's learning curve on validation episodes (gates/coin-flip-validation.toml), for
+# snapshots kept by `python -m bench.teach_ship NAME --snapshots DIR --dest DIR`.
+SNAPSHOTS ?= runs/teach/snaps
+curve: setup
+	for m in smollm2-135m-bayes smollm2-135m-bayes-0.3; do \
+		OMP_NUM_THREADS=1 $(PY) -m bench.teach_curve $$m --snapshots $(SNAPSHOTS)/$$m || exit 1; \
+	done
 
-# The teaching gates on 24 held-out episodes (a superset of calibration's 6: four times the
-# sample, intervals about half as wide; about 10 minutes a model on one thread).
-GATE_EPISODES ?= 24
+# The teaching gates: gates/coin-flip-teaching.toml, frozen in git before its data was read;
+# the base and both adapters on every held-out condition, the read-outs the adapters were taught
+# left out (docs/results/teaching-gates.md and -verdicts.md; exit 1 if a gate is not met).
+GATES ?= runs/gates
 gates: setup
-	OMP_NUM_THREADS=1 $(PY) -m bench.teach_gates --out $(CALIBRATION) --episodes $(GATE_EPISODES)
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make gates" $(BL) gates \
+		gates/coin-flip-teaching.toml --out $(GATES) --results teaching-gates
 
-# The causal check on the taught model beside its base (docs/teaching.md): steering
-# along the ridge decoder's direction and patching between episodes, on the next-flip
-# multi-turn read-outs of the calibration's held-out studies (make calibration writes them).
+# The causal check on the taught model beside its base (docs/teaching.md): steering along the
+# decoder's direction and patching between episodes, on the next-flip multi-turn read-outs of
+# the gates' new-sides studies (make gates writes them).
 CAUSAL_LAYERS ?= 10,20,26,28
 causal-taught: setup
-	for m in smollm2-135m smollm2-135m-bayes; do \
-		s=$(CALIBRATION)/$$m-turns10-e6.h5; \
-		$(BL) intervene steer $$s --out $(CALIBRATION)/$$m-steer.h5 --overwrite --probe next-flip \
+	for m in base S_1; do \
+		s=$(GATES)/$$m/new-sides-0.h5; \
+		$(BL) intervene steer $$s --out $(GATES)/$$m-steer.h5 --overwrite --probe next-flip \
 			--delivery multi-turn --layers $(CAUSAL_LAYERS) --alphas=-2,0,2 --folds 3 --quiet || exit 1; \
-		$(BL) intervene patch $$s --out $(CALIBRATION)/$$m-patch.h5 --overwrite --probe next-flip \
+		$(BL) intervene patch $$s --out $(GATES)/$$m-patch.h5 --overwrite --probe next-flip \
 			--delivery multi-turn --turn 3 --turn 6 --turn 9 --layers $(CAUSAL_LAYERS) \
 			--positions answer,evidence --quiet || exit 1; \
-		$(BL) analyze $(CALIBRATION)/$$m-steer.h5 --out $(CALIBRATION)/$$m-steer --no-html || exit 1; \
-		$(BL) analyze $(CALIBRATION)/$$m-patch.h5 --out $(CALIBRATION)/$$m-patch --no-html || exit 1; \
+		$(BL) analyze $(GATES)/$$m-steer.h5 --out $(GATES)/$$m-steer --no-html || exit 1; \
+		$(BL) analyze $(GATES)/$$m-patch.h5 --out $(GATES)/$$m-patch --no-html || exit 1; \
 	done
 
 # Every internal read-out beside its floor: each shipped toy and three untrained networks of its

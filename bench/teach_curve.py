@@ -17,7 +17,7 @@ the LoRA's rank and blocks are the run's, and each line also gives the training 
 between one snapshot and the next.
 
 Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [DIR ...]
-[--run DIR] [--conditions FILE] [--threads 1] [--every 1]``.
+[--run DIR] [--conditions FILE] [--threads 1] [--every 1] [--results NAME]``.
 Last line: the last snapshot's line.
 """
 
@@ -52,6 +52,7 @@ from belieflens.train.teach import (
     with_lora,
 )
 from belieflens.train.teach_data import Tree, build_tree, groups
+from bench._lib import add_results_option, start_results
 
 DEFAULT_CONDITIONS = Path(__file__).resolve().parents[1] / "gates" / "coin-flip-validation.toml"
 
@@ -135,20 +136,31 @@ def beliefs(parts: Sequence[Part], lps: Sequence[Sequence[np.ndarray]], probe: s
     return ds, xr.DataArray(grids["target"], dims=dims, coords=coords)
 
 
-def line(name: str, gates: GateFile, conditions: dict[str, list[Part]],
-         lps: dict[str, list[list[np.ndarray]]]) -> str:
-    """One model's measures per condition and delivery."""
+COLUMNS = ("model", "condition", "delivery", "slope ± SE", "TVD to oracle", "TVD to target",
+           "step R²")
+
+
+def rows(name: str, gates: GateFile, conditions: dict[str, list[Part]],
+         lps: dict[str, list[list[np.ndarray]]]) -> list[list[str]]:
+    """One model's measures per condition and delivery (:data:`COLUMNS`)."""
     out = []
     for cond, parts in conditions.items():
         b, t = beliefs(parts, lps[cond], gates.probe)
         m = updating(b, t).sel({PROBE: gates.probe})
         for d in m[DELIVERY].values:
             v = m.sel({DELIVERY: d})
-            out.append(f"{cond}/{d}: slope {float(v['slope']):.3f} ± "
-                       f"{float(v['slope_se']):.3f}, TVD {float(v['tvd_oracle']):.4f} "
-                       f"(target {float(v['tvd_target']):.4f}), step R2 "
-                       f"{float(v['step_r2']):.3f}")
-    return f"{name}: " + "; ".join(out)
+            out.append([name, cond, str(d),
+                        f"{float(v['slope']):.3f} ± {float(v['slope_se']):.3f}",
+                        f"{float(v['tvd_oracle']):.4f}", f"{float(v['tvd_target']):.4f}",
+                        f"{float(v['step_r2']):.3f}"])
+    return out
+
+
+def line(found: list[list[str]]) -> str:
+    """One model's rows on one line."""
+    return f"{found[0][0]}: " + "; ".join(
+        f"{r[1]}/{r[2]}: slope {r[3]}, TVD {r[4]} (target {r[5]}), step R2 {r[6]}"
+        for r in found)
 
 
 def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
@@ -184,7 +196,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--run", type=Path, default=None,
                     help="the run's output folder (its teach.json): the training loss between "
                     "snapshots, and the LoRA's rank and blocks")
+    add_results_option(ap)
     args = ap.parse_args(argv)
+    recorder = start_results(args)
     torch.set_num_threads(args.threads)
     config, info = run_config(args.name, args.run)
     gates = load_gate_file(args.conditions)
@@ -208,7 +222,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return {c: [option_logprobs(stack, p.trees, p.trunks) for p in ps]
                 for c, ps in conditions.items()}
 
-    print(line("base", gates, conditions, read()), flush=True)
+    table = rows("base", gates, conditions, read())
+    print(line(table), flush=True)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
 
@@ -223,7 +238,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             if info is not None:
                 head += f" (training loss {training_loss(info, last, step):.4f})"
             last = step
-            print(line(head, gates, conditions, read()), flush=True)
+            found = rows(head, gates, conditions, read())
+            print(line(found), flush=True)
+            table += found
+    if recorder is not None:
+        recorder.write(args.results, COLUMNS, table, note=f"validation conditions of "
+                       f"{gates.path.name} (seed {gates.seed}), {n} read-outs, {dropped} taught "
+                       "and left out")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 19
 stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
---schedule 264 --weigh question]``.
+--schedule 264 --weigh question] [--results NAME]``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from belieflens.model.load import adapter_folder
 from belieflens.train.teach import (
@@ -38,6 +39,7 @@ from belieflens.train.teach import (
     peak_rss_mb,
     teach,
 )
+from bench._lib import add_results_option, start_results
 
 
 def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
@@ -51,6 +53,24 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
+
+
+COLUMNS = ("adapter", "target", "LoRA", "training data", "steps", "wall time", "CPU time",
+           "peak memory", "final loss", "size")
+
+
+def row(name: str, info: dict[str, Any], size_mb: float) -> list[str]:
+    """One adapter's line of the results table, from its ``teach.json``."""
+    o, tr = info["options"], info["training"]
+    blocks = o["layers"]
+    return [f"`{name}`", info["target"],
+            f"rank {o['rank']} (alpha {o['alpha']:g}) on blocks {blocks[0]}-{blocks[-1]}",
+            f"{len(info['conditions'])} conditions x {o['episodes']} episodes: "
+            f"{tr['trees']:,} trees, {tr['readouts']:,} read-outs",
+            f"{tr['steps']} of {o['batch']} trees, Adam {o['lr']:g}",
+            f"{tr['seconds']:,.0f} s", f"{tr['cpu_seconds']:,.0f} s",
+            f"{tr['peak_rss_mb'] / 1024:.2f} GB", f"{tr['final_loss']:.4f}",
+            f"{size_mb:.1f} MB"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -78,7 +98,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="an experiment: the steps the decay spans (above --steps: stop early)")
     ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
                     "weight per read-out")
+    add_results_option(ap)
     args = ap.parse_args(argv)
+    recorder = start_results(args)
+    table: list[list[str]] = []
     unknown = [n for n in args.names if n not in SHIPPED]
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
@@ -107,6 +130,10 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"process: {peak_rss_mb():.0f} MB); final loss {tr['final_loss']}; folder "
               f"{size:.2f} MB; loss every {tr['loss_every']} steps: {tr['loss_curve']}",
               flush=True)
+        table.append(row(name, result.info, size))
+    if recorder is not None:
+        recorder.write(args.results, COLUMNS, table, note="each adapter's own teach.json: "
+                       "training time, CPU time and peak memory of its training loop")
     sys.stdout.flush()
 
 
