@@ -27,9 +27,10 @@ on the evaluated model (a bound :class:`~belieflens.episodes.generation.TextGene
   :func:`~.replies.committed_answer`: "Some say Sydney, but the capital is Canberra."
   commits to Canberra). The benchmark's own ``measure_revision`` counts any mention of
   d1's text, so a reply that names d1 to reject it counts as revised; it is kept in the
-  file as ``revised_mention``. A ``self`` episode whose first answer already commits to the
-  contradiction (``truth["first_is_contradiction"]``) could count as revised with no change
-  of mind: analysis leaves it out of both measures of revision and counts it.
+  file as ``revised_mention`` and is the report's first table (the benchmark's measure).
+  A ``self`` episode whose first answer already commits to the contradiction
+  (``truth["first_is_contradiction"]``) could count as revised with no change of mind:
+  analysis leaves it out of this toolkit's measures of revision and counts it.
 
 The read-outs follow that conversation: turn 1 is the question and the reply, turn 2
 adds the contradiction. (As in the benchmark's code, the user condition's contradiction
