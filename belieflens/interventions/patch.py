@@ -47,6 +47,7 @@ from belieflens.interventions.pairs import (
     Pair,
     PositionSet,
     check_aligned,
+    check_evidence,
     pair_instances,
     position_masks,
     same_length,
@@ -103,6 +104,8 @@ class PatchOptions:
                                  "by turn, probe and delivery, or pass explicit pairs")
         chosen = list(self.pairs) if self.pairs is not None else pair_instances(study, select)
         check_aligned(study, chosen)
+        if "evidence" in self.positions:
+            check_evidence(study, chosen)
         settings = {k: v for k, v in asdict(self).items() if k != "pairs"}
         settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
                         explicit_pairs=self.pairs is not None)

@@ -298,10 +298,6 @@ def episode_revisions(
     if has_truth(ds, "own_matched"):  # stated=model: leave out replies naming no answer
         ok &= episode_truth(ds, "own_matched").values > 0.5
     first = first_is_contradiction(ds)
-    matched = (episode_truth(ds, "revised_match").astype(np.float64)
-               if has_truth(ds, "revised_match") else None)
-    mentioned = (episode_truth(ds, "revised_mention").astype(np.float64)
-                 if has_truth(ds, "revised_mention") else None)
     out = xr.Dataset(
         {"shift": ((EPISODE,), np.where(ok & ~first, shift, np.nan)),
          "condition": ((EPISODE,), cond.values),
@@ -311,10 +307,19 @@ def episode_revisions(
         coords={EPISODE: cond[EPISODE].values},
         attrs={"excluded": int(first.sum())},
     )
-    if matched is not None:
+    return _with_string_measures(out, ds, first)
+
+
+def _with_string_measures(out: xr.Dataset, ds: xr.Dataset, first: np.ndarray) -> xr.Dataset:
+    """``out`` with, where the file has them, ``matched`` (NaN where ``first`` leaves an
+    episode out), ``mentioned`` (the benchmark's measure, over every episode as its ``run``
+    has it) and ``item``."""
+    if has_truth(ds, "revised_match"):
+        matched = episode_truth(ds, "revised_match").astype(np.float64)
         out["matched"] = ((EPISODE,), matched.where(~first).values)
-    if mentioned is not None:  # the benchmark's measure, over every episode as its run() has it
-        out["mentioned"] = ((EPISODE,), mentioned.values)
+    if has_truth(ds, "revised_mention"):
+        out["mentioned"] = ((EPISODE,), episode_truth(ds, "revised_mention").astype(
+            np.float64).values)
     if has_truth(ds, "item"):
         out["item"] = ((EPISODE,), episode_truth(ds, "item").values)
     return out

@@ -75,7 +75,7 @@ from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.envs.registry import register
-from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import OptionScorer, derive_seed
@@ -465,7 +465,7 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         by EIG under its revealed belief (``sequence=model-revealed``) or by the MCQ
         (``model-mcq``); ``at`` is ``(seed, episode index)``."""
         k = len(history)
-        text = _single_text(world, intro, history)
+        text = single_message(world, intro, history).content
         if self._params.sequence == "model-revealed":
             probe = mcq_probe("class", (Message("user", text),), CLASS_Q, world.classes, None,
                               "single-turn")
@@ -549,7 +549,8 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
             seen = history[:t]
             if t:
                 j, y = history[t - 1]
-                multi = (*multi, Message("user", result_text(world, t, j, y)),
+                multi = (*multi, Message.of("user", Marked(result_text(world, t, j, y),
+                                                           "evidence", t)),
                          Message("assistant", ACK))
             post = posterior(world, seen)
             se_max = max(se_max, *post.se)
@@ -558,7 +559,7 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
                 stated[t] = self._stated(world, seen, t, derive_seed(seed, index))
             info |= stated.get(t, {})
             messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", _single_text(world, intro, seen)),),
+                "single-turn": (single_message(world, intro, seen),),
                 "multi-turn": multi,
             }
             turns.append(self._turn(t, world, history, messages, post.probs, experiments))
@@ -660,10 +661,15 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         )
 
 
-def _single_text(world: World, intro: str, seen: list[tuple[int, float]]) -> str:
-    """The single-turn context after the results ``seen``."""
-    results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
-    return intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
+def single_message(world: World, intro: str, seen: list[tuple[int, float]]) -> Message:
+    """The single-turn context after the results ``seen``: the world, then each result on its
+    own line, result ``k`` marked as turn ``k``'s evidence."""
+    if not seen:
+        return Message("user", f"{intro}\n\nNo experiments yet.")
+    pieces: list[str | Marked] = [f"{intro}\n\n"]
+    for k, (j, y) in enumerate(seen):
+        pieces += ["\n" if k else "", Marked(result_text(world, k + 1, j, y), "evidence", k + 1)]
+    return Message.of("user", *pieces)
 
 
 def _seed(rng: np.random.Generator) -> tuple[int, int]:

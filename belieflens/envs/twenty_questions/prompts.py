@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from belieflens.episodes.base import Message, Query
+from belieflens.episodes.base import Marked, Message, Query, marked
 from belieflens.episodes.questions import DEFAULT_PREFILL
 
 JUDGE_SYSTEM = (
@@ -63,9 +63,18 @@ def answerer_system(animal: str) -> str:
 
 def history_text(history: Sequence[tuple[str, str]]) -> str:
     """The questions asked so far and their answers, one numbered line each."""
+    return marked(*history_pieces(history))[0]
+
+
+def history_pieces(history: Sequence[tuple[str, str]]) -> list[str | Marked]:
+    """:func:`history_text` as pieces: each question and its answer marked as the evidence of
+    its turn."""
     if not history:
-        return "(none yet)"
-    return "\n".join(f"{i}. {q} {a}" for i, (q, a) in enumerate(history, start=1))
+        return ["(none yet)"]
+    out: list[str | Marked] = []
+    for i, (q, a) in enumerate(history, start=1):
+        out += ["\n" if i > 1 else "", f"{i}. ", Marked(f"{q} {a}", "evidence", i)]
+    return out
 
 
 def hypotheses_prompt(history: Sequence[tuple[str, str]], n: int) -> tuple[Message, ...]:
@@ -99,11 +108,13 @@ def answer_prompt(animal: str, question: str) -> tuple[Message, ...]:
 
 
 def compat_query(animal: str, history: Sequence[tuple[str, str]]) -> Query:
-    """The read-out of θ's compatibility with the history h_{1:k} (F.2.2): P(Yes)."""
-    user = (f"Questions asked so far and their answers:\n{history_text(history)}\n\n"
-            f"Does the animal {animal} fit all of these questions and answers? "
-            "Answer Yes or No.")
-    return Query(messages=(Message("system", JUDGE_SYSTEM), Message("user", user)),
+    """The read-out of θ's compatibility with the history h_{1:k} (F.2.2): P(Yes); each
+    question and answer of the history is marked as its turn's evidence."""
+    user = Message.of("user", "Questions asked so far and their answers:\n",
+                      *history_pieces(history),
+                      f"\n\nDoes the animal {animal} fit all of these questions and answers? "
+                      "Answer Yes or No.")
+    return Query(messages=(Message("system", JUDGE_SYSTEM), user),
                  prefill=DEFAULT_PREFILL, options=OPTIONS, outcome=(0, 1))
 
 
