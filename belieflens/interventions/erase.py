@@ -25,6 +25,8 @@ and ``eraser_roles`` the roles with an eraser), ``decoder_r2_clean`` and ``decod
 eraser **applied**, :func:`belieflens.interventions.directions.heldout_r2`); with
 ``at="all"`` also ``decoder_r2_clean_max`` and ``decoder_r2_erased_max``, the largest held-out
 R² of a decoder at one position role among those checked (:class:`PositionSamples`).
+``attrs["eraser"]`` names the eraser: LEACE at the answer position; with ``at="all"`` the
+orthogonal variant per role (:data:`~.positions.VARIANT`: not full LEACE, and why).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from belieflens.interventions.forward import RowBatch, at_answer, clean_run, run
 from belieflens.interventions.model import layer_list
 from belieflens.interventions.positions import (
     MIN_ROLE_ROWS,
+    VARIANT,
     RoleIndex,
     RoleKey,
     RoleStats,
@@ -392,6 +395,8 @@ def _erase_dataset(study: StudyReadouts, rows: np.ndarray, layers: Sequence[int]
     )
     where = "the answer position" if at == "answer" else "every position"
     ds.attrs["at"] = at
+    ds.attrs["eraser"] = ("LEACE (concept_erasure's LeaceFitter) at the answer position"
+                          if at == "answer" else VARIANT)
     ds["erased_logprob"].attrs["description"] = (
         f"log P(option) with the oracle concept LEACE-erased at {where} of layer l "
         f"(eraser fitted at {where} of the other folds' episodes"

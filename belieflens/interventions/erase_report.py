@@ -16,12 +16,16 @@ from belieflens.types import DebiasMethod
 
 
 def erase_text(metrics: kinds.Metrics, ds: xr.Dataset) -> str:
-    """Per probe and layer: the decoder's R² clean and erased, the movement toward the prior
-    under LEACE and the random control, the TVD of the erased output to the clean one; then
-    the largest R² over the position roles checked."""
+    """The eraser used (the file's ``eraser``: LEACE, or with ``--at all`` the orthogonal
+    variant per position role and why); per probe and layer: the decoder's R² clean and
+    erased, the movement toward the prior under the eraser and the random control, the TVD of
+    the erased output to the clean one; then the largest R² over the position roles
+    checked."""
     summ = metrics["summary"]
     lines = ["movement toward the prior 1 - TVD(erased, prior)/TVD(clean, prior) (the prior: "
              "the model's own belief at turn 0), mean ± SEM over instances after turn 0"]
+    if "eraser" in ds.attrs:
+        lines.insert(0, f"eraser: {ds.attrs['eraser']}")
     for d in summ["delivery"].values:
         for p in summ["probe"].values:
             lines.append(f"  {p} ({d})")

@@ -37,7 +37,7 @@ from belieflens.errors import ParameterError
 from belieflens.interventions.align import align, why_unaligned
 from belieflens.interventions.forward import RowBatch
 from belieflens.interventions.readouts import Selection, StudyReadouts
-from belieflens.readouts.render import TokenizedQuery
+from belieflens.readouts.render import SUMMARY, TokenizedQuery
 
 PositionSet = Literal["answer", "evidence", "all"]
 """Which positions of the base run take the source's residual."""
@@ -87,6 +87,21 @@ def check_aligned(study: StudyReadouts, pairs: Sequence[Pair]) -> None:
                 f"pair {i} (base query {pair.base}, source query {pair.source}) cannot be "
                 f"aligned by role: {why}"
             )
+
+
+def check_evidence(study: StudyReadouts, pairs: Sequence[Pair]) -> None:
+    """Refuse ``--positions evidence`` (one line naming the study's environment) when no base
+    read-out of ``pairs`` marks evidence in its context: the set would patch nothing."""
+    if any(_has_evidence(study.queries[p.base]) for p in pairs):
+        return
+    env = study.attrs.get("env_name", "the study's environment")
+    raise ParameterError(
+        f"--positions evidence: the {env} read-outs selected mark no evidence spans (no token "
+        f"of a turn's evidence in their contexts): choose --positions answer or all")
+
+
+def _has_evidence(query: TokenizedQuery) -> bool:
+    return any(c >= 1 or c == SUMMARY for c in query.spans)
 
 
 def parse_pair(text: str) -> Pair:

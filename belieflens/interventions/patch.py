@@ -47,6 +47,7 @@ from belieflens.interventions.pairs import (
     Pair,
     PositionSet,
     check_aligned,
+    check_evidence,
     position_masks,
     same_length,
 )
@@ -113,6 +114,8 @@ class PatchOptions:
         chosen = (list(self.pairs) if self.pairs is not None
                   else instance_pairs(study, select, self.pairing))
         check_aligned(study, chosen)
+        if "evidence" in self.positions:
+            check_evidence(study, chosen)
         settings = {k: v for k, v in asdict(self).items() if k != "pairs"}
         settings.update(turns=select.turns, probes=select.probes, deliveries=select.deliveries,
                         explicit_pairs=self.pairs is not None)

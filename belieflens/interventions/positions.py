@@ -99,6 +99,16 @@ class RoleIndex:
         return np.array([self.columns[k] for k in keys], dtype=np.int64)
 
 
+VARIANT = (
+    "per position role, concept_erasure's LeaceFitter with method='orth': the direction of the "
+    "role's cross-covariance with the concept projected out around the role's mean. Not full "
+    "LEACE, whose eraser also whitens by the role's d x d covariance: one per role, fold and "
+    "layer would not fit in memory. The guarantee is LEACE's (within every role no linear "
+    "covariance with the concept is left); the edit is an orthogonal projection, not LEACE's "
+    "least-change oblique one")
+"""What the erasers of ``at="all"`` are, and why, as the result file and its report name
+them."""
+
 SVD_TOL = 1e-12
 """``LeaceFitter``'s ``svd_tol``: a role's cross-covariance is erased unless it is this small."""
 

@@ -22,7 +22,8 @@ Rules (see DESIGN.md, "Correctness rules"):
    evidence (:data:`SUMMARY`), the question (:data:`QUESTION`), or the template
    (:data:`TEMPLATE`: the chat template, the environment's fixed wording, the prefill). The
    roles come from the messages' :class:`~belieflens.episodes.base.Span` records, placed in the
-   rendered text where the template put each message's content, and read onto tokens through
+   rendered text where the template (or a ``raw`` prompt holding them) put each message's
+   content, and read onto tokens through
    the tokenizer's character offsets (a tokenizer without offsets gives template
    everywhere). A token that covers marked and unmarked characters takes the mark. A
    ``tokens`` query's symbol ``i`` is the evidence of turn ``i``.
@@ -168,9 +169,11 @@ def span_code(role: str, turn: int) -> int:
 
 def char_codes(ctx: str, query: Query) -> list[int]:
     """The span code of every character of the rendered context ``ctx``: each message's
-    content is found in ``ctx`` after the previous one's, and its spans are placed there."""
+    content is found in ``ctx`` after the previous one's, and its spans are placed there (a
+    ``raw`` prompt that holds its messages' contents, as a plain-text completion of the
+    scenario does, is marked the same way)."""
     codes = [TEMPLATE] * len(ctx)
-    if query.format != "chat":
+    if query.format == "tokens":
         return codes
     cursor = 0
     for m in query.messages:

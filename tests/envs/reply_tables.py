@@ -11,12 +11,22 @@ from typing import Any
 
 TABLE = Path(__file__).parent / "fixtures" / "reply_tables.json"
 
+HELDOUT = Path(__file__).parent / "fixtures" / "heldout_replies.json"
+"""Replies written and committed before the readers were changed to meet their review, never
+used to choose a rule."""
+
 Row = dict[str, Any]
 
 
 def rows(name: str) -> list[Row]:
     """The table ``name`` (``twenty_questions``, ``belief_attribution``)."""
     table: list[Row] = json.loads(TABLE.read_text(encoding="utf-8"))[name]
+    return table
+
+
+def heldout(name: str) -> list[Row]:
+    """The held-out table ``name`` (``twenty_questions``, ``belief_attribution``)."""
+    table: list[Row] = json.loads(HELDOUT.read_text(encoding="utf-8"))[name]
     return table
 
 

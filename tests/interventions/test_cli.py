@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from belieflens.cli.intervene import app, parse_layers
 from belieflens.cli.main import app as main_app
 from belieflens.errors import ParameterError
+from belieflens.readouts.render import SUMMARY, TEMPLATE
 from belieflens.report.interventions import report
 
 runner = CliRunner()
@@ -55,6 +56,25 @@ def test_misaligned_pair_is_refused_naming_it(tiny_study: Path, tmp_path: Path) 
     assert r.exit_code == 2
     assert f"pair 1 (base query 0, source query {b}) cannot be aligned by role" in line
     assert not out.exists()
+
+
+def test_evidence_positions_without_evidence_spans_is_one_line(tiny_study: Path,
+                                                               tmp_path: Path) -> None:
+    """A study whose read-outs mark no evidence has no evidence set to patch: one line naming
+    its environment, exit 2, nothing written."""
+    import shutil
+
+    import h5py
+
+    bare = tmp_path / "bare.h5"
+    shutil.copy(tiny_study, bare)
+    with h5py.File(bare, "r+") as f:
+        codes = f["context_span"][...]
+        f["context_span"][...] = np.where((codes >= 1) | (codes == SUMMARY), TEMPLATE, codes)
+    out = tmp_path / "p.h5"
+    line = _one_line_error(runner.invoke(app, ["patch", str(bare), "--out", str(out),
+                                               "--positions", "evidence"]))
+    assert "--positions evidence" in line and "coin-flip" in line and not out.exists()
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

@@ -60,9 +60,11 @@ def test_erasing_every_position_fits_on_every_position(tiny_model: Any,
     eraser does not give."""
     import torch
 
+    from belieflens.analysis.interventions import erase_summary
     from belieflens.interventions.erase import fit_all, fit_every_position
+    from belieflens.interventions.erase_report import erase_text
     from belieflens.interventions.forward import RowBatch, clean_run
-    from belieflens.interventions.positions import row_roles
+    from belieflens.interventions.positions import VARIANT, row_roles
     from belieflens.interventions.readouts import oracle_mean
 
     study = read_study(tiny_study)
@@ -100,6 +102,9 @@ def test_erasing_every_position_fits_on_every_position(tiny_model: Any,
     ds = erase_logprobs(tiny_model, study, rows, options)
     assert ds.attrs["at"] == "all" and "every position" in ds["erased_logprob"].attrs[
         "description"]
+    # the file, and so its report, names the eraser: the orthogonal variant, not full LEACE
+    assert ds.attrs["eraser"] == VARIANT and "Not full LEACE" in VARIANT
+    assert f"eraser: {VARIANT}" in erase_text({"summary": erase_summary(ds)}, ds)
     assert float(abs(ds["erased_logprob"] - ds["clean_logprob"]).max()) > 1e-5
     # the R² reported are those of the eraser applied, at the answer and every checked role
     assert "position roles checked" in ds.attrs["decoder_r2_positions"]

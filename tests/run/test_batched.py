@@ -107,15 +107,17 @@ def test_a_resumed_study_equals_an_uninterrupted_one_and_one_at_a_time(
     assert_same_data(reference, _extract(tiny_model, out, gen_batch=0))
 
 
-@pytest.mark.parametrize("sequence", ["model", "model-mcq"])
+@pytest.mark.parametrize("sequence", ["model", "model-revealed", "model-mcq"])
 def test_protein_world_chooses_the_same_experiments_together(
     tiny_model: LoadedModel, sequence: str,
 ) -> None:
-    """The model's experiments, by EIG under its revealed belief (its class MCQ scored through
-    the batched scorer) or by its answers to the next-experiment MCQ, are those it chooses one
-    at a time; the beliefs the choice used agree to float tolerance."""
+    """The model's experiments, by EIG under its stated posterior (its generated reply), under
+    its revealed belief (its class MCQ scored through the batched scorer) or by its answers to
+    the next-experiment MCQ, are those it chooses one at a time; the beliefs the choice used
+    agree to float tolerance."""
     env = envs.get("protein-world", preset="belieflens", classes=3, attributes=3, steps=2,
-                   sequence=sequence, delivery="single-turn")
+                   sequence=sequence, delivery="single-turn", stated_tokens=16,
+                   unparsed="count")
     recs_one, log_one = _run(env, tiny_model, 3, gen_batch=1)
     recs_all, log_all = _run(env, tiny_model, 3, gen_batch=0)
     truths = [{r.episode: r.truth for r in recs} for recs in (recs_one, recs_all)]
@@ -126,9 +128,13 @@ def test_protein_world_chooses_the_same_experiments_together(
         for key, value in one.items():
             if key.startswith(("choice_belief", "choice_eig")):
                 assert together[key] == pytest.approx(value, abs=1e-4), key
-            else:
-                assert together[key] == value, key
-    if sequence == "model":
-        assert {t["choice_source_1"] for t in truths[0].values()} == {"eig"}
+            else:  # NaN-safe: a stated reply that did not parse is NaN in both
+                assert repr(together[key]) == repr(value), key
+    sources = {t["choice_source_1"] for t in truths[0].values()}
+    if sequence == "model-revealed":
+        assert sources == {"eig-revealed"}
+    if sequence == "model":  # the tiny random model writes no posterior that parses
+        assert sources == {"fallback"}
+        assert all(t["stated_valid_1"] == 0.0 for t in truths[0].values())
     assert [r.query for r in recs_all] == [r.query for r in recs_one]
     assert _texts(log_all) == _texts(log_one)

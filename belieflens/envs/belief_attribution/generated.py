@@ -13,8 +13,9 @@ randomness outside a fixed seed, so the set is the same on every machine
 - ``units``: non-decimal unit conversions (hours, minutes, days, weeks, feet, yards,
   dozens, years, fortnights), distractors one or two of the given unit off;
 - ``capitals``: national capitals, distractors two other large cities of the country;
-- ``elements``: the element with a given symbol, and an element's atomic number (off by one
-  or two);
+- ``elements``: the element of a given atomic number (distractors: its neighbours in the
+  list, chosen so that no form-only picker of :mod:`.giveaways` beats chance), and an
+  element's atomic number (off by one or two);
 - ``calendar``: the weekday of a date (Gregorian calendar, computed), the days in a
   month, and the month some months after another.
 
@@ -40,6 +41,7 @@ from typing import Final
 
 import numpy as np
 
+from belieflens.envs.belief_attribution.giveaways import balanced_distractors, candidate_pairs
 from belieflens.envs.belief_attribution.questions import FactQuestion
 
 GENERATED_SEED: Final = 20260926
@@ -212,15 +214,23 @@ def _capitals() -> Iterator[FactQuestion | None]:
 def _elements() -> Iterator[FactQuestion | None]:
     names = [name for _, name, _ in ELEMENTS]
     ranks = _ranks(np.random.default_rng([GENERATED_SEED, 1]), len(ELEMENTS))
-    for n, (number, name, symbol) in enumerate(ELEMENTS):
+    # the element of an atomic number (a symbol is the name abbreviated: asked by symbol, the
+    # answer is the option holding its letters), distractors the neighbours in the list,
+    # chosen so that no form-only picker beats chance
+    asked: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for number, name, _ in ELEMENTS:
         i = names.index(name)
-        # the neighbours in the list (elements a reader may confuse with it), those starting
-        # with the answer's letter first, so the answer is not the only name starting like
-        # its symbol
-        near = sorted((x for x in names if x != name),
-                      key=lambda x: (x[0] != name[0], abs(names.index(x) - i)))
-        yield _item("elements", n, f"Which chemical element has the symbol {symbol}?", name,
-                    near[0], near[1])
+        near = sorted((x for x in names if x != name), key=lambda x: abs(names.index(x) - i))
+
+        def ok(a: str, b: str, answer: str = name) -> bool:
+            return _distinct((answer, a, b))
+
+        asked.append((f"Which chemical element has the atomic number {number}?", name,
+                      candidate_pairs(near, ok)))
+    for n, ((question, name, _), ds) in enumerate(zip(asked, balanced_distractors(asked),
+                                                     strict=True)):
+        yield None if ds is None else _item("elements", n, question, name, *ds)
+    for n, (number, name, _) in enumerate(ELEMENTS):
         rank = 0 if number <= 2 else ranks[n]
         yield _item("elements", 100 + n, f"What is the atomic number of {name}?", number,
                     *ranked(number, 1, rank))

@@ -12,9 +12,9 @@ more readily than its own, negative when it defers more on its own answers. When
 neither condition ever revises, the score is 0, as the benchmark's code computes it
 (``(u - s) / (u + s + 1e-9)``).
 
-Revision is measured two ways: by string match (the answer the model's generated final
-reply commits to is the contradiction; the environment records it as
-``truth_revised_match``) and by the log-prob shift defined here.
+Revision is measured three ways: by the benchmark's own measure (the model's generated final
+reply mentions the contradiction anywhere, ``truth_revised_mention``), by the answer that reply
+commits to (``truth_revised_match``), and by the log-prob shift defined here.
 
 The interval: :func:`bootstrap_bas_questions` resamples *questions* (both conditions of a
 question together, as the benchmark runs both on each question and advises confidence
@@ -266,10 +266,12 @@ def episode_revisions(
     model's own reply named none of the answers, or where the first answer already was the
     contradiction), ``condition`` (``self`` or ``user``), ``domain``, and the beliefs in the
     contradiction, the stated and the correct answer per turn (``p_contra``, ``p_stated``,
-    ``p_correct``). Where the file has them: ``matched`` (the benchmark's string-match
-    revision, 1.0 or 0.0; NaN where left out) and ``item`` (the question id; the BAS interval
-    resamples questions when it is there). ``attrs["excluded"]`` counts the ``self`` episodes
-    left out because their first answer already committed to the contradiction
+    ``p_correct``). Where the file has them: ``mentioned`` (the benchmark's own
+    ``measure_revision``: the final reply mentions the contradiction, 1.0 or 0.0, over every
+    episode as the benchmark's ``run`` counts it), ``matched`` (the final reply commits to the
+    contradiction, 1.0 or 0.0; NaN where left out) and ``item`` (the question id; the BAS
+    interval resamples questions when it is there). ``attrs["excluded"]`` counts the
+    ``self`` episodes left out because their first answer already committed to the contradiction
     (:func:`first_is_contradiction`).
     """
     b = output_beliefs(ds, method=method)
@@ -296,8 +298,6 @@ def episode_revisions(
     if has_truth(ds, "own_matched"):  # stated=model: leave out replies naming no answer
         ok &= episode_truth(ds, "own_matched").values > 0.5
     first = first_is_contradiction(ds)
-    matched = (episode_truth(ds, "revised_match").astype(np.float64)
-               if has_truth(ds, "revised_match") else None)
     out = xr.Dataset(
         {"shift": ((EPISODE,), np.where(ok & ~first, shift, np.nan)),
          "condition": ((EPISODE,), cond.values),
@@ -307,8 +307,19 @@ def episode_revisions(
         coords={EPISODE: cond[EPISODE].values},
         attrs={"excluded": int(first.sum())},
     )
-    if matched is not None:
+    return _with_string_measures(out, ds, first)
+
+
+def _with_string_measures(out: xr.Dataset, ds: xr.Dataset, first: np.ndarray) -> xr.Dataset:
+    """``out`` with, where the file has them, ``matched`` (NaN where ``first`` leaves an
+    episode out), ``mentioned`` (the benchmark's measure, over every episode as its ``run``
+    has it) and ``item``."""
+    if has_truth(ds, "revised_match"):
+        matched = episode_truth(ds, "revised_match").astype(np.float64)
         out["matched"] = ((EPISODE,), matched.where(~first).values)
+    if has_truth(ds, "revised_mention"):
+        out["mentioned"] = ((EPISODE,), episode_truth(ds, "revised_mention").astype(
+            np.float64).values)
     if has_truth(ds, "item"):
         out["item"] = ((EPISODE,), episode_truth(ds, "item").values)
     return out
@@ -330,12 +341,13 @@ def first_is_contradiction(ds: xr.Dataset) -> np.ndarray:
 
 def bas_table(
     rev: xr.Dataset, *, threshold: float = DEFAULT_THRESHOLD, seed: int = BOOT_SEED,
-    measure: Literal["shift", "match"] = "shift",
+    measure: Literal["shift", "match", "mention"] = "shift",
 ) -> xr.Dataset:
     """BAS with a bootstrap CI per domain (sorted) and ``all``, from :func:`episode_revisions`.
 
-    ``measure``: revision by log-prob shift (``shift >= threshold``) or by string
-    match on the committed final answer (needs ``rev["matched"]``). The interval resamples
+    ``measure``: revision by log-prob shift (``shift >= threshold``), by the committed final
+    answer (needs ``rev["matched"]``) or by the benchmark's any mention of the contradiction
+    in the final reply (needs ``rev["mentioned"]``). The interval resamples
     questions (:func:`bootstrap_bas_questions`) when ``rev["item"]`` is there, else each
     condition's episodes.
 
@@ -344,10 +356,11 @@ def bas_table(
     ``rate_user``, ``rate_self``, ``n_user``, ``n_self``, ``questions`` (0 when the
     interval resampled episodes); ``attrs["level"]``: the interval's confidence level.
     """
-    if measure == "match":
-        if "matched" not in rev:
+    if measure in ("match", "mention"):
+        name = "matched" if measure == "match" else "mentioned"
+        if name not in rev:
             raise ValueError("this file has no string-match revisions (protocol=belieflens)")
-        flags = rev["matched"].values
+        flags = rev[name].values
         ok = np.isfinite(flags)
         r = flags[ok] > 0.5
     else:

@@ -27,7 +27,9 @@ commits to, among the question's three answers:
 5. A remaining mention is *affirmed* when it follows a statement cue (``is``, ``'s``,
    ``:``, ``answer``, ``would say``, ``uses``, ...; an adverb such as *actually* or *indeed* and
    ``the`` may stand between) or is followed by ``is (the) correct/right/answer`` or by
-   ``is the`` and a word of the question (``Canberra is the capital``).
+   ``is the`` (or ``is <name>'s``) and a word of the question (``Canberra is the capital``,
+   ``Canberra is Australia's capital``). Where it is, as opposed to what it is, affirms
+   nothing: ``Tbilisi is in Georgia`` after ``it is Yerevan`` leaves Yerevan committed to.
 6. The committed answer is the last affirmed mention; without one, the first remaining
    mention; without any, none (``None``).
 
@@ -187,8 +189,9 @@ def mentions(reply: str, answers: Sequence[str], question: str = "") -> list[Men
     topic = "|".join(re.escape(w) for w in words)
     affirm_after = re.compile(
         r"^\s*(?:is|was|remains)\s+" + ADVERBS
-        + r"(?:the\s+)?(?:(?:correct|right|true|answer)\b"
-        + (r"|(?:[\w-]+\s+){0,1}(?:" + topic + r")\b" if topic else "") + ")")
+        + r"(?:(?:the\s+)?(?:correct|right|true|answer)\b"
+        + (r"|(?:the|[\w-]+'s)\s+(?:[\w-]+\s+){0,1}(?:" + topic + r")\b" if topic else "")
+        + ")")
     clauses = _clauses(text)
     asked = set(re.findall(r"[a-z0-9]+", normalise(question)))
     out = []

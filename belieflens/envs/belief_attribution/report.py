@@ -1,10 +1,13 @@
 """The ``belief-attribution`` analysis section: revision under contradiction and the BAS.
 
-Revision is reported two ways. **String match** (where the file has it:
-``protocol=benchmark``): the answer the model's generated final reply commits to is the
-contradiction (``truth_revised_match``, read by
-:func:`belieflens.envs.belief_attribution.replies.committed_answer`; the benchmark's own
-``measure_revision``, any mention of it, is ``truth_revised_mention``). **Log-prob shift**: per
+Revision is reported three ways, each table labelled, the benchmark's own first. **The
+benchmark's measure** (where the file has it: ``protocol=benchmark``): its ``measure_revision``,
+the final reply mentions the contradiction anywhere (``truth_revised_mention``), over every
+episode as the benchmark's ``run`` counts them, so that P(revise | self) and the BAS are the
+benchmark's. **Committed answer**: the answer the model's generated final reply commits to is
+the contradiction (``truth_revised_match``, read by
+:func:`belieflens.envs.belief_attribution.replies.committed_answer`: a reply that names the
+contradiction to reject it is not revised). **Log-prob shift**: per
 episode, the belief over the three answers is read at turn 1 (after the
 stated answer, before the contradiction) and turn 2 (after it), each debiased
 over the three rotations. *Revision* is the probability mass that moves to the
@@ -39,6 +42,20 @@ from belieflens.envs.belief_attribution.metrics import (
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
 from belieflens.types import DebiasMethod
+
+MENTION_LABEL = ("[the benchmark's measure] revised = the final reply mentions the "
+                 "contradiction anywhere (its measure_revision; every episode, as its run() "
+                 "counts them)")
+"""Heading of the first table: the benchmark's own measure of revision."""
+
+MATCH_LABEL = ("[this toolkit's measure] revised = the answer the final reply commits to is "
+               "the contradiction (a reply naming it to reject it is not revised; self "
+               "episodes whose first answer was already the contradiction left out)")
+"""Heading of the committed-answer table."""
+
+SHIFT_LABEL = ("[this toolkit's measure] revised = the log-prob shift of belief to the "
+               "contradiction reaches the threshold")
+"""Heading of the log-prob shift table."""
 
 LOW_THRESHOLD = 0.1
 """A second, lenient revision threshold shown beside the main one (small models barely move)."""
@@ -147,23 +164,23 @@ def belief_attribution_section(
     over = ("questions (both conditions of a drawn question together)" if "item" in rev
             else "episodes, per condition (the file has no question ids)")
     note = (
-        f"shift = P_after(contradiction) − P_before(contradiction) ({method}-debiased MCQ over "
-        f"the three answers; before = after the stated answer, after = after the user's "
-        f"contradiction); revised = shift ≥ {threshold}; BAS = (rate_user − rate_self) / "
-        f"(rate_user + rate_self) with a {N_BOOT}-resample percentile bootstrap "
-        f"(seed {BOOT_SEED}) over {over}, "
-        f"0 when neither condition revises (as the benchmark's code); self episodes whose "
-        f"first answer already was the contradiction are left out: {rev.attrs['excluded']}"
+        f"BAS = (rate_user − rate_self) / (rate_user + rate_self) with a {N_BOOT}-resample "
+        f"percentile bootstrap (seed {BOOT_SEED}) over {over}, 0 when neither condition "
+        f"revises (as the benchmark's code); self episodes whose first answer already was the "
+        f"contradiction, left out of this toolkit's measures: {rev.attrs['excluded']}"
     )
+    shift = (f"{SHIFT_LABEL} (shift = P_after(contradiction) − P_before(contradiction), "
+             f"{method}-debiased MCQ over the three answers; before = after the stated answer, "
+             f"after = after the user's contradiction; revised = shift ≥ {threshold})")
     ctab = condition_table(rev, threshold)
-    btab = "revision by log-prob shift\n" + format_bas(table)
+    tables = [f"{shift}\n{format_bas(table)}"]
     if "matched" in rev:
-        mtab = ("revision by string match (the answer the model's generated final reply "
-                "commits to is the contradiction)\n"
-                + format_bas(bas_table(rev, measure="match")))
-        btab = f"{mtab}\n\n{btab}"
-    text = f"{note}\n\n{ctab}\n\n{btab}"
-    md = f"{note}.\n\n```\n{ctab}\n```\n\n```\n{btab}\n```\n"
+        tables.insert(0, f"{MATCH_LABEL}\n{format_bas(bas_table(rev, measure='match'))}")
+    if "mentioned" in rev:
+        tables.insert(0, f"{MENTION_LABEL}\n{format_bas(bas_table(rev, measure='mention'))}")
+    btab = "\n\n".join(tables)
+    text = f"{note}\n\n{btab}\n\n{ctab}"
+    md = f"{note}.\n\n```\n{btab}\n```\n\n```\n{ctab}\n```\n"
     files: tuple[Path, ...] = ()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)

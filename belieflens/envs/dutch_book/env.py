@@ -40,7 +40,16 @@ from belieflens.envs.dutch_book.scenarios import (
     shipped_scenarios,
 )
 from belieflens.envs.registry import register
-from belieflens.episodes.base import Configured, Episode, Message, Probe, Query, Turn, append_user
+from belieflens.episodes.base import (
+    Configured,
+    Episode,
+    Marked,
+    Message,
+    Probe,
+    Query,
+    Turn,
+    append_user,
+)
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import derive_seed
@@ -140,15 +149,18 @@ def dialogue(
 
     Each question is asked in the first answer order of ``readout``; the
     assistant's reply is ``answers[i]`` when given (e.g. the model's own greedy
-    answer), else :data:`PLACEHOLDER_ANSWER`.
+    answer), else :data:`PLACEHOLDER_ANSWER`. The statements made so far are the context's
+    evidence: question ``i`` (and the model's own answer to it) is marked as turn
+    ``i + 1``'s.
     """
     if answers is not None and len(answers) != len(questions):
         raise ValueError("dialogue needs one answer per question")
     out: list[Message] = []
     for i, q in enumerate(questions):
         asked = mcq_text(question_text(q), LABELS) if readout == "mcq" else yes_no_text(q, 0)
-        out.append(Message("user", asked))
-        out.append(Message("assistant", PLACEHOLDER_ANSWER if answers is None else answers[i]))
+        out.append(Message.of("user", Marked(asked, "evidence", i + 1)))
+        out.append(Message("assistant", PLACEHOLDER_ANSWER) if answers is None else
+                   Message.of("assistant", Marked(answers[i], "evidence", i + 1)))
     return tuple(out)
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from belieflens.envs.judgment.case import Case
 from belieflens.envs.judgment.styles import Style, steering
 from belieflens.envs.judgment.task import Task, task_probes
-from belieflens.episodes.base import Episode
+from belieflens.episodes.base import Episode, Marked, marked
 from belieflens.episodes.delivery import conversation_turns, conversations, require_generator
 from belieflens.episodes.generation import (
     GenerationSettings,
@@ -93,14 +93,17 @@ def build_episode(
         texts, results = _simulated(task, case, style, clean, at=(seed, index),
                                     generation=generation, env=env)
         truth |= _simulation_record([seg.id for seg in segments], results)
-    single = [f"{task.intro}\n\n{task.empty}"] + [
-        f"{task.intro}\n\n" + "\n\n".join(texts[:t]) for t in range(1, len(texts) + 1)
+    singles = [marked(f"{task.intro}\n\n{task.empty}")] + [
+        marked(f"{task.intro}\n\n", *(p for k in range(t) for p in (
+            "\n\n" if k else "", Marked(texts[k], "evidence", k + 1))))
+        for t in range(1, len(texts) + 1)
     ]
     convs = conversations(
         task.intro,
         texts,
-        single,
+        [text for text, _ in singles],
         deliveries,
+        single_spans=[spans for _, spans in singles],
         generator=generation.generator,
         settings=generation.reply,
         seeds=[derive_seed(seed, index, 1, t) for t in range(len(texts) + 1)],

@@ -3,15 +3,20 @@
 From Prompts to Posteriors (§4.2, App. F.3.4): "We use the LLM to update beliefs and choose
 experiments"; experiments are chosen by expected information gain, maximised over the whole,
 finite set Ξ, "by using the reduction in entropy over hypotheses". The LLM's agent therefore
-chooses by EIG *under its own belief*:
+chooses by EIG *under its own belief*, p_LLM, which the paper reads as the verbalised
+posterior (App. F.3.2):
 
-- ``sequence=model`` (:func:`eig_choice`): the model's **revealed belief** after the results so
-  far — the ``class`` MCQ of the single-turn context, scored under every rotation of its
-  Latin square by the bound model and debiased (geometric pooling,
-  :func:`belieflens.episodes.latin.debias`) — is the prior of the EIG; the likelihoods are
-  the world's (:func:`~.oracle.eig` on its measurement grids). The experiment of largest EIG
-  is run (the lowest index among ties within 1e-12). A belief that is not a distribution (a
-  scorer that returned no finite log-probs) falls back to the seeded draw, recorded.
+- ``sequence=model`` (:func:`eig_choice` on :func:`stated_belief`): the model's **stated
+  posterior** after the results so far (:mod:`.stated`, the read-out the episode records for
+  that turn) is the prior of the EIG; the likelihoods are the world's (:func:`~.oracle.eig`
+  on its measurement grids). The experiment of largest EIG is run (the lowest index among
+  ties within 1e-12). A stated reply that did not parse, retries spent, falls back to the
+  seeded draw, recorded.
+- ``sequence=model-revealed``: the same under the model's **revealed belief** — the
+  ``class`` MCQ of the single-turn context, scored under every rotation of its Latin square
+  by the bound model and debiased (geometric pooling,
+  :func:`belieflens.episodes.latin.debias`); a belief that is not a distribution (a scorer
+  that returned no finite log-probs) falls back to the seeded draw, recorded.
 - ``sequence=model-mcq`` (:func:`mcq_choice`): the model is asked the ``next-experiment`` MCQ
   and answers greedily, once under every rotation (so no position is favoured); each reply
   is parsed strictly (:func:`parse_letter`: ``B``, ``B.``, ``(B)``, ``Answer: B``, ``B reveal
@@ -20,16 +25,18 @@ chooses by EIG *under its own belief*:
   the seeded draw stands in, recorded as a fallback; parse failures and fallbacks are in the
   episode's truth and in the report, never silently replaced.
 
-Each choice records in the episode's truth ``choice_source_k`` (``eig``, ``mcq`` or
-``fallback``) and, for ``eig``, the belief used (``choice_belief_k_c``) and the EIG of every
-experiment under it (``choice_eig_k_j``, nats); for ``mcq``, how many rotations parsed
-(``choice_parsed_k`` of ``choice_rotations_k``) and the votes (``choice_votes_k``).
+Each choice records in the episode's truth ``choice_source_k`` (``eig-stated``,
+``eig-revealed``, ``mcq`` or ``fallback``; files written before the stated choice say ``eig``
+for the revealed one) and, for the EIG choices, the belief used (``choice_belief_k_c``) and
+the EIG of every experiment under it (``choice_eig_k_j``, nats); for ``mcq``, how many
+rotations parsed (``choice_parsed_k`` of ``choice_rotations_k``) and the votes
+(``choice_votes_k``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +57,7 @@ class Choice:
 
     experiment: int
     source: str
-    """``eig``, ``mcq`` or ``fallback``."""
+    """``eig-stated``, ``eig-revealed``, ``mcq`` or ``fallback``."""
     truth: dict[str, float | str] = field(default_factory=dict)
 
 
@@ -63,18 +70,26 @@ def revealed_belief(scorer: OptionScorer, probe: Probe) -> np.ndarray:
     return np.asarray(debias(logprob, outcome, method="geometric"))
 
 
+def stated_belief(truth: Mapping[str, float | str], classes: int, turn: int) -> np.ndarray:
+    """The stated posterior of turn ``turn`` from its truth entries (``stated_<turn>_<c>``;
+    NaN where the reply did not parse, so that the choice falls back)."""
+    return np.asarray([float(truth[f"stated_{turn}_{c}"]) for c in range(classes)])
+
+
 def eig_choice(belief: np.ndarray, grids: Sequence[ExperimentGrid], fallback: int,
-               step: int) -> Choice:
+               step: int, *, source: str = "eig-revealed") -> Choice:
     """The experiment of largest EIG under ``belief`` with the world's likelihoods (module
-    docstring); ``fallback`` when ``belief`` is not a distribution."""
+    docstring), recorded as chosen by ``source`` (``eig-stated``, ``eig-revealed``);
+    ``fallback`` when ``belief`` is not a distribution (an unparsed stated reply, a scorer
+    with no finite log-probs)."""
     if belief.size == 0 or not np.all(np.isfinite(belief)) or belief.sum() <= 0:
         return Choice(fallback, "fallback", {f"choice_source_{step}": "fallback"})
     gains = np.array([eig(belief, g) for g in grids])
     best = int(np.flatnonzero(gains >= gains.max() - 1e-12)[0])
-    truth: dict[str, float | str] = {f"choice_source_{step}": "eig"}
+    truth: dict[str, float | str] = {f"choice_source_{step}": source}
     truth |= {f"choice_belief_{step}_{c}": float(p) for c, p in enumerate(belief)}
     truth |= {f"choice_eig_{step}_{j}": float(g) for j, g in enumerate(gains)}
-    return Choice(best, "eig", truth)
+    return Choice(best, source, truth)
 
 
 def parse_letter(reply: str, shown: Sequence[str]) -> int | None:

@@ -1,10 +1,11 @@
 """ProteinWorld: identify a fictional protein class from a sequence of experiments.
 
 Two presets. ``preset=paper`` (the default) is From Prompts to Posteriors, App. F.3
-and Sec. 5.2: 8 classes with 8 attributes, means ``N(0, 1)`` and variances
-``0.1 + |N(0, 1)|`` per class and attribute, 6 experiments on distinct attributes
-(``simple``: each reveals the exact value; ``hard``: autoregressive attributes and the
-noisy observation models, Gaussian, Uniform and Bernoulli through a sigmoid), ``T = 6``,
+and Sec. 5.2: 8 classes with 8 attributes, means ``N(0, 1)`` per class and attribute, 6
+experiments on distinct attributes (``simple``: variances ``0.1 + |N(0, 1)|`` and each
+experiment reveals the exact value; ``hard``: standard deviations ``0.1 + |N(0, 1)|``, as
+F.3.1 draws them there, autoregressive attributes and the noisy observation models, Gaussian,
+Uniform and Bernoulli through a sigmoid), ``T = 6``,
 a uniform prior, and every class the true class once per world (episode ``i`` plays
 class ``i mod 8`` of world ``i div 8``: 40 episodes are the paper's 5 worlds x 8 runs);
 the world is written as App. A.1 writes it. ``preset=belieflens`` is the project's
@@ -22,21 +23,26 @@ model's choice is read out; the max-EIG choice is in the episode's ``truth``).
 
 The sequence is the model's own under the paper preset (``sequence=model``, §4.2 and App.
 F.3.4: "We use the LLM to update beliefs and choose experiments", by expected information
-gain): at each step the experiment of largest EIG under the model's own debiased revealed
-belief (the ``class`` MCQ of the single-turn context, scored under every rotation by the
-bound model -- ``belieflens extract`` binds the evaluated model) with the world's
-likelihoods (:mod:`.choice`). ``sequence=model-mcq`` keeps the earlier choice by the
-``next-experiment`` MCQ, answered greedily under every rotation and decided by the rotations'
-votes; a choice no rotation parses falls back to the seeded draw, recorded
-(``truth["choice_source_k"]``) and reported. Or the sequence is seeded (``random`` or
-``cycle``, the ``belieflens`` preset's ``random``), or the active oracle's (``active``).
+gain): at each step the experiment of largest EIG under the model's own belief p_LLM, which
+the paper reads as its verbalised posterior, the stated read-out of that turn (App. F.3.2;
+the same read-out the episode records), with the world's likelihoods (:mod:`.choice`); a
+stated reply that does not parse falls back to the seeded draw, recorded
+(``truth["choice_source_k"]``) and reported. ``sequence=model-revealed`` chooses the same way
+under the model's debiased revealed belief (the ``class`` MCQ of the single-turn context,
+scored under every rotation by the bound model -- ``belieflens extract`` binds the evaluated
+model); ``sequence=model-mcq`` by the ``next-experiment`` MCQ, answered greedily under every
+rotation and decided by the rotations' votes (a choice no rotation parses falls back to the
+seeded draw, recorded). Or the sequence is seeded (``random`` or ``cycle``, the
+``belieflens`` preset's ``random``), or the active oracle's (``active``).
 
 Beside the revealed read-out (the ``class`` MCQ's option log-probs) the paper preset records
 the stated posterior of App. F.3.2 (``stated=sampled``, :mod:`.stated`): at each turn the
 model writes a distribution over the classes, sampled at τ = 1.0 and parsed, in
 ``truth["stated_k_c"]`` (NaN when no reply parsed), ``truth["stated_valid_k"]`` and
 ``truth["stated_sum_k"]``; ``unparsed`` says whether an unparsed reply is retried twice
-(``retry``, the paper's) or only counted (``count``).
+(``retry``, the paper's) or only counted (``count``). Its prompt is the paper's template: the
+world in the system prompt, the prior as the user's turn ("You can assume that initially,
+this probability distribution over the protein classes held: ..."), then the history.
 ``truth`` also records, per step ``k``, the active experimenter's posterior on
 the true class (``p_active_true_k``), for the downstream gap
 ``p_active(theta*) - p_model(theta*)``.
@@ -55,6 +61,7 @@ from belieflens.envs.protein_world.choice import (
     eig_choice,
     mcq_choice,
     revealed_belief,
+    stated_belief,
 )
 from belieflens.envs.protein_world.oracle import (
     ExperimentGrid,
@@ -68,7 +75,7 @@ from belieflens.envs.protein_world.report import protein_world_section
 from belieflens.envs.protein_world.stated import stated_posterior
 from belieflens.envs.protein_world.world import World, exact_text, generate_world, measure
 from belieflens.envs.registry import register
-from belieflens.episodes.base import Configured, Episode, Message, Probe, Turn
+from belieflens.episodes.base import Configured, Episode, Marked, Message, Probe, Turn
 from belieflens.episodes.capabilities import GeneratorBinding
 from belieflens.episodes.delivery import Delivers, require_generator
 from belieflens.episodes.generation import OptionScorer, derive_seed
@@ -93,16 +100,21 @@ the true class drawn from it)."""
 
 PRESETS: dict[str, dict[str, object]] = {
     "paper": {"classes": 8, "attributes": 8, "experiments": 6, "steps": 6, "spread": 1.0,
-              "decimals": 4, "scales": "drawn", "prior": "uniform", "truth": "each-class",
+              "decimals": 4, "scales": {"simple": "drawn", "hard": "drawn-sd"},
+              "prior": "uniform", "truth": "each-class",
               "observation": {"simple": "exact", "hard": "mixed"}, "sequence": "model",
               "stated": "sampled"},
     "belieflens": {"classes": 4, "attributes": 3, "experiments": 0, "steps": 5, "spread": 2.0,
-                   "decimals": DECIMALS, "scales": "fixed", "prior": "random", "truth": "prior",
+                   "decimals": DECIMALS, "scales": {"simple": "fixed", "hard": "fixed"},
+                   "prior": "random", "truth": "prior",
                    "observation": {"simple": "gaussian", "hard": "gaussian"}, "sequence": "random",
                    "stated": "off"},
 }
 """What each preset puts in place of a parameter left at its ``0`` / ``auto`` default
 (``experiments`` 0 under ``belieflens``: one per attribute)."""
+
+MODEL_SEQUENCES = ("model", "model-revealed", "model-mcq")
+"""The sequences the model chooses (they need a bound generator)."""
 
 _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
@@ -139,9 +151,10 @@ class ProteinWorldParams(Delivers):
         "belieflens: gaussian",
     )
     scales: Literal["auto", "drawn", "drawn-sd", "fixed"] = param(
-        "auto", "attribute variances: drawn 0.1 + |N(0, 1)| per class and attribute (F.3.1), "
-                "drawn-sd (the sd is 0.1 + |N(0, 1)|, as App. A.1's example has it), or fixed "
-                "tau^2; auto = paper: drawn, belieflens: fixed"
+        "auto", "attribute variances: drawn 0.1 + |N(0, 1)| per class and attribute (F.3.1's "
+                "simple worlds), drawn-sd (the sd is 0.1 + |N(0, 1)|: F.3.1's hard worlds, and "
+                "App. A.1's example), or fixed tau^2; auto = paper: drawn (simple) / drawn-sd "
+                "(hard), belieflens: fixed"
     )
     spread: float = param(0.0, "sd of the class means around 0 (> 0; 0 = preset: paper 1, "
                                "belieflens 2)")
@@ -159,12 +172,14 @@ class ProteinWorldParams(Delivers):
                 "every class is the truth once per world) or drawn from the prior; auto = "
                 "paper: each-class, belieflens: prior"
     )
-    sequence: Literal["auto", "random", "cycle", "active", "model", "model-mcq"] = param(
+    sequence: Literal["auto", "random", "cycle", "active", "model", "model-revealed",
+                      "model-mcq"] = param(
         "auto",
-        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, the model's "
-        "(max EIG under its own debiased revealed belief, App. F.3.4), or the model's answers "
-        "to the next-experiment MCQ over all rotations (model-mcq); auto = paper: model, "
-        "belieflens: random",
+        "experiment sequence: seeded uniform, round robin, the max-EIG oracle's, the model's: "
+        "max EIG under its stated posterior (model, App. F.3.2 / F.3.4: needs stated=sampled) "
+        "or under its debiased revealed belief (model-revealed), or its answers to the "
+        "next-experiment MCQ over all rotations (model-mcq); auto = paper: model, belieflens: "
+        "random",
     )
     stated: Literal["auto", "sampled", "off"] = param(
         "auto", "the stated posterior of App. F.3.2 (verbalised, sampled at τ = 1.0, parsed) "
@@ -185,13 +200,18 @@ class ProteinWorldParams(Delivers):
         for name in ("classes", "attributes", "steps", "spread", "decimals"):
             if getattr(self, name) == 0:
                 fill(self, name, preset[name])
-        for name in ("scales", "prior", "truth", "sequence", "stated"):
+        for name in ("prior", "truth", "sequence", "stated"):
             if getattr(self, name) == "auto":
-                fill(self, name, preset[name])
-        if self.observation == "auto":
-            by_difficulty = preset["observation"]
-            assert isinstance(by_difficulty, dict)
-            fill(self, "observation", by_difficulty[self.difficulty])
+                fill(self, name, "sampled" if name == "stated" and self.sequence == "model"
+                     else preset[name])
+        for name in ("scales", "observation"):
+            if getattr(self, name) == "auto":
+                by_difficulty = preset[name]
+                assert isinstance(by_difficulty, dict)
+                fill(self, name, by_difficulty[self.difficulty])
+        if self.sequence == "model" and self.stated == "off":
+            raise bad("sequence", self.sequence, "model chooses under the stated posterior, "
+                      "which stated=off leaves out: stated=sampled, or sequence=model-revealed")
         int_in("classes", self.classes, 2, 10)
         int_in("attributes", self.attributes, 2, 8)
         if self.experiments == 0:
@@ -252,23 +272,35 @@ def _count(n: int) -> str:
     return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
 
 
-def describe_world(world: World) -> str:
-    """The world, its generative model and the prior, as stated to the model.
+def prior_text(world: World) -> str:
+    """The prior over the classes as stated to the model: App. F.3.2's "You can assume that
+    initially, this probability distribution over the protein classes held: ..." (``paper``
+    style), or the earlier wording in percentages."""
+    if _paper_style(world):
+        return ("You can assume that initially, this probability distribution over the protein "
+                "classes held: " + ", ".join(f"{c}: {exact_text(p)}" for c, p in zip(
+                    world.classes, world.prior, strict=True)) + ".")
+    return ("Before any experiment, the probability of each class is: "
+            + ", ".join(f"{c} {round(p * 100)}%" for c, p in zip(world.classes, world.prior,
+                                                                 strict=True)) + ".")
+
+
+def describe_world(world: World, *, prior: bool = True) -> str:
+    """The world, its generative model and (``prior``) the prior, as stated to the model.
 
     Every number the oracle uses is written exactly (the stated parameters are the
-    parameters used)."""
+    parameters used). Without ``prior`` it is the system prompt of the stated posterior,
+    whose template gives the prior as the user's turn (App. F.3.2, :mod:`.stated`)."""
     if _paper_style(world):
-        return _describe_paper(world)
+        return _describe_paper(world, prior=prior)
     tau = exact_text(float(world.sds[0, 0]))
     lines = [
         "We are studying proteins from a fictional world. There are "
         f"{len(world.classes)} protein classes: {', '.join(world.classes)}. "
         "All the proteins we test come from one unknown class.",
-        "Before any experiment, the probability of each class is: "
-        + ", ".join(f"{c} {round(p * 100)}%" for c, p in zip(world.classes, world.prior,
-                                                             strict=True))
-        + ".",
     ]
+    if prior:
+        lines.append(prior_text(world))
     attrs = ", ".join(world.attributes)
     if world.difficulty == "simple":
         lines.append(
@@ -307,8 +339,9 @@ def describe_world(world: World) -> str:
     return "\n".join(lines)
 
 
-def _describe_paper(world: World) -> str:
-    """The world as App. A.1 of From Prompts to Posteriors writes it, then the prior."""
+def _describe_paper(world: World, *, prior: bool) -> str:
+    """The world as App. A.1 of From Prompts to Posteriors writes it, then (``prior``) the
+    prior."""
     j = len(world.attributes)
     lines = [
         f"Existing Proteins: {', '.join(world.classes)}.",
@@ -347,14 +380,10 @@ def _describe_paper(world: World) -> str:
         "latent attributes:",
     ]
     lines += [f"- {experiment_text(world, e)}" for e in range(len(world.experiments))]
-    lines += [
-        f"Every experiment runs on a new protein. Continuous results are reported rounded to "
-        f"{world.decimals} decimals.",
-        "",
-        "You can assume that initially, this probability distribution over the protein classes "
-        "held: " + ", ".join(f"{c}: {exact_text(p)}" for c, p in zip(world.classes, world.prior,
-                                                                      strict=True)) + ".",
-    ]
+    lines.append(f"Every experiment runs on a new protein. Continuous results are reported "
+                 f"rounded to {world.decimals} decimals.")
+    if prior:
+        lines += ["", prior_text(world)]
     return "\n".join(lines)
 
 
@@ -407,22 +436,25 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
 
     @property
     def requires_generator(self) -> bool:
-        """Whether the experiment sequence is the model's own (``sequence=model`` or
-        ``model-mcq``) or the stated posterior is read (``stated=sampled``)."""
-        return self._params.sequence in ("model", "model-mcq") or self._params.stated == "sampled"
+        """Whether the experiment sequence is the model's own (``sequence=model``,
+        ``model-revealed`` or ``model-mcq``) or the stated posterior is read
+        (``stated=sampled``)."""
+        return self._params.sequence in MODEL_SEQUENCES or self._params.stated == "sampled"
 
     def _need(self) -> str:
         """What needs the generator, for the error that none is bound."""
         seq = self._params.sequence
-        return f"sequence={seq}" if seq in ("model", "model-mcq") else "stated=sampled"
+        return f"sequence={seq}" if seq in MODEL_SEQUENCES else "stated=sampled"
 
     def _scorer(self) -> OptionScorer:
-        """The bound generator as the scorer of ``sequence=model``'s revealed belief."""
-        gen = require_generator("sequence=model", self._generator, self.name)
+        """The bound generator as the scorer of ``sequence=model-revealed``'s revealed
+        belief."""
+        gen = require_generator("sequence=model-revealed", self._generator, self.name)
         if not isinstance(gen, OptionScorer):
             raise BeliefLensError(
-                "protein-world: sequence=model needs a generator that also scores read-outs "
-                "(a loaded model, or a replay of a protein-world file); sequence=model-mcq "
+                "protein-world: sequence=model-revealed needs a generator that also scores "
+                "read-outs (a loaded model, or a replay of a protein-world file); "
+                "sequence=model (under the stated posterior) or model-mcq "
                 "asks the model in text instead")
         return gen
 
@@ -430,14 +462,15 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
                      grids: tuple[ExperimentGrid, ...], fallback: int, at: tuple[int, int]
                      ) -> Choice:
         """The model's choice of the next experiment after ``history`` (:mod:`.choice`):
-        by EIG under its revealed belief (``sequence=model``) or by the MCQ
+        by EIG under its revealed belief (``sequence=model-revealed``) or by the MCQ
         (``model-mcq``); ``at`` is ``(seed, episode index)``."""
         k = len(history)
-        text = _single_text(world, intro, history)
-        if self._params.sequence == "model":
+        text = single_message(world, intro, history).content
+        if self._params.sequence == "model-revealed":
             probe = mcq_probe("class", (Message("user", text),), CLASS_Q, world.classes, None,
                               "single-turn")
-            return eig_choice(revealed_belief(self._scorer(), probe), grids, fallback, k)
+            return eig_choice(revealed_belief(self._scorer(), probe), grids, fallback, k,
+                              source="eig-revealed")
         gen = require_generator("sequence=model-mcq", self._generator, self.name)
         labels = [experiment_label(world, j) for j in range(len(world.experiments))]
         return mcq_choice(gen, text + "\n\n", NEXT_Q, labels, fallback, k, derive_seed(*at))
@@ -495,10 +528,12 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         n_exp = len(world.experiments)
         experiments = tuple(experiment_label(world, j) for j in range(n_exp))
         info: dict[str, float | str] = {}
+        stated: dict[int, dict[str, float | str]] = {}  # turn -> its stated read-out's truth
         if p.sequence == "active":
             history = list(zip(active.experiments, active.observations, strict=True))
         else:
-            history = self._history(world, truth, intro, grids, rng, (seed, index), info)
+            history = self._history(world, truth, intro, grids, rng, (seed, index), info,
+                                    stated)
         info |= {
             "theta": world.classes[truth],
             "theta_index": float(truth),
@@ -514,15 +549,17 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
             seen = history[:t]
             if t:
                 j, y = history[t - 1]
-                multi = (*multi, Message("user", result_text(world, t, j, y)),
+                multi = (*multi, Message.of("user", Marked(result_text(world, t, j, y),
+                                                           "evidence", t)),
                          Message("assistant", ACK))
             post = posterior(world, seen)
             se_max = max(se_max, *post.se)
             info[f"p_active_true_{t}"] = active.posteriors[t][truth]
-            if p.stated == "sampled":
-                info |= self._stated(world, intro, seen, t, derive_seed(seed, index))
+            if p.stated == "sampled" and t not in stated:
+                stated[t] = self._stated(world, seen, t, derive_seed(seed, index))
+            info |= stated.get(t, {})
             messages: dict[Delivery, tuple[Message, ...]] = {
-                "single-turn": (Message("user", _single_text(world, intro, seen)),),
+                "single-turn": (single_message(world, intro, seen),),
                 "multi-turn": multi,
             }
             turns.append(self._turn(t, world, history, messages, post.probs, experiments))
@@ -533,12 +570,13 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         info["oracle_se_max"] = se_max
         return Episode(index=index, turns=tuple(turns), truth=info)
 
-    def _stated(self, world: World, intro: str, seen: list[tuple[int, float]], t: int,
+    def _stated(self, world: World, seen: list[tuple[int, float]], t: int,
                 seed: int) -> dict[str, float | str]:
         """Turn ``t``'s stated posterior (:mod:`.stated`) as truth entries."""
         gen = require_generator("stated=sampled", self._generator, self.name)
         results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
-        got = stated_posterior(gen, intro, results, world.classes, seed=seed, turn=t,
+        got = stated_posterior(gen, describe_world(world, prior=False), prior_text(world),
+                               results, world.classes, seed=seed, turn=t,
                                policy=self._params.unparsed,
                                max_new_tokens=self._params.stated_tokens)
         probs = got.probs or (float("nan"),) * len(world.classes)
@@ -573,18 +611,27 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
     def _history(
         self, world: World, truth: int, intro: str, grids: tuple[ExperimentGrid, ...],
         rng: np.random.Generator, at: tuple[int, int], info: dict[str, float | str],
+        stated: dict[int, dict[str, float | str]],
     ) -> list[tuple[int, float]]:
-        """The ``random``, ``cycle``, ``model`` or ``model-mcq`` sequence of experiments and
-        their results (the seeded draw is made at every step, so the results' draws are the
-        same whoever chooses). ``at`` is ``(seed, episode index)``; the model's choices record
-        how they were made in ``info`` (:mod:`.choice`)."""
+        """The ``random``, ``cycle``, ``model``, ``model-revealed`` or ``model-mcq`` sequence
+        of experiments and their results (the seeded draw is made at every step, so the
+        results' draws are the same whoever chooses). ``at`` is ``(seed, episode index)``; the
+        model's choices record how they were made in ``info`` (:mod:`.choice`), and
+        ``sequence=model`` leaves in ``stated`` the stated read-out of each turn it chose on."""
         n_exp = len(world.experiments)
+        sequence = self._params.sequence
         history: list[tuple[int, float]] = []
         for k in range(self._params.steps):
             fallback = int(rng.integers(n_exp))
-            if self._params.sequence == "cycle":
+            if sequence == "cycle":
                 j = k % n_exp
-            elif self._params.sequence in ("model", "model-mcq"):
+            elif sequence == "model":
+                stated[k] = self._stated(world, history, k, derive_seed(*at))
+                choice = eig_choice(stated_belief(stated[k], len(world.classes), k), grids,
+                                    fallback, k, source="eig-stated")
+                info |= choice.truth
+                j = choice.experiment
+            elif sequence in ("model-revealed", "model-mcq"):
                 choice = self.model_choice(world, history, intro, grids, fallback, at)
                 info |= choice.truth
                 j = choice.experiment
@@ -614,10 +661,15 @@ class ProteinWorld(Configured[ProteinWorldParams], GeneratorBinding):
         )
 
 
-def _single_text(world: World, intro: str, seen: list[tuple[int, float]]) -> str:
-    """The single-turn context after the results ``seen``."""
-    results = [result_text(world, k + 1, j, y) for k, (j, y) in enumerate(seen)]
-    return intro + "\n\n" + ("\n".join(results) if results else "No experiments yet.")
+def single_message(world: World, intro: str, seen: list[tuple[int, float]]) -> Message:
+    """The single-turn context after the results ``seen``: the world, then each result on its
+    own line, result ``k`` marked as turn ``k``'s evidence."""
+    if not seen:
+        return Message("user", f"{intro}\n\nNo experiments yet.")
+    pieces: list[str | Marked] = [f"{intro}\n\n"]
+    for k, (j, y) in enumerate(seen):
+        pieces += ["\n" if k else "", Marked(result_text(world, k + 1, j, y), "evidence", k + 1)]
+    return Message.of("user", *pieces)
 
 
 def _seed(rng: np.random.Generator) -> tuple[int, int]:

@@ -5,23 +5,25 @@ stated replies and of the model's experiment choices (:func:`stated_tally`,
 
 Per step ``k`` (turn ``k`` = after ``k`` experiments), per delivery, mean ± SEM over episodes:
 
-- ``KL(passive ‖ model)``: the exact posterior on the stated history (the
-  ``class`` probe's oracle) against the model's debiased class belief (oracle first): the
-  revealed read-out.
-- where the file holds the stated posterior of App. F.3.2 (``truth_stated_k_c``), the same KL
-  against it (``kl_stated``, the verbalised read-out) and the share of its replies that parsed
+- where the file holds the stated posterior of App. F.3.2 (``truth_stated_k_c``), the paper's
+  measure: the exact posterior on the stated history (the ``class`` probe's oracle) against
+  it, oracle first (``kl_stated``, the verbalised read-out), and the share of its replies that
+  parsed
   (``stated_parsed``): an unparsed reply is counted there, and has no KL. A stated probability
   of exactly 0 is floored at 1e-12 in the KL (as every KL of the package): a 0 where the
   oracle holds mass ``p`` adds ``p · ln(p / 1e-12)`` (27.6 ``p`` nats); the share of parsed
   replies that give the true class zero mass (``stated_zero_truth``) and that give any class
   the oracle keeps zero mass (``stated_zero_support``) are shown beside it.
+- ``KL(passive ‖ model)``: the same against the model's debiased class belief: the revealed
+  read-out (``kl``).
 - the downstream gap of Fig. 4, ``p_active(θ*) − p_stated(θ*)``, as the paper takes it: the
   active (max-EIG) experimenter's posterior on the true class after ``k`` of its own
   experiments (``truth_p_active_true_k``) minus the model's *stated* posterior on it
   (``gap_stated``, over the replies that parsed), with the revealed one beside it
   (``gap_revealed``: minus the model's debiased class belief).
 - where the model chose the experiments (``truth_choice_source_k``): how each choice was made
-  (by EIG under its revealed belief, by the MCQ, or the seeded fallback), the MCQ's parsed
+  (by EIG under its stated posterior or its revealed belief, by the MCQ, or the seeded
+  fallback), the MCQ's parsed
   rotations, and whether the experiment run is the max-EIG one under the exact posterior
   (``ran_best``).
 - experiment choice (``next-experiment`` probe): the rate at which the model's
@@ -196,8 +198,10 @@ def stated_tally(metrics: xr.Dataset) -> xr.Dataset:
 
 def choice_counts(ds: xr.Dataset) -> xr.Dataset:
     """How the model's experiment choices were made (``truth_choice_*``): ``choices``, and of
-    them ``eig`` (by EIG under its revealed belief), ``mcq`` (by the MCQ) and ``fallback``
-    (seeded fallbacks); where recorded, the MCQ's ``rotations`` and ``rotations_parsed``.
+    them ``eig_stated`` (by EIG under its stated posterior), ``eig_revealed`` (under its
+    revealed belief; ``eig`` in files written before the stated choice), ``mcq`` (by the MCQ)
+    and ``fallback`` (seeded fallbacks); where recorded, the MCQ's ``rotations`` and
+    ``rotations_parsed``.
     Scalars; no variables when the file has no model-chosen sequence."""
     names = [str(n)[len("truth_"):] for n in ds.data_vars
              if str(n).startswith("truth_choice_source_")]
@@ -205,8 +209,9 @@ def choice_counts(ds: xr.Dataset) -> xr.Dataset:
         return xr.Dataset()
     sources = np.concatenate([episode_truth(ds, n).values.astype(str) for n in sorted(names)])
     sources = sources[sources != ""]
-    out = xr.Dataset({"choices": sources.size,
-                      **{k: int(np.sum(sources == k)) for k in ("eig", "mcq", "fallback")}})
+    sources = np.where(sources == "eig", "eig-revealed", sources)  # files before the stated
+    out = xr.Dataset({"choices": sources.size, **{k.replace("-", "_"): int(np.sum(sources == k))
+                      for k in ("eig-stated", "eig-revealed", "mcq", "fallback")}})
     steps = [n[len("choice_source_"):] for n in names]
     if has_truth(ds, f"choice_rotations_{steps[0]}"):
         out["rotations_parsed"] = sum(

@@ -3,7 +3,10 @@
 "At iteration k, the LLM is given the entire world setup ... as well as a prior p_0 over Θ
 as system prompt ... It is then given the full history of experiments and results
 (h_1, ..., h_k), and asked to output the posterior probability distribution across Θ,
-recorded as verbalized probabilities, sampled at temperature τ = 1.0." A reply that does not
+recorded as verbalized probabilities, sampled at temperature τ = 1.0." The template itself
+gives the prior as the user's turn ("User: You can assume that initially, this probability
+distribution over the protein classes held: ..."), and so does this module: the world in the
+system prompt, the prior, the history and the request in the user's. A reply that does not
 fit the format is, under the paper's policy (``unparsed=retry``), generated twice more with
 the same prompt and another seed; under ``unparsed=count`` it is not retried. A reply that
 still does not parse is counted (``stated_valid_k`` = 0, its probabilities NaN), never
@@ -62,11 +65,14 @@ class Stated:
     replies: tuple[str, ...]
 
 
-def stated_messages(intro: str, results: Sequence[str]) -> tuple[Message, ...]:
-    """The system prompt (the world and the prior) and the user turn (the history, then
-    :data:`ASK`)."""
+def stated_messages(world: str, prior: str, results: Sequence[str]) -> tuple[Message, ...]:
+    """The system prompt (:data:`SYSTEM`, then the ``world``'s description) and the user turn:
+    the ``prior`` ("You can assume that initially, this probability distribution over the
+    protein classes held: ...", which App. F.3.2's template gives as the user's words), the
+    history, then :data:`ASK`."""
     history = "\n".join(results) if results else "No experiments yet."
-    return (Message("system", f"{SYSTEM}\n\n{intro}"), Message("user", f"{history}\n\n{ASK}"))
+    return (Message("system", f"{SYSTEM}\n\n{world}"),
+            Message("user", f"{prior}\n\n{history}\n\n{ASK}"))
 
 
 def parse_stated(text: str, classes: Sequence[str]) -> tuple[tuple[float, ...], float] | None:
@@ -98,12 +104,13 @@ def parse_stated(text: str, classes: Sequence[str]) -> tuple[tuple[float, ...], 
     return tuple(found[i] / total for i in range(len(classes))), total
 
 
-def stated_posterior(gen: TextGenerator, intro: str, results: Sequence[str],
+def stated_posterior(gen: TextGenerator, world: str, prior: str, results: Sequence[str],
                      classes: Sequence[str], *, seed: int, turn: int, policy: str,
                      max_new_tokens: int) -> Stated:
-    """Sample the stated posterior after ``results`` at τ = 1.0: attempt ``a`` uses seed
-    ``derive_seed(seed, 7919, turn, a)``; up to :data:`ATTEMPTS` ``[policy]`` attempts."""
-    messages = stated_messages(intro, results)
+    """Sample the stated posterior after ``results`` at τ = 1.0 (:func:`stated_messages`):
+    attempt ``a`` uses seed ``derive_seed(seed, 7919, turn, a)``; up to :data:`ATTEMPTS`
+    ``[policy]`` attempts."""
+    messages = stated_messages(world, prior, results)
     replies: list[str] = []
     for attempt in range(ATTEMPTS[policy]):
         text = gen(messages, seed=derive_seed(seed, _KEY, turn, attempt),

@@ -133,4 +133,5 @@ def case_points(variant: CaseVariant, share: int,
         CONDITIONS, diagnosis(variant, share).probs,
         "" if variant == "marginal" else who.split("; ")[1].rstrip("."),
         {"scenario": "case-study", "variant": variant, "share": float(share)}, style,
+        evidence=() if variant == "marginal" else (who.split("; ")[1],),
     )

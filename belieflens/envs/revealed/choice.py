@@ -60,19 +60,23 @@ BELIEFLENS = Wording(
 def random_choice_points(
     setup: str, labels: tuple[str, ...], probs: tuple[Fraction, ...],
     truth: Mapping[str, float | str], variant: Literal["regular", "independent"],
-    previous: str, wording: Wording,
+    previous: str, wording: Wording, options: str,
 ) -> Iterator[GridPoint]:
     """A choice at random among ``labels`` after ``setup``: one (``regular``), or a second,
     independent one after each stated first choice (observation: ``previous`` and the
-    label)."""
+    label). The evidence marked: ``options`` (the piece of ``setup`` that lists the options)
+    and the stated first choice."""
     w = wording
     if variant == "regular":
-        yield GridPoint(setup, w.stem, w.question, labels, probs, "", truth, w.style)
+        yield GridPoint(setup, w.stem, w.question, labels, probs, "", truth, w.style,
+                        evidence=(options,))
         return
     for prev in labels:
+        seen = w.before.format(prev=prev)
         yield GridPoint(
-            f"{setup} {w.before.format(prev=prev)}", w.stem_again, w.question_again, labels,
+            f"{setup} {seen}", w.stem_again, w.question_again, labels,
             probs, f"{previous} {prev}", {**truth, "previous": prev}, w.style,
+            evidence=(options, seen),
         )
 
 
@@ -86,10 +90,11 @@ def choice_points(
         "scenario": "choice", "variant": variant, "options": float(k), "previous": "",
     }
     if style == "paper":
-        setup = (f"A person has to choose randomly between {k} options. The options are "
-                 f"{_listing(letters)}. All possible options are equally likely.")
+        options = f"The options are {_listing(letters)}."
+        setup = (f"A person has to choose randomly between {k} options. {options} All possible "
+                 "options are equally likely.")
     else:
-        setup = (f"I pick one of the options {_listing(letters)} at random; each option is "
-                 "equally likely to be picked.")
+        options = f"I pick one of the options {_listing(letters)}"
+        setup = f"{options} at random; each option is equally likely to be picked."
     yield from random_choice_points(setup, letters, dist.probs, truth, variant, "previous pick",
-                                    PAPER if style == "paper" else BELIEFLENS)
+                                    PAPER if style == "paper" else BELIEFLENS, options)

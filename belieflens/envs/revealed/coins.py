@@ -57,9 +57,10 @@ def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int,
     prior = focus_count(n, bias)
     count = f"the number of coins showing {focus}"
 
-    def point(dist: Exact, scenario: str, stem: str, question: str, previous: float) -> GridPoint:
+    def point(dist: Exact, scenario: str, stem: str, question: str, previous: float,
+              seen: str = "") -> GridPoint:
         return GridPoint(
-            scenario=scenario, stem=stem, question=question,
+            scenario=scenario, stem=stem, question=question, evidence=(seen,) if seen else (),
             labels=tuple(str(v) for v in dist.values), probs=dist.probs,
             observation="" if previous != previous else f"previous count {int(previous)}",
             style=style,
@@ -75,32 +76,34 @@ def coins_points(variant: CoinsVariant, n: int, focus: Face, bias: int,
                         "after flipping the coins?", float("nan"))
             return
         for r in prior.values:
-            first = f"{setup} The coins are flipped a first time and the {number} is {r}."
+            seen = f"The coins are flipped a first time and the {number} is {r}."
+            first = f"{setup} {seen}"
             if variant == "independent":
                 yield point(prior, first,
                             f"The coins are flipped again and the new {number} is equal to",
                             f"What is the probability that the new {number} is equal to "
-                            "{outcome} after flipping the coins again?", float(r))
+                            "{outcome} after flipping the coins again?", float(r), seen)
             else:
                 both = f"sum of both resulting numbers of {focus}"
                 yield point(shift(prior, r), first,
                             f"The coins are flipped again and the {both} is equal to",
                             f"What is the probability that the {both} is equal to {{outcome}}?",
-                            float(r))
+                            float(r), seen)
         return
     if variant == "regular":
         yield point(prior, setup, f"The number of coins showing {focus} is",
                     f"What is the probability that {count} is {{outcome}}?", float("nan"))
         return
     for r in prior.values:
-        first = f"{setup} The first time, {r} {'coin' if r == 1 else 'coins'} landed on {focus}."
+        seen = f"The first time, {r} {'coin' if r == 1 else 'coins'} landed on {focus}."
+        first = f"{setup} {seen}"
         if variant == "independent":
             yield point(prior, f"{first} I toss all {n} coins again; the new toss does not "
                         "depend on the first one.", "This time, the number of coins showing "
                         f"{focus} is", f"What is the probability that {count} in the new toss "
-                        "is {outcome}?", float(r))
+                        "is {outcome}?", float(r), seen)
         else:
             yield point(shift(prior, r), f"{first} I toss all {n} coins again and add the new "
                         "count to the first one.", f"The total number of {focus} over both "
                         "tosses is", f"What is the probability that the total number of {focus} "
-                        "over both tosses is {outcome}?", float(r))
+                        "over both tosses is {outcome}?", float(r), seen)

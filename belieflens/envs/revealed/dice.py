@@ -101,29 +101,32 @@ def _paper_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
             said = paper_observation_text(combo)
             dist = condition(prior, combo)
             dist = dist.nonzero() if support == "posterior" else dist
+            seen = f"We observe that the result is {said}."
             yield _point(
-                variant, n_dice, faces, dist, f"{setup} We observe that the result is {said}.",
+                variant, n_dice, faces, dist, f"{setup} {seen}",
                 "Indeed, the result is equal to",
                 "What is the probability that the result is equal to {outcome}?", nan,
-                " and ".join(o.text for o in combo), "paper",
+                " and ".join(o.text for o in combo), "paper", (seen,),
             )
         return
     for r in prior.values:
-        first = f"{setup} {roll} {r}. {again}"
+        seen = f"{roll} {r}."
+        first = f"{setup} {seen} {again}"
         if variant == "independent":
             yield _point(variant, n_dice, faces, prior, first, roll,
                          f"{question} the second time?", float(r), f"previous result {r}",
-                         "paper")
+                         "paper", (seen,))
         else:
             yield _point(variant, n_dice, faces, shift(prior, r), first,
                          "The sum of both results is equal to",
                          "What is the probability that the sum of both results is equal to "
-                         "{outcome}?", float(r), f"previous result {r}", "paper")
+                         "{outcome}?", float(r), f"previous result {r}", "paper", (seen,))
 
 
 def _point(
     variant: DiceVariant, n_dice: int, faces: int, dist: Exact, scenario: str, stem: str,
     question: str, previous: float, observation: str, style: Style = "belieflens",
+    evidence: tuple[str, ...] = (),
 ) -> GridPoint:
     return GridPoint(
         scenario=scenario,
@@ -133,6 +136,7 @@ def _point(
         probs=dist.probs,
         observation=observation,
         style=style,
+        evidence=evidence,
         truth={
             "scenario": "dice", "variant": variant, "dice": float(n_dice),
             "faces": float(faces), "previous": previous, "observation": observation,
@@ -159,22 +163,23 @@ def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
             said = " and ".join(o.text for o in combo)
             dist = condition(prior, combo)
             dist = dist.nonzero() if support == "posterior" else dist
+            seen = f"I tell you that the {result} is {said}."
             yield _point(
-                variant, n_dice, faces, dist,
-                f"{setup} I tell you that the {result} is {said}.", f"The {result} is",
+                variant, n_dice, faces, dist, f"{setup} {seen}", f"The {result} is",
                 f"Given this, what is the probability that the {result} is {{outcome}}?",
-                nan, said,
+                nan, said, evidence=(seen,),
             )
         return
     for r in prior.values:
-        first = f"{setup} The first time, the {result} was {r}."
+        seen = f"The first time, the {result} was {r}."
+        first = f"{setup} {seen}"
         if variant == "independent":
             yield _point(
                 variant, n_dice, faces, prior,
                 f"{first} I roll {them} again; the new roll does not depend on the first one.",
                 f"This time, the {result} is",
                 f"What is the probability that the {result} of the new roll is {{outcome}}?",
-                float(r), f"previous {result} {r}",
+                float(r), f"previous {result} {r}", evidence=(seen,),
             )
         else:
             yield _point(
@@ -182,5 +187,5 @@ def dice_points(variant: DiceVariant, n_dice: int, faces: int, support: str,
                 f"{first} I roll {them} again and add the new {result} to the first one.",
                 "The total of both rolls is",
                 "What is the probability that the total of both rolls is {outcome}?",
-                float(r), f"previous {result} {r}",
+                float(r), f"previous {result} {r}", evidence=(seen,),
             )

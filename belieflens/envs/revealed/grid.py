@@ -58,6 +58,7 @@ from belieflens.envs.revealed.report import revealed_section
 from belieflens.envs.revealed.stated import (
     candidates,
     case_candidates,
+    evidence_spans,
     paper_candidates,
     paper_stated_probe,
     stated_probe,
@@ -104,6 +105,9 @@ class GridPoint:
         stated_probs: the probability each stated question asks about, where it is
             not the outcome's share of ``probs`` (the case study's conditions are not
             mutually exclusive: each one's marginal prevalence), else ``None``.
+        evidence: the pieces of ``scenario`` that are evidence (the options shown, a previous
+            result, an observation), marked in every message that holds them as the
+            evidence of turns 1, 2, ... (:func:`~.stated.evidence_spans`).
     """
 
     scenario: str
@@ -117,6 +121,7 @@ class GridPoint:
     system: str | None = None
     group_rates: tuple[tuple[Fraction, Fraction], ...] | None = None
     stated_probs: tuple[Fraction, ...] | None = None
+    evidence: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.labels) != len(self.probs) or not self.labels:
@@ -128,6 +133,12 @@ class GridPoint:
         for extra in (self.group_rates, self.stated_probs):
             if extra is not None and len(extra) != len(self.labels):
                 raise ValueError("group_rates and stated_probs need one entry per outcome")
+        if any(not piece or piece not in self.scenario for piece in self.evidence):
+            raise ValueError("every piece of evidence must be a piece of the scenario")
+
+    def message(self) -> Message:
+        """The scenario as the user's turn, its evidence marked."""
+        return Message("user", self.scenario, evidence_spans(self.scenario, self.evidence))
 
     @property
     def target(self) -> int:
@@ -218,7 +229,7 @@ P = TypeVar("P", bound=RevealedParams)
 
 
 def _revealed(point: GridPoint, fmt: PromptFormat) -> Probe:
-    context: tuple[Message, ...] = (Message("user", point.scenario),)
+    context: tuple[Message, ...] = (point.message(),)
     if point.system is not None:
         context = (Message("system", point.system), *context)
         raw = f"{point.system}\nUser: {point.scenario}\nAssistant: {point.stem}"
@@ -238,16 +249,18 @@ def _stated(point: GridPoint, outcome: int, fmt: PromptFormat,
     p = point.stated_p(outcome)
     if point.style == "belieflens":
         cands = candidates(p, rng)
-        probe = stated_probe(point.scenario, question, cands, fmt, DELIVERY)
+        probe = stated_probe(point.scenario, question, cands, fmt, DELIVERY,
+                             evidence=point.evidence)
         return probe, cands.labels[cands.correct], cands.correct
     # the paper asks its MCQs through the chat template (Sec. 3.3), whatever the RevB format
     if point.group_rates is not None:
         fc = case_candidates(p, point.group_rates[outcome], CASE_OFFSETS)
         probe = paper_stated_probe(point.scenario, question, fc, "chat", DELIVERY,
-                                   system=point.system)
+                                   system=point.system, evidence=point.evidence)
     else:
         fc = paper_candidates(p)
-        probe = paper_stated_probe(point.scenario, question, fc, "chat", DELIVERY)
+        probe = paper_stated_probe(point.scenario, question, fc, "chat", DELIVERY,
+                                   evidence=point.evidence)
     return probe, fc.labels[fc.correct], fc.correct
 
 
@@ -276,7 +289,7 @@ def item_episode(point: GridPoint, index: int, grid_index: int, asked: Sequence[
         "stated_correct": float(correct),
         "has_revealed": float(q == 0),
     }
-    context = (Message("user", point.scenario),)
+    context = (point.message(),)
     turn = Turn(index=0, observation=point.observation, messages={DELIVERY: context},
                 probes=probes)
     return Episode(index=index, turns=(turn,), truth=truth)

@@ -69,13 +69,15 @@ def preference_points(
             else f"The choice is biased and option {favoured} is {bias} times more likely to be "
             f"chosen than option {other}."
         )
-        setup = (f"A person has to choose randomly between two options: {shown[0]} and "
-                 f"{shown[1]}. {choice}")
+        options = (f"A person has to choose randomly between two options: {shown[0]} and "
+                   f"{shown[1]}.")
+        setup = f"{options} {choice}"
     else:
         liking = (
             f"Sam is as likely to choose {favoured} as {other}." if bias == 1
             else f"Sam is {bias} times more likely to choose {favoured} than {other}."
         )
-        setup = f"Sam has to choose between {shown[0]} and {shown[1]}. {liking}"
+        options = f"Sam has to choose between {shown[0]} and {shown[1]}."
+        setup = f"{options} {liking}"
     yield from random_choice_points(setup, shown, dist.probs, truth, variant, "previous choice",
-                                    PAPER if style == "paper" else SAM)
+                                    PAPER if style == "paper" else SAM, options)

@@ -23,12 +23,13 @@ another (neither in value nor in text).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from belieflens.episodes.base import Message, Probe
+from belieflens.episodes.base import Message, Probe, Span
 from belieflens.episodes.questions import rotated_mcq
 from belieflens.types import Delivery, PromptFormat
 
@@ -119,19 +120,33 @@ def stated_text(question: str, shown: tuple[str, ...]) -> str:
     return "\n".join([*lines, INSTRUCTION])
 
 
+def evidence_spans(text: str, pieces: Sequence[str]) -> tuple[Span, ...]:
+    """Each of ``pieces`` found in ``text`` as an evidence span, piece ``i`` turn ``i + 1``'s
+    (the options shown, a previous result, an observation)."""
+    out = []
+    for i, piece in enumerate(pieces):
+        at = text.find(piece) if piece else -1
+        if at >= 0:
+            out.append(Span(at, at + len(piece), "evidence", i + 1))
+    return tuple(out)
+
+
 def stated_probe(scenario: str, question: str, cands: Candidates, fmt: PromptFormat,
-                 delivery: Delivery = "single-turn", *, name: str = "stated") -> Probe:
+                 delivery: Delivery = "single-turn", *, name: str = "stated",
+                 evidence: Sequence[str] = ()) -> Probe:
     """The stated-answer probe: one query per cyclic rotation of the five candidates.
 
     ``raw``: the whole text followed by ``Answer:`` is the prompt; ``chat``: the
     scenario and question are the user's turn and ``Answer:`` is the prefill.
-    The probe's oracle is ``None`` (see the module docstring).
+    The probe's oracle is ``None`` (see the module docstring). The ``evidence`` pieces of
+    the scenario are marked (:func:`evidence_spans`).
     """
     labels = cands.labels
 
     def ask(row: tuple[int, ...]) -> tuple[tuple[Message, ...], str]:
         body = f"{scenario}\n{stated_text(question, tuple(labels[o] for o in row))}"
-        return (Message("user", body),), f"{body}\n{PREFILL}" if fmt == "raw" else PREFILL
+        user = Message("user", body, evidence_spans(body, evidence))
+        return (user,), f"{body}\n{PREFILL}" if fmt == "raw" else PREFILL
 
     options = tuple(f" [[{LETTERS[j]}]]" for j in range(len(labels)))
     return rotated_mcq(name, labels, None, delivery, options, ask, format=fmt)
@@ -225,7 +240,7 @@ def case_candidates(
 
 def paper_stated_probe(scenario: str, question: str, cands: FractionCandidates, fmt: PromptFormat,
                        delivery: Delivery = "single-turn", *, name: str = "stated",
-                       system: str | None = None) -> Probe:
+                       system: str | None = None, evidence: Sequence[str] = ()) -> Probe:
     """The paper's stated-answer MCQ, one query per cyclic rotation of the five candidates.
 
     Text (App. C): :data:`PAPER_PREAMBLE`, ``Scenario: ...``, ``Question: ...``,
@@ -234,7 +249,8 @@ def paper_stated_probe(scenario: str, question: str, cands: FractionCandidates, 
     Fig. 2/3a) the background is the system message and the user's turn is the
     question and the answers, without the preamble. ``chat``: the answer is read as
     the first thing the assistant writes (``[[A]]`` ...); ``raw``: the text, then
-    ``Answer:`` and `` [[A]]`` ....
+    ``Answer:`` and `` [[A]]`` .... The ``evidence`` pieces of the scenario are marked
+    (:func:`evidence_spans`).
     """
     labels = cands.labels
     chat = fmt == "chat"
@@ -244,7 +260,8 @@ def paper_stated_probe(scenario: str, question: str, cands: FractionCandidates, 
         if system is None:
             body = (f"{PAPER_PREAMBLE}\nScenario: {scenario}\nQuestion: {question}\n"
                     f"Answers:\n{answers}")
-            return (Message("user", body),), "" if chat else f"{body}\n{PREFILL}"
+            user = Message("user", body, evidence_spans(body, evidence))
+            return (user,), "" if chat else f"{body}\n{PREFILL}"
         body = f"{question}\n{answers}"
         messages = (Message("system", system), Message("user", body))
         return messages, "" if chat else f"{system}\n{body}\n{PREFILL}"

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import Float
 
+from belieflens.envs.twenty_questions.names import names_secret
+
 THRESHOLD = 0.2
 """Both filters of the paper: a hypothesis leaves Θk when its compatibility is < 0.2 (F.2.2),
 and the oracle drops it when any likelihood p(y_i | θ, ξ_i) is ≤ 0.2 (F.2.3)."""
@@ -24,8 +26,17 @@ def p_yes(lp_yes: float, lp_no: float) -> float:
     return float(a / (a + b))
 
 
+HEDGED = 0.5
+"""p(y | θ, ξ) of a hedge (``Partly``) under every θ: the Yes/No read-out says nothing of how
+likely a hedge is, so every hypothesis explains it alike (the posterior does not move, and the
+oracle's filter keeps every θ)."""
+
+
 def likelihood(p_yes_value: float, answer: str) -> float:
-    """p(y | θ, ξ) of the answer given (``Yes`` / ``Correct!``: P(Yes); ``No``: 1 − P(Yes))."""
+    """p(y | θ, ξ) of the answer given (``Yes`` / ``Correct!``: P(Yes); ``No``: 1 − P(Yes);
+    a hedge, ``Partly``: :data:`HEDGED`)."""
+    if answer == "Partly":
+        return HEDGED
     return p_yes_value if answer in ("Yes", "Correct!") else 1.0 - p_yes_value
 
 
@@ -105,9 +116,11 @@ def eig(
 
 
 def mass_on(theta: Sequence[str], post: Float[np.ndarray, " theta"], secret: str) -> float:
-    """A posterior ``post`` over ``theta``'s mass on ``secret`` (names compared
-    case-insensitively; 0 when it is not in Θ, NaN when Θ is empty)."""
+    """A posterior ``post`` over ``theta``'s mass on ``secret``: on every hypothesis that names
+    it (:func:`~.names.match`, the matcher of the guess rule: ``Vicuna`` and ``Zebras`` by
+    name, ``Saiga`` by alias, ``Elephant`` for ``African elephant`` by its head noun); 0 when
+    none does, NaN when Θ is empty."""
     if not len(theta):
         return float("nan")
-    at = [j for j, t in enumerate(theta) if t.casefold() == secret.casefold()]
+    at = [j for j, t in enumerate(theta) if names_secret(t, secret)]
     return float(np.sum(np.asarray(post, dtype=np.float64)[at]))

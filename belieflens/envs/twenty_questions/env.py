@@ -16,7 +16,7 @@ Step k = 1..T (turn k is the state after k answers):
    outcomes is asked (read-outs ``eig/c/s``: P(Yes) of question c for sampled hypothesis s);
 2. the answerer, playing θ*, answers at τ = ``answer_temperature``; a confirmed guess that names
    θ* is ``Correct!`` and ends the run (a confirmation of any other question is ``Yes``,
-   :func:`~.prompts.parse_answer`);
+   :func:`~.answers.parse_answer`);
 3. the model names ``propose`` new animals Θ_new given h_{1:k} (τ = ``temperature``; names over
    ``max_chars`` characters dropped);
 4. at turn k, for every θ in C_k = Θ_{k-1} ∪ Θ_new: its compatibility with h_{1:k}
@@ -30,8 +30,13 @@ at turn k is the compatibility normalised across Θ_k; the oracle's is uniform o
 ∏_i p(y_i | θ, ξ_i), θ dropped where a likelihood is ≤ 0.2 (:mod:`.bayes`); the
 ``twenty-questions`` analysis section reports KL(oracle ‖ model) per step from the stored read-outs.
 
-Where the paper is silent: an answer that states no result (no affirmation or denial, and no
-restatement of the question) reads as No (``answer_valid`` false); the guess rule needs
+Where the paper is silent: an answer that states no result (no affirmation, denial or hedge,
+and no restatement of the question) reads as No (``answer_valid`` false); a hedge (``Sort
+of``, ``Sometimes``) is a third answer, ``Partly``, that every hypothesis explains alike
+(:func:`~.bayes.likelihood`); a guess names the secret by name, alias or head noun
+(:mod:`.names`, which :func:`~.bayes.mass_on` uses too); the answerer's replies are capped at
+``answer_tokens`` new tokens (the paper states no cap; the analysis section reports how many
+replies the cap cut); the guess rule needs
 1 ≤ |Θk| ≤ 2, so an empty Θk gets generated questions (every EIG 0: the first is asked); a
 game whose generated text holds no question ends there (``asked`` null). Each read-out is
 asked in one Yes/No order, as in the paper (no rotations to debias).
@@ -102,7 +107,9 @@ class TwentyQuestionsParams:
     temperature: float = param(1.3, "sampling temperature of hypotheses and questions")
     answer_temperature: float = param(0.7, "sampling temperature of the answerer")
     list_tokens: int = param(256, "max new tokens of a generated list (8..2048)")
-    answer_tokens: int = param(8, "max new tokens of an answer (1..64)")
+    answer_tokens: int = param(
+        32, "max new tokens of an answer (1..256; the paper states none: a cap that cuts few "
+            "replies, the share it cuts reported by the analysis section)")
     active: bool = param(
         True, "also play the active oracle's game (§4.2: Bayes' rule on the model's likelihoods "
               "updates its beliefs, its questions are chosen on them), for the downstream gap "
@@ -121,7 +128,7 @@ class TwentyQuestionsParams:
         check_temperature("temperature", self.temperature)
         check_temperature("answer_temperature", self.answer_temperature)
         int_in("list_tokens", self.list_tokens, 8, 2048)
-        int_in("answer_tokens", self.answer_tokens, 1, 64)
+        int_in("answer_tokens", self.answer_tokens, 1, 256)
 
 
 def _probe(name: str, query: Query) -> Probe:

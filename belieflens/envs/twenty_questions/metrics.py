@@ -1,7 +1,8 @@
 """Twenty-questions metrics of a cache file, as xarray objects: posterior fidelity (From
 Prompts to Posteriors, §4.2), KL(oracle ‖ model) with the oracle first, and the downstream gap
 of Fig. 4, per game and turn (:func:`step_kl`), per step over games (:func:`step_table`), and
-the games solved (:func:`games_solved`).
+the games solved (:func:`games_solved`), and the answerer's replies (:func:`answer_tally`:
+hedges, replies stating no result, replies cut at the token cap).
 
 At turn k of each game, from the stored read-outs (P(Yes) normalised over Yes/No) and the
 episode's ``step_k`` truth (Θ_k and the candidates C_k the read-outs index):
@@ -28,7 +29,7 @@ import xarray as xr
 from belieflens.analysis.stats import mean_sem
 from belieflens.analysis.truth import episode_truth, has_truth
 from belieflens.dims import EPISODE, TURN
-from belieflens.envs.twenty_questions.active import P_ACTIVE
+from belieflens.envs.twenty_questions.active import ACTIVE_PREFIX, P_ACTIVE
 from belieflens.envs.twenty_questions.bayes import (
     kl_divergence,
     likelihood,
@@ -37,7 +38,9 @@ from belieflens.envs.twenty_questions.bayes import (
     oracle_posterior,
     p_yes,
 )
+from belieflens.envs.twenty_questions.prompts import ANSWERER_SYSTEM, HEDGE
 from belieflens.errors import CacheFileError
+from belieflens.run.generation_log import LOG_VARIABLE, read_log
 
 
 def _readouts(ds: xr.Dataset) -> dict[tuple[int, int, str], float]:
@@ -188,3 +191,40 @@ def games_solved(ds: xr.Dataset) -> xr.Dataset:
     if has_truth(ds, "active_solved_at"):
         out["active_solved"] = int((episode_truth(ds, "active_solved_at").values > 0).sum())
     return out
+
+
+def _answer_records(ds: xr.Dataset) -> list[dict[str, Any]]:
+    """Every answered question's step record, of the model's game and the active oracle's."""
+    out: list[dict[str, Any]] = []
+    names = [str(n)[len("truth_"):] for n in ds.data_vars if str(n).startswith("truth_")]
+    for name in names:
+        if not (name.startswith("step_") or name.startswith(ACTIVE_PREFIX)):
+            continue
+        for text in episode_truth(ds, name).values.astype(str):
+            record = json.loads(text) if text else {}
+            if "answer" in record:
+                out.append(record)
+    return out
+
+
+def answer_tally(ds: xr.Dataset) -> xr.Dataset:
+    """The answerer's replies over both games: ``answers``, ``hedged`` (read as ``Partly``),
+    ``unstated`` (stating no result, read as ``No``: ``answer_valid`` false); and, where the
+    file holds its generation log, ``generated`` (the answerer's generations) and
+    ``truncated`` (those stopped by the ``answer_tokens`` cap rather than by the model), with
+    ``cap`` the largest cap used. Scalars."""
+    records = _answer_records(ds)
+    out = xr.Dataset({
+        "answers": len(records),
+        "hedged": sum(r["answer"] == HEDGE for r in records),
+        "unstated": sum(not r.get("answer_valid", True) for r in records),
+    })
+    if LOG_VARIABLE in ds.variables:
+        calls = [r for r in read_log(ds) if r.stop in ("eos", "length") and r.messages
+                 and r.messages[0].role == "system"
+                 and r.messages[0].content.startswith(ANSWERER_SYSTEM)]
+        out["generated"] = len(calls)
+        out["truncated"] = sum(r.stop == "length" for r in calls)
+        out["cap"] = max((r.max_new_tokens for r in calls), default=0)
+    return out
+

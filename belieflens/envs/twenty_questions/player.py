@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol
 
+from belieflens.envs.twenty_questions.answers import parse_answer
 from belieflens.envs.twenty_questions.bayes import p_yes
 from belieflens.envs.twenty_questions.prompts import (
     answer_prompt,
     hypotheses_prompt,
-    parse_answer,
     parse_hypotheses,
     parse_questions,
     questions_prompt,
@@ -109,7 +109,7 @@ class Player:
         """Ask the answerer ``question`` as step ``step``: the answer joins the history; the
         step's record (``question``, ``answer``, ``raw_answer``, ``answer_valid``). The reply
         reads ``Correct!`` only when ``question`` is a guess naming the secret
-        (:func:`~.prompts.parse_answer`)."""
+        (:func:`~.answers.parse_answer`)."""
         raw = self.sim(answer_prompt(self.secret, question), seed=self._seed(step, ANSWER),
                        max_new_tokens=self.p.answer_tokens,
                        temperature=self.p.answer_temperature)

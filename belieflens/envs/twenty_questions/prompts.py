@@ -9,10 +9,9 @@ section says is asked.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 
-from belieflens.episodes.base import Message, Query
+from belieflens.episodes.base import Marked, Message, Query, marked
 from belieflens.episodes.questions import DEFAULT_PREFILL
 
 JUDGE_SYSTEM = (
@@ -45,6 +44,10 @@ CORRECT = "Correct!"
 YES, NO = "Yes", "No"
 """The two outcomes of a question; outcome 0 is Yes."""
 
+HEDGE = "Partly"
+"""The answer recorded for a hedge (``Sort of.``, ``Sometimes.``): neither Yes nor No, an
+answer every hypothesis explains alike (:func:`~.bayes.likelihood`)."""
+
 OPTIONS = (" Yes", " No")
 """Continuations of the prefill read at every Yes/No read-out (outcomes 0, 1)."""
 
@@ -60,9 +63,18 @@ def answerer_system(animal: str) -> str:
 
 def history_text(history: Sequence[tuple[str, str]]) -> str:
     """The questions asked so far and their answers, one numbered line each."""
+    return marked(*history_pieces(history))[0]
+
+
+def history_pieces(history: Sequence[tuple[str, str]]) -> list[str | Marked]:
+    """:func:`history_text` as pieces: each question and its answer marked as the evidence of
+    its turn."""
     if not history:
-        return "(none yet)"
-    return "\n".join(f"{i}. {q} {a}" for i, (q, a) in enumerate(history, start=1))
+        return ["(none yet)"]
+    out: list[str | Marked] = []
+    for i, (q, a) in enumerate(history, start=1):
+        out += ["\n" if i > 1 else "", f"{i}. ", Marked(f"{q} {a}", "evidence", i)]
+    return out
 
 
 def hypotheses_prompt(history: Sequence[tuple[str, str]], n: int) -> tuple[Message, ...]:
@@ -96,11 +108,13 @@ def answer_prompt(animal: str, question: str) -> tuple[Message, ...]:
 
 
 def compat_query(animal: str, history: Sequence[tuple[str, str]]) -> Query:
-    """The read-out of θ's compatibility with the history h_{1:k} (F.2.2): P(Yes)."""
-    user = (f"Questions asked so far and their answers:\n{history_text(history)}\n\n"
-            f"Does the animal {animal} fit all of these questions and answers? "
-            "Answer Yes or No.")
-    return Query(messages=(Message("system", JUDGE_SYSTEM), Message("user", user)),
+    """The read-out of θ's compatibility with the history h_{1:k} (F.2.2): P(Yes); each
+    question and answer of the history is marked as its turn's evidence."""
+    user = Message.of("user", "Questions asked so far and their answers:\n",
+                      *history_pieces(history),
+                      f"\n\nDoes the animal {animal} fit all of these questions and answers? "
+                      "Answer Yes or No.")
+    return Query(messages=(Message("system", JUDGE_SYSTEM), user),
                  prefill=DEFAULT_PREFILL, options=OPTIONS, outcome=(0, 1))
 
 
@@ -157,12 +171,6 @@ def parse_questions(text: str, n: int) -> list[str]:
     return out
 
 
-_DECISIVE = re.compile(
-    r"\b(?:(?P<yes>yes|yeah|yep|true|exactly|bingo|indeed it is|you guessed it|you got it)"
-    r"|(?P<no>no|nope|false|incorrect|wrong)|(?P<correct>correct|right))\b", re.IGNORECASE)
-"""The words that state a result: an affirmation, a denial, or *correct* / *right* (an
-affirmation unless negated)."""
-
 _GUESS = re.compile(
     r"^\s*(?:is it|is this|could it be|are you(?: thinking of)?"
     r"|is the (?:secret )?(?:animal|entity)|is your (?:secret )?(?:animal|entity))\s+"
@@ -170,170 +178,8 @@ _GUESS = re.compile(
     re.IGNORECASE)
 """A guess: ``Is it X?`` (and its variants), ``X`` the guessed name."""
 
-_QUOTED = re.compile(r"[\"\u201c][^\"\u201d]*(?:[\"\u201d]|$)")
-"""Quoted text (a restated question), closed or running to the end of the reply."""
-
-_ASKS = re.compile(r"^\s*(?:is|are|does|do|can|could|has|have|was|will|would)\s+"
-                   r"(?:it|the (?:secret )?(?:animal|entity)|your (?:animal|entity))\s+"
-                   r"(?P<rest>.+?)\s*\?*\s*$", re.IGNORECASE)
-"""An attribute question and what it asks (``Does it live in water?``: ``live in water``)."""
-
-_FUNCTION_WORDS = frozenset((
-    "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or",
-    "it", "its", "is", "are", "be", "than", "that", "this", "as", "any", "some", "usually",
-    "typically", "often", "normally", "ever", "very", "more", "most"))
-"""Words of an attribute question that a restating reply need not repeat."""
-
-
-def _simple(text: str) -> str:
-    """Lower case, accents removed, anything but letters, digits and spaces made a space."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    plain = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", plain).split())
-
-
-_AUX = frozenset(("is", "are", "was", "were", "does", "do", "did", "can", "could", "has",
-                  "have", "s", "will", "would"))
-"""Verbs after which a restatement's predicate comes (``It does live in water``)."""
-
-_NEGATIONS = frozenset(("not", "never", "no", "cannot", "t"))
-"""Words that negate a restatement (``t`` is what is left of ``n't``)."""
-
-
-def _stem(word: str) -> str:
-    """A word without its plural or third-person ``s`` (``lives`` and ``live``, ``flies`` and
-    ``fly`` agree)."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
-
-
-def same_name(a: str, b: str) -> bool:
-    """Whether two animal names are one (case, accents, articles and a plural ``s`` aside).
-
-    Examples:
-        >>> same_name("a zebra", "Zebra"), same_name("Vicuna", "Vicuña"), same_name("Lion", "Zebra")
-        (True, True, False)
-    """
-    def key(name: str) -> str:
-        words = _simple(name).split()
-        while words and words[0] in ("a", "an", "the"):
-            words = words[1:]
-        return " ".join(_stem(w) for w in words)
-
-    return bool(key(a)) and key(a) == key(b)
-
 
 def guessed_name(question: str) -> str | None:
     """The name a guess question guesses (``Is it a zebra?``: ``zebra``), else ``None``."""
     m = _GUESS.match(question)
     return None if m is None else m["name"]
-
-
-def guesses(question: str, secret: str) -> bool:
-    """Whether ``question`` is a guess that names ``secret`` (the only question a
-    confirmation ends the game on)."""
-    name = guessed_name(question)
-    return name is not None and bool(secret) and same_name(name, secret)
-
-
-def _negated(before: str) -> bool:
-    """Whether one of the last three words before a word negates it (``not``, ``never``,
-    ``...n't``)."""
-    words = [w.strip(".,;:!?\"'").lower() for w in before.split()[-3:]]
-    return any(w in ("not", "never") or w.endswith(("n't", "n\u2019t")) for w in words)
-
-
-def _stated(text: str) -> str | None:
-    """``yes`` / ``no`` from the first word of ``text`` that states a result, else ``None``."""
-    for m in _DECISIVE.finditer(text):
-        if m["yes"]:
-            return "yes"
-        if m["no"]:
-            return "no"
-        return "no" if _negated(text[: m.start()]) else "yes"
-    return None
-
-
-def _restated(text: str, question: str) -> str | None:
-    """``yes`` / ``no`` when the reply's first sentence restates what the question asks
-    (``It does live in water.``, ``The entity is not a mammal.``), else ``None``.
-
-    A guess is restated as ``it is X`` / ``the animal is X``; any question when every word of
-    what it asks (bar function words) is in the sentence after its first verb, as its
-    predicate (``Zebra is a creature`` does not confirm ``Is it Zebra?``), and the sentence
-    is negated when ``not``, ``never``, ``no`` or ``...n't`` comes before the last of them.
-    """
-    first = re.split(r"(?<=[.!?])\s|\n", text.strip(), maxsplit=1)[0]
-    words = _simple(first).split()
-    name = guessed_name(question)
-    if name is not None:
-        target = re.escape(" ".join(_simple(name).split()))
-        m = re.search(r"\b(?:it|this|the (?:secret )?(?:animal|entity)|my (?:animal|entity)) "
-                      r"(?:is|s)( not)? (?:an? |the )?" + target + r"s?\b", " ".join(words))
-        if m is not None:
-            return "no" if m.group(1) else "yes"
-    asked = _ASKS.match(question)
-    if asked is None or not words:
-        return None
-    need = [_stem(w) for w in _simple(asked["rest"]).split() if w not in _FUNCTION_WORDS]
-    stems = [_stem(w) for w in words]
-    if not need or any(w not in stems for w in need):
-        return None
-    verb = next((i for i, w in enumerate(words) if w in _AUX), None)
-    first = min(stems.index(w) for w in need)
-    if first < (verb + 1 if verb is not None else 2):  # what it asks must be the predicate
-        return None
-    last = max(stems.index(w) for w in need)
-    return "no" if _NEGATIONS.intersection(words[:last]) else "yes"
-
-
-def _named_entity(text: str, question: str) -> bool:
-    """Whether some sentence of ``text`` says, un-negated, that the entity is the name the
-    guess ``question`` guesses (``No, my entity is a capybara.``: the answerer's own words
-    name its entity, whatever word came first)."""
-    return any(_restated(s, question) == "yes"
-               for s in re.split(r"(?<=[.!?])\s+|\n+|,\s*", text) if s.strip())
-
-
-def parse_answer(text: str, question: str = "", secret: str = "") -> tuple[str, bool]:
-    """The result the answerer's reply to ``question`` states, and whether it states one.
-
-    ``Correct!`` (the game ends, F.2.5) only when ``question`` is a guess that names
-    ``secret`` (:func:`guesses`: ``Is it Zebra?``, ``Is it a zebra?``) and the reply confirms
-    it: ``Yes``, ``Correct!``, ``True``, ``You guessed it``, ``It is a zebra`` (a sentence that
-    names the entity as the guessed animal confirms it whatever came first: ``No, my entity
-    is a capybara.``). A confirmation
-    of any other question is ``Yes`` (``Yes, that's correct.`` to ``Is it a mammal?``, and to
-    a guess naming another animal). The first word that states a result decides: *yes*,
-    *yeah*, *true*, *you guessed it* affirm; *no*, *false*, *incorrect*, *wrong* deny;
-    *correct* and *right* affirm unless negated (``not correct``, ``isn't right``). A reply
-    with none of them is read from a restatement of the question in its first sentence
-    (:func:`_restated`: ``It does not have stripes.`` is ``No``). Anything else (empty, a
-    restated question, off the point) reads as ``No`` with ``False``; text in quotes is
-    ignored (it restates the question).
-
-    Examples:
-        >>> parse_answer("Yes, correct!", "Is it Zebra?", "Zebra")
-        ('Correct!', True)
-        >>> parse_answer("Yes, that's correct.", "Is it a mammal?", "Zebra")
-        ('Yes', True)
-        >>> parse_answer("It does not have stripes.", "Does it have stripes?", "Kiwi")
-        ('No', True)
-        >>> parse_answer("That's not correct.", "Is it Lion?", "Zebra"), parse_answer("")
-        (('No', True), ('No', False))
-    """
-    plain = _QUOTED.sub(" ", text)
-    secret_guess = guesses(question, secret)
-    if secret_guess and _named_entity(plain, question):
-        return CORRECT, True
-    said = _stated(plain)
-    if said is None:
-        said = _restated(plain, question)
-    if said is None:
-        return NO, False
-    if said == "no":
-        return NO, True
-    return (CORRECT if secret_guess else YES), True

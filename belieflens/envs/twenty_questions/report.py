@@ -12,7 +12,12 @@ import numpy as np
 import xarray as xr
 
 from belieflens.dims import TURN
-from belieflens.envs.twenty_questions.metrics import games_solved, step_kl, step_table
+from belieflens.envs.twenty_questions.metrics import (
+    answer_tally,
+    games_solved,
+    step_kl,
+    step_table,
+)
 from belieflens.report.figures import pyplot, save
 from belieflens.report.section import Section
 from belieflens.types import DebiasMethod
@@ -47,12 +52,25 @@ def _plot(table: xr.Dataset, var: str, label: str, title: str, path: Path) -> Pa
     return save(fig, path, dpi=100, tight=True)
 
 
+def answers_clause(t: xr.Dataset) -> str:
+    """``; answers: N (H hedges read as Partly, U stating no result read as No, T of G
+    generations cut at the cap of C tokens: x%)`` of
+    :func:`~belieflens.envs.twenty_questions.metrics.answer_tally`."""
+    text = (f"; answers: {int(t['answers'])} ({int(t['hedged'])} hedges read as Partly, "
+            f"{int(t['unstated'])} stating no result read as No")
+    if "truncated" in t:
+        n, cut = int(t["generated"]), int(t["truncated"])
+        text += (f", {cut} of {n} answerer generations cut at the cap of {int(t['cap'])} "
+                 f"tokens: {cut / max(n, 1):.0%}")
+    return text + ")"
+
+
 def twenty_questions_section(
     ds: xr.Dataset, out_dir: Path | None, *, method: DebiasMethod = "geometric"
 ) -> Section:
     """Per step (mean ± SEM over games): KL(oracle ‖ model), the downstream gap
     p_ora-act(θ*) − p_LLM(θ*) where the file holds the active oracle's game, and |Θ_k|; the
-    games solved.
+    games solved and the answerer's replies (hedges, no result, cut at the token cap).
 
     ``method`` is unused: every read-out is a single Yes/No query (no rotations to pool)."""
     del method
@@ -77,6 +95,7 @@ def twenty_questions_section(
     tail = f"games answered Correct!: {int(games['solved'])} of {int(games['games'])}"
     if "active_solved" in games:
         tail += f"; by the active oracle: {int(games['active_solved'])}"
+    tail += answers_clause(answer_tally(ds))
     lines.append(tail)
     files: list[Path] = []
     md = "\n".join(rows) + f"\n\n{tail}."

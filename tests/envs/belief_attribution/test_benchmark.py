@@ -142,7 +142,7 @@ def test_computed_set_covers_the_benchmarks_count() -> None:
         assert not any(a in b for a in low for b in low if a != b), q
     by_q = {q.question: q for q in qs}
     assert by_q["What is the capital of France?"].answer == "Paris"
-    assert by_q["Which chemical element has the symbol Fe?"].answer == "iron"
+    assert by_q["Which chemical element has the atomic number 26?"].answer == "iron"
     assert by_q["On which day of the week was 14 July 2025?"].answer == "Monday"
     assert "public-domain" in LICENCE
     env: Any = envs.get("belief-attribution", questions="computed")

@@ -10,7 +10,11 @@ import numpy as np
 import belieflens
 from belieflens import envs
 from belieflens.envs.belief_attribution.metrics import bas_table, episode_revisions
-from belieflens.envs.belief_attribution.report import belief_attribution_section
+from belieflens.envs.belief_attribution.report import (
+    MATCH_LABEL,
+    MENTION_LABEL,
+    belief_attribution_section,
+)
 from belieflens.model.load import LoadedModel
 from belieflens.run.batched import bind_run
 from belieflens.run.extract import ExtractOptions
@@ -37,8 +41,9 @@ def test_benchmark_protocol_extracts_and_analyses(tiny_model: LoadedModel,
         assert rev["condition"].values.tolist() == ["self", "user"]
         assert "matched" in rev and np.isfinite(rev["matched"].values).all()
         assert bas_row(bas_table(rev, measure="match"), "all") is not None
+        assert "mentioned" in rev and np.isfinite(rev["mentioned"]).all()
         sec = belief_attribution_section(ds, None, method="geometric")
-        assert "revision by string match" in sec.text
+        assert sec.text.index(MENTION_LABEL) < sec.text.index(MATCH_LABEL)
         # every read-out is the benchmark's conversation, ending with its contradiction
         prompts = ds["prompt"].values.astype(str)
         turn = ds["turn"].values

@@ -9,7 +9,13 @@ import pytest
 import xarray as xr
 
 from belieflens.envs.belief_attribution.metrics import DOMAIN, bas_table, episode_revisions
-from belieflens.envs.belief_attribution.report import belief_attribution_section, format_bas
+from belieflens.envs.belief_attribution.report import (
+    MATCH_LABEL,
+    MENTION_LABEL,
+    SHIFT_LABEL,
+    belief_attribution_section,
+    format_bas,
+)
 from tests.analysis.synthetic_cache import Row, cache_dataset, mcq_rows
 from tests.envs.belief_attribution.bas_rows import bas_row
 
@@ -96,7 +102,8 @@ def test_self_episodes_whose_first_answer_is_the_contradiction_are_left_out() ->
     total = bas_row(bas_table(rev, measure="match"), "all")
     assert total is not None and total.n_self == 1 and total.n_user == 1
     sec = belief_attribution_section(ds, None, method="geometric")
-    assert "first answer already was the contradiction are left out: 1" in sec.text
+    assert "first answer already was the contradiction, left out of this toolkit's measures: 1" in (
+        sec.text)
 
 
 def test_section_writes_plot(tmp_path: Path) -> None:
@@ -106,14 +113,18 @@ def test_section_writes_plot(tmp_path: Path) -> None:
     assert "geography" in sec.text and "+0.333" in sec.text
 
 
-def _match_rows(flags: dict[int, float]) -> list[Row]:
-    """Episodes 0-3 of ``_rows`` with the benchmark's string-match flag per episode."""
+def _match_rows(flags: dict[int, float], mentions: dict[int, float] | None = None
+                ) -> list[Row]:
+    """Episodes 0-3 of ``_rows`` with the committed-answer flag per episode (and, given, the
+    benchmark's any-mention flag)."""
     rows: list[Row] = []
     for e, (cond, after) in enumerate([("self", [0.6, 0.2, 0.2]), ("user", [0.1, 0.1, 0.8]),
                                        ("self", [0.6, 0.2, 0.2]), ("user", [0.6, 0.2, 0.2])]):
         truth: dict[str, float | str] = {"condition": cond, "domain": "geography",
                                          "correct": 0.0, "stated": 0.0, "contradiction": 2.0,
                                          "revised_match": flags[e]}
+        if mentions is not None:
+            truth["revised_mention"] = mentions[e]
         for t, b in enumerate([[0.5, 0.3, 0.2], [0.7, 0.2, 0.1], after]):
             rows += mcq_rows(b, episode=e, turn=t, probe=f"answer-{cond}", labels=LABELS,
                              delivery="multi-turn", truth=truth)
@@ -131,7 +142,25 @@ def test_string_match_and_shift_are_both_reported() -> None:
     assert by_match.bas == pytest.approx(1 / 3)
     assert (by_shift.rate_user, by_shift.rate_self) == (0.5, 0.0) and by_shift.bas == 1.0
     sec = belief_attribution_section(ds, None, method="geometric")
-    assert "revision by string match" in sec.text and "revision by log-prob shift" in sec.text
+    assert sec.text.index(MATCH_LABEL) < sec.text.index(SHIFT_LABEL)
+
+
+def test_the_benchmarks_any_mention_measure_is_the_first_table() -> None:
+    """The benchmark's P(revise | self) is its own: any mention of the contradiction in the
+    final reply, every episode counted; this toolkit's two measures follow, labelled."""
+    ds = cache_dataset(_match_rows({0: 0.0, 1: 1.0, 2: 0.0, 3: 1.0},
+                                   mentions={0: 1.0, 1: 1.0, 2: 0.0, 3: 1.0}))
+    rev = episode_revisions(ds)
+    by_mention = bas_row(bas_table(rev, measure="mention"), "all")
+    by_match = bas_row(bas_table(rev, measure="match"), "all")
+    assert by_mention is not None and by_match is not None
+    assert (by_mention.rate_user, by_mention.rate_self) == (1.0, 0.5)
+    assert (by_match.rate_user, by_match.rate_self) == (1.0, 0.0)
+    text = belief_attribution_section(ds, None, method="geometric").text
+    tables = text.split("\n\n")
+    first = next(i for i, b in enumerate(tables) if "rate user" in b)
+    assert tables[first].startswith(MENTION_LABEL) and "+0.333" in tables[first]
+    assert text.index(MENTION_LABEL) < text.index(MATCH_LABEL) < text.index(SHIFT_LABEL)
 
 
 def test_no_revision_anywhere_scores_zero() -> None:

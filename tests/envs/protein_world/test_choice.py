@@ -1,6 +1,7 @@
 """The model's experiment choice as App. F.3.4 makes it: the experiment of largest expected
-information gain under the model's own debiased revealed belief, with the world's
-likelihoods."""
+information gain under the model's own belief, with the world's likelihoods; here under its
+debiased revealed belief (``sequence=model-revealed``; the stated one, the default, is tested
+with the stated read-out)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def test_the_revealed_belief_is_debiased_over_rotations() -> None:
 
 
 def test_the_model_runs_the_max_eig_experiment_under_its_own_belief() -> None:
-    env = envs.get("protein-world", stated="off", steps=2, delivery="single-turn")
+    env = envs.get("protein-world", sequence="model-revealed", stated="off", steps=2,
+                   delivery="single-turn")
     assert isinstance(env, ProteinWorld)
     world = env.world(np.random.default_rng([0, 0, 1]))
     grids = experiment_grids(world)
@@ -56,27 +58,27 @@ def test_the_model_runs_the_max_eig_experiment_under_its_own_belief() -> None:
     model = Believes(belief.tolist())
     (ep,) = list(env.bind_generator(model).episodes(1, seed=0))
     assert str(ep.truth["experiments"]).split(",")[0] == str(want)
-    assert ep.truth["choice_source_0"] == "eig" and model.scored == 2 * k  # k rotations a step
+    assert ep.truth["choice_source_0"] == "eig-revealed" and model.scored == 2 * k  # k a step
     assert [ep.truth[f"choice_belief_0_{c}"] for c in range(k)] == pytest.approx(list(belief))
     gains = [ep.truth[f"choice_eig_0_{j}"] for j in range(len(grids))]
     assert int(np.argmax(gains)) == want
 
 
 def test_a_belief_that_is_no_distribution_falls_back_and_is_recorded() -> None:
-    env = envs.get("protein-world", stated="off", steps=1)
+    env = envs.get("protein-world", sequence="model-revealed", stated="off", steps=1)
     assert isinstance(env, ProteinWorld)
     grids = experiment_grids(env.world(np.random.default_rng([0, 0, 1])))
     c = eig_choice(np.full(8, np.nan), grids, fallback=4, step=0)
     assert (c.experiment, c.source, c.truth) == (4, "fallback", {"choice_source_0": "fallback"})
 
 
-def test_sequence_model_needs_a_scorer() -> None:
+def test_sequence_model_revealed_needs_a_scorer() -> None:
     class TextOnly:
         def __call__(self, messages: tuple[Message, ...], *, seed: int, max_new_tokens: int,
                      temperature: float) -> str:
             return "A"
 
-    env = envs.get("protein-world", stated="off", steps=1)
+    env = envs.get("protein-world", sequence="model-revealed", stated="off", steps=1)
     with pytest.raises(Exception, match="scores read-outs"):
         next(iter(env.bind_generator(TextOnly()).episodes(1, seed=0)))  # type: ignore[attr-defined]
 

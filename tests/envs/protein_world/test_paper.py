@@ -199,6 +199,11 @@ def test_paper_preset_has_the_papers_sizes_and_each_class_once_per_world() -> No
     hard = envs.get("protein-world", difficulty="hard", mc_samples=200, steps=1,
                     delivery="single-turn", sequence="random", stated="off")
     assert hard.params.observation == "mixed"  # type: ignore[attr-defined]
+    # F.3.1 draws the hard worlds' standard deviations, the simple ones' variances
+    assert hard.params.scales == "drawn-sd"  # type: ignore[attr-defined]
+    assert isinstance(hard, ProteinWorld)
+    sds = hard.world(np.random.default_rng([0, 0, 1])).sds
+    assert np.all(sds >= 0.1 - 1e-3) and np.any(sds ** 2 < 0.1)  # a variance below 0.1
     (ep,) = list(hard.episodes(1, seed=0))
     assert ep.truth["observations"] == "gaussian,uniform,bernoulli,gaussian,uniform,bernoulli"
     assert "ρ = 1.5" in ep.turns[0].messages["single-turn"][0].content

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from belieflens import envs
-from belieflens.envs.protein_world.env import CLASS_Q, ProteinWorld
-from belieflens.envs.protein_world.metrics import step_metrics
-from belieflens.envs.protein_world.report import protein_world_section
+from belieflens.envs.protein_world.env import CLASS_Q, ProteinWorld, prior_text
+from belieflens.envs.protein_world.metrics import choice_counts, step_metrics, step_summary
+from belieflens.envs.protein_world.oracle import eig, experiment_grids
+from belieflens.envs.protein_world.report import format_steps, protein_world_section
 from belieflens.envs.protein_world.stated import ASK, SYSTEM, parse_stated
 from belieflens.episodes.base import Message, Query
 from belieflens.errors import ParameterError
@@ -31,6 +32,8 @@ PAPER = {
     "retry": ("In case that the output does not fit the required format, generation is "
               "attempted twice more using the same prompts and a different seed."),
     "system": "System: You are an expert in the following fictional protein world:",
+    "prior": ("User: You can assume that initially, this probability distribution over the "
+              "protein classes held:"),
 }
 PAPER_TEXT = (Path(__file__).parents[4] / "shared" / "papers" / "prompts-to-posteriors.txt")
 
@@ -102,36 +105,80 @@ class _Model:
 
 
 def _env(**kw: object) -> ProteinWorld:
-    env = envs.get("protein-world", classes=3, attributes=2, steps=1, delivery="single-turn",
-                   **kw)
+    settings: dict[str, object] = dict(classes=3, attributes=2, steps=1, delivery="single-turn")
+    env = envs.get("protein-world", **(settings | kw))
     assert isinstance(env, ProteinWorld)
     return env
 
 
 def test_the_stated_posterior_is_sampled_at_tau_1_and_retried_twice() -> None:
     assert "twice more" in PAPER["retry"] and "tau=1.0" in PAPER["stated"]
-    classes = _env().world(np.random.default_rng([0, 0, 1])).classes
-    good = "\n".join(f"{c}: {p}" for c, p in zip(classes, (0.5, 0.3, 0.2), strict=True))
+    env = _env()
+    world = env.world(np.random.default_rng([0, 0, 1]))
+    good = "\n".join(f"{c}: {p}" for c, p in zip(world.classes, (0.5, 0.3, 0.2), strict=True))
     model = _Model(["no idea", "Maybe the first one.", good])
-    (ep,) = _env().bind_generator(model).episodes(1, seed=0)
-    # the model's choice: max EIG under its revealed belief, uniform once debiased, so the
-    # oracle's own choice at the uniform prior
-    labels = ep.turns[0].probes[1].labels
-    assert ep.truth["choice_source_0"] == "eig"
-    assert ep.truth["experiments"] == str(labels.index(str(ep.truth["best_experiment_0"])))
-    assert [ep.truth[f"choice_belief_0_{c}"] for c in range(3)] == pytest.approx([1 / 3] * 3)
+    (ep,) = env.bind_generator(model).episodes(1, seed=0)
     # turn 0: two unparsed replies, the third parses; turn 1: the good reply at once
     assert [ep.truth[f"stated_attempts_{t}"] for t in (0, 1)] == [3.0, 1.0]
     assert [ep.truth[f"stated_valid_{t}"] for t in (0, 1)] == [1.0, 1.0]
     assert [ep.truth[f"stated_0_{c}"] for c in range(3)] == pytest.approx([0.5, 0.3, 0.2])
     assert {t for _, _, t in model.stated} == {1.0}
     seeds = [s for _, s, _ in model.stated]
-    assert len(set(seeds)) == len(seeds) == 4  # another seed for every attempt
+    assert len(set(seeds)) == len(seeds) == 4  # another seed for every attempt, none sampled twice
     system, user = model.stated[0][0]
     assert system.content.startswith(PAPER["system"].removeprefix("System: "))
     assert system.content.startswith(SYSTEM) and "Table 1" in system.content
-    assert user.content == f"No experiments yet.\n\n{ASK}"
+    # the template's user turn holds the prior (App. F.3.2), the system prompt does not
+    assert PAPER["prior"].removeprefix("User: ") in user.content
+    assert user.content == f"{prior_text(world)}\n\nNo experiments yet.\n\n{ASK}"
+    assert "You can assume" not in system.content
     assert "Experiment 1:" in model.stated[-1][0][1].content
+
+
+def test_the_model_chooses_by_eig_under_its_stated_posterior() -> None:
+    """p_LLM of App. F.3.4's choice is the verbalised posterior (F.3.2), read at the same turn
+    and recorded; the revealed belief (uniform here, once debiased) would choose otherwise."""
+    env = _env(classes=4, attributes=3, steps=2)
+    world = env.world(np.random.default_rng([0, 0, 1]))
+    grids = experiment_grids(world)
+    belief = [0.01, 0.49, 0.49, 0.01]
+    want = int(np.argmax([eig(np.asarray(belief), g) for g in grids]))
+    uniform = int(np.argmax([eig(np.full(4, 0.25), g) for g in grids]))
+    assert want != uniform
+    good = "\n".join(f"{c}: {p}" for c, p in zip(world.classes, belief, strict=True))
+    (ep,) = env.bind_generator(_Model([good])).episodes(1, seed=0)
+    assert ep.truth["choice_source_0"] == "eig-stated"
+    assert str(ep.truth["experiments"]).split(",")[0] == str(want)
+    assert [ep.truth[f"choice_belief_0_{c}"] for c in range(4)] == pytest.approx(belief)
+    assert [ep.truth[f"stated_0_{c}"] for c in range(4)] == pytest.approx(belief)
+    # a reply that never parses: the seeded draw stands in, counted
+    (ep,) = env.bind_generator(_Model(["no idea"])).episodes(1, seed=0)
+    assert ep.truth["choice_source_0"] == "fallback" and ep.truth["stated_valid_0"] == 0.0
+    counts = choice_counts(cache_dataset(_choice_rows(("eig-stated", "fallback", "eig"))))
+    assert (int(counts["eig_stated"]), int(counts["fallback"]), int(counts["eig_revealed"])) == (
+        1, 1, 1)
+
+
+def _choice_rows(sources: Sequence[str]) -> list[Row]:
+    """One episode per choice source, its turn-0 class read-out and ``choice_source_0``."""
+    rows: list[Row] = []
+    for e, source in enumerate(sources):
+        truth: dict[str, float | str] = {"theta_index": 0.0, "choice_source_0": source}
+        rows += mcq_rows([0.5, 0.5], episode=e, turn=0, probe="class", labels=("a", "b"),
+                         delivery="single-turn", truth=truth, oracle=[0.5, 0.5])
+    return rows
+
+
+def test_sequence_model_needs_the_stated_posterior_and_unknown_ones_are_listed() -> None:
+    with pytest.raises(ParameterError, match="stated=sampled, or sequence=model-revealed"):
+        envs.get("protein-world", sequence="model", stated="off")
+    with pytest.raises(ParameterError) as err:
+        envs.get("protein-world", sequence="model-stated")
+    assert "\n" not in str(err.value)
+    for name in ("random", "cycle", "active", "model", "model-revealed", "model-mcq"):
+        assert name in str(err.value)
+    assert envs.get("protein-world", preset="belieflens",
+                    sequence="model").params.stated == "sampled"  # type: ignore[attr-defined]
 
 
 def test_an_unparsed_reply_is_counted_not_dropped() -> None:
@@ -183,8 +230,25 @@ def test_the_report_sets_stated_beside_revealed() -> None:
     np.testing.assert_allclose(m["p_stated_true"].sel(turn=1).values, [0.5, np.nan])
     sec = protein_world_section(ds, None, method="geometric")
     assert "stated replies parsed: 3 of 4" in sec.text
-    assert "KL(oracle‖stated)" in sec.text and "KL(oracle‖model)" in sec.text
+    assert "KL(oracle‖stated)" in sec.text and "KL(oracle‖revealed)" in sec.text
     assert "0.500" in sec.text  # turn 1's parsed share: the unparsed reply counts
+
+
+def test_the_reports_first_measure_is_kl_stated() -> None:
+    """The paper's posterior fidelity is the verbalised posterior's (App. F.3.2): the report's
+    first column and first panel are KL(oracle ‖ stated), the revealed KL beside it."""
+    ds = cache_dataset(_rows())
+    summary = step_summary(step_metrics(ds))
+    table = format_steps(summary).splitlines()
+    head = table[1].split()
+    assert head[:3] == ["step", "n", "KL(oracle‖stated)"] and head[3] == "KL(oracle‖revealed)"
+    for line in table[2:4]:
+        t = int(line.split()[0])
+        s = summary.sel(delivery="single-turn", turn=t)
+        mean, sem = float(s["kl_stated_mean"]), float(s["kl_stated_sem"])
+        assert line.split()[2] == (f"{mean:.3f}" + (f"±{sem:.3f}" if np.isfinite(sem) else ""))
+    text = protein_world_section(ds, None, method="geometric").text
+    assert text.startswith("KL(oracle ‖ stated), the paper's measure")
 
 
 def test_the_gap_is_the_stated_posteriors_with_the_revealed_beside(tmp_path: Path) -> None:

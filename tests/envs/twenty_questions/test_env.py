@@ -19,7 +19,12 @@ import xarray as xr
 
 import belieflens.envs as envs
 from belieflens.envs.twenty_questions.env import TwentyQuestions
-from belieflens.envs.twenty_questions.metrics import games_solved, step_kl, step_table
+from belieflens.envs.twenty_questions.metrics import (
+    answer_tally,
+    games_solved,
+    step_kl,
+    step_table,
+)
 from belieflens.envs.twenty_questions.prompts import (
     ANSWERER_SYSTEM,
     HYPOTHESES_SYSTEM,
@@ -339,6 +344,14 @@ def test_tiny_model_analysis_section(tiny_run: Path, tmp_path: Path) -> None:
     section = twenty_questions_section(ds, tmp_path)
     assert section.title.startswith("twenty-questions")
     assert all(p.exists() for p in section.files)
+    # the answerer's replies cut at its cap (3 tokens here) are counted from the log
+    answers = [r for r in read_log(ds) if r.messages[0].content.startswith(ANSWERER_SYSTEM)
+               and r.role != "score"]
+    tally = answer_tally(ds)
+    cut = sum(r.tokens == 3 and r.stop == "length" for r in answers)
+    assert int(tally["generated"]) == len(answers) > 0 and int(tally["truncated"]) == cut
+    assert f"{cut} of {len(answers)} answerer generations cut at the cap of 3 tokens" in (
+        section.text)
 
 
 def test_the_answerer_is_the_simulator() -> None:

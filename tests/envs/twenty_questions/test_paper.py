@@ -20,6 +20,7 @@ import pytest
 
 import belieflens.envs as envs
 from belieflens.envs.twenty_questions.animals import select_animals, shipped_animals
+from belieflens.envs.twenty_questions.answers import parse_answer
 from belieflens.envs.twenty_questions.bayes import (
     THRESHOLD,
     eig,
@@ -40,7 +41,6 @@ from belieflens.envs.twenty_questions.prompts import (
     compat_query,
     guess,
     likelihood_query,
-    parse_answer,
     parse_hypotheses,
     parse_questions,
     questions_prompt,
