@@ -245,16 +245,16 @@ def test_options_parse_and_schedule() -> None:
 def test_the_shipped_adapters_are_their_recipes(name: str) -> None:
     """Each shipped adapter's ``teach.json`` records its recipe in ``SHIPPED`` (so ``make
     adapters`` leaves it as is and ``bench.teach_ship`` rebuilds that recipe), and a run that
-    stopped at its recipe's last step (the S = 0.3 adapter: step 198 of a 264-step decay)."""
+    stopped at its recipe's last step."""
     info = json.loads((adapter_folder(name) / "teach.json").read_text())
     assert info["fingerprint"] == SHIPPED[name].fingerprint()
     assert info["training"]["steps"] == SHIPPED[name].steps
 
 
 def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> None:
-    """``bench.teach_ship --steps N`` rebuilds a whole N-step run (the early-stopped S = 0.3
-    adapter's ``schedule`` is not kept: ``--steps 264`` is the run it was stopped from, with
-    that run's fingerprint); ``--schedule`` keeps an early stop."""
+    """``bench.teach_ship --steps N`` rebuilds a whole N-step run (its decay spans its own
+    steps); ``--schedule`` keeps a decay longer than the run (an early stop). The S = 0.3
+    recipe is the S = 1 recipe with the evidence tempered."""
     import argparse
 
     from bench.teach_ship import recipe
@@ -265,11 +265,11 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
-    assert SHIPPED[name].schedule > SHIPPED[name].steps  # stopped early
-    full = recipe(name, args(steps=264))
-    assert (full.steps, full.schedule) == (264, 0)
-    assert full == dataclasses.replace(SHIPPED["smollm2-135m-bayes"], temper=0.3)
-    assert recipe(name, args(steps=100, schedule=264)).schedule == 264
+    assert SHIPPED[name] == dataclasses.replace(SHIPPED["smollm2-135m-bayes"], temper=0.3)
+    short = recipe(name, args(steps=264))
+    assert (short.steps, short.schedule) == (264, 0)
+    stopped = recipe(name, args(steps=100, schedule=264))
+    assert (stopped.steps, stopped.schedule) == (100, 264)
     assert recipe(name, args(episodes=48)).schedule == SHIPPED[name].schedule
 
 
