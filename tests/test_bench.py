@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 SCRIPTS = sorted(p for p in BENCH.glob("*.py") if not p.name.startswith("_"))
 
@@ -32,3 +34,25 @@ def test_the_readme_lists_every_script_and_runs_it_as_a_module() -> None:
     assert not re.search(r"python bench/|`bench/[a-z_]+\.py [-A-Z]", readme)
     for path in SCRIPTS:
         assert f"python -m bench.{path.stem}" in readme, path.stem
+
+
+def test_a_scripts_last_line_becomes_a_results_table(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--results NAME`` writes the ``key=value`` figures of a script's last line, one row
+    each, with the command line in the header; without it nothing is written."""
+    import argparse
+
+    from belieflens import results
+    from bench._lib import add_results_option, start_results, write_line_results
+
+    monkeypatch.setenv(results.FOLDER_VARIABLE, str(tmp_path))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=3)
+    add_results_option(ap)
+    assert start_results(ap.parse_args([])) is None
+    args = ap.parse_args(["--results", "toy-train"])
+    recorder = start_results(args)
+    write_line_results(recorder, args.results, "trainer_tok_s=3873 plain_tok_s=3614 ratio=1.07")
+    found = results.load(tmp_path / "toy-train.json")
+    assert found.rows == (("trainer_tok_s", "3873"), ("plain_tok_s", "3614"), ("ratio", "1.07"))
+    assert found.header.threads == "3" and found.header.missing() == []

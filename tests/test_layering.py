@@ -18,6 +18,7 @@ fails on
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,13 +84,20 @@ def _resolve(name: str, known: Mapping[str, object]) -> str | None:
     return name or None
 
 
+@functools.cache
+def _parse(text: str, filename: str) -> ast.Module:
+    """A module's syntax tree, parsed once per text and process (the checks of this file walk
+    the package three times; no walk changes a tree)."""
+    return ast.parse(text, filename)
+
+
 def imports(package_dir: Path, package: str) -> list[Import]:
     """Every import of a module of ``package`` by a module of ``package``."""
     mods = modules(package_dir, package)
     edges: list[Import] = []
     for src, (path, is_pkg) in mods.items():
         here = src if is_pkg else src.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
             targets: list[str] = []
             line = 0
             if isinstance(node, ast.Import):

@@ -6,6 +6,7 @@ may name them."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -32,15 +33,24 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return out
 
 
+@functools.cache
+def string_constants(path: Path) -> tuple[tuple[int, str], ...]:
+    """(line, value) of each string constant of the module's code, docstrings excluded.
+
+    Parsed once per file and process: the scans for environment, token-process and
+    intervention-kind names each walk every module of the package, once per name."""
+    tree = ast.parse(path.read_text("utf-8"))
+    docs = _docstrings(tree)
+    return tuple((node.lineno, node.value) for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and id(node) not in docs)
+
+
 def names_in_code(path: Path, names: set[str], root: Path = PACKAGE.parent) -> list[str]:
     """``path:line: name`` (``path`` relative to ``root``) for each string constant of the
     module's code that is one of ``names`` (docstrings excluded)."""
-    tree = ast.parse(path.read_text("utf-8"))
-    docs = _docstrings(tree)
-    return [f"{path.relative_to(root)}:{node.lineno}: {node.value}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and node.value in names and id(node) not in docs]
+    return [f"{path.relative_to(root)}:{line}: {value}"
+            for line, value in string_constants(path) if value in names]
 
 
 def test_no_environment_name_outside_envs() -> None:
