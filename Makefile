@@ -99,7 +99,7 @@ gates: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make gates" $(BL) gates \
 		gates/coin-flip-teaching.toml --out $(GATES) --results teaching-gates
 
-# The causal check on the taught model beside its base (docs/teaching.md): steering along the
+# The causal check on the taught model beside its base: steering along the
 # decoder's direction and patching between episodes, on the next-flip multi-turn read-outs of
 # the gates' new-sides studies (make gates writes them).
 CAUSAL_LAYERS ?= 10,20,26,28
