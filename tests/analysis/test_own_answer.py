@@ -72,3 +72,13 @@ def test_a_control_of_another_study_is_refused() -> None:
         query=np.random.default_rng(0).permutation(ds.sizes["query"]))
     with pytest.raises(ParameterError, match="does not hold the study's read-outs"):
         own_answer_floor(ds, [("r1", shuffled), ("r2", shuffled)])
+
+
+def test_the_accessor() -> None:
+    ds = coin_study(["bag", "output"], output=_planted, attrs=study_attrs(0, init="trained"))
+    v = ds.bl.own_answer(statistics=counts(ds))
+    assert np.allclose(v["r2"], own_answer_values(ds, statistics=counts(ds))["r2"])
+    controls = [coin_study(["bag", "bag"], net=n, output=_planted, attrs=study_attrs(n))
+                for n in (1, 2)]
+    f = ds.bl.own_answer(controls=controls)
+    assert list(f["source"].values) == ["own answer: next-flip"] and f.sizes["control"] == 2

@@ -150,3 +150,16 @@ def test_controls_pair_by_network_and_belong_to_their_study() -> None:
                       [("r1b", r1b)])
     with pytest.raises(ParameterError, match="another study"):  # a test control as training's
         pair_controls(Condition(a), Condition(b), [("r1b", r1b)], [("r1b", r1b)])
+
+
+def test_the_accessor() -> None:
+    a, b = _pair(["bag", "belief"], net=0)
+    v = a.bl.transfer(b, statistics=counts(a), other_statistics=counts(b))
+    assert v["transfer"].dims == ("delivery", "probe", "episode", "turn", "layer")
+    assert list(v["baseline"].values) == ["counts", "turn"]
+    ref = transfer_values(Condition(a, statistics=counts(a)), Condition(b, statistics=counts(b)))
+    assert np.allclose(v["transfer"], ref["transfer"], equal_nan=True)
+    controls = [_pair(["bag", "bag"], net=n, init="random") for n in (1, 2)]
+    f = a.bl.transfer(b, controls=[c[0] for c in controls],
+                      other_controls=[c[1] for c in controls])
+    assert f["selectivity"].dims == ("source", "layer") and f.sizes["control"] == 2
