@@ -68,6 +68,7 @@ from belieflens.model.load import (
 )
 from belieflens.model.load import catalogue as models
 from belieflens.report.analysis import Analysis
+from belieflens.report.transfer import TransferKeywords
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
@@ -597,11 +598,7 @@ def analyze(
     client: DaskClient | str | None = None,
     html: bool = True,
     floors: Sequence[str | os.PathLike[str]] = (),
-    transfers: Sequence[str | os.PathLike[str]] = (),
-    transfer_floors: Sequence[str | os.PathLike[str]] = (),
-    transfer_delivery: str | None = None,
-    own_answer: bool = False,
-    results: str | None = None,
+    **more: Unpack[TransferKeywords],
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
@@ -626,22 +623,9 @@ def analyze(
             seeds, corrected across layers (:mod:`belieflens.analysis.floor`). Every
             decoder result stands beside the statistic baselines the file's environment
             declares (``belieflens.envs.statistic_features``), floors or not.
-        transfers: cache files of other conditions of the study (a paraphrase, random face
-            names, more flips: another parameter, the same seed): the study's decoders fitted
-            on it and scored on each, beside the same decoder fitted on that condition, the
-            statistic baselines' transfer and, with ``floors``, the untrained networks'
-            transfer (:mod:`belieflens.analysis.transfer`).
-        transfer_floors: the untrained controls of the ``transfers`` files, each paired with
-            the ``floors`` control of the same network.
-        transfer_delivery: ``FROM:TO`` (``multi-turn:single-turn``): the deliveries of the
-            transfer's two sides; without ``transfers``, a transfer within the study from one
-            delivery to the other.
-        own_answer: decode the model's own debiased answer from each layer, beside the
-            statistic baselines fitted to it and, with ``floors``, the untrained floor
-            (:mod:`belieflens.analysis.own_answer`).
-        results: also write every comparison beside the ``floors`` (the floor's, each
-            transfer's, the own answer's) to ``docs/results/NAME.md`` and ``.json``
-            (:mod:`belieflens.results`).
+        **more: ``transfers``, ``transfer_floors``, ``transfer_delivery``, ``own_answer``:
+            the decoders a bag of tokens cannot pass; ``results``: the results file
+            (:class:`~belieflens.report.transfer.TransferKeywords`).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -653,30 +637,16 @@ def analyze(
     """
     from belieflens.report.analysis import analyze as run
     from belieflens.report.interventions import report
-    from belieflens.report.transfer import DecoderChecks
+    from belieflens.report.transfer import analyze_more
     from belieflens.store.results import is_result
 
     method = choice("--debias", debias, DEBIAS_METHODS)
     if is_result(file):
         return report(file, out, method=method, html=html)
-    checks = DecoderChecks(tuple(Path(f) for f in transfers),
-                           tuple(Path(f) for f in transfer_floors),
-                           _deliveries(transfer_delivery), own_answer)
     return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
                client=client, sections=envs.sections_for, html=html,
                floors=[Path(f) for f in floors], targets=envs.readout_targets,
-               statistics=envs.statistic_features, checks=checks, results=results)
-
-
-def _deliveries(spec: str | None) -> tuple[str, str] | None:
-    """``FROM:TO`` as ``(FROM, TO)``; anything else is one line."""
-    if spec is None:
-        return None
-    parts = spec.split(":")
-    if len(parts) != 2 or not all(parts):
-        raise ParameterError(f"option '--transfer-delivery' = {spec!r} is not allowed: "
-                             "FROM:TO, e.g. multi-turn:single-turn")
-    return parts[0], parts[1]
+               statistics=envs.statistic_features, **analyze_more(more))
 
 
 @dataclass(frozen=True)

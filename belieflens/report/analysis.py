@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import xarray as xr
@@ -47,7 +47,7 @@ from belieflens.report.tables import (
     format_summary,
     format_turn_table,
 )
-from belieflens.report.transfer import NO_CHECKS, DecoderChecks
+from belieflens.report.transfer import NO_CHECKS, AnalyzeMore, DecoderChecks
 from belieflens.report.viewer import study_page
 from belieflens.run import cluster
 from belieflens.run.cluster import DaskClient
@@ -113,8 +113,7 @@ def analyze(
     floors: Sequence[str | Path] = (),
     targets: TargetsFor = no_targets,
     statistics: StatisticsFor = no_statistics,
-    checks: DecoderChecks = NO_CHECKS,
-    results: str | None = None,
+    **more: Unpack[AnalyzeMore],
 ) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
@@ -142,25 +141,13 @@ def analyze(
 
     ``floors``: control files of the same study (``extract --init random:SEED``), checked
     before any work (one line naming a mismatch): every lens, decoder and geometry read-out
-    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
-    targets from ``targets``), in a section of its own. ``statistics``: the file's statistic
-    baselines' features, beside every decoder result (:mod:`belieflens.analysis.baselines`;
-    with ``floors`` the selectivity is against the larger of the floor and the best).
-
-    ``checks``: the decoders a bag of tokens cannot pass (transfers to other conditions and
-    the own-answer decoders, :class:`~belieflens.report.transfer.DecoderChecks`), each in a
-    section of its own, beside the floor where ``floors`` are given. ``results``: also write
-    every comparison beside the controls (the floor's sources, each transfer's and the own
-    answer's) as the results file ``docs/results/NAME.md`` (:mod:`belieflens.results`).
+    beside its floor (:func:`belieflens.analysis.floor.floor`; geometry targets from
+    ``targets``). ``statistics``: the statistic baselines' features, beside every decoder
+    (:mod:`belieflens.analysis.baselines`). ``more``: transfers, the own answer, a results
+    file (:class:`~belieflens.report.transfer.AnalyzeMore`).
     """
-    if (checks.any or results) and not decoders:
-        raise ParameterError("--transfer, --own-answer and --results read the decoders: "
-                              "drop --no-decoders")
-    if results and not floors:
-        raise ParameterError("--results writes the comparisons beside untrained controls: "
-                              "give them with --floor")
     run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
-               targets, statistics, checks, results)
+               targets, statistics, **more)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -201,6 +188,14 @@ class _Run:
     statistics: StatisticsFor = no_statistics
     checks: DecoderChecks = NO_CHECKS
     results: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.checks.any or self.results) and not self.decoders:
+            raise ParameterError("--transfer, --own-answer and --results read the decoders: "
+                                 "drop --no-decoders")
+        if self.results and not self.floors:
+            raise ParameterError("--results writes the comparisons beside untrained "
+                                 "controls: give them with --floor")
 
     def __call__(self, path: str | Path, out_dir: str | Path | None,
                  client: DaskClient | None) -> Analysis:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import xarray as xr
@@ -125,6 +126,58 @@ class DecoderChecks:
 
 NO_CHECKS = DecoderChecks()
 """Nothing beyond the decoders of the oracle."""
+
+
+class AnalyzeMore(TypedDict, total=False):
+    """What :func:`belieflens.report.analysis.analyze` runs and writes beyond its tables."""
+
+    checks: DecoderChecks
+    """The decoders a bag of tokens cannot pass (default: none)."""
+    results: str | None
+    """Also write every comparison beside the controls (the floor's sources, each
+    transfer's, the own answer's) as the results file ``docs/results/NAME.md``
+    (:mod:`belieflens.results`)."""
+
+
+class TransferKeywords(TypedDict, total=False):
+    """The keywords of :func:`belieflens.analyze` for the decoders a bag of tokens cannot
+    pass (:mod:`belieflens.analysis.transfer`, :mod:`belieflens.analysis.own_answer`) and
+    its results file."""
+
+    transfers: Sequence[str | os.PathLike[str]]
+    """Cache files of other conditions of the study (a paraphrase, random face names, more
+    flips: another parameter, the same seed): the study's decoders fitted on it and scored
+    on each, beside the same decoder fitted on that condition, the statistic baselines'
+    transfer and, with ``floors``, the untrained networks' transfer."""
+    transfer_floors: Sequence[str | os.PathLike[str]]
+    """The untrained controls of the ``transfers`` files, each paired with the ``floors``
+    control of the same network."""
+    transfer_delivery: str | None
+    """``FROM:TO`` (``multi-turn:single-turn``): the deliveries of a transfer's two sides;
+    without ``transfers``, a transfer within the study from one delivery to the other."""
+    own_answer: bool
+    """Decode the model's own debiased answer from each layer, beside the statistic
+    baselines fitted to it and, with ``floors``, the untrained floor."""
+    results: str | None
+    """Also write every comparison beside the ``floors`` to ``docs/results/NAME.md`` and
+    ``.json`` (:mod:`belieflens.results`)."""
+
+
+def analyze_more(keywords: TransferKeywords) -> AnalyzeMore:
+    """:class:`TransferKeywords` as :class:`AnalyzeMore` (one line for a ``transfer_delivery``
+    that is not ``FROM:TO``)."""
+    spec = keywords.get("transfer_delivery")
+    delivery = None
+    if spec is not None:
+        parts = spec.split(":")
+        if len(parts) != 2 or not all(parts):
+            raise ParameterError(f"option '--transfer-delivery' = {spec!r} is not allowed: "
+                                 "FROM:TO, e.g. multi-turn:single-turn")
+        delivery = (parts[0], parts[1])
+    checks = DecoderChecks(tuple(Path(f) for f in keywords.get("transfers", ())),
+                           tuple(Path(f) for f in keywords.get("transfer_floors", ())),
+                           delivery, bool(keywords.get("own_answer", False)))
+    return {"checks": checks, "results": keywords.get("results")}
 
 
 def _same_study(test: xr.Dataset, control: xr.Dataset, name: str) -> bool:
