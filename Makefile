@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -183,6 +183,56 @@ floor-taught: setup
 	$(BL) compare $(foreach m,smollm2-135m $(TAUGHT),$(FLOORS)/models/$(m)-trained.h5) \
 		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/smollm2-135m-random$(s).h5) \
 		--out $(FLOORS)/models/compare-taught
+
+# The coin flip's variants whose posterior is not a linear function of the token counts
+# (docs/environments/coin-flip.md), each on SmolLM2-135M beside three untrained networks
+# (FLOOR_SEEDS) at FLOOR_MODEL_EPISODES episodes, the next-flip question alone (to keep it
+# cheap), analysed with --floor (the statistic baselines declare what each variant's oracle
+# conditions on): docs/results/floor-variant-NAME.md. Files already extracted are reused
+# (delete runs/floors/variants/ to extract again).
+FLOOR_VARIANTS ?= prior=stated sides=random reports=noisy changepoint=0.2
+VARIANTS := $(FLOORS)/variants
+floor-variants: setup
+	mkdir -p $(VARIANTS)
+	for v in $(FLOOR_VARIANTS); do \
+		name=$$(echo $$v | tr '=.' '--'); \
+		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
+			f=$(VARIANTS)/$$name-$$(echo $$init | tr -d :).h5; \
+			test -f $$f || $(BL) extract coin-flip --set $$v --set probes=next-flip --seed 0 \
+				--episodes $(FLOOR_MODEL_EPISODES) --model smollm2-135m --init $$init \
+				--threads 1 --quiet --out $$f || exit 1; \
+		done; \
+		BELIEFLENS_RESULTS_COMMAND="make floor-variants" $(BL) analyze $(VARIANTS)/$$name-trained.h5 \
+			--no-html --out $(VARIANTS)/$$name --results floor-variant-$$name \
+			$(foreach s,$(FLOOR_SEEDS),--floor $(VARIANTS)/$$name-random$(s).h5) || exit 1; \
+	done
+
+# Decoders that a bag of tokens cannot pass, on SmolLM2-135M beside three untrained networks
+# (the next-flip question, FLOOR_MODEL_EPISODES episodes of seed 0): the decoders transferred
+# from multi-turn to single-turn delivery (one file), from the template to its paraphrase,
+# from heads/tails to random face names (the same flips) and from 10 flips to 20, each
+# beside the untrained networks' transfer and the statistic baselines'; and the model's own
+# answer decoded per layer: docs/results/transfer-smollm2.md. Files already extracted are
+# reused (delete runs/floors/transfer/ to extract again).
+TRANSFER := $(FLOORS)/transfer
+TRANSFER_CONDITIONS := standard: paraphrase:wording=paraphrase sides:sides=random turns20:turns=20
+transfer-models: setup
+	mkdir -p $(TRANSFER)
+	for c in $(TRANSFER_CONDITIONS); do \
+		name=$${c%%:*}; set=$${c#*:}; \
+		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
+			f=$(TRANSFER)/$$name-$$(echo $$init | tr -d :).h5; \
+			test -f $$f || $(BL) extract coin-flip $${set:+--set $$set} --set probes=next-flip \
+				--seed 0 --episodes $(FLOOR_MODEL_EPISODES) --model smollm2-135m --init $$init \
+				--threads 1 --quiet --out $$f || exit 1; \
+		done; \
+	done
+	BELIEFLENS_RESULTS_COMMAND="make transfer-models" $(BL) analyze $(TRANSFER)/standard-trained.h5 \
+		--no-html --out $(TRANSFER)/report --results transfer-smollm2 --own-answer \
+		$(foreach s,$(FLOOR_SEEDS),--floor $(TRANSFER)/standard-random$(s).h5) \
+		--transfer-delivery multi-turn:single-turn \
+		$(foreach c,paraphrase sides turns20,--transfer $(TRANSFER)/$(c)-trained.h5 \
+			$(foreach s,$(FLOOR_SEEDS),--transfer-floor $(TRANSFER)/$(c)-random$(s).h5))
 
 # Two more seeds of each shipped toy with the shipped recipe (belieflens/data/toys/seeds/),
 # then every gate of bench/toy_gates.py across the three seeds (docs/results/toy-gates.md).

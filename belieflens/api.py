@@ -68,6 +68,7 @@ from belieflens.model.load import (
 )
 from belieflens.model.load import catalogue as models
 from belieflens.report.analysis import Analysis
+from belieflens.report.transfer import TransferKeywords
 from belieflens.run.checkpoint import CHECKPOINT_SECONDS
 from belieflens.run.cluster import DaskClient
 from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
@@ -597,6 +598,7 @@ def analyze(
     client: DaskClient | str | None = None,
     html: bool = True,
     floors: Sequence[str | os.PathLike[str]] = (),
+    **more: Unpack[TransferKeywords],
 ) -> Analysis:
     """Belief tables of a cache file or study directory (``text``); with ``out`` (a folder),
     plots and a Markdown report too, with the file's environment's own sections
@@ -621,6 +623,9 @@ def analyze(
             seeds, corrected across layers (:mod:`belieflens.analysis.floor`). Every
             decoder result stands beside the statistic baselines the file's environment
             declares (``belieflens.envs.statistic_features``), floors or not.
+        **more: ``transfers``, ``transfer_floors``, ``transfer_delivery``, ``own_answer``:
+            the decoders a bag of tokens cannot pass; ``results``: the results file
+            (:class:`~belieflens.report.transfer.TransferKeywords`).
 
     Returns:
         An ``Analysis``: its ``text`` is the tables ``belieflens analyze`` prints.
@@ -632,6 +637,7 @@ def analyze(
     """
     from belieflens.report.analysis import analyze as run
     from belieflens.report.interventions import report
+    from belieflens.report.transfer import analyze_more
     from belieflens.store.results import is_result
 
     method = choice("--debias", debias, DEBIAS_METHODS)
@@ -640,7 +646,7 @@ def analyze(
     return run(file, out, method=method, lens=lens, decoders=decoders, seed=seed,
                client=client, sections=envs.sections_for, html=html,
                floors=[Path(f) for f in floors], targets=envs.readout_targets,
-               statistics=envs.statistic_features)
+               statistics=envs.statistic_features, **analyze_more(more))
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,11 @@ from belieflens.analysis.decoders.layers import decoder_layers
 from belieflens.analysis.divergence import chebyshev, js, kl, l1, sym_kl, tvd
 from belieflens.analysis.floor import floor
 from belieflens.analysis.geometry import DEFAULT_LAGS, Target, geometry, target_of
+from belieflens.analysis.own_answer import own_answer_floor, own_answer_values
 from belieflens.analysis.position_bias import position_bias
 from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd, summary
 from belieflens.analysis.tables import unpad
+from belieflens.analysis.transfer import Condition, transfer_floor, transfer_values
 from belieflens.dims import OUTCOME, PROBE, QUERY
 from belieflens.errors import ParameterError
 from belieflens.lens import Lens
@@ -389,6 +391,86 @@ class BeliefLensAccessor:
                        if "belief_state" in self._ds.variables else {})
         return floor(self._ds, controls, method=method, decoders=decoders, seed=seed,
                      targets=targets, statistics=statistics)
+
+    def transfer(self, other: xr.Dataset | None = None, *,
+                 deliveries: tuple[str | None, str | None] = (None, None),
+                 controls: Sequence[xr.Dataset] = (), other_controls: Sequence[xr.Dataset] = (),
+                 statistics: Statistics | None = None,
+                 other_statistics: Statistics | None = None, seed: int = 0) -> xr.Dataset:
+        """Transfer decoders: this file's decoders of the oracle (analyze's: the one
+        estimator, its folds from ``seed``) fitted on its rows of ``deliveries[0]`` and scored
+        on ``other``'s rows of ``deliveries[1]`` (``other``: another condition of the study,
+        e.g. its paraphrase; ``None``: this file, e.g. ``("multi-turn", "single-turn")``),
+        each read-out held out by episode (:mod:`belieflens.analysis.transfer`).
+
+        Args:
+            other: the test condition's file (``None``: this one).
+            deliveries: the training and test sides' deliveries (``None``: every delivery).
+            controls: untrained controls of this study (``--init random:SEED``); with them
+                the result is the transfer beside its floor.
+            other_controls: ``other``'s controls of the same networks.
+            statistics: this file's statistic baselines' features
+                (``belieflens.envs.statistic_features(ds)``), transferred where ``other``'s
+                declare the same.
+            other_statistics: ``other``'s.
+            seed: seeds the folds (and the bootstrap).
+
+        Returns:
+            Without ``controls``: ``transfer`` and ``within`` (the decoder fitted on the test
+            condition itself), TVD to the test oracle, dims ``(delivery, probe, episode, turn,
+            layer)``, and ``baseline_transfer``, ``baseline_within`` over ``baseline``. With
+            them: the floor Dataset of the sources ``transfer`` and ``within`` (dims
+            ``source``, ``layer``, ``control``, ``baseline``;
+            :func:`~belieflens.analysis.transfer.transfer_floor`).
+
+        Examples:
+            Not run here (a transfer needs 3 episodes or more):
+
+            >>> ds.bl.transfer(deliveries=("multi-turn", "single-turn"))["transfer"].dims
+            ... # doctest: +SKIP
+            ('delivery', 'probe', 'episode', 'turn', 'layer')
+        """
+        train = Condition(self._ds, deliveries[0], statistics or {})
+        test = Condition(other if other is not None else self._ds, deliveries[1],
+                         (other_statistics if other is not None else statistics) or {})
+        if not controls:
+            return transfer_values(train, test, seed=seed)
+        named = [(f"control {i}", c) for i, c in enumerate(controls)]
+        theirs = [(f"other control {i}", c) for i, c in enumerate(other_controls)]
+        return transfer_floor(train, test, controls=named, test_controls=theirs, seed=seed)
+
+    def own_answer(self, *, controls: Sequence[xr.Dataset] = (),
+                   statistics: Statistics | None = None, seed: int = 0,
+                   method: DebiasMethod = "geometric") -> xr.Dataset:
+        """Own-answer decoders: the model's own debiased answer decoded from each layer's
+        residual (analyze's estimator and folds, held-out R²), beside the statistic baselines
+        fitted to the same answer (:mod:`belieflens.analysis.own_answer`).
+
+        Args:
+            controls: untrained controls of this study; with them the result is the
+                own-answer decoders beside their floor (the same target decoded from the
+                controls' residuals).
+            statistics: the statistic baselines' features
+                (``belieflens.envs.statistic_features(ds)``).
+            seed: seeds the folds (and the bootstrap).
+            method: how rotations are pooled into the answer.
+
+        Returns:
+            Without ``controls``: ``r2 (probe, layer)`` and ``baseline_r2 (probe,
+            baseline)``. With them: the floor Dataset of the sources ``own answer: PROBE``
+            (:func:`~belieflens.analysis.own_answer.own_answer_floor`).
+
+        Examples:
+            Not run here (a fit takes 3 episodes or more):
+
+            >>> ds.bl.own_answer()["r2"].dims                       # doctest: +SKIP
+            ('probe', 'layer')
+        """
+        if not controls:
+            return own_answer_values(self._ds, seed=seed, method=method,
+                                     statistics=statistics)
+        return own_answer_floor(self._ds, [(f"control {i}", c) for i, c in enumerate(controls)],
+                                seed=seed, method=method, statistics=statistics)
 
 
 def _source_name(source: BeliefSource | Lens) -> str:

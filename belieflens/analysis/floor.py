@@ -171,7 +171,7 @@ class Readout:
         return self.concat.r2(weights)
 
 
-def _episode_totals(per_instance: xr.DataArray, order: NDArray[Any]) -> tuple[F64, F64]:
+def episode_totals(per_instance: xr.DataArray, order: NDArray[Any]) -> tuple[F64, F64]:
     """Σ and count of the finite values of ``(..., episode, ..., layer)`` per episode (in
     ``order``) and layer."""
     da = per_instance.transpose(EPISODE, ..., LAYER)
@@ -196,7 +196,7 @@ def _tvd_baselines(ds: xr.Dataset, statistics: Statistics, seed: int, mask: xr.D
     out = []
     for name in b[BASELINE].values:
         one = b.sel({BASELINE: name}, drop=True).where(mask.isel({LAYER: 0}, drop=True).notnull())
-        out.append(Readout(str(name), "tvd", *_episode_totals(one.expand_dims(LAYER, -1),
+        out.append(Readout(str(name), "tvd", *episode_totals(one.expand_dims(LAYER, -1),
                                                                 order)))
     return tuple(out)
 
@@ -226,12 +226,12 @@ def readouts(
 
     lens_tvd = tvd(unpad(oracle, labels), unpad(lens, labels), dim="outcome")
     base = (_tvd_baselines(ds, statistics, seed, lens_tvd, order) if statistics else ())
-    out = [Readout("logit-lens", "tvd", *_episode_totals(lens_tvd, order), baselines=base)]
+    out = [Readout("logit-lens", "tvd", *episode_totals(lens_tvd, order), baselines=base)]
     if decoders:
         rows = decoder_rows if decoder_rows is not None else decoder_tvd(
             ds, np.random.default_rng(seed), n_folds=DECODER_FOLDS)
         out.append(Readout("decoder", "tvd",
-                           *_episode_totals(rows.where(lens_tvd.notnull()), order),
+                           *episode_totals(rows.where(lens_tvd.notnull()), order),
                            baselines=base))
     episodes = np.asarray(ds[EPISODE].values)
     named = dict(targets or {})
@@ -249,7 +249,9 @@ def readouts(
     return out
 
 
-def _labels(attrs: Sequence[Mapping[str, Any]]) -> list[str]:
+def control_names(attrs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each control file's label from its root attributes (``untrained seed 0``), made
+    unique."""
     out = []
     for a in attrs:
         kind = str(a.get("model_init", "trained"))
@@ -491,7 +493,7 @@ def floor(
                         statistics=statistics, decoder_rows=decoder_rows)
         theirs = [readouts(c, method=method, decoders=decoders, seed=seed, targets=targets)
                   for c, _ in opened]
-        labels = _labels([c.attrs for c, _ in opened])
+        labels = control_names([c.attrs for c, _ in opened])
         out = compare_readouts(mine, theirs, n_layers=ds.sizes[LAYER], control_labels=labels,
                                n_boot=n_boot, seed=seed)
         seeds = [int(np.asarray(c.attrs.get("model_init_seed", -1)).reshape(-1)[0])

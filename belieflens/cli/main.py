@@ -267,12 +267,32 @@ def analyze(
     floor: Annotated[list[Path] | None, typer.Option(
         "--floor", help="a control file of the same study (extract --init random:SEED); "
         "repeat for several seeds: every read-out beside its floor")] = None,
+    transfer: Annotated[list[Path] | None, typer.Option(
+        "--transfer", help="a cache file of another condition of the study (another "
+        "parameter, the same seed): the decoders fitted on the study, scored on it; repeat "
+        "for several")] = None,
+    transfer_floor: Annotated[list[Path] | None, typer.Option(
+        "--transfer-floor", help="an untrained control of a --transfer file, paired with "
+        "the --floor control of the same network; repeat")] = None,
+    transfer_delivery: Annotated[str | None, typer.Option(
+        "--transfer-delivery", metavar="FROM:TO", help="the deliveries of a transfer's two "
+        "sides; without --transfer, from one delivery of the study to the other, e.g. "
+        "multi-turn:single-turn")] = None,
+    own_answer: Annotated[bool, typer.Option(
+        "--own-answer", help="decode the model's own answer from each layer (beside the "
+        "statistic baselines and, with --floor, the untrained floor)")] = False,
+    results: Annotated[str | None, typer.Option(
+        "--results", metavar="NAME", help="also write the comparisons beside --floor as "
+        "docs/results/NAME.md and .json")] = None,
 ) -> None:
     """Print belief tables; with --out, write plots, a Markdown report and study.html."""
     with one_line_errors():
         decoders = not skip_decoders(no_decoders, no_probes)
         result = api.analyze(file, out, debias=debias, lens=lens, decoders=decoders,
-                             seed=seed, client=cluster, html=not no_html, floors=floor or [])
+                             seed=seed, client=cluster, html=not no_html, floors=floor or [],
+                             transfers=transfer or [], transfer_floors=transfer_floor or [],
+                             transfer_delivery=transfer_delivery, own_answer=own_answer,
+                             results=results)
     _print(result)
 
 

@@ -14,17 +14,18 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import xarray as xr
 
+from belieflens import results as written
 from belieflens.analysis.baselines import Statistics
 from belieflens.analysis.floor import check_floors, floor
 from belieflens.analysis.geometry import Target
 from belieflens.analysis.results import study_results
 from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd
-from belieflens.errors import BeliefLensError
+from belieflens.errors import BeliefLensError, ParameterError
 from belieflens.heap import release_freed_memory
 from belieflens.lens.tuned import TunedLens, load_tuned_lens, parse_lens_spec
 from belieflens.report.atomic import final, staged
@@ -36,7 +37,7 @@ from belieflens.report.figures import (
     source_heatmaps,
     trajectory_plot,
 )
-from belieflens.report.floor import floor_section
+from belieflens.report.floor import RESULT_COLUMNS, floor_section
 from belieflens.report.section import Section, SectionFn
 from belieflens.report.tables import (
     best_layers,
@@ -46,6 +47,7 @@ from belieflens.report.tables import (
     format_summary,
     format_turn_table,
 )
+from belieflens.report.transfer import NO_CHECKS, AnalyzeMore, DecoderChecks
 from belieflens.report.viewer import study_page
 from belieflens.run import cluster
 from belieflens.run.cluster import DaskClient
@@ -111,6 +113,7 @@ def analyze(
     floors: Sequence[str | Path] = (),
     targets: TargetsFor = no_targets,
     statistics: StatisticsFor = no_statistics,
+    **more: Unpack[AnalyzeMore],
 ) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
     chunk by chunk: the analysis's memory is bounded by chunks, not by the study).
@@ -138,13 +141,13 @@ def analyze(
 
     ``floors``: control files of the same study (``extract --init random:SEED``), checked
     before any work (one line naming a mismatch): every lens, decoder and geometry read-out
-    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
-    targets from ``targets``), in a section of its own. ``statistics``: the file's statistic
-    baselines' features, beside every decoder result (:mod:`belieflens.analysis.baselines`;
-    with ``floors`` the selectivity is against the larger of the floor and the best).
+    beside its floor (:func:`belieflens.analysis.floor.floor`; geometry targets from
+    ``targets``). ``statistics``: the statistic baselines' features, beside every decoder
+    (:mod:`belieflens.analysis.baselines`). ``more``: transfers, the own answer, a results
+    file (:class:`~belieflens.report.transfer.AnalyzeMore`).
     """
     run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
-               targets, statistics)
+               targets, statistics, **more)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -183,9 +186,20 @@ class _Run:
     floors: tuple[Path, ...] = ()
     targets: TargetsFor = no_targets
     statistics: StatisticsFor = no_statistics
+    checks: DecoderChecks = NO_CHECKS
+    results: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.checks.any or self.results) and not self.decoders:
+            raise ParameterError("--transfer, --own-answer and --results read the decoders: "
+                                 "drop --no-decoders")
+        if self.results and not self.floors:
+            raise ParameterError("--results writes the comparisons beside untrained "
+                                 "controls: give them with --floor")
 
     def __call__(self, path: str | Path, out_dir: str | Path | None,
                  client: DaskClient | None) -> Analysis:
+        recorder = written.start() if self.results else None
         out = Path(out_dir) if out_dir is not None else None
         shards = Path(path).is_dir()
         if out is not None and shards:  # a study's shards, checked before they are held open
@@ -194,6 +208,7 @@ class _Run:
         try:  # nothing is written from damaged data or beside another study's floor
             check_floors(ds.attrs, self.floors, geometry=bool(self.floors)
                          and bool(self.targets(ds)))
+            self.checks.check(ds, self.floors)
             if out is not None and not shards:
                 verify_file(path)
         except BeliefLensError:
@@ -210,7 +225,13 @@ class _Run:
             finally:
                 ds.close()
             done = _present(results, extra, folder, self.tuned, self.decoders)
-        return dataclasses.replace(done, files=final(stage, done.files))
+        done = dataclasses.replace(done, files=final(stage, done.files))
+        if recorder is None or self.results is None:
+            return done
+        md = recorder.write(self.results, RESULT_COLUMNS,
+                            [row for sec in extra for row in sec.results],
+                            note=_results_note(results.attrs, len(self.floors)))
+        return dataclasses.replace(done, files=(*done.files, md))
 
 
     def _results(self, ds: xr.Dataset, folder: Path | None, written: bool
@@ -231,7 +252,20 @@ class _Run:
                       seed=self.seed, targets=self.targets(ds), statistics=stats,
                       decoder_rows=rows)
             extra.append(floor_section(f, folder))
+        if self.checks.any:
+            extra += self.checks.sections(ds, self.floors, folder, mine=stats,
+                                          statistics=self.statistics, seed=self.seed,
+                                          method=self.method)
         return results, extra
+
+
+def _results_note(attrs: Mapping[Any, Any], controls: int) -> str:
+    """The results file's note: the study and its controls."""
+    return (f"{attrs.get('model_id')} on {attrs.get('env_name')} "
+            f"{_params_text(attrs.get('env_params'))}, {attrs.get('episodes')} episodes of "
+            f"seed {attrs.get('seed')}, beside {controls} untrained networks; 95% intervals over "
+            "episodes and the control seeds, corrected across layers (max-T); every row is "
+            "one read-out beside its floor and its best statistic baseline")
 
 
 @dataclass(frozen=True)

@@ -167,8 +167,45 @@ def floor_figure(f: xr.Dataset, out: Path) -> Path:
     return save(fig, out, dpi=100, tight=True)
 
 
-def floor_section(f: xr.Dataset, out_dir: Path | None) -> Section:
-    """The floor as a report section (with ``out_dir``, its figure too)."""
+RESULT_COLUMNS: tuple[str, ...] = (
+    "read-out", "metric", "layers beyond the floor and the best baseline",
+    "first layer beyond both", "beyond the floor alone",
+    "best layer: trained vs floor [min, max], best baseline",
+    "selectivity at the best layer [corrected interval]")
+"""The columns of the results table of ``analyze --results``: one row per source of each
+comparison beside untrained controls (:func:`result_rows`)."""
+
+
+def result_rows(f: xr.Dataset, what: str = "") -> tuple[tuple[str, ...], ...]:
+    """One row per source of a floor Dataset (:data:`RESULT_COLUMNS`), each read-out named
+    ``WHAT: SOURCE`` (the source alone without ``what``)."""
+    rows = []
+    for src in f[SOURCE].values:
+        s = f.sel({SOURCE: src})
+        sel = np.asarray(s["selectivity"].values)
+        best = int(np.nanargmax(sel)) if np.isfinite(sel).any() else 0
+        at = s.isel({LAYER: best})
+        above = np.flatnonzero(np.asarray(s["exceeds"].values))
+        base = _best(s)
+        rows.append((
+            f"{what}: {src}" if what else str(src),
+            "TVD to the oracle" if str(s["metric"].values) == "tvd" else "held-out R2",
+            f"{above.size} of {sel.size}" + (f" ({_span(above)})" if above.size else ""),
+            str(int(above[0])) if above.size else "none",
+            str(int(np.asarray(s["exceeds_floor"].values).sum())),
+            f"{best}: {float(at.trained):.4f} vs {float(at.floor_mean):.4f} "
+            f"[{float(at.floor_min):.4f}, {float(at.floor_max):.4f}]"
+            + (f", {base}" if base else ""),
+            f"{float(at.selectivity):+.4f} [{float(at.selectivity_low):+.4f}, "
+            f"{float(at.selectivity_high):+.4f}]"))
+    return tuple(rows)
+
+
+def floor_section(f: xr.Dataset, out_dir: Path | None, *, title: str = TITLE,
+                  figure: str = FIGURE, what: str = "floor") -> Section:
+    """The floor as a report section (with ``out_dir``, its figure ``figure`` too), its rows
+    of the results table named ``WHAT: SOURCE``. Any comparison laid out as a floor (sources
+    over layers beside untrained controls) is shown this way under its ``title``."""
     text = format_floor(f)
     md = "\n".join(f"- {line}" for line in verdicts(f)) + f"\n\n```\n{text}\n```\n"
     md += (f"\nIntervals: {f.attrs['interval']}. Correction across layers: "
@@ -176,6 +213,7 @@ def floor_section(f: xr.Dataset, out_dir: Path | None) -> Section:
     files: tuple[Path, ...] = ()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        files = (floor_figure(f, out_dir / FIGURE),)
-        md += f"\n![each read-out beside its untrained floor]({FIGURE})\n"
-    return Section(title=TITLE, text=text, markdown=md, files=files)
+        files = (floor_figure(f, out_dir / figure),)
+        md += f"\n![each read-out beside its untrained floor]({figure})\n"
+    return Section(title=title, text=text, markdown=md, files=files,
+                   results=result_rows(f, what))

@@ -21,12 +21,16 @@ class Section:
         text: plain-text tables for stdout.
         markdown: the report body (may embed PNGs written into the output folder by name).
         files: files written (PNGs), empty when no output folder was given.
+        results: rows of the results table ``analyze --results`` writes (the columns of
+            :data:`belieflens.report.floor.RESULT_COLUMNS`), for a comparison beside
+            untrained controls; empty otherwise.
     """
 
     title: str
     text: str
     markdown: str
     files: tuple[Path, ...] = ()
+    results: tuple[tuple[str, ...], ...] = ()
 
 
 class SectionFn(Protocol):

@@ -5,6 +5,8 @@ saw its episode.
 nested-CV ridge fit (standardised features, λ chosen inside each outer fold's training folds)
 with its rows read a block at a time; :func:`heldout_distribution` projects its predictions of
 a distribution onto the probability simplex (the decoders' read-out of an oracle).
+:func:`transfer_ridge` scores the same outer folds' fits on the rows of another condition
+(each row by the fit that never saw its episode's fold).
 """
 
 from __future__ import annotations
@@ -109,3 +111,49 @@ def heldout_distribution(
     pred, _ = heldout_ridge(x, ya / np.where(s > 0, s, 1.0), folds, rows=rows, block=block,
                             lambdas=lambdas)
     return simplex(pred)
+
+
+def transfer_ridge(
+    x: ArrayLike,
+    y: ArrayLike,
+    folds: ArrayLike,
+    x_test: ArrayLike,
+    test_folds: ArrayLike,
+    *,
+    lambdas: Sequence[float] = DEFAULT_LAMBDAS,
+) -> F64:
+    """Predictions ``[m, t]`` at the rows ``x_test [m, d]`` of another condition by the
+    nested-CV ridge fit of ``y [n, t]`` on ``x [n, d]`` over ``folds [n]`` (at least 3 with
+    rows): row ``j`` is predicted by the map of outer fold ``test_folds[j]``, fitted on the
+    other folds' rows with its λ chosen inside them, so an episode of the test condition is
+    never predicted by a fit that saw the same episode in the training condition. With
+    ``x_test = x`` and ``test_folds = folds`` it is :func:`heldout_ridge`'s predictions.
+
+    Examples:
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(60, 3))
+        >>> f = np.arange(60) // 12
+        >>> y = x @ np.array([1.0, 0.0, -2.0])
+        >>> same = transfer_ridge(x, y, f, x, f)
+        >>> bool(np.allclose(same, heldout_ridge(x, y, f)[0]))
+        True
+    """
+    xa = np.asarray(x, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    ya = ya[:, None] if ya.ndim == 1 else ya
+    fa = np.asarray(folds, dtype=np.int64).ravel()
+    xt = np.asarray(x_test, dtype=np.float64)
+    ft = np.asarray(test_folds, dtype=np.int64).ravel()
+    if xt.shape[0] != ft.shape[0]:
+        raise ValueError(f"x_test rows {xt.shape[0]} and test_folds {ft.shape[0]} differ")
+    fitter = RidgeFitter(int(max(fa.max(), ft.max(initial=0))) + 1)
+    fitter.update(xa, ya, fa)
+    maps = fold_maps(fitter, lambdas=lambdas)
+    out = np.full((xt.shape[0], ya.shape[1]), np.nan)
+    for k in np.unique(ft):
+        fit = maps[int(k)]
+        if fit is None:
+            raise ValueError(f"test fold {int(k)} has no training rows to be held out from")
+        m = ft == k
+        out[m] = fit(xt[m])
+    return out
