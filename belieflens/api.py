@@ -488,6 +488,12 @@ def gates(
     Returns:
         A :class:`~belieflens.train.gate_run.GateRun`: the freeze commit, the measures (dims
         ``model``, ``condition``, ``delivery``) and every verdict.
+
+    Examples:
+        Not run here (about an hour on two CPU cores for the shipped gate file):
+
+        >>> run = belieflens.gates("gates/teach.toml", out="runs/gates")  # doctest: +SKIP
+        >>> run.met  # doctest: +SKIP
     """
     from belieflens.model.load import quiet_libraries
     from belieflens.train.gate_run import run_gates

@@ -32,7 +32,7 @@ Examples:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,8 +40,22 @@ from numpy.typing import NDArray
 from belieflens.episodes.base import Episode
 from belieflens.episodes.statistics import counts, recency
 
-if TYPE_CHECKING:
-    from belieflens.envs.coin_flip.env import CoinFlipParams
+
+class VariantParams(Protocol):
+    """The coin-flip parameters the features read (``CoinFlipParams`` has them)."""
+
+    @property
+    def reports(self) -> str:
+        ...
+
+    @property
+    def prior(self) -> str:
+        ...
+
+    @property
+    def changepoint(self) -> float:
+        ...
+
 
 F64 = NDArray[np.float64]
 
@@ -77,7 +91,7 @@ def _cumulative(rows: list[float]) -> F64:
     return np.cumsum(rows)[:, None].astype(np.float64)
 
 
-def features(episode: Episode, params: CoinFlipParams) -> dict[str, F64]:
+def features(episode: Episode, params: VariantParams) -> dict[str, F64]:
     """The coin flip's statistic features of ``episode`` by name (module docstring), each
     ``[turn, feature]``; ``params`` say which variants' features apply."""
     noisy = params.reports == "noisy"
