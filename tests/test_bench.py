@@ -56,3 +56,24 @@ def test_a_scripts_last_line_becomes_a_results_table(tmp_path: Path,
     found = results.load(tmp_path / "toy-train.json")
     assert found.rows == (("trainer_tok_s", "3873"), ("plain_tok_s", "3614"), ("ratio", "1.07"))
     assert found.header.threads == "3" and found.header.missing() == []
+
+
+@pytest.mark.parametrize(("condition", "by", "says"), [
+    ("in-distribution", "prior", "not there (run the gates into"),
+    ("no-such", "prior", "condition 'no-such' is not in"),
+    ("new-sides", "prior", "does not set 'prior'"),
+])
+def test_a_gate_breakdown_without_its_run_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], condition: str, by: str,
+        says: str) -> None:
+    """Bad input: no gate run in ``--out``, an unknown condition, a factor the condition does
+    not set; each one line on stderr, exit 2, nothing written."""
+    from bench.gate_breakdown import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["gates/coin-flip-teaching.toml", "--out", str(tmp_path / "run"),
+              "--condition", condition, "--by", by])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()

@@ -138,16 +138,26 @@ def _extract(gates: GateFile, model: LoadedModel, params: dict[str, Any], seed: 
     return Extraction(job, None).run()
 
 
-def condition_beliefs(gates: GateFile, entry: ModelEntry, model: LoadedModel, condition: str,
-                      keys: frozenset[str], out: Path, threads: int = 1
+def condition_beliefs(gates: GateFile, entry: ModelEntry, model: LoadedModel | None,
+                      condition: str, keys: frozenset[str], out: Path, threads: int = 1, *,
+                      where: Callable[[dict[str, Any]], bool] | None = None
                       ) -> tuple[xr.Dataset, xr.DataArray, int, int]:
     """A model's debiased beliefs on every parameter set of ``condition`` (episodes numbered
-    on), its target on them, and the read-outs dropped and kept."""
+    on), its target on them, and the read-outs dropped and kept.
+
+    ``where`` keeps only the parameter sets it accepts (a grid's factor, say); with ``model``
+    ``None`` the studies must be in ``out`` already (a gate run's folder), else one line.
+    """
     parts, targets, dropped, kept = [], [], 0, 0
     offset = 0
     for j, (params, seed, episodes) in enumerate(gates.episodes_of(condition)):
-        path = _extract(gates, model, params, seed, episodes,
-                        out / _safe(entry.label) / f"{condition}-{j}.h5", threads)
+        if where is not None and not where(params):
+            continue
+        path = out / _safe(entry.label) / f"{condition}-{j}.h5"
+        if model is not None:
+            _extract(gates, model, params, seed, episodes, path, threads)
+        elif not path.exists():
+            raise ParameterError(f"{path}: not there (run the gates into {out} first)")
         ds = open_cache(path)
         beliefs, d, k = leave_out(output_beliefs(ds), ds, keys)
         env = get_env(gates.env, **params)
@@ -167,6 +177,13 @@ def condition_beliefs(gates: GateFile, entry: ModelEntry, model: LoadedModel, co
     return both, xr.concat(targets, dim=EPISODE, join="outer"), dropped, kept
 
 
+def taught_keys(gates: GateFile) -> frozenset[str]:
+    """The prompt keys every taught model of ``gates`` saw (its adapters checked against the
+    frozen weight hashes): the read-outs every gate leaves out, for all models."""
+    folders = [_adapter(m, gates) for m in gates.models.values()]
+    return frozenset().union(*(trained_prompts(f) for f in folders if f is not None))
+
+
 def _safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in label)
 
@@ -178,8 +195,7 @@ def run_gates(path: str | os.PathLike[str], out: str | os.PathLike[str], *, thre
     every condition into ``out``, and measure and judge them. ``load`` loads a model spec."""
     gates = load_gate_file(path)
     commit, date = frozen_at(gates.path)
-    folders = {label: _adapter(m, gates) for label, m in gates.models.items()}
-    keys = frozenset().union(*(trained_prompts(f) for f in folders.values() if f is not None))
+    keys = taught_keys(gates)
     rows = []
     for label, entry in gates.models.items():
         model = load(entry.model)
