@@ -17,6 +17,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bench._lib import add_results_option, start_results
 
@@ -43,9 +44,12 @@ def breakdown(file: Path, out: Path, condition: str, by: str) -> list[list[str]]
     rows = []
     for label, entry in gates.models.items():
         for value in values:
+
+            def where(params: dict[str, Any], value: str = value) -> bool:
+                return str(params.get(by)) == value
+
             beliefs, target, _, kept = condition_beliefs(
-                gates, entry, None, condition, keys, out,
-                where=lambda p, v=value: str(p.get(by)) == v)
+                gates, entry, None, condition, keys, out, where=where)
             m = updating(beliefs, target).sel({PROBE: gates.probe})
             for d in m[DELIVERY].values:
                 r = m.sel({DELIVERY: d})
