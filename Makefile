@@ -86,9 +86,12 @@ adapters: setup
 # The recipe's learning curve on validation episodes (gates/coin-flip-validation.toml), for
 # snapshots kept by `python -m bench.teach_ship NAME --snapshots DIR --dest DIR`.
 SNAPSHOTS ?= runs/teach/snaps
+EVERY ?= 4
 curve: setup
 	for m in smollm2-135m-bayes smollm2-135m-bayes-0.3; do \
-		OMP_NUM_THREADS=1 $(PY) -m bench.teach_curve $$m --snapshots $(SNAPSHOTS)/$$m || exit 1; \
+		OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make curve EVERY=$(EVERY)" $(PY) -m \
+			bench.teach_curve $$m --snapshots $(SNAPSHOTS)/$$m --every $(EVERY) \
+			--results teaching-curve-$$m || exit 1; \
 	done
 
 # The teaching gates: gates/coin-flip-teaching.toml, frozen in git before its data was read;
