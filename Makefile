@@ -173,7 +173,7 @@ power-toys: setup
 		env=$${toy%%:*}; model=$${toy##*:}; \
 		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
 			$(BL) extract $$env --model $$model --init $$init --episodes $(POWER_EPISODES) \
-				--seed 0 --quiet --out $(POWER)/$$model-$$(echo $$init | tr -d :).h5 || exit 1; \
+				--seed 0 --quiet --out $(POWER)/$$model-$$(echo $$init | tr -d :).h5 --overwrite || exit 1; \
 		done; \
 	done
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-toys" $(BL) power \

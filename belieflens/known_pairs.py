@@ -196,6 +196,23 @@ def _pair_name(paths: Sequence[Path]) -> str:
 # ----------------------------------------------------------------------------- running
 
 
+def reused(result: Path, study: Path) -> bool:
+    """Whether ``result`` is there to be reused: run on ``study`` (one line where it was run
+    on another study, say one re-extracted with other settings)."""
+    from belieflens.store.results import open_result
+
+    if not result.exists():
+        return False
+    with open_result(result) as r:
+        ran = str(r.attrs.get("study_fingerprint", ""))
+    have = str(_attrs(study).get("study_fingerprint", ""))
+    if ran != have:
+        raise ParameterError(f"{result} was run on another study than {study} (fingerprint "
+                             f"{ran[:12]}, the study's {have[:12]}): remove it or choose "
+                             "another --out")
+    return True
+
+
 def run_interventions(pair: KnownPair, kinds: Sequence[str], recipe: Recipe, *,
                       on_progress: OnProgress | None = None) -> None:
     """Every intervention result of ``kinds`` that a side of ``pair`` lacks, run on its
@@ -204,7 +221,7 @@ def run_interventions(pair: KnownPair, kinds: Sequence[str], recipe: Recipe, *,
     from belieflens.interventions.readouts import read_study
 
     for side in (pair.positive, *pair.references):
-        todo = [k for k in kinds if not side.results[k].exists()]
+        todo = [k for k in kinds if not reused(side.results[k], side.study)]
         if not todo:
             continue
         model = model_for(None, read_study(side.study, need=()))

@@ -427,8 +427,7 @@ def _finish(ds: xr.Dataset, read: NDArray[np.bool_], critical: F64,
     ds["power"] = ds["separates"].any(LAYER)
     ds["read"] = ((TEST, PAIR), read)
     ds["critical"] = ((TEST, PAIR), critical)
-    sep = ds["separation"].fillna(-np.inf)
-    best = sep.argmax(LAYER)
+    best = ds["separation_low"].fillna(-np.inf).argmax(LAYER)  # the most surely separated
     ds["best_layer"] = best.where(ds["read"], -1)
     ds = ds.assign_coords({
         "family": (TEST, [t.family for t in tests]),

@@ -16,10 +16,10 @@ COLUMNS = ("pair", "kind", "test", "family", "separates at", "best layer: separa
 
 
 def _cells(s: xr.Dataset) -> tuple[str, str, str, str]:
-    """One (test, pair): the separating layers, the best layer's separation [interval], and
-    the two sides' values there."""
+    """One (test, pair): the separating layers, the best layer's (the highest lower bound)
+    separation [interval], and the two sides' values there."""
     if not bool(s["read"]):
-        return "not read (no result file)", "", "", ""
+        return "not read (these files lack what it reads)", "", "", ""
     layers = np.asarray(s["layer"].values)[np.asarray(s["separates"].values, dtype=bool)]
     n = int(np.isfinite(np.asarray(s["separation"].values)).sum())
     where = (f"{layers.size} of {n} layers ({layer_span(layers)})" if layers.size
@@ -62,7 +62,10 @@ def format_power(ds: xr.Dataset) -> str:
         for t in ds[TEST].values:
             s = one.sel({TEST: t})
             where, best, ref, pos = _cells(s)
-            verdict = ("POWER" if bool(s["power"]) else "no power") if bool(s["read"]) else ""
-            tail = f"; best layer {best}; reference {ref}, positive {pos}" if best else ""
-            lines.append(f"  {t:<30} {verdict:<9} separates at {where}{tail}")
+            if not bool(s["read"]):
+                lines.append(f"  {t:<30} not read (these files lack what it reads)")
+                continue
+            verdict = "POWER" if bool(s["power"]) else "no power"
+            lines.append(f"  {t:<30} {verdict:<9} separates at {where}; best layer {best}; "
+                         f"reference {ref}, positive {pos}")
     return "\n".join(lines)

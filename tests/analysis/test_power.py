@@ -219,6 +219,11 @@ def test_power_on_a_toy_beside_its_untrained_networks(toy_pair: list[Path], tmp_
     assert again.exit_code == 0, again.output
     assert "running patch on toy.h5" not in again.output  # its file is reused
     assert "running patch on toy vs r0, r1, r2" in again.output
+    # a result file of another study under a side's name is refused, not read
+    (out / "r0-patch.h5").write_bytes((out / "toy-patch.h5").read_bytes())
+    stale = CliRunner().invoke(app, ["power", "--pair", " ".join(map(str, toy_pair)),
+                                     "--out", str(out), "--tests", "patch"])
+    assert stale.exit_code == 2 and "r0-patch.h5 was run on another study" in stale.stderr
 
 
 def test_a_pair_of_two_studies_is_one_line(toy_pair: list[Path], tmp_path: Path,
