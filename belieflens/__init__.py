@@ -15,9 +15,9 @@ Examples:
 The functions here are the facade :mod:`belieflens.api`, one for each command: :func:`load`,
 :func:`models`, :func:`environments`, :func:`extract` (its options an :class:`ExtractOptions`
 or keywords), :func:`merge`, :func:`open_cache`, :func:`info`, :func:`verify`,
-:func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`train_lens`,
-:func:`teach`, and the interventions :func:`patch`, :func:`steer`, :func:`erase`,
-:func:`interchange` (options records :class:`PatchOptions`, :class:`SteerOptions`,
+:func:`analyze`, :func:`compare`, :func:`compare_report`, :func:`power`,
+:func:`train_lens`, :func:`teach`, and the interventions :func:`patch`, :func:`steer`,
+:func:`erase`, :func:`interchange` (options records :class:`PatchOptions`, :class:`SteerOptions`,
 :class:`EraseOptions`, :class:`InterchangeOptions`; read-outs named by a :class:`Selection`).
 ``belieflens.envs.get(name, **params)`` builds an environment, and the subpackages
 :mod:`belieflens.envs`, :mod:`belieflens.readouts`, :mod:`belieflens.run`,
@@ -51,6 +51,7 @@ from belieflens.api import (
     models,
     open_cache,
     patch,
+    power,
     steer,
     teach,
     train_lens,
@@ -86,6 +87,7 @@ __all__ = [
     "models",
     "open_cache",
     "patch",
+    "power",
     "steer",
     "teach",
     "train_lens",

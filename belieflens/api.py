@@ -10,7 +10,8 @@
 Models: :func:`load`, :func:`models`. Studies: :func:`environments`, :func:`extract`
 (options as an :class:`ExtractOptions` or as its keywords), :func:`merge`, :func:`open_cache`,
 :func:`info`, :func:`verify`. Analysis: :func:`analyze`, :func:`compare`,
-:func:`compare_report`, :func:`train_lens`. Teaching: :func:`teach`. Interventions:
+:func:`compare_report`, :func:`train_lens`, :func:`power` (each internal test's power on known
+pairs). Teaching: :func:`teach`. Interventions:
 :func:`patch`, :func:`steer`, :func:`erase`, :func:`interchange` (each :func:`intervene` with
 its options record, on the read-outs a :class:`Selection` names).
 
@@ -59,6 +60,7 @@ from belieflens.interventions import (
     parse_pair,
 )
 from belieflens.interventions.swaps import PAIRINGS, Pairing
+from belieflens.known_pairs import PowerRun
 from belieflens.model.init import Init
 from belieflens.model.load import (
     DEFAULT_MODEL,
@@ -655,6 +657,67 @@ def analyze(
                statistics=envs.statistic_features, **analyze_more(more))
 
 
+def power(
+    pairs: Sequence[Sequence[str | os.PathLike[str]]],
+    out: str | os.PathLike[str],
+    *,
+    tests: Sequence[str] | None = None,
+    layers: Sequence[int] | None = None,
+    select: Selection | None = None,
+    steps: int = 200,
+    debias: DebiasMethod = "geometric",
+    seed: int = 0,
+    results: str | None = None,
+    record: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+) -> PowerRun:
+    """``belieflens power``: every internal test on known pairs, each test's power
+    (:mod:`belieflens.known_pairs`, :mod:`belieflens.analysis.power`).
+
+    Args:
+        pairs: each known pair's study files, the network known to hold the belief first
+            (a trained toy, then untrained networks of its shape; or a taught adapter, then
+            its base).
+        out: the folder of the intervention results (made where missing, reused where
+            there) and ``power.nc``.
+        tests: the tests to run (default: every registered one, and the geometry of each
+            target the study's environment defines; ``geometry`` names them all).
+        layers: the layers the interventions edit (default: all).
+        select: the read-outs the interventions run on (default: all).
+        steps: the interchange subspace's training steps.
+        debias: how rotations are pooled.
+        seed: seeds the folds, the interventions and the bootstrap.
+        results: also write ``docs/results/NAME.md`` and ``.json``.
+        record: also update the shipped power record the reports' marks read
+            (:mod:`belieflens.analysis.power_record`).
+        on_progress: told each intervention run and each test read.
+
+    Returns:
+        A ``PowerRun``: the Dataset over ``(test, pair, layer)``, its text, the files written.
+
+    Examples:
+        Not run here (the studies come from ``extract``, the untrained ones with ``--init``):
+
+        >>> run = belieflens.power([["toy.h5", "r0.h5", "r1.h5"]], "power/")  # doctest: +SKIP
+        >>> run.dataset["separates"].dims                                      # doctest: +SKIP
+        ('test', 'pair', 'layer')
+    """
+    from belieflens import results as recorded
+    from belieflens.known_pairs import Recipe, written
+    from belieflens.known_pairs import power as run
+
+    recorder = recorded.start() if results else None
+    if layers is not None and not layers:
+        raise ParameterError("option '--layers' is empty")
+    at_least("--steps", steps, 1)
+    recipe = Recipe(layers=tuple(layers) if layers is not None else None,
+                    select=select or Selection(), steps=steps, seed=seed)
+    ds = run(pairs, out, tests=tests, recipe=recipe,
+             method=choice("--debias", debias, DEBIAS_METHODS), seed=seed,
+             targets=envs.readout_targets, load=load, on_progress=on_progress)
+    return written(ds, Path(out), results=results, record=record, recorder=recorder)
+
+
 @dataclass(frozen=True)
 class EnvironmentInfo:
     """One registered environment as ``belieflens envs`` lists it."""
@@ -847,6 +910,7 @@ __all__ = [
     "PatchOptions",
     "PositionSet",
     "PositionsCollected",
+    "PowerRun",
     "Progress",
     "RunKeywords",
     "Selection",
@@ -873,6 +937,7 @@ __all__ = [
     "parse_assignments",
     "parse_pair",
     "patch",
+    "power",
     "rerun_command",
     "steer",
     "teach",

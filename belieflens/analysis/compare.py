@@ -337,6 +337,8 @@ def compare(files: Sequence[CacheLike], *, method: DebiasMethod = "geometric",
     out["source_file"] = (MODEL, [os.fspath(f) for f in paths])
     out["positive_control"] = (MODEL, np.asarray(is_control, dtype=np.int8))
     out["init"] = (MODEL, [init_of(a) for a in attrs])
+    out["env_name"] = (MODEL, [str(a.get("env_name", "")) for a in attrs])
+    out["model_source"] = (MODEL, [str(a.get("model_source", "")) for a in attrs])
     floors = model_floors(paths, attrs, names, depth, method=method, decoders=decoders,
                           seed=seed)
     if floors is not None:

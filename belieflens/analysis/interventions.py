@@ -205,19 +205,28 @@ def steer_curves(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Da
                                    "alpha": np.asarray(ds["alpha"].values, dtype=np.float64)})
 
 
+def steer_slopes(ds: xr.Dataset, *, method: DebiasMethod = "geometric"
+                 ) -> dict[str, xr.DataArray]:
+    """The least-squares slope of each instance's debiased point estimate against α, along
+    the decoder direction (``slope``) and the random control (``control_slope``), dims
+    ``(delivery, probe, episode, turn, layer)``."""
+    alphas = np.asarray(ds["alpha"].values, dtype=np.float64)
+    a = alphas - alphas.mean()
+    out: dict[str, xr.DataArray] = {}
+    for var, m in _steer_estimates(ds, method).items():
+        name = "slope" if var == "steered_logprob" else "control_slope"
+        mc = m - m.mean("alpha")
+        out[name] = (mc * xr.DataArray(a, dims="alpha")).sum("alpha", skipna=False) / float(
+            (a**2).sum())
+    return out
+
+
 def steer_summary(ds: xr.Dataset, *, method: DebiasMethod = "geometric") -> xr.Dataset:
     """Slope of the debiased belief's point estimate vs α per (delivery, probe, layer):
     ``slope`` (decoder direction), ``control_slope``, ``selectivity`` (mean over instances),
     with SEMs and counts."""
-    alphas = np.asarray(ds["alpha"].values, dtype=np.float64)
-    out: dict[str, Any] = {}
-    for var, m in _steer_estimates(ds, method).items():
-        name = "slope" if var == "steered_logprob" else "control_slope"
-        a = alphas - alphas.mean()
-        mc = m - m.mean("alpha")
-        slope = (mc * xr.DataArray(a, dims="alpha")).sum("alpha", skipna=False) / float(
-            (a**2).sum())
-        out[name] = slope.stack(instance=("episode", "turn"))
+    out = {name: slope.stack(instance=("episode", "turn"))
+           for name, slope in steer_slopes(ds, method=method).items()}
     sel = out["slope"] - out["control_slope"]
     res: dict[str, Any] = {}
     for name, da in (*out.items(), ("selectivity", sel)):

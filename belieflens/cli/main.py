@@ -396,6 +396,58 @@ def gates(
 
 
 @app.command()
+def power(
+    pair: Annotated[list[str], typer.Option(
+        "--pair", help="a known pair: 'POSITIVE.h5 REFERENCE.h5 ...', the study of the "
+        "network known to hold the belief (a trained toy, a taught adapter), then its "
+        "references' (untrained networks of its shape, or the adapter's base); repeat")],
+    out: Annotated[Path, typer.Option("--out", help="folder of the intervention results "
+                                      "(files there are reused) and power.nc")],
+    tests: Annotated[str | None, typer.Option(
+        help="comma-separated tests (default: all; geometry names every target)")] = None,
+    layers: Annotated[str | None, typer.Option(
+        help="layers the interventions edit, e.g. 0,4,10-12 (default: all)")] = None,
+    turn: Annotated[list[int] | None, typer.Option(
+        "--turn", help="interventions only on read-outs at this turn")] = None,
+    probe: Annotated[list[str] | None, typer.Option(
+        "--probe", help="interventions only on this probe question")] = None,
+    delivery: Annotated[list[str] | None, typer.Option(
+        "--delivery", help="interventions only on this delivery")] = None,
+    steps: Annotated[int, typer.Option(help="interchange: optimiser steps per subspace")] = 200,
+    debias: Debias = "geometric",
+    seed: Annotated[int, typer.Option(help="seed of the folds, the interventions and the "
+                                      "bootstrap")] = 0,
+    results: Annotated[str | None, typer.Option(
+        "--results", metavar="NAME", help="also write docs/results/NAME.md and .json")] = None,
+    record: Annotated[bool, typer.Option(
+        "--record", help="also update the shipped power record that the reports' marks "
+        "read")] = False,
+    quiet: NoBar = False,
+) -> None:
+    """Run every internal test on known pairs and report its power: whether it separates the
+    network known to hold the belief from its references, with intervals corrected across
+    layers."""
+    from belieflens.cli.intervene import parse_layers
+
+    def progress(what: str) -> None:
+        if not quiet:
+            typer.echo(f"running {what}", err=True)
+
+    with one_line_errors():
+        run = api.power(
+            [p.split() for p in pair], out,
+            tests=[t.strip() for t in tests.split(",") if t.strip()] if tests else None,
+            layers=parse_layers(layers), select=api.Selection(
+                turns=tuple(turn) if turn else None, probes=tuple(probe) if probe else None,
+                deliveries=tuple(delivery) if delivery else None),
+            steps=steps, debias=debias, seed=seed, results=results, record=record,
+            on_progress=progress)
+    typer.echo(run.text)
+    for f in run.files:
+        wrote(f)
+
+
+@app.command()
 def models() -> None:
     """List the named models (embedded, taught adapters and toys: size, layers, installed or
     not, how to install) and the other kinds of value --model takes."""

@@ -57,6 +57,7 @@ def provenance(kind: str, study: StudyReadouts, model: LoadedModel, options: Map
         "study_env_params": str(study.attrs.get("env_params", "")),
         "model_id": info.official_id,
         "model_spec": info.spec,
+        "model_source": info.source,
         "weights_hash": info.weights_hash,
         "dtype": info.dtype,
         "device": info.device,

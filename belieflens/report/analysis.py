@@ -23,6 +23,7 @@ from belieflens import results as written
 from belieflens.analysis.baselines import Statistics
 from belieflens.analysis.floor import check_floors, floor
 from belieflens.analysis.geometry import Target
+from belieflens.analysis.power_record import Marks, Record, marks_for
 from belieflens.analysis.results import study_results
 from belieflens.analysis.summary import DECODER_FOLDS, decoder_tvd
 from belieflens.errors import BeliefLensError, ParameterError
@@ -113,6 +114,7 @@ def analyze(
     floors: Sequence[str | Path] = (),
     targets: TargetsFor = no_targets,
     statistics: StatisticsFor = no_statistics,
+    record: Record | None = None,
     **more: Unpack[AnalyzeMore],
 ) -> Analysis:
     """Analyse a cache file, or a study directory of shards (one dask-backed dataset, read
@@ -122,8 +124,7 @@ def analyze(
     ``tcp://HOST:PORT``, ``PATH/scheduler.json``), the dask work runs on that cluster: the
     shards' checksums are verified by the workers, one task per shard, the lens scores
     are computed there chunk by chunk (only ``[query, layer, option]`` comes back), and the
-    linear decoders are fitted there, one task per layer group (only their held-out TVDs per
-    row and layer come back).
+    decoders are fitted there, one task per layer group (only held-out TVDs come back).
 
     Debiased beliefs and their TVD/MAE to the oracle per turn; the summary over layers for
     every source (output, logit lens, tuned lens when ``lens`` is given as ``tuned:DIR``,
@@ -135,19 +136,22 @@ def analyze(
     anything is written: a damaged file raises :class:`belieflens.errors.CacheFileError`
     (one line) and leaves no partial report. The report is written into a folder beside
     ``out_dir`` and moved into place once whole (:func:`belieflens.report.atomic.staged`):
-    a full disk, a signal or any error leaves the previous report untouched and no partial one. With
-    ``out_dir`` and ``html`` (the default), the interactive viewer ``study.html`` is written
-    there too (:func:`belieflens.report.viewer.study_page`).
+    a full disk, a signal or any error leaves the previous report untouched and no partial one.
+    With ``html`` (the default), the viewer too (:func:`belieflens.report.viewer.study_page`).
 
     ``floors``: control files of the same study (``extract --init random:SEED``), checked
     before any work (one line naming a mismatch): every lens, decoder and geometry read-out
-    beside its floor (:func:`belieflens.analysis.floor.floor`; geometry targets from
-    ``targets``). ``statistics``: the statistic baselines' features, beside every decoder
-    (:mod:`belieflens.analysis.baselines`). ``more``: transfers, the own answer, a results
-    file (:class:`~belieflens.report.transfer.AnalyzeMore`).
+    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
+    targets from ``targets``), in a section of its own. ``statistics``: the file's statistic
+    baselines' features, beside every decoder result (:mod:`belieflens.analysis.baselines`;
+    with ``floors`` the selectivity is against the larger of the floor and the best).
+    ``record`` (default the shipped one, :mod:`belieflens.analysis.power_record`): a read-out
+    whose test has not shown power on a known pair of the study's kind is marked so.
+    ``more``: transfers, the own answer, a results file
+    (:class:`~belieflens.report.transfer.AnalyzeMore`).
     """
     run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
-               targets, statistics, **more)
+               targets, statistics, record=record, **more)
     if client is None:
         return run(path, out_dir, None)
     import dask
@@ -188,6 +192,7 @@ class _Run:
     statistics: StatisticsFor = no_statistics
     checks: DecoderChecks = NO_CHECKS
     results: str | None = None
+    record: Record | None = None
 
     def __post_init__(self) -> None:
         if (self.checks.any or self.results) and not self.decoders:
@@ -220,11 +225,13 @@ class _Run:
         release_freed_memory()
         with staged(out) as stage:  # written whole into place, or not at all
             folder = stage.folder if stage is not None else None
+            marks = marks_for(ds.attrs, self.record)
             try:
-                results, extra = self._results(ds, folder, out is not None)
+                results, extra, floors = self._results(ds, folder, out is not None, marks)
             finally:
                 ds.close()
-            done = _present(results, extra, folder, self.tuned, self.decoders)
+            done = _present(results, extra, folder, self.tuned, self.decoders,
+                            _Shown(marks, floors))
         done = dataclasses.replace(done, files=final(stage, done.files))
         if recorder is None or self.results is None:
             return done
@@ -233,10 +240,10 @@ class _Run:
                             note=_results_note(results.attrs, len(self.floors)))
         return dataclasses.replace(done, files=(*done.files, md))
 
-
-    def _results(self, ds: xr.Dataset, folder: Path | None, written: bool
-                 ) -> tuple[xr.DataTree, list[Section]]:
-        """The study's results and its extra sections (the environment's, the floor's)."""
+    def _results(self, ds: xr.Dataset, folder: Path | None, written: bool, marks: Marks
+                 ) -> tuple[xr.DataTree, list[Section], xr.Dataset | None]:
+        """The study's results, its extra sections (the environment's, the floor's) and its
+        floor Dataset (``None`` without floors)."""
         stats = self.statistics(ds) if self.decoders else {}
         rows = (decoder_tvd(ds, np.random.default_rng(self.seed), n_folds=DECODER_FOLDS)
                 if self.decoders else None)
@@ -247,16 +254,17 @@ class _Run:
                                 decoder_rows=rows)
         env = str(ds.attrs.get("env_name"))
         extra = [fn(ds, folder, method=self.method) for fn in self.sections(env)]
+        f = None
         if self.floors:
             f = floor(ds, self.floors, method=self.method, decoders=self.decoders,
                       seed=self.seed, targets=self.targets(ds), statistics=stats,
                       decoder_rows=rows)
-            extra.append(floor_section(f, folder))
+            extra.append(floor_section(f, folder, marks=marks))
         if self.checks.any:
             extra += self.checks.sections(ds, self.floors, folder, mine=stats,
                                           statistics=self.statistics, seed=self.seed,
                                           method=self.method)
-        return results, extra
+        return results, extra, f
 
 
 def _results_note(attrs: Mapping[Any, Any], controls: int) -> str:
@@ -300,14 +308,23 @@ class _Texts:
                    if "baselines" in r.children else "")
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """What is shown beside each internal read-out: its test's power marks and, with
+    ``--floor``, its floor."""
+
+    marks: Marks
+    floors: xr.Dataset | None = None
+
+
 def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
-             tuned: TunedLens | None, decoders: bool) -> Analysis:
+             tuned: TunedLens | None, decoders: bool, shown: _Shown) -> Analysis:
     """stdout text, and with ``out`` the figures and ``report.md``, of computed results."""
     attrs = {str(k): v for k, v in results.attrs.items()}
     method = str(attrs["debias"])
     texts = _Texts.of(results)
     rel = results["calibration"].to_dataset()
-    headline = _headline(results)
+    headline = _headline(results, shown)
     text = (
         f"model {attrs.get('model_id')} | env {attrs.get('env_name')} {attrs.get('env_params')}"
         f" | episodes {attrs.get('episodes')} | seed {attrs.get('seed')} | debias {method}\n\n"
@@ -320,7 +337,7 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
         text += f"\n== {sec.title} ==\n{sec.text}\n"
     files: list[Path] = [f for sec in extra for f in sec.files]
     if out is not None:
-        written = _figures(results, out)
+        written = _figures(results, out, shown)
         report = out / "report.md"
         body = _markdown(attrs, texts, rel, headline, tuned, decoders)
         body += "".join(f"\n## {sec.title}\n\n{sec.markdown}\n" for sec in extra)
@@ -328,7 +345,7 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
         files = [*written, *files, report]
         if "episodes" in results.children:
             page = study_page(results, texts.titled(_ece_text(rel), extra), headline,
-                              out / "study.html")
+                              out / "study.html", floors=shown.floors, marks=shown.marks)
             files.append(page.path)
             if page.files:
                 files.append(page.files[0].parent)
@@ -336,19 +353,19 @@ def _present(results: xr.DataTree, extra: Sequence[Section], out: Path | None,
     return Analysis(text=text, headline=headline, files=tuple(files))
 
 
-def _figures(results: xr.DataTree, out: Path) -> list[Path]:
+def _figures(results: xr.DataTree, out: Path, shown: _Shown) -> list[Path]:
     summ = results["summary"].to_dataset()
     return [
         trajectory_plot(results["turns"].to_dataset(), out / "trajectory.png"),
         lens_heatmap(results["lens"].to_dataset(), out / "lens_tvd.png"),
         source_heatmaps(summ, out / "sources_tvd.png"),
-        layer_profile_plot(summ, out / "layers.png"),
+        layer_profile_plot(summ, out / "layers.png", marks=shown.marks, floors=shown.floors),
         position_bias_plot(results["position_bias"].to_dataset(), out / "position_bias.png"),
         calibration_plot(results["calibration"].to_dataset(), out / "calibration.png"),
     ]
 
 
-def _headline(results: xr.DataTree) -> str:
+def _headline(results: xr.DataTree, shown: _Shown) -> str:
     table, summ = results["turns"].to_dataset(), results["summary"].to_dataset()
     bias, rel = results["position_bias"].to_dataset(), results["calibration"].to_dataset()
     overall = float(table["tvd_mean"].mean(skipna=True))
@@ -358,7 +375,8 @@ def _headline(results: xr.DataTree) -> str:
     for src in ("logit-lens", "tuned-lens", "decoder"):
         if src in best:
             la, v = best[src]
-            parts.append(f"{src}: closest layer {la} (TVD {v:.3f}{_beside(results, src)})")
+            parts.append(f"{src}{shown.marks.beside(src)}: closest layer {la} (TVD {v:.3f}"
+                         f"{_beside(results, src)}{_floor_beside(shown.floors, src, la)})")
     lt = summ["tvd_mean"].sel(source="logit-lens", layer=last).mean(skipna=True)
     parts.append(f"logit lens at the last layer ({last}): {float(lt):.3f}")
     worst = bias["rotation_tvd_mean"].max(skipna=True)
@@ -369,6 +387,18 @@ def _headline(results: xr.DataTree) -> str:
         parts.append(f"calibration error vs oracle: ECE {ece:.3f}, mean |model − oracle| "
                      f"{float(rel['mean_abs'].sel(probe='all')):.3f}")
     return "; ".join(parts)
+
+
+def _floor_beside(floors: xr.Dataset | None, source: str, layer: int) -> str:
+    """``; untrained floor F there; beyond it at N of L layers`` beside a read-out's closest
+    layer ('' without floors)."""
+    if floors is None or source not in floors["source"].values:
+        return ""
+    f = floors.sel(source=source)
+    n = int(np.asarray(f["exceeds"].values, dtype=bool).sum())
+    return (f"; untrained floor {float(f['floor_mean'].sel(layer=layer)):.3f} there; beyond "
+            f"the larger of its floor and its statistic baselines at {n} of "
+            f"{f.sizes['layer']} layers")
 
 
 def _beside(results: xr.DataTree, source: str) -> str:
@@ -494,7 +524,7 @@ The model's pooled answer (coloured, band = ± 1 SEM over episodes) against the 
 
 def _md_layers(texts: _Texts, tuned_s: str, decoder_s: str, multi_s: str) -> str:
     summ_text, lens_text = texts.summary, texts.lens
-    return f"""## 2. Where in the network the belief forms
+    return f"""## 2. Each read-out per layer
 
 Four read-outs of a belief, each compared with the oracle at every layer (layer 0 is the
 embedding of the last prompt token; layer *L* is the output of block *L*; the last layer
@@ -510,9 +540,12 @@ is what the model outputs):
 
 {multi_s}
 
-A layer where a source's TVD drops is where that read-out starts to carry the belief; a
+A layer where a source's TVD drops is where that read-out reads more of the oracle; a
 decoder well below the lenses means the information is present but not yet in the form the
-output head reads.
+output head reads. Whether that is a belief the model formed needs two more things: the same
+read-out of untrained networks of its shape and statistic baselines beside it (`--floor`),
+and a test that has shown power on a known pair of this kind of study (`belieflens power`):
+a read-out whose test has not is marked *no shown power*.
 
 ![TVD per layer](layers.png)
 

@@ -11,6 +11,7 @@ import xarray as xr
 
 from belieflens.analysis.compare_floor import READOUT
 from belieflens.analysis.floor_test import TOLERANCE
+from belieflens.analysis.power_record import Marks, Record, marks_for
 from belieflens.report.figures import pyplot, save
 
 FIGURE = "compare_floor.png"
@@ -45,9 +46,20 @@ def _rows(cmp: xr.Dataset, model: str, readout: str) -> list[tuple[int, float, l
     return rows
 
 
-def verdict(cmp: xr.Dataset, model: str, readout: str) -> str:
+def model_marks(cmp: xr.Dataset, model: str, record: Record | None = None) -> Marks:
+    """The power marks (:mod:`belieflens.analysis.power_record`) of ``model``'s study kind."""
+    attrs = {"env_name": str(cmp["env_name"].sel(model=model).values)
+             if "env_name" in cmp else str(cmp.attrs.get("env_name", "")),
+             "model_source": str(cmp["model_source"].sel(model=model).values)
+             if "model_source" in cmp else ""}
+    return marks_for(attrs, record)
+
+
+def verdict(cmp: xr.Dataset, model: str, readout: str, record: Record | None = None) -> str:
     """Whether any layer of ``model``'s ``readout`` is beyond its floor beyond the
-    interval, with the best layer."""
+    interval, with the best layer, and whether its test has shown power on a known pair of
+    the study's kind (``record``: default the shipped one)."""
+    note = model_marks(cmp, model, record).note(readout)
     rows = _rows(cmp, model, readout)
     above = [la for la, _, v in rows if v[5] > TOLERANCE]
     la, _, v = max(rows, key=lambda r: r[2][4] if np.isfinite(r[2][4]) else -np.inf)
@@ -55,8 +67,8 @@ def verdict(cmp: xr.Dataset, model: str, readout: str) -> str:
             f"[{v[5]:+.4f}, {v[6]:+.4f}]")
     if above:
         return (f"{model} {readout}: beyond its floor at {len(above)} of {len(rows)} layers; "
-                f"{best}")
-    return f"{model} {readout}: no layer beyond its floor; {best}"
+                f"{best}; {note}")
+    return f"{model} {readout}: no layer beyond its floor; {best}; {note}"
 
 
 def format_floors(cmp: xr.Dataset) -> str:
@@ -100,7 +112,9 @@ def floor_plot(cmp: xr.Dataset, out: Path) -> Path:
             ax.plot(x, sub.floor_trained.values, color=c, lw=1.8, label=m)
             beyond = np.asarray(sub.floor_exceeds.values, dtype=bool)
             ax.plot(x[beyond], sub.floor_trained.values[beyond], "o", color=c, ms=3)
-        ax.set_title(f"{r}: TVD to the oracle (band: untrained seeds)", fontsize=10)
+        mark = " (no shown power)" if any(not model_marks(cmp, m).has_power(r)
+                                          for m in _floored(cmp)) else ""
+        ax.set_title(f"{r}{mark}: TVD to the oracle (band: untrained seeds)", fontsize=10)
         ax.set_xlabel("relative depth (0 = embeddings, 1 = last block)")
         ax.set_ylabel("TVD to oracle")
         ax.legend(fontsize=7)

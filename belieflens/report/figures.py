@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.power_record import Marks
 from belieflens.report.tables import cells, has_values
 
 
@@ -126,14 +127,21 @@ def source_heatmaps(summary: xr.Dataset, out: Path) -> Path:
     return save(fig, out, dpi=100)
 
 
-def layer_profile_plot(summary: xr.Dataset, out: Path) -> Path:
+def layer_profile_plot(summary: xr.Dataset, out: Path, *, marks: Marks | None = None,
+                       floors: xr.Dataset | None = None) -> Path:
     """TVD to the oracle per layer (mean over turns ± mean SEM), one line per source,
-    one panel per (delivery, probe)."""
+    one panel per (delivery, probe); a source whose test has not shown power on a known
+    pair of the study's kind is marked so in the legend (``marks``). With ``floors``
+    (:func:`belieflens.analysis.floor.floor`), one more panel per floored source: its value
+    per layer over every question beside the untrained band, the best statistic baseline and
+    the layers beyond both (:func:`floor_panel`)."""
     plt = pyplot()
     tv = summary["tvd_mean"]
     panels = [(d, p) for d, p, _ in cells(tv, has_values)]
-    cols = min(2, len(panels)) or 1
-    rows = (len(panels) + cols - 1) // cols or 1
+    extra = [str(x) for x in floors["source"].values] if floors is not None else []
+    n = len(panels) + len(extra)
+    cols = min(2, n) or 1
+    rows = (n + cols - 1) // cols or 1
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.4 * rows), squeeze=False)
     for ax, (d, p) in zip(axes.flat, panels, strict=False):
         for s in tv["source"].values:
@@ -142,7 +150,8 @@ def layer_profile_plot(summary: xr.Dataset, out: Path) -> Path:
                 continue
             e = summary["tvd_sem"].sel(delivery=d, probe=p, source=s).mean("turn", skipna=True)
             x = m["layer"].values
-            ax.plot(x, m.values, label=str(s), ls="--" if s == "output" else "-")
+            mark = marks.beside(str(s)) if marks is not None and s != "output" else ""
+            ax.plot(x, m.values, label=f"{s}{mark}", ls="--" if s == "output" else "-")
             ax.fill_between(x, m.values - np.nan_to_num(e.values),
                             m.values + np.nan_to_num(e.values), alpha=0.15)
         ax.set_title(f"{p} ({d})")
@@ -150,10 +159,39 @@ def layer_profile_plot(summary: xr.Dataset, out: Path) -> Path:
         ax.set_ylabel("TVD to oracle")
         ax.set_ylim(0, 1)
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax, src in zip(list(axes.flat)[len(panels):], extra, strict=False):
+        assert floors is not None
+        floor_panel(ax, floors.sel(source=src), floors.sizes["control"],
+                    f"{src}, every question{marks.beside(src) if marks is not None else ''}")
+    for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    fig.suptitle("Where the belief forms: TVD to the oracle per layer (mean over turns)")
+    fig.suptitle("Each read-out's TVD to the oracle per layer (mean over turns)"
+                 + ("; beside untrained networks" if floors is not None else ""))
     return save(fig, out, dpi=100, tight=True)
+
+
+def floor_panel(ax: Any, s: xr.Dataset, n_controls: int, title: str) -> None:
+    """One source of a floor Dataset on ``ax``: the value per layer (line), each control's
+    (thin), the untrained band (the controls' range), the best statistic baseline (dashed)
+    and the layers beyond both (dots)."""
+    x = s["layer"].values
+    ax.fill_between(x, s.floor_min.values, s.floor_max.values, color="0.6", alpha=0.35,
+                    label=f"untrained band ({n_controls} seeds)")
+    for c in s["control"].values:
+        ax.plot(x, s.control_value.sel(control=c).values, color="0.5", lw=0.6)
+    best = str(s.baseline_best.values)
+    if best:
+        ax.axhline(float(s.baseline_value.sel(baseline=best)), color="C2", ls="--", lw=1.0,
+                   label=f"best statistic baseline ({best})")
+    ax.plot(x, s.trained.values, color="C0", lw=1.8, label="this network")
+    beyond = np.asarray(s.exceeds.values, dtype=bool)
+    ax.plot(x[beyond], s.trained.values[beyond], "o", color="C3", ms=3.5,
+            label="beyond both (corrected interval > 0)")
+    metric = str(s.metric.values)
+    ax.set_ylabel("TVD to oracle (lower is better)" if metric == "tvd" else "held-out R²")
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
 
 
 def position_bias_plot(table: xr.Dataset, out: Path) -> Path:

@@ -11,8 +11,9 @@ import xarray as xr
 from numpy.typing import NDArray
 
 from belieflens.analysis.floor import CONTROL, SOURCE
+from belieflens.analysis.power_record import Marks
 from belieflens.dims import BASELINE, LAYER
-from belieflens.report.figures import pyplot, save
+from belieflens.report.figures import floor_panel, pyplot, save
 from belieflens.report.section import Section
 
 FIGURE = "floor.png"
@@ -21,7 +22,7 @@ FIGURE = "floor.png"
 TITLE = "Floors: each read-out beside untrained controls and statistic baselines"
 
 
-def _span(layers: NDArray[np.int64]) -> str:
+def layer_span(layers: NDArray[np.int64]) -> str:
     """``3-7, 9``: a sorted set of layers as runs."""
     runs: list[str] = []
     start = prev = -2
@@ -52,9 +53,11 @@ def _against(s: xr.Dataset) -> str:
         else "its floor (no statistic baseline)"
 
 
-def verdicts(f: xr.Dataset) -> list[str]:
+def verdicts(f: xr.Dataset, marks: Marks | None = None) -> list[str]:
     """One line per source: at how many layers it is beyond the larger of its floor and its
-    best statistic baseline (intervals corrected across the layers), and its best layer."""
+    best statistic baseline (intervals corrected across the layers), and its best layer;
+    with ``marks``, then whether its test has shown power on a known pair of the study's
+    kind (:mod:`belieflens.analysis.power_record`)."""
     lines = []
     for src in f[SOURCE].values:
         s = f.sel({SOURCE: src})
@@ -68,7 +71,7 @@ def verdicts(f: xr.Dataset) -> list[str]:
         above = np.flatnonzero(np.asarray(s["exceeds"].values))
         floor_only = int(np.asarray(s["exceeds_floor"].values).sum())
         head = f"{src} ({what}) against {_against(s)}: "
-        head += (f"beyond it at {above.size} of {sel.size} layers ({_span(above)})"
+        head += (f"beyond it at {above.size} of {sel.size} layers ({layer_span(above)})"
                  if above.size else "no layer beyond it")
         head += f" (beyond the floor alone: {floor_only}); {best_text}"
         if np.isfinite(float(s["trained_all"])):
@@ -76,6 +79,8 @@ def verdicts(f: xr.Dataset) -> list[str]:
                      f"{float(s.floor_mean_all):.4f}, selectivity "
                      f"{float(s.selectivity_all):+.4f} [{float(s.selectivity_low_all):+.4f}, "
                      f"{float(s.selectivity_high_all):+.4f}]")
+        if marks is not None:
+            head += f"; {marks.note(str(src))}"
         lines.append(head)
     return lines
 
@@ -108,7 +113,7 @@ def _rows(s: xr.Dataset) -> list[str]:
     return lines
 
 
-def format_floor(f: xr.Dataset) -> str:
+def format_floor(f: xr.Dataset, marks: Marks | None = None) -> str:
     """The floor as text: the verdict per source, then per source the statistic baselines
     and per layer the trained value, the floor's mean [min, max], the selectivity against the
     floor and against the best baseline, each [interval]."""
@@ -116,7 +121,7 @@ def format_floor(f: xr.Dataset) -> str:
     lines = [f"floors: {f.sizes[CONTROL]} controls ({labels}); selectivity = beyond the "
              f"reference, positive = better; {int(f.attrs['level'] * 100)}% intervals over "
              f"{f.attrs['episodes']} episodes and the controls' seeds, corrected across "
-             f"layers (max-T)", *verdicts(f), ""]
+             f"layers (max-T)", *verdicts(f, marks), ""]
     for src in f[SOURCE].values:
         s = f.sel({SOURCE: src})
         lines.append(f"{src}  ({'TVD' if str(s.metric.values) == 'tvd' else 'R2'})")
@@ -131,35 +136,19 @@ def format_floor(f: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
-def floor_figure(f: xr.Dataset, out: Path) -> Path:
-    """One panel per source: the trained value per layer, each control's (thin), the floor's
-    range over controls (band), the best statistic baseline (dashed) and the layers beyond
-    both (dots)."""
+def floor_figure(f: xr.Dataset, out: Path, marks: Marks | None = None) -> Path:
+    """One panel per source (:func:`~belieflens.report.figures.floor_panel`): the value per
+    layer, each control's (thin), the floor's range over controls (band), the best statistic
+    baseline (dashed) and the layers beyond both (dots); a source whose test has not shown
+    power on a known pair of the study's kind is marked so in its title."""
     plt = pyplot()
     sources = [str(s) for s in f[SOURCE].values]
     cols = min(2, len(sources)) or 1
     rows = (len(sources) + cols - 1) // cols or 1
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.3 * rows), squeeze=False)
-    x = f[LAYER].values
     for ax, src in zip(axes.flat, sources, strict=False):
-        s = f.sel({SOURCE: src})
-        ax.fill_between(x, s.floor_min.values, s.floor_max.values, color="0.6", alpha=0.35,
-                        label=f"untrained band ({f.sizes[CONTROL]} seeds)")
-        for c in f[CONTROL].values:
-            ax.plot(x, s.control_value.sel({CONTROL: c}).values, color="0.5", lw=0.6)
-        best = str(s.baseline_best.values)
-        if best:
-            ax.axhline(float(s.baseline_value.sel({BASELINE: best})), color="C2", ls="--",
-                       lw=1.0, label=f"best statistic baseline ({best})")
-        ax.plot(x, s.trained.values, color="C0", lw=1.8, label="trained")
-        beyond = np.asarray(s.exceeds.values, dtype=bool)
-        ax.plot(x[beyond], s.trained.values[beyond], "o", color="C3", ms=3.5,
-                label="beyond both (corrected interval > 0)")
-        metric = str(s.metric.values)
-        ax.set_ylabel("TVD to oracle (lower is better)" if metric == "tvd" else "held-out R²")
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_title(src, fontsize=10)
-        ax.legend(fontsize=7)
+        floor_panel(ax, f.sel({SOURCE: src}), f.sizes[CONTROL],
+                    src + (marks.beside(src) if marks is not None else ""))
     for ax in list(axes.flat)[len(sources):]:
         ax.axis("off")
     fig.suptitle("Each read-out per layer beside its untrained floor and statistic baselines",
@@ -190,7 +179,7 @@ def result_rows(f: xr.Dataset, what: str = "") -> tuple[tuple[str, ...], ...]:
         rows.append((
             f"{what}: {src}" if what else str(src),
             "TVD to the oracle" if str(s["metric"].values) == "tvd" else "held-out R2",
-            f"{above.size} of {sel.size}" + (f" ({_span(above)})" if above.size else ""),
+            f"{above.size} of {sel.size}" + (f" ({layer_span(above)})" if above.size else ""),
             str(int(above[0])) if above.size else "none",
             str(int(np.asarray(s["exceeds_floor"].values).sum())),
             f"{best}: {float(at.trained):.4f} vs {float(at.floor_mean):.4f} "
@@ -202,18 +191,21 @@ def result_rows(f: xr.Dataset, what: str = "") -> tuple[tuple[str, ...], ...]:
 
 
 def floor_section(f: xr.Dataset, out_dir: Path | None, *, title: str = TITLE,
-                  figure: str = FIGURE, what: str = "floor") -> Section:
+                  figure: str = FIGURE, what: str = "floor", marks: Marks | None = None
+                  ) -> Section:
     """The floor as a report section (with ``out_dir``, its figure ``figure`` too), its rows
     of the results table named ``WHAT: SOURCE``. Any comparison laid out as a floor (sources
-    over layers beside untrained controls) is shown this way under its ``title``."""
-    text = format_floor(f)
-    md = "\n".join(f"- {line}" for line in verdicts(f)) + f"\n\n```\n{text}\n```\n"
+    over layers beside untrained controls) is shown this way under its ``title``; each
+    source's verdict says whether its test has shown power on a known pair of the study's
+    kind (``marks``)."""
+    text = format_floor(f, marks)
+    md = "\n".join(f"- {line}" for line in verdicts(f, marks)) + f"\n\n```\n{text}\n```\n"
     md += (f"\nIntervals: {f.attrs['interval']}. Correction across layers: "
            f"{f.attrs['correction']}.\n")
     files: tuple[Path, ...] = ()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        files = (floor_figure(f, out_dir / figure),)
+        files = (floor_figure(f, out_dir / figure, marks),)
         md += f"\n![each read-out beside its untrained floor]({figure})\n"
     return Section(title=title, text=text, markdown=md, files=files,
                    results=result_rows(f, what))

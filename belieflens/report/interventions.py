@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis import interventions as summaries
+from belieflens.analysis.power_record import Marks, marks_for
 from belieflens.dims import LAYER
 from belieflens.errors import CacheFileError
 from belieflens.report.analysis import Analysis
@@ -28,7 +29,7 @@ from belieflens.report.atomic import final, staged
 from belieflens.report.belief_check import belief_check_text
 from belieflens.report.figures import pyplot, save
 from belieflens.report.viewer import intervention_page
-from belieflens.store.results import open_result
+from belieflens.store.results import KIND_PREFIX, open_result
 from belieflens.types import DebiasMethod
 
 Metrics = Mapping[str, xr.Dataset]
@@ -176,13 +177,26 @@ def report(path: str | Path, out_dir: str | Path | None = None, *,
     return dataclasses.replace(done, files=final(stage, done.files))
 
 
+def result_marks(ds: xr.Dataset) -> Marks:
+    """The power marks (:mod:`belieflens.analysis.power_record`) of the kind of study an
+    intervention result was run on: its environment, and a toy or a language model (a file
+    that does not record its model's source: a shipped toy by its name)."""
+    from belieflens.model.load import TOY_MODELS
+
+    spec = str(ds.attrs.get("model_spec", ""))
+    source = str(ds.attrs.get("model_source", "toy" if spec in TOY_MODELS else ""))
+    return marks_for({"env_name": str(ds.attrs.get("study_env_name", "")),
+                      "model_source": source})
+
+
 def _report(ds: xr.Dataset, kind: InterventionKind, out: Path | None, *,
             method: DebiasMethod, html: bool) -> Analysis:
     """:func:`report` of the opened result ``ds`` of ``kind``, its files written into
     ``out``."""
     metrics = kind.metrics(ds, method)
     body = kind.text(metrics, ds)
-    headline = kind.headline(metrics)
+    headline = kind.headline(metrics) + f"; {kind.name.removeprefix(KIND_PREFIX)}: " \
+        f"{result_marks(ds).note(kind.name.removeprefix(KIND_PREFIX))}"
     files = [kind.plot(metrics, out)] if out is not None else []
     data = kind.payload(metrics, ds, method) if out is not None and html else {}
     body += belief_check_text(ds)

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from belieflens.analysis.power_record import Marks
 from belieflens.dims import EPISODE
 from belieflens.store.results import KIND_PREFIX
 
@@ -215,11 +216,41 @@ def _bias(bias: xr.Dataset) -> dict[str, Any]:
     }
 
 
+def floor_payload(floors: xr.Dataset | None, marks: Marks | None) -> dict[str, Any] | None:
+    """A study's floors for the page (``None`` without): per floored source its value per
+    layer, each control's, the untrained band, the best statistic baseline, the layers beyond
+    both, the selectivity with its interval, and its power note (``marks``)."""
+    if floors is None:
+        return None
+    by: dict[str, Any] = {}
+    for src in [str(x) for x in floors["source"].values]:
+        f = floors.sel(source=src)
+        best = str(f["baseline_best"].values)
+        by[src] = {
+            **{k: encode(f[k]) for k in ("trained", "floor_min", "floor_max", "floor_mean",
+                                         "selectivity", "selectivity_low",
+                                         "selectivity_high")},
+            "controls": encode(f["control_value"], ("control", "layer")),
+            "exceeds": encode(np.asarray(f["exceeds"].values, dtype=np.int32)),
+            "metric": str(f["metric"].values),
+            "baseline": best,
+            "baseline_value": (float(f["baseline_value"].sel(baseline=best)) if best else None),
+            "note": marks.note(src) if marks is not None else "",
+        }
+    return {"sources": list(by), "layer": [int(x) for x in floors["layer"].values],
+            "controls": [str(c) for c in floors["control"].values],
+            "level": float(floors.attrs.get("level", 0.95)), "by_source": by}
+
+
 def study_payload(results: xr.DataTree, texts: Mapping[str, str], headline: str,
-                  slice_entry: Mapping[str, Any], note: str) -> dict[str, Any]:
+                  slice_entry: Mapping[str, Any], note: str, *,
+                  floors: xr.Dataset | None = None,
+                  marks: Marks | None = None) -> dict[str, Any]:
     """The page's data for a study: :func:`belieflens.analysis.results.study_results` with its
     ``episodes`` group, the printed tables ``texts`` (title -> text), the headline, the
-    episode slices (:func:`slices`) and the note on where they are."""
+    episode slices (:func:`slices`) and the note on where they are; with ``floors``, each
+    floored read-out per layer beside its untrained band and statistic baselines
+    (:func:`floor_payload`); ``marks``: each read-out's power note."""
     from belieflens.analysis.episodes import UNITS
 
     ep = results["episodes"].to_dataset()
@@ -245,15 +276,20 @@ def study_payload(results: xr.DataTree, texts: Mapping[str, str], headline: str,
         "tables": dict(texts),
         "bias": _bias(results["position_bias"].to_dataset()),
         "slices": dict(slice_entry),
+        "floors": floor_payload(floors, marks),
+        "marks": ({str(s): marks.note(str(s)) for s in ep["source"].values}
+                  if marks is not None else {}),
     }
 
 
 def study_page(results: xr.DataTree, texts: Mapping[str, str], headline: str,
-               path: Path, *, budget: int | None = None) -> Page:
+               path: Path, *, budget: int | None = None, floors: xr.Dataset | None = None,
+               marks: Marks | None = None) -> Page:
     """Write the viewer page of a study's results (with their ``episodes`` group) to
-    ``path``, the episode slices embedded or beside it (:func:`slices` with ``budget``)."""
+    ``path``, the episode slices embedded or beside it (:func:`slices` with ``budget``);
+    ``floors`` and ``marks`` as :func:`study_payload` takes them."""
     entry, files, note = slices(results["episodes"].to_dataset(), path, budget)
-    payload = study_payload(results, texts, headline, entry, note)
+    payload = study_payload(results, texts, headline, entry, note, floors=floors, marks=marks)
     write_page(path, payload, str(payload["title"]))
     return Page(path, files, note)
 
@@ -353,4 +389,26 @@ def compare_payload(cmp: xr.Dataset, table: str, head: str) -> dict[str, Any]:
         "tvd_sem": encode(cmp["tvd_sem"], grid),
         "output_tvd_mean": encode(cmp["output_tvd_mean"], ("model", "delivery", "probe", "turn")),
         "output_tvd_sem": encode(cmp["output_tvd_sem"], ("model", "delivery", "probe", "turn")),
+        "floors": compare_floor_payload(cmp),
     }
+
+
+def compare_floor_payload(cmp: xr.Dataset) -> dict[str, Any] | None:
+    """Each compared model's floored read-outs per relative depth beside its untrained band
+    (:mod:`belieflens.analysis.compare_floor`), with each read-out's power note; ``None``
+    where no model has untrained controls among the files."""
+    from belieflens.report.compare_floor import has_floors, model_marks
+
+    if not has_floors(cmp):
+        return None
+    grid = ("model", "readout", "depth")
+    models = [str(m) for m in cmp["model"].values]
+    readouts = [str(r) for r in cmp["readout"].values]
+    exceeds = cmp["floor_exceeds"].transpose(*grid).values
+    return {"readouts": readouts,
+            "has": [bool(cmp["floor_trained"].sel(model=m).notnull().any()) for m in models],
+            **{k: encode(cmp[f"floor_{k}" if k != "trained" else "floor_trained"], grid)
+               for k in ("trained", "min", "max")},
+            "exceeds": encode((np.nan_to_num(np.asarray(exceeds, dtype=np.float64)) > 0)
+                              .astype(np.int32)),  # a control's NaN: not beyond
+            "notes": {m: {r: model_marks(cmp, m).note(r) for r in readouts} for m in models}}

@@ -6,6 +6,7 @@ few controls or too few episodes refused in one line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,20 @@ def test_a_control_of_another_study_is_one_line(lm_study: tuple[Path, ...], tiny
     assert not out.exists()
 
 
-def test_analyze_prints_the_floor(lm_study: tuple[Path, ...], tmp_path: Path) -> None:
+def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power record in which a known pair of the tiny study's kind (coin flip, a language
+    model) was separated by the logit lens and not by the decoder."""
+    rec = {"pairs": {"a": {"env": "coin-flip", "models": "language model", "tests": {
+        "logit-lens": {"power": True, "layers": [1]}, "decoder": {"power": False}}}}}
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(rec), encoding="utf-8")
+    monkeypatch.setenv("BELIEFLENS_POWER_RECORD", str(path))
+
+
+def test_analyze_prints_the_floor(lm_study: tuple[Path, ...], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     study, *controls = lm_study
+    _record(tmp_path, monkeypatch)
     args = ["analyze", str(study), "--out", str(tmp_path / "r"), "--no-html"]
     for c in controls:
         args += ["--floor", str(c)]
@@ -123,6 +136,13 @@ def test_analyze_prints_the_floor(lm_study: tuple[Path, ...], tmp_path: Path) ->
     report = (tmp_path / "r" / "report.md").read_text()
     assert "untrained seed 1" in report and "max-T" in report
     assert "**statistic baselines**" in report
+    # each read-out's power on a known pair of the study's kind, from the record
+    verdict = {line.split(" (")[0].lstrip("- "): line for line in report.splitlines()
+               if line.startswith("- ") and "against" in line}
+    assert verdict["logit-lens"].endswith("; shown power on a"), verdict
+    assert verdict["decoder"].endswith("; no shown power: not separated on a"), verdict
+    assert "decoder (no shown power): closest layer" in r.stdout
+    assert "logit-lens: closest layer" in r.stdout
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +217,10 @@ def test_a_trained_toy_is_beyond_the_same_floor(toy_null: dict[str, Path]) -> No
 
 
 def test_compare_sets_each_model_beside_its_controls(lm_study: tuple[Path, ...],
-                                                     tmp_path: Path) -> None:
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     study, *controls = lm_study
+    _record(tmp_path, monkeypatch)
     out = tmp_path / "cmp"
     r = CliRunner().invoke(app, ["compare", str(study), *map(str, controls), "--out", str(out),
                                  "--no-probes"])
@@ -215,6 +237,9 @@ def test_compare_sets_each_model_beside_its_controls(lm_study: tuple[Path, ...],
     assert "logit-lens TVD per layer" in r.stdout and "beyond its floor" in r.stdout
     assert (out / "compare_floor.png").is_file()
     assert "Beside untrained networks" in (out / "compare.md").read_text()
+    lines = r.stdout.splitlines()
+    assert any(f"{names[0]} logit-lens:" in x and x.endswith("; shown power on a")
+               for x in lines), r.stdout
 
 
 def test_untrained_controls_are_the_floor_of_every_model_of_their_shape() -> None:

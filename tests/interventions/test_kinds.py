@@ -87,7 +87,10 @@ def test_a_registered_kind_is_reported_with_no_edit_of_the_report(
     assert is_result(path)
     done = report(path, tmp_path / "out", html=False)
     assert done.text.startswith("== A shift ==\nmodel m | study s.h5 (fingerprint ffffffffffff)")
-    assert "shift per layer 2.00 4.00" in done.text and done.headline == "largest shift 4.00"
+    assert "shift per layer 2.00 4.00" in done.text
+    # a kind no known pair was run through is marked so beside its headline
+    assert done.headline == ("largest shift 4.00; shift-test: no shown power: no known pair of "
+                             "its kind (language model, ) was run through it")
     assert [f.name for f in done.files] == ["shift.txt", "report.md"]
     md = (tmp_path / "out" / "report.md").read_text()
     assert md.startswith("# belieflens: a shift") and md.rstrip().endswith(new_kind.explanation)

@@ -155,6 +155,11 @@
     ctl.s = select("source", "source", C.source, (i) => studySet({ s: i }));
     ctl.m = select("metric", "metric", C.metric, (i) => studySet({ m: i }), (m) => m.toUpperCase());
     ctl.scope = select("scope", "heatmap", scopes, (i) => studySet({ scope: i }));
+    if (D.floors) {
+      const at = D.floors.sources.indexOf(C.source[0]);
+      S.f = at < 0 ? 0 : at;
+      ctl.f = select("floor-source", "beside its floor", D.floors.sources, (i) => studySet({ f: i }), (v) => v + marked(v));
+    }
     $("keys").textContent = "Keys: ← → turn · ↑ ↓ layer · n / p or PageDown / PageUp episode · " +
       "click a heatmap cell to select its layer and turn. Layer 0 = embeddings, layer l = output of block l.";
     studyLayout();
@@ -192,6 +197,17 @@
       el("section", { class: "panel", "aria-labelledby": "h-traj" },
         el("h3", { id: "h-traj", text: "Divergence to the oracle per turn" }),
         el("div", { id: "trajectory", class: "chart tall" }))));
+    if (D.floors) {
+      app.appendChild(el("h2", { text: "Each read-out per layer beside untrained networks" }));
+      app.appendChild(el("div", { class: "grid" },
+        el("section", { class: "panel", "aria-labelledby": "h-floor" },
+          el("h3", { id: "h-floor", text: "The read-out per layer (every question), the untrained band and the best statistic baseline" }),
+          el("div", { id: "floor", class: "chart tall" })),
+        el("section", { class: "panel", "aria-labelledby": "h-floor-at" },
+          el("h3", { id: "h-floor-at", text: "At the selected layer" }),
+          el("table", { id: "floor-table", class: "values" }),
+          el("p", { id: "floor-note", class: "help" }))));
+    }
     app.appendChild(el("h2", { text: "Study summary" }));
     app.appendChild(el("div", { class: "grid" },
       el("section", { class: "panel" }, el("h3", { text: "Position bias: each rotation's belief vs the debiased one" }),
@@ -212,9 +228,11 @@
   function studyDraw() {
     ctl.d.value = S.d; ctl.p.value = S.p; ctl.e.value = S.e; ctl.s.value = S.s;
     ctl.m.value = S.m; ctl.scope.value = S.scope;
+    if (ctl.f) ctl.f.value = S.f;
     ctl.t.set(S.t); ctl.l.set(S.l);
     withSlice(C.episode[S.e], (sl) => {
       studyTokens(sl); studyBeliefs(sl); studyHeatmap(sl); studyTrajectory(sl);
+      if (D.floors) studyFloor();
       ready();
       /* the summary's charts, below the episode views, depend on delivery and probe only:
          drawn after the first screen, and again only when those change */
@@ -308,7 +326,7 @@
       colorbar: { title: { text: unit, side: "right" } },
       hovertemplate: "turn %{x}<br>layer %{y}<br>" + C.metric[m] + " %{z:.3f}<extra></extra>",
     }], {
-      title: { text: `${C.source[S.s]}: ${C.metric[m].toUpperCase()} to the oracle, ` +
+      title: { text: `${C.source[S.s]}${marked(C.source[S.s])}: ${C.metric[m].toUpperCase()} to the oracle, ` +
         (mean ? `mean over episodes (${C.delivery[S.d]}, ${C.probe[S.p]})` : studyWhere().replace(/, turn.*/, "")), font: { size: 12 } },
       margin: { t: 36, r: 10, b: 45, l: 55 },
       xaxis: { title: { text: "turn" }, dtick: C.turn.length <= 30 ? 1 : undefined },
@@ -345,6 +363,62 @@
       gd.dataset.bound = "1";
       gd.on("plotly_click", (ev) => studySet({ t: C.turn.indexOf(ev.points[0].x) }));
     }
+  }
+
+  /* " (no shown power)" after a read-out whose test has not shown power on a known pair of
+     this study's kind (the page's marks: belieflens power) */
+  function marked(src) {
+    const n = (D.marks || {})[src] || ((D.floors && D.floors.by_source[src]) || {}).note || "";
+    return n.startsWith("no shown power") ? " (no shown power)" : "";
+  }
+
+  /* the floored read-out per layer: the untrained band (the controls' range), each control,
+     the best statistic baseline, this network and the layers beyond both */
+  function studyFloor() {
+    const F = D.floors;
+    const src = F.sources[S.f];
+    const v = F.by_source[src];
+    const x = F.layer;
+    const arr = (k) => Array.from(nd(v[k]).data).map(num);
+    const lo = arr("floor_min"), hi = arr("floor_max"), tr = arr("trained");
+    const beyond = Array.from(nd(v.exceeds).data);
+    const ctlv = nd(v.controls);
+    const traces = [
+      { type: "scatter", mode: "lines", x, y: lo, line: { width: 0 }, hoverinfo: "skip", showlegend: false },
+      { type: "scatter", mode: "lines", x, y: hi, fill: "tonexty", fillcolor: "rgba(110,110,110,0.3)", line: { width: 0 },
+        name: `untrained band (${F.controls.length} seeds)`, hoverinfo: "skip" },
+    ];
+    F.controls.forEach((c, i) => traces.push({ type: "scatter", mode: "lines", x, y: ctlv.row(i).map(num), name: c,
+      line: { color: "#9a9a9a", width: 1 }, showlegend: i === 0, legendgroup: "controls" }));
+    if (v.baseline) traces.push({ type: "scatter", mode: "lines", x: [x[0], x[x.length - 1]], y: [v.baseline_value, v.baseline_value],
+      name: `best statistic baseline (${v.baseline})`, line: { color: "#000", dash: "dash", width: 1.5 } });
+    traces.push({ type: "scatter", mode: "lines+markers", x, y: tr, name: "this network", line: { color: INK.output, width: 3 } });
+    const bx = x.filter((_, i) => beyond[i] === 1);
+    traces.push({ type: "scatter", mode: "markers", x: bx, y: bx.map((l) => tr[x.indexOf(l)]), name: "beyond both (corrected interval > 0)",
+      marker: { symbol: "star", size: 11, color: "#000" } });
+    const tvd = v.metric === "tvd";
+    react("floor", traces, {
+      title: { text: `${src}${marked(src)}: ${tvd ? "TVD to the oracle (lower is better)" : "held-out R²"}`, font: { size: 12 } },
+      margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "layer (0 = embeddings)" } },
+      yaxis: { title: { text: tvd ? "TVD" : "R²" } }, legend: { orientation: "h", y: -0.2 },
+      shapes: [{ type: "line", xref: "x", yref: "paper", x0: C.layer[S.l], x1: C.layer[S.l], y0: 0, y1: 1, line: { color: "#000", dash: "dot" } }],
+    }, PLOT);
+    const l = x.indexOf(C.layer[S.l]);
+    const t = $("floor-table");
+    t.textContent = "";
+    t.appendChild(el("caption", { text: `${src} at layer ${C.layer[S.l]}` }));
+    const row = (name, val) => t.appendChild(el("tr", {}, el("th", { text: name }), el("td", { text: val })));
+    const at = (k) => (l < 0 ? NaN : nd(v[k]).at(l));
+    row("this network", FMT(at("trained")));
+    row("untrained floor (mean)", FMT(at("floor_mean")));
+    row("untrained band", `${FMT(at("floor_min"))} – ${FMT(at("floor_max"))}`);
+    if (v.baseline) row(`best statistic baseline (${v.baseline})`, FMT(v.baseline_value));
+    row(`selectivity [${Math.round(F.level * 100)}% interval, corrected]`,
+      `${FMT(at("selectivity"))} [${FMT(at("selectivity_low"))}, ${FMT(at("selectivity_high"))}]`);
+    row("beyond both", l >= 0 && beyond[l] === 1 ? "yes" : "no");
+    $("floor-note").textContent = v.note || "";
+    const gd = $("floor");
+    if (!gd.dataset.bound) { gd.dataset.bound = "1"; gd.on("plotly_click", (ev) => studySet({ l: C.layer.indexOf(ev.points[0].x) })); }
   }
 
   function studyBias() {
@@ -594,10 +668,45 @@
     twoPanels("Keys: ← → turn. Click a turn in the output chart to select it. " + (D.depth_note || ""),
       ["depth", "TVD to the oracle against relative depth, every model"],
       ["turns", "Output TVD to the oracle per turn, every model"]);
+    const FL = D.floors;
+    if (FL) {
+      S.r = 0;
+      ctl.r = select("floor-readout", "beside its floor", FL.readouts, (i) => set({ r: i }));
+      $("app").insertBefore(el("div", { class: "grid" }, panel("floors", "Each model beside untrained networks of its shape (every question)", true),
+        el("section", { class: "panel" }, el("h3", { text: "Power of each test on a known pair of the model's kind" }),
+          el("ul", { id: "floor-notes", class: "help" }))), $("app").querySelector("h2"));
+    }
+    function drawFloors() {
+      const A = { t: nd(FL.trained), lo: nd(FL.min), hi: nd(FL.max), ex: nd(FL.exceeds) };
+      const r = FL.readouts[S.r];
+      const traces = [];
+      const notes = $("floor-notes");
+      notes.textContent = "";
+      C.model.forEach((m, i) => {
+        if (!FL.has[i]) return;
+        const st = style(i);
+        traces.push({ type: "scatter", mode: "lines", x: C.depth, y: A.lo.row(i, S.r).map(num), line: { width: 0 }, hoverinfo: "skip", showlegend: false });
+        traces.push({ type: "scatter", mode: "lines", x: C.depth, y: A.hi.row(i, S.r).map(num), fill: "tonexty", fillcolor: "rgba(110,110,110,0.25)",
+          line: { width: 0 }, name: `${m}: untrained band`, hoverinfo: "skip" });
+        const y = A.t.row(i, S.r).map(num);
+        const note = FL.notes[m][r];
+        const mark = note.startsWith("no shown power") ? " (no shown power)" : "";
+        traces.push(Object.assign({ type: "scatter", mode: "lines", x: C.depth, y, name: m + mark }, { line: st.line }));
+        const ex = A.ex.row(i, S.r);
+        const bx = C.depth.filter((_, k) => ex[k] === 1);
+        traces.push({ type: "scatter", mode: "markers", x: bx, y: bx.map((d) => y[C.depth.indexOf(d)]), name: `${m}: beyond its floor`,
+          marker: { symbol: "star", size: 10, color: "#000" } });
+        notes.appendChild(el("li", { text: `${m}, ${r}: ${note}` }));
+      });
+      react("floors", traces, { title: { text: `${r}: TVD to the oracle per relative depth`, font: { size: 12 } },
+        margin: { t: 36, r: 10, b: 45, l: 55 }, xaxis: { title: { text: "relative depth (layer / blocks; 0 = embeddings)" }, range: [0, 1] },
+        yaxis: { title: { text: "TVD to the oracle" }, rangemode: "tozero" }, legend: { orientation: "h", y: -0.2 } }, PLOT);
+    }
     onKeys(() => ({ ArrowLeft: { t: S.t - 1 }, ArrowRight: { t: S.t + 1 } }), set);
     function set(c) { Object.assign(S, c); S.t = Math.max(0, Math.min(C.turn.length - 1, S.t)); draw(); }
     function draw() {
       ctl.d.value = S.d; ctl.p.value = S.p; ctl.src.value = S.src; ctl.t.set(S.t);
+      if (FL) { ctl.r.value = S.r; drawFloors(); }
       const depth = C.model.map((m, i) => line(`${m} (${D.n_layers[i]} blocks)`, C.depth,
         C.depth.map((_, k) => T.m.at(i, S.d, S.p, S.t, k, S.src)), C.depth.map((_, k) => T.s.at(i, S.d, S.p, S.t, k, S.src)),
         Object.assign({ customdata: C.depth.map((_, k) => T.layer.at(i, k)),
