@@ -22,9 +22,9 @@ over all layers at once (95%, max-T: :mod:`belieflens.analysis.floor_test`): aga
 untrained networks the interval covers the spread from one seed to the next too
 (:func:`~belieflens.analysis.floor_test.beyond_floor`), against a base the paired episode
 bootstrap alone (:func:`~belieflens.analysis.floor_test.beyond_value`). A test has **shown
-power** on a pair where it separates it at one layer at least; :func:`power` gives the
-Dataset over ``(test, pair, layer)``, and :mod:`belieflens.analysis.power_record` keeps what
-it found for the reports' marks.
+power** on a pair where it separates it at one layer at least;
+:func:`~belieflens.known_pairs.power` gives the Dataset over ``(test, pair, layer)``, and
+:mod:`belieflens.analysis.power_record` keeps what it found for the reports' marks.
 
 Examples:
     A reading made by hand: two episodes, one layer, the value a ratio of sums:
@@ -392,8 +392,8 @@ def _columns(s: Separation, n: int) -> dict[str, F64]:
 
 def power_dataset(found: Mapping[tuple[str, str], Separation], tests: Sequence[InternalTest],
                   pairs: Sequence[PairFacts]) -> xr.Dataset:
-    """The Dataset of :func:`power` from each (test, pair) separation found (a pair a test
-    could not read is absent: NaN, ``read`` false)."""
+    """The Dataset of :func:`~belieflens.known_pairs.power` from each (test, pair) separation
+    found (a pair a test could not read is absent: NaN, ``read`` false)."""
     n = max((p.n_layers for p in pairs), default=0) + 1
     shape = (len(tests), len(pairs), n)
     data = {k: np.full(shape, np.nan) for k in VARIABLES}

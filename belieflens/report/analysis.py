@@ -141,14 +141,11 @@ def analyze(
 
     ``floors``: control files of the same study (``extract --init random:SEED``), checked
     before any work (one line naming a mismatch): every lens, decoder and geometry read-out
-    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; the geometry's
-    targets from ``targets``), in a section of its own. ``statistics``: the file's statistic
-    baselines' features, beside every decoder result (:mod:`belieflens.analysis.baselines`;
-    with ``floors`` the selectivity is against the larger of the floor and the best).
-    ``record`` (default the shipped one, :mod:`belieflens.analysis.power_record`): a read-out
-    whose test has not shown power on a known pair of the study's kind is marked so.
-    ``more``: transfers, the own answer, a results file
-    (:class:`~belieflens.report.transfer.AnalyzeMore`).
+    is then shown beside its floor (:func:`belieflens.analysis.floor.floor`; geometry targets
+    from ``targets``). ``statistics``: the statistic baselines' features, beside every decoder
+    (:mod:`belieflens.analysis.baselines`). ``record`` (default the shipped one,
+    :mod:`belieflens.analysis.power_record`): a test without shown power is marked so;
+    ``more``: :class:`~belieflens.report.transfer.AnalyzeMore`.
     """
     run = _Run(_lens(lens), method, decoders, seed, sections, html, tuple(map(Path, floors)),
                targets, statistics, record=record, **more)
