@@ -150,7 +150,7 @@ def test_report_embeds_every_figure(batched_file: Path, tmp_path: Path) -> None:
     for f in pngs:
         assert f.exists() and f.stat().st_size > 1000
         assert f"]({f.name})" in md
-    for heading in ("How to read this", "Where in the network", "Position bias", "Calibration"):
+    for heading in ("How to read this", "Each read-out per layer", "Position bias", "Calibration"):
         assert heading in md
     assert "output TVD to oracle" in res.headline and "logit-lens" in res.headline
 

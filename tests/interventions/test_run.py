@@ -71,14 +71,17 @@ def test_the_selection_names_the_same_read_outs_for_every_intervention(
 
 def test_patch_records_its_options_as_before(tiny_model: Any, tiny_study: Path,
                                              tmp_path: Path) -> None:
-    """The result's ``option_*`` attributes are those of the wrapper patch had before."""
+    """The result's ``option_*`` attributes are those of the wrapper patch had before, with
+    the pairing and the untrained networks beside them (a turn-0 pair has no evidence to
+    patch, so the position sets are the answer's and all)."""
     out = belieflens.patch(tiny_study, out=tmp_path / "p.h5", model=tiny_model,
                            select=Selection(turns=(1,)),
-                           options=PatchOptions(layers=(0,), pairs=(Pair(0, 0),)))
+                           options=PatchOptions(layers=(0,), positions=("answer", "all"),
+                                                pairs=(Pair(0, 0),)))
     with h5py.File(out, "r") as h:
         names = sorted(k for k in h.attrs if k.startswith("option_"))
         assert names == sorted(f"option_{k}" for k in (
-            "layers", "positions", "batch_pairs", "reuse", "turns", "probes", "deliveries",
-            "explicit_pairs"))
+            "layers", "positions", "batch_pairs", "reuse", "pairing", "untrained", "turns",
+            "probes", "deliveries", "explicit_pairs"))
         assert h.attrs["option_explicit_pairs"] == 1 and h.attrs["option_turns"] == "1"
         assert h["patched_logprob"].shape[0] == 1
