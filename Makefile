@@ -183,18 +183,21 @@ power-toys: setup
 		$(foreach t,$(FLOOR_TOYS),--pair "$(foreach i,trained $(addprefix random,$(FLOOR_SEEDS)),$(POWER)/$(lastword $(subst :, ,$(t)))-$(i).h5)") \
 		$(foreach t,$(POWER_TURNS),--turn $(t)) --out $(POWER) --results power-toys --record
 
-# The taught S = 1 adapter beside its base on floor-models' study (needs floor-models' and
-# floor-taught's files), the read-outs it was taught left out: every internal test's power on
-# a language model (docs/results/power-taught.md, and the shipped record). The interventions run
-# on the next-flip question of the multi-turn delivery at turns POWER_LM_TURNS and layers
-# POWER_LM_LAYERS (every layer's patch and steer of 24 episodes is hours of CPU here).
+# The taught S = 1 adapter beside its base on the gates' new-sides studies (make gates writes
+# them: 24 episodes of face names never taught, the read-outs it was taught left out on both
+# sides): the internal tests' power on a language model (docs/results/power-taught.md). The
+# interventions run on the next-flip question of the multi-turn delivery at turns
+# POWER_LM_TURNS and layers POWER_LM_LAYERS (every layer's patch and steer of 24 episodes is
+# hours of CPU here); POWER_LM_TESTS chooses the tests (patch and interchange cost the most).
 POWER_LM_TURNS ?= 3 6 9
-POWER_LM_LAYERS ?= 0,4,8,12,16,20,24,26,28,30
+POWER_LM_LAYERS ?= 10,16,20,26
+POWER_LM_TESTS ?= logit-lens,decoder,steer
 power-taught: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught" $(BL) power \
-		--pair "$(FLOORS)/models/smollm2-135m-bayes-trained.h5 $(FLOORS)/models/smollm2-135m-trained.h5" \
-		--probe next-flip --delivery multi-turn $(foreach t,$(POWER_LM_TURNS),--turn $(t)) \
-		--layers $(POWER_LM_LAYERS) --out $(POWER)/smollm2 --results power-taught --record
+		--pair "$(GATES)/S_1/new-sides-0.h5 $(GATES)/base/new-sides-0.h5" \
+		--tests $(POWER_LM_TESTS) --probe next-flip --delivery multi-turn \
+		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_LM_LAYERS) \
+		--out $(POWER)/smollm2 --results power-taught
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
 # FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the

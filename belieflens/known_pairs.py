@@ -177,20 +177,30 @@ def known_pair(files: Sequence[str | os.PathLike[str]], *, load: Callable[[str],
         raise ParameterError(f"option '--pair' = {' '.join(map(str, paths))!r}: a pair is "
                              "the study of the network known to hold the belief, then its "
                              "references' studies")
-    name = _pair_name(paths)
+    labels = side_labels(paths)
+    name = f"{labels[0]} vs {', '.join(labels[1:])}"
     attrs = [_attrs(p) for p in paths]
     for p, a in zip(paths[1:], attrs[1:], strict=True):
         _same_study(name, paths[0], attrs[0], p, a)
     kind = pair_kind(name, attrs)
     check_power_episodes(int(str(study_attr(attrs[0], "episodes"))))
     keys = taught_keys(attrs[0], attrs[1], load) if kind == "taught-base" else frozenset()
-    sides = [Side(p, {k: out / f"{p.stem}-{k}.h5" for k in INTERVENTIONS}) for p in paths]
+    sides = [Side(p, {k: out / f"{lab}-{k}.h5" for k in INTERVENTIONS}, lab)
+             for p, lab in zip(paths, labels, strict=True)]
     return KnownPair(name, kind, sides[0], tuple(sides[1:]), keys)
 
 
-def _pair_name(paths: Sequence[Path]) -> str:
-    """``POSITIVE vs REFERENCE`` (stems), or ``POSITIVE vs N untrained``."""
-    return f"{paths[0].stem} vs {', '.join(p.stem for p in paths[1:])}"
+def side_labels(paths: Sequence[Path]) -> list[str]:
+    """A name per study of a pair: its file stem, or ``FOLDER-STEM`` where two studies share
+    a stem (a taught model's and its base's studies of one condition), so that their
+    intervention files in ``--out`` do not collide."""
+    stems = [p.stem for p in paths]
+    if len(set(stems)) == len(stems):
+        return stems
+    labels = [f"{p.resolve().parent.name}-{p.stem}" for p in paths]
+    if len(set(labels)) == len(labels):
+        return labels
+    return [f"{i}-{s}" for i, s in enumerate(stems)]
 
 
 # ----------------------------------------------------------------------------- running
@@ -245,7 +255,7 @@ def read_pair(pair: KnownPair, tests: Sequence[InternalTest], context: Context, 
     with open_cache(pair.positive.study) as first:
         cells = left_out_cells(first, pair.left_out)
         facts = _facts(pair, first, cells)
-    opened = [_open(s, s.study.stem, cells) for s in sides]
+    opened = [_open(s, s.name, cells) for s in sides]
     found: dict[tuple[str, str], Separation] = {}
     try:
         for test in tests:
@@ -267,8 +277,8 @@ def read_pair(pair: KnownPair, tests: Sequence[InternalTest], context: Context, 
 def _facts(pair: KnownPair, ds: xr.Dataset, cells: frozenset[Any]) -> PairFacts:
     env, models = study_kind(ds.attrs)
     kept = held_out(ds, cells).sizes["query"]
-    return PairFacts(pair.name, pair.kind, env, models, pair.positive.study.stem,
-                     ", ".join(r.study.stem for r in pair.references),
+    return PairFacts(pair.name, pair.kind, env, models, pair.positive.name,
+                     ", ".join(r.name for r in pair.references),
                      int(str(study_attr(ds.attrs, "episodes"))),
                      int(str(study_attr(ds.attrs, "model_n_layers"))),
                      int(ds.sizes["query"] - kept))

@@ -150,10 +150,17 @@ def ratio_reading(episode: NDArray[np.integer], num: F64, den: F64,
 @dataclass(frozen=True)
 class Side:
     """One network of a known pair, by its files: its study (a cache file) and the result
-    files of the interventions run on it, by kind (``patch``, ``steer``, ``interchange``)."""
+    files of the interventions run on it, by kind (``patch``, ``steer``, ``interchange``);
+    ``label`` names it where studies of one file name sit in different folders."""
 
     study: Path
     results: Mapping[str, Path] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """How reports name this network: its label, else its study's file stem."""
+        return self.label or self.study.stem
 
 
 @dataclass(frozen=True, eq=False)

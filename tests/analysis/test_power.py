@@ -241,3 +241,14 @@ def test_a_pair_of_two_studies_is_one_line(toy_pair: list[Path], tmp_path: Path,
                                  str(tmp_path / "q")])
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "at least 7 distinct episodes" in r.stderr
+
+
+def test_studies_of_one_file_name_get_their_folder_in_their_label() -> None:
+    """A taught model's and its base's studies of one condition share a file name: each side's
+    intervention files are named by its folder too, so that they do not collide in ``--out``."""
+    from belieflens.known_pairs import side_labels
+
+    assert side_labels([Path("a/toy.h5"), Path("a/random0.h5")]) == ["toy", "random0"]
+    assert side_labels([Path("gates/S_1/new-sides-0.h5"), Path("gates/base/new-sides-0.h5")]
+                       ) == ["S_1-new-sides-0", "base-new-sides-0"]
+    assert side_labels([Path("x/s.h5"), Path("y/x/s.h5")]) == ["0-s", "1-s"]
