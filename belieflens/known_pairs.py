@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from belieflens.analysis import power_tests
-from belieflens.analysis.floor import STUDY_KEYS, study_attr
+from belieflens.analysis.floor import study_attr, study_difference
 from belieflens.analysis.power import (
     TESTS,
     Context,
@@ -109,13 +109,12 @@ def _attrs(path: Path) -> dict[str, Any]:
 def _same_study(name: str, first: Path, a: dict[str, Any], other: Path,
                 b: dict[str, Any]) -> None:
     """One line naming the first way ``other`` is not the study ``first`` is."""
-    for key, what in STUDY_KEYS:
-        u, v = study_attr(a, key), study_attr(b, key)
-        if u != v:
-            raise ParameterError(
-                f"pair {name!r}: {other} is another study than {first}: its {what} differs "
-                f"({str(v)[:60]} vs {str(u)[:60]}); a known pair is one study read from "
-                "both networks")
+    differs = study_difference(a, b)
+    if differs is not None:
+        what, theirs, ours = differs
+        raise ParameterError(
+            f"pair {name!r}: {other} is another study than {first}: its {what} differs "
+            f"({theirs} vs {ours}); a known pair is one study read from both networks")
 
 
 def _init(a: dict[str, Any]) -> str:

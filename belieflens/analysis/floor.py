@@ -117,16 +117,27 @@ def study_attr(attrs: Mapping[str, Any], key: str) -> object:
     return str(value)
 
 
+def study_difference(study: Mapping[str, Any], other: Mapping[str, Any]
+                     ) -> tuple[str, str, str] | None:
+    """The first way ``other`` (a file's root attributes) is not the study ``study`` is, as
+    ``(what, other's value, the study's value)`` shortened for a message, or ``None``."""
+    for key, what in STUDY_KEYS:
+        u, v = study_attr(study, key), study_attr(other, key)
+        if u != v:
+            return what, _short(v), _short(u)
+    return None
+
+
 def check_floor(study: Mapping[str, Any], control: Mapping[str, Any], name: str) -> None:
     """One line (:class:`ParameterError`) naming the first way the control file ``name`` is
     not the same study as ``study`` (their root attributes), or is the same model."""
-    for key, what in STUDY_KEYS:
-        u, v = study_attr(study, key), study_attr(control, key)
-        if u != v:
-            raise ParameterError(
-                f"--floor {name} is another study: its {what} differs ({_short(v)} vs the "
-                f"study's {_short(u)}); a floor is the same study from an untrained control "
-                "(extract with the same options and --init random:SEED)")
+    differs = study_difference(study, control)
+    if differs is not None:
+        what, theirs, ours = differs
+        raise ParameterError(
+            f"--floor {name} is another study: its {what} differs ({theirs} vs the "
+            f"study's {ours}); a floor is the same study from an untrained control "
+            "(extract with the same options and --init random:SEED)")
     if study_attr(study, "weights_hash") == study_attr(control, "weights_hash"):
         raise ParameterError(f"--floor {name} has the study's own weights: a floor is an "
                              "untrained control (--init random:SEED)")
