@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -191,17 +191,18 @@ power-toys: setup
 # hours of CPU here); POWER_LM_TESTS chooses the tests (patch and interchange cost the most).
 POWER_LM_TURNS ?= 3 6 9
 POWER_LM_LAYERS ?= 10,16,20,26
-POWER_LM_TESTS ?= logit-lens,decoder,steer
+POWER_LM_TESTS ?= logit-lens,decoder,steer,patch
 power-taught: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught" $(BL) power \
 		--pair "$(GATES)/S_1/new-sides-0.h5 $(GATES)/base/new-sides-0.h5" \
 		--tests $(POWER_LM_TESTS) --probe next-flip --delivery multi-turn \
 		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_LM_LAYERS) \
-		--out $(POWER)/smollm2 --results power-taught
+		--out $(POWER)/smollm2 --results power-taught --record
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
 # FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the
-# controls beside the models (the README figure: runs/floors/compare/).
+# controls beside the models (the README figure: runs/floors/models/compare/); each model's
+# comparisons beside its floor go to docs/results/floor-MODEL.md.
 floor-models: setup
 	mkdir -p $(FLOORS)/models
 	for model in $(FLOOR_MODELS); do \
@@ -210,7 +211,9 @@ floor-models: setup
 				--model $$model --init $$init --quiet --out $(FLOORS)/models/$$model-$$(echo $$init | tr -d :).h5 \
 				--overwrite || exit 1; \
 		done; \
-		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
+		BELIEFLENS_RESULTS_COMMAND="make floor-models FLOOR_MODELS=$$model" $(BL) analyze \
+			$(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
+			--results floor-$$model \
 			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/$$model-random$(s).h5) || exit 1; \
 	done
 	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(FLOORS)/models/$(m)-trained.h5 \
@@ -303,8 +306,16 @@ setup-browser:
 		echo "chromium is not installed (run make setup-browser as root): browser tests skip"; \
 	fi
 
+# The whole suite: pytest on TEST_WORKERS workers, and beside it the static checks (mypy
+# --strict, ruff, the strict docs build), which take about a minute and a half of one core
+# and so fill the core that pytest's last file leaves idle. Fails where either fails.
 test: setup setup-docs setup-browser
+	$(MAKE) --no-print-directory -j2 test-pytest test-static
+
+test-pytest: setup setup-docs setup-browser
 	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+test-static: setup setup-docs
 	$(VENV)/bin/mypy --strict belieflens tests bench
 	$(VENV)/bin/ruff check .
 	$(MAKE) --no-print-directory docs
