@@ -14,7 +14,8 @@ shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 19
 stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
---schedule 264 --weigh question] [--results NAME]``.
+--schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS]
+[--results NAME]``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,37 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", schedule),
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
-    return dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
+    config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
+    if args.stated_copies == 1 and args.stated_priors is None:
+        return config
+    return dataclasses.replace(config, mix=stated_mix(config.mix, args.stated_copies,
+                                                      args.stated_priors))
+
+
+def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
+               priors: str | None) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """``mix`` with each stated-prior condition taught ``copies`` times (each copy at its own
+    seed, as every condition of a mix is) and, with ``priors`` (``MEANS/WEIGHTS``), its priors
+    drawn from those means and weights.
+
+    Examples:
+        >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
+        >>> [dict(c) for c in stated_mix(mix, 2, "0.3,0.7/2,5")]  # doctest: +NORMALIZE_WHITESPACE
+        [{'prior': 'unstated'},
+         {'prior': 'stated', 'prior_means': '0.3,0.7', 'prior_weights': '2,5'},
+         {'prior': 'stated', 'prior_means': '0.3,0.7', 'prior_weights': '2,5'}]
+    """
+    extra: dict[str, str] = {}
+    if priors is not None:
+        means, _, weights = priors.partition("/")
+        extra = {"prior_means": means, "prior_weights": weights}
+    out: list[tuple[tuple[str, Any], ...]] = []
+    for c in mix:
+        if dict(c).get("prior") != "stated":
+            out.append(c)
+            continue
+        out += [tuple(sorted({**dict(c), **extra}.items()))] * copies
+    return tuple(out)
 
 
 COLUMNS = ("adapter", "target", "LoRA", "training data", "steps", "wall time", "CPU time",
@@ -98,6 +129,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="an experiment: the steps the decay spans (above --steps: stop early)")
     ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
                     "weight per read-out")
+    ap.add_argument("--stated-copies", type=int, default=1, help="an experiment: each "
+                    "stated-prior condition taught this many times, each at its own seed")
+    ap.add_argument("--stated-priors", default=None, help="an experiment: the stated "
+                    "priors taught, MEANS/WEIGHTS (0.3,0.7/2,5)")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -106,10 +141,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     changed = any(v is not None for v in (args.episodes, args.steps, args.batch, args.layers,
-                                          args.weigh, args.rank, args.lr, args.schedule))
+                                          args.weigh, args.rank, args.lr, args.schedule,
+                                          args.stated_priors)) or args.stated_copies != 1
     if changed and args.dest is None:
-        ap.error("--episodes, --steps, --batch, --layers, --rank, --lr, --schedule and --weigh "
-                 "change the recipe: give --dest")
+        ap.error("--episodes, --steps, --batch, --layers, --rank, --lr, --schedule, --weigh "
+                 "and --stated-* change the recipe: give --dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():
