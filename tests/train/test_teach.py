@@ -260,8 +260,10 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     from bench.teach_ship import recipe
 
     def args(**given: object) -> argparse.Namespace:
-        names = ("episodes", "steps", "weigh", "batch", "rank", "lr", "schedule", "layers")
-        return argparse.Namespace(**{n: given.get(n) for n in names})
+        names = ("episodes", "steps", "weigh", "batch", "rank", "lr", "schedule", "layers",
+                 "stated_priors")
+        return argparse.Namespace(**{n: given.get(n) for n in names},
+                                  stated_copies=given.get("stated_copies", 1))
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
@@ -271,6 +273,13 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     stopped = recipe(name, args(steps=100, schedule=264))
     assert (stopped.steps, stopped.schedule) == (100, 264)
     assert recipe(name, args(episodes=48)).schedule == SHIPPED[name].schedule
+    heavy = recipe(name, args(stated_copies=3, stated_priors="0.15,0.85/1,10"))
+    stated = [dict(c) for c in heavy.mix if dict(c)["prior"] == "stated"]
+    unstated = [c for c in heavy.mix if dict(c)["prior"] != "stated"]
+    assert len(stated) == 3 * len(unstated) == 60
+    assert {(c["prior_means"], c["prior_weights"]) for c in stated} == {("0.15,0.85", "1,10")}
+    seeds = {c.seed for c in heavy.conditions()}
+    assert len(seeds) == len(heavy.mix)  # each copy at its own seed
 
 
 def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> None:
