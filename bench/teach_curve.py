@@ -49,6 +49,7 @@ from belieflens.train.teach import (
     TeachConfig,
     additive_mask,
     taught_trees,
+    trained_prompts,
     with_lora,
 )
 from belieflens.train.teach_data import Tree, build_tree, groups
@@ -173,7 +174,8 @@ def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
 
 
 def run_config(name: str, run: Path | None) -> tuple[TeachConfig, dict[str, Any] | None]:
-    """The shipped recipe ``name``, with the LoRA shape of the run in ``run`` if given."""
+    """The shipped recipe ``name``, with the LoRA shape of the run in ``run`` if given (the
+    read-outs left out are then the run's own, from its ``prompts.txt``)."""
     config = SHIPPED[name]
     if run is None:
         return config, None
@@ -203,7 +205,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     config, info = run_config(args.name, args.run)
     gates = load_gate_file(args.conditions)
     model, tok, _, _ = load_transformers(config.model)
-    keys = frozenset(taught_trees(config, tok)[1])
+    # the run's own record where given (an experiment's mix is not the shipped one), else the
+    # shipped recipe's read-outs rebuilt
+    keys = (trained_prompts(args.run, tok) if args.run is not None
+            else frozenset(taught_trees(config, tok)[1]))
     t0 = time.process_time()
     conditions = {c: [part(tok, gates, *x, config.temper, keys) for x in gates.episodes_of(c)]
                   for c in gates.conditions}
