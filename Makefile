@@ -201,8 +201,9 @@ power-taught: setup
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
 # FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the
-# controls beside the models (the README figure: runs/floors/models/compare/); each model's
-# comparisons beside its floor go to docs/results/floor-MODEL.md.
+# controls beside the models (runs/floors/models/compare/); each model's comparisons beside
+# its floor go to docs/results/floor-MODEL.md and its floor figure to
+# docs/models/floor-MODEL.png (the README's figure is SmolLM2-135M's).
 floor-models: setup
 	mkdir -p $(FLOORS)/models
 	for model in $(FLOOR_MODELS); do \
@@ -215,6 +216,7 @@ floor-models: setup
 			$(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
 			--results floor-$$model \
 			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/$$model-random$(s).h5) || exit 1; \
+		cp $(FLOORS)/models/$$model/floor.png docs/models/floor-$$model.png || exit 1; \
 	done
 	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(FLOORS)/models/$(m)-trained.h5 \
 		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/$(m)-random$(s).h5)) \
