@@ -14,7 +14,7 @@ shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 19
 stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
---schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS]
+--schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts]
 [--results NAME]``.
 """
 
@@ -54,17 +54,19 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
-    if args.stated_copies == 1 and args.stated_priors is None:
+    if (args.stated_copies, args.stated_priors, args.stated_as) == (1, None, "share"):
         return config
     return dataclasses.replace(config, mix=stated_mix(config.mix, args.stated_copies,
-                                                      args.stated_priors))
+                                                      args.stated_priors, args.stated_as))
 
 
 def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
-               priors: str | None) -> tuple[tuple[tuple[str, Any], ...], ...]:
+               priors: str | None, form: str = "share"
+               ) -> tuple[tuple[tuple[str, Any], ...], ...]:
     """``mix`` with each stated-prior condition taught ``copies`` times (each copy at its own
     seed, as every condition of a mix is) and, with ``priors`` (``MEANS/WEIGHTS``), its priors
-    drawn from those means and weights.
+    drawn from those means and weights; ``form`` other than ``share``: told in that form
+    (the coin flip's ``stated_as``).
 
     Examples:
         >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
@@ -77,6 +79,8 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
     if priors is not None:
         means, _, weights = priors.partition("/")
         extra = {"prior_means": means, "prior_weights": weights}
+    if form != "share":
+        extra["stated_as"] = form
     out: list[tuple[tuple[str, Any], ...]] = []
     for c in mix:
         if dict(c).get("prior") != "stated":
@@ -133,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "stated-prior condition taught this many times, each at its own seed")
     ap.add_argument("--stated-priors", default=None, help="an experiment: the stated "
                     "priors taught, MEANS/WEIGHTS (0.3,0.7/2,5)")
+    ap.add_argument("--stated-as", choices=("share", "counts"), default="share",
+                    help="an experiment: how the stated priors taught are told")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -142,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     changed = any(v is not None for v in (args.episodes, args.steps, args.batch, args.layers,
                                           args.weigh, args.rank, args.lr, args.schedule,
-                                          args.stated_priors)) or args.stated_copies != 1
+                                          args.stated_priors)) or (
+        args.stated_copies, args.stated_as) != (1, "share")
     if changed and args.dest is None:
         ap.error("--episodes, --steps, --batch, --layers, --rank, --lr, --schedule, --weigh "
                  "and --stated-* change the recipe: give --dest")

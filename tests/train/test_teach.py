@@ -263,7 +263,8 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
         names = ("episodes", "steps", "weigh", "batch", "rank", "lr", "schedule", "layers",
                  "stated_priors")
         return argparse.Namespace(**{n: given.get(n) for n in names},
-                                  stated_copies=given.get("stated_copies", 1))
+                                  stated_copies=given.get("stated_copies", 1),
+                                  stated_as=given.get("stated_as", "share"))
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
@@ -280,6 +281,11 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert {(c["prior_means"], c["prior_weights"]) for c in stated} == {("0.15,0.85", "1,10")}
     seeds = {c.seed for c in heavy.conditions()}
     assert len(seeds) == len(heavy.mix)  # each copy at its own seed
+    counts = recipe(name, args(stated_as="counts"))
+    told = [dict(c) for c in counts.mix]
+    assert len(told) == len(SHIPPED[name].mix)
+    assert all(c.get("stated_as") == ("counts" if c["prior"] == "stated" else None)
+               for c in told)
 
 
 def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> None:

@@ -75,6 +75,10 @@ class CoinFlipParams(Delivers):
                              "prior=stated: the first face's average share, comma-separated")
     prior_weights: str = param("2,4,8", "prior=stated: the prior's worth in flips, "
                                "comma-separated")
+    stated_as: Literal["share", "counts"] = param(
+        "share", "prior=stated: how the prior is told: the first face's average share and its "
+        "worth in flips (share), or the flips of each face it is worth, as if already seen "
+        "(counts)")
     sides: Literal["heads-tails", "random"] = param(
         "heads-tails", "random: the faces get episode-specific names from the word list")
     words: Literal["a", "b"] = param("a", "sides=random: the word list (a and b are disjoint)")
@@ -111,6 +115,8 @@ class CoinFlipParams(Delivers):
             raise bad("a0" if self.a0 != 1.0 else "b0", self.a0 if self.a0 != 1.0 else self.b0,
                       "the unstated prior's; prior=stated draws it from prior_means and "
                       "prior_weights")
+        if self.stated_as == "counts":
+            self._counts_read_back()
         flips = self.turns * self.per_turn
         if (self.reports == "noisy" or self.changepoint > 0) and flips > MAX_FILTERED_FLIPS:
             raise bad("turns", self.turns, f"turns x per_turn <= {MAX_FILTERED_FLIPS} with "
@@ -123,6 +129,14 @@ class CoinFlipParams(Delivers):
             raise bad("prior_means", self.prior_means, "numbers in (0, 1)")
         weights = _numbers("prior_weights", self.prior_weights, 0.0, 1e6, open_lo=True)
         return tuple((m, w) for m in means for w in weights)
+
+    def _counts_read_back(self) -> None:
+        """Every stated prior's pseudo-counts print as numbers that read back exactly."""
+        for mean, weight in self.stated_priors():
+            for x in (mean * weight, (1.0 - mean) * weight):
+                if float(prompts.number(round(x, 12))) != round(x, 12):
+                    raise bad("prior_weights", self.prior_weights,
+                              f"weights whose counts print exactly (mean {mean} gives {x!r})")
 
     def reliability_levels(self) -> tuple[float, ...]:
         """The observers' reliabilities."""
@@ -197,7 +211,7 @@ def draw_episode(p: CoinFlipParams, seed: int, index: int) -> Draw:
         i, j = np.random.default_rng([seed, index, 1]).choice(len(words), 2, replace=False)
         faces = (words[int(i)], words[int(j)])
     setting = Setting(faces=faces, prior=stated, hazard=p.changepoint,
-                      noisy=p.reports == "noisy", wording=p.wording)
+                      noisy=p.reports == "noisy", wording=p.wording, prior_form=p.stated_as)
     reports, texts = _reports(p, setting, flips, np.random.default_rng([seed, index, 2]))
     return Draw(setting, a0, b0, theta, tuple(thetas), tuple(flips), reports, texts)
 

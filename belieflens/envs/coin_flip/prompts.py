@@ -17,6 +17,10 @@ from belieflens.episodes.base import Marked
 Wording = Literal["standard", "paraphrase"]
 """The template family: the original texts, or a paraphrase of every sentence."""
 
+PriorForm = Literal["share", "counts"]
+"""How a stated prior is told: the first face's average share and its worth in flips, or the
+flips of each face it is worth, as if already seen."""
+
 WORD_LISTS: dict[str, tuple[str, ...]] = {
     "a": ("lamp", "river", "apple", "chair", "cloud", "drum", "forest", "hammer", "kettle",
           "lemon", "mirror", "needle", "pillow", "rocket", "saddle", "tiger", "violin",
@@ -46,6 +50,7 @@ class Setting:
         hazard: the stated chance of a swap before each flip after the first (0: none).
         noisy: whether observers report the flips.
         wording: the template family.
+        prior_form: how a stated prior is told.
     """
 
     faces: tuple[str, str] = ("heads", "tails")
@@ -53,6 +58,7 @@ class Setting:
     hazard: float = 0.0
     noisy: bool = False
     wording: Wording = "standard"
+    prior_form: PriorForm = "share"
 
     @property
     def default_faces(self) -> bool:
@@ -92,14 +98,11 @@ def flip_word(s: Setting) -> str:
 
 
 def _statements(s: Setting) -> list[str]:
-    f0, flip = s.faces[0], flip_word(s)
+    flip = flip_word(s)
     flips = "tosses" if flip == "toss" else "flips"
     out = []
     if s.prior is not None:
-        mean, weight = s.prior
-        out.append(f"What we know in advance: coins from its batch land {f0} "
-                   f"{percent(mean)} of the time on average, and that knowledge is worth as "
-                   f"much as {number(weight)} {flips if weight != 1 else flip} of this coin.")
+        out.append(_prior_statement(s, *s.prior))
     if s.hazard > 0:
         out.append(f"Before each {flip} after the first, there is a {percent(s.hazard)} chance "
                    "that I swap the coin for another one from the same batch, without telling "
@@ -108,6 +111,22 @@ def _statements(s: Setting) -> list[str]:
         out.append(f"I do not see the {flips} myself: each result is reported by an observer, "
                    "who also says how often they are right.")
     return out
+
+
+def _prior_statement(s: Setting, mean: float, weight: float) -> str:
+    f0, f1, flip = *s.faces, flip_word(s)
+    if s.prior_form == "counts":
+        a, b = round(mean * weight, 12), round((1.0 - mean) * weight, 12)
+        return (f"What we know in advance about coins from its batch is worth as much as having "
+                f"already seen this coin land {f0} {_times(a)} and {f1} {_times(b)}.")
+    flips = "tosses" if flip == "toss" else "flips"
+    return (f"What we know in advance: coins from its batch land {f0} {percent(mean)} of the "
+            f"time on average, and that knowledge is worth as much as {number(weight)} "
+            f"{flips if weight != 1 else flip} of this coin.")
+
+
+def _times(x: float) -> str:
+    return "once" if x == 1 else f"{number(x)} times"
 
 
 def report_text(s: Setting, face: int, observer: str = "", reliability: float = 1.0) -> str:

@@ -109,6 +109,26 @@ def test_stated_priors_come_from_the_sets_given() -> None:
     assert shares == {0.1, 0.9}
 
 
+def test_a_prior_stated_as_counts_is_the_same_prior_read_back_from_its_counts() -> None:
+    """``stated_as=counts`` tells each episode's prior as flips already seen: the counts read
+    back from the text are the oracle's pseudo-counts, and the episode is the share form's
+    (same prior, flips and oracles) with only that sentence changed."""
+    params = {"prior": "stated", "turns": 5, "sides": "random"}
+    shares = _one(params, n=15, seed=4)
+    for share, counts in zip(shares, _one({**params, "stated_as": "counts"}, n=15, seed=4),
+                             strict=True):
+        face, other = str(counts.truth["first_face"]), str(counts.truth["second_face"])
+        found = re.search(rf"already seen this coin land {face} (once|[\d.]+ times) and "
+                          rf"{other} (once|[\d.]+ times)\.", _intro(counts))
+        assert found is not None, _intro(counts)
+        a0, b0 = (1.0 if x == "once" else float(x.split()[0]) for x in found.groups())
+        assert (a0, b0) == pytest.approx((counts.truth["a0"], counts.truth["b0"]), abs=1e-9)
+        assert counts.truth == share.truth and _intro(counts) != _intro(share)
+        assert "worth as much as" in _intro(share) and "% of the time" not in _intro(counts)
+        for t in range(6):
+            assert _next_flip(counts, t) == _next_flip(share, t)
+
+
 # ------------------------------------------------------------------------- sides=random
 def test_random_sides_name_the_faces_everywhere_and_relabel_the_same_flips() -> None:
     plain = _one({"turns": 8}, n=6, seed=4)
@@ -280,6 +300,8 @@ def test_probes_asks_one_question_with_the_same_read_outs() -> None:
     ({"reliabilities": "0.4,0.9"}, "'reliabilities'"),
     ({"reports": "noisy", "turns": 600, "per_turn": 2}, "'turns'"),
     ({"summary": "maybe"}, "'summary'"),
+    ({"stated_as": "words"}, "'stated_as'"),
+    ({"prior": "stated", "stated_as": "counts", "prior_weights": "0.3333333"}, "exactly"),
 ])
 def test_a_bad_variant_option_is_one_line(params: dict[str, object], fragment: str) -> None:
     with pytest.raises(ParameterError) as e:
