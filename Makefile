@@ -191,7 +191,7 @@ power-toys: setup
 # hours of CPU here); POWER_LM_TESTS chooses the tests (patch and interchange cost the most).
 POWER_LM_TURNS ?= 3 6 9
 POWER_LM_LAYERS ?= 10,16,20,26
-POWER_LM_TESTS ?= logit-lens,decoder,steer,patch
+POWER_LM_TESTS ?= logit-lens,decoder,steer,patch,interchange
 power-taught: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught" $(BL) power \
 		--pair "$(GATES)/S_1/new-sides-0.h5 $(GATES)/base/new-sides-0.h5" \

@@ -18,8 +18,9 @@ training steps), and files already there are reused. Then every test reads every
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from belieflens.interventions import (
     SteerOptions,
     intervene,
 )
+from belieflens.interventions.results import attr_value
 from belieflens.model.load import LoadedModel
 from belieflens.store.cache import open_cache
 from belieflens.types import DebiasMethod
@@ -205,21 +207,38 @@ def side_labels(paths: Sequence[Path]) -> list[str]:
 # ----------------------------------------------------------------------------- running
 
 
-def reused(result: Path, study: Path) -> bool:
-    """Whether ``result`` is there to be reused: run on ``study`` (one line where it was run
-    on another study, say one re-extracted with other settings)."""
+def reused(result: Path, study: Path, options: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``result`` is there to be reused: run on ``study`` and, where ``options`` (an
+    intervention's ``option_*`` settings) are given, with each of them as given (one line
+    where it was run on another study, say one re-extracted with other settings, or with
+    other options, say other layers)."""
     from belieflens.store.results import open_result
 
     if not result.exists():
         return False
     with open_result(result) as r:
-        ran = str(r.attrs.get("study_fingerprint", ""))
+        attrs = dict(r.attrs)
+    ran = str(attrs.get("study_fingerprint", ""))
     have = str(_attrs(study).get("study_fingerprint", ""))
     if ran != have:
         raise ParameterError(f"{result} was run on another study than {study} (fingerprint "
                              f"{ran[:12]}, the study's {have[:12]}): remove it or choose "
                              "another --out")
+    for key, want in (options or {}).items():
+        got = attrs.get(f"option_{key}")
+        if want is not None and got is not None and str(got) != str(attr_value(want)):
+            raise ParameterError(f"{result} was run with {key} {got}, not {attr_value(want)}: "
+                                 "remove it or choose another --out")
     return True
+
+
+def recipe_settings(recipe: Recipe, kind: str) -> dict[str, Any]:
+    """The settings a result file of intervention ``kind`` made by ``recipe`` records (its
+    ``option_*`` attributes; ``None`` where the recipe leaves one to the default)."""
+    settings = dataclasses.asdict(recipe.options(kind))
+    settings.update(turns=recipe.select.turns, probes=recipe.select.probes,
+                    deliveries=recipe.select.deliveries)
+    return {k: v for k, v in settings.items() if k != "pairs"}
 
 
 def run_interventions(pair: KnownPair, kinds: Sequence[str], recipe: Recipe, *,
@@ -230,7 +249,8 @@ def run_interventions(pair: KnownPair, kinds: Sequence[str], recipe: Recipe, *,
     from belieflens.interventions.readouts import read_study
 
     for side in (pair.positive, *pair.references):
-        todo = [k for k in kinds if not reused(side.results[k], side.study)]
+        todo = [k for k in kinds
+                if not reused(side.results[k], side.study, recipe_settings(recipe, k))]
         if not todo:
             continue
         model = model_for(None, read_study(side.study, need=()))

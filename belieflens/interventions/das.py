@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from belieflens.interventions.forward import (
     RowBatch,
+    answer_logprobs,
     at_answer,
     clean_run,
     option_logprobs_from,
@@ -63,59 +64,132 @@ class Recipe:
 
 @dataclass(frozen=True, eq=False)
 class LayerRows:
-    """Pairs at one layer, ready to swap: the base's residual at every position
-    ``[pair, position, d_model]``, the source's at its answer position ``[pair, d_model]``
-    (tensors on the model's device), the base rows as a batch, the source's oracle in the
-    base's option order ``[pair, option]`` (the training target), and the clean runs' option
-    log-probs of base and source ``[pair, option]``."""
+    """Pairs at one layer, ready to swap (tensors on the model's device): the base's and the
+    source's residual at the answer position ``[pair, d_model]``, the base rows as a batch,
+    the source's oracle in the base's option order ``[pair, option]`` (the training target),
+    and the clean runs' option log-probs of base and source ``[pair, option]``.
 
-    base: Tensor
+    The rest of a base's context is run from one clean run of each distinct base read-out
+    (``unique [pair]``: the pair's base among them): through its key/value ``cache`` where
+    the model's cache can be reused (only the answer position runs again:
+    :func:`~belieflens.interventions.forward.answer_logprobs`), else from its residual
+    ``context [base, position, d_model]`` at this layer (every position runs again)."""
+
+    answer: Tensor
     source: Tensor
     batch: RowBatch
     target: F64
     base_logprob: F64
     source_logprob: F64
+    unique: Tensor
+    cache: Any = None
+    context: Tensor | None = None
+
+
+@dataclass
+class _Runs:
+    """Clean runs of distinct read-outs: each one's residual at every layer at its answer
+    position, (without a cache) at every position, its option log-probs, and the cache."""
+
+    answer: dict[int, list[Tensor]]
+    context: dict[int, list[Tensor]]
+    logprob: list[F64]
+    caches: list[Any]
+
+
+def _distinct(queries: Sequence[TokenizedQuery]) -> tuple[list[TokenizedQuery], list[int]]:
+    """The distinct read-outs in first-seen order, and each query's index among them."""
+    index: dict[TokenizedQuery, int] = {}
+    of = [index.setdefault(q, len(index)) for q in queries]
+    return list(index), of
+
+
+def _clean_runs(model: LoadedModel, queries: Sequence[TokenizedQuery], layers: Sequence[int],
+                chunk: int, *, context: bool) -> tuple[_Runs, RowBatch]:
+    """One clean run of ``queries`` (in chunks), with the key/value cache or (``context``,
+    where there is none) the residual at every position of ``layers``."""
+    import torch
+
+    batch = RowBatch.of(queries)
+    if len(batch.rows) != len(queries):
+        raise ValueError("a subspace swap needs read-outs with single-token options")
+    runs = _Runs({la: [] for la in layers}, {la: [] for la in layers}, [], [])
+    for start in range(0, len(queries), chunk):
+        part = RowBatch.of(queries[start : start + chunk])
+        run = clean_run(model, part, keep_cache=context)
+        if run.cache is not None:
+            runs.caches.append(run.cache)
+        for la in layers:
+            runs.answer[la].append(at_answer(run.resid[la], part))
+            if context and run.cache is None:
+                runs.context[la].append(torch.nn.functional.pad(
+                    run.resid[la], (0, 0, 0, batch.width - run.resid.shape[2])))
+        lp = np.full((len(part.queries), batch.n_options), np.nan)
+        lp[:, : run.logprob.shape[1]] = run.logprob
+        runs.logprob.append(lp)
+        del run
+    return runs, batch
 
 
 def layer_rows(model: LoadedModel, base: Sequence[TokenizedQuery],
                source: Sequence[TokenizedQuery], target: F64, layers: Sequence[int],
                chunk: int = 64) -> dict[int, LayerRows]:
     """The :class:`LayerRows` at each of ``layers`` of the pairs ``base[i]`` / ``source[i]``,
-    from one clean run of each (in chunks of ``chunk`` pairs; single-token options: the swap
-    reads one row per query)."""
+    from one clean run of each distinct base and each distinct source (in chunks of
+    ``chunk``; single-token options: the swap reads one row per query)."""
     import torch
+
+    from belieflens.model.kv_cache import stack_caches
 
     batch = RowBatch.of(base)
     if len(batch.rows) != len(base):
         raise ValueError("a subspace swap needs read-outs with single-token options")
-    b_parts: dict[int, list[Tensor]] = {la: [] for la in layers}
-    s_parts: dict[int, list[Tensor]] = {la: [] for la in layers}
-    logprobs = np.full((2, len(base), batch.n_options), np.nan)
-    for start in range(0, len(base), chunk):
-        cb = clean_run(model, RowBatch.of(base[start : start + chunk]), keep_cache=False)
-        sb = RowBatch.of(source[start : start + chunk])
-        cs = clean_run(model, sb, keep_cache=False)
-        for la in layers:
-            res = cb.resid[la]
-            b_parts[la].append(torch.nn.functional.pad(res, (0, 0, 0, batch.width
-                                                             - res.shape[1])))
-            s_parts[la].append(at_answer(cs.resid[la], sb))
-        for i, run in enumerate((cb, cs)):
-            logprobs[i, start : start + run.logprob.shape[0], : run.logprob.shape[1]] = (
-                run.logprob)
-        del cb, cs
-    return {la: LayerRows(torch.cat(b_parts[la]), torch.cat(s_parts[la]), batch, target,
-                          *logprobs) for la in layers}
+    bases, b_of = _distinct(base)
+    sources, s_of = _distinct(source)
+    b_runs, b_batch = _clean_runs(model, bases, layers, chunk, context=True)
+    s_runs, _ = _clean_runs(model, sources, layers, chunk, context=False)
+    whole = len(b_runs.caches) == -(-len(bases) // chunk)
+    cache = stack_caches(b_runs.caches, b_batch.width) if whole else None
+    device = b_runs.answer[layers[0]][0].device
+    bi, si = (torch.as_tensor(x, device=device) for x in (b_of, s_of))
+    b_lp, s_lp = (_widened(np.concatenate(r.logprob)[of], batch.n_options)
+                  for r, of in ((b_runs, b_of), (s_runs, s_of)))
+    out = {}
+    for la in layers:
+        context = None if cache is not None else torch.nn.functional.pad(
+            torch.cat(b_runs.context[la]), (0, 0, 0, batch.width - b_batch.width))
+        out[la] = LayerRows(torch.cat(b_runs.answer[la])[bi], torch.cat(s_runs.answer[la])[si],
+                            batch, target, b_lp, s_lp, bi, cache, context)
+    return out
 
 
-def swapped(rows: LayerRows, basis: Tensor, index: Tensor | None = None) -> Tensor:
-    """The base residuals (of the pairs ``index``; ``None``: all) with the answer position's
-    component in ``basis [d_model, k]`` taken from the source."""
-    base = rows.base if index is None else rows.base[index]
+def _widened(x: F64, width: int) -> F64:
+    """``x [row, option]`` cut or NaN-padded to ``width`` options."""
+    out = np.full((x.shape[0], width), np.nan)
+    n = min(width, x.shape[1])
+    out[:, :n] = x[:, :n]
+    return out
+
+
+def _values(rows: LayerRows, basis: Tensor, index: Tensor | None = None) -> Tensor:
+    """The base's answer-position residuals (of the pairs ``index``; ``None``: all) with
+    their component in ``basis [d_model, k]`` taken from the source."""
+    ans = rows.answer if index is None else rows.answer[index]
     src = rows.source if index is None else rows.source[index]
-    batch = rows.batch if index is None else _sub_batch(rows.batch, index)
-    ans = at_answer(base, batch)
-    return with_answer(base, batch, ans + ((src - ans) @ basis) @ basis.T)
+    return ans + ((src - ans) @ basis) @ basis.T
+
+
+def swapped_logprobs(model: LoadedModel, rows: LayerRows, layer: int, values: Tensor,
+                     index: Tensor) -> Tensor:
+    """Option log-probs ``[pair, option]`` (a torch tensor, with the autograd graph from
+    ``values``) of the pairs ``index`` when each base's layer-``layer`` residual at its
+    answer position is ``values [pair, d_model]``, the rest of its context clean."""
+    batch = _sub_batch(rows.batch, index)
+    if rows.cache is not None:
+        return answer_logprobs(model, batch, layer, values, rows.cache, rows.unique[index])
+    assert rows.context is not None
+    context = rows.context[rows.unique[index]]
+    return option_logprobs_from(model, batch, layer, with_answer(context, batch, values))
 
 
 def _sub_batch(batch: RowBatch, index: Tensor) -> RowBatch:
@@ -138,13 +212,13 @@ def swap_logprobs(model: LoadedModel, rows: LayerRows, layer: int, basis: F64,
     from its source at ``layer``."""
     import torch
 
-    b = torch.as_tensor(basis, dtype=rows.base.dtype, device=rows.base.device)
+    b = torch.as_tensor(basis, dtype=rows.answer.dtype, device=rows.answer.device)
     out = np.full((len(rows.batch.queries), rows.batch.n_options), np.nan)
     with torch.inference_mode():
         for start in range(0, out.shape[0], chunk):
-            idx = torch.arange(start, min(start + chunk, out.shape[0]))
-            lp = option_logprobs_from(model, _sub_batch(rows.batch, idx), layer,
-                                      swapped(rows, b, idx))
+            idx = torch.arange(start, min(start + chunk, out.shape[0]),
+                               device=rows.answer.device)
+            lp = swapped_logprobs(model, rows, layer, _values(rows, b, idx), idx)
             out[start : start + idx.numel(), : lp.shape[1]] = lp.double().cpu().numpy()
     return out
 
@@ -182,7 +256,7 @@ def _loss(model: LoadedModel, rows: LayerRows, layer: int, moved: Tensor,
     """Cross-entropy of the swapped outputs over the options against the target."""
     import torch
 
-    lp = option_logprobs_from(model, _sub_batch(rows.batch, index), layer, moved)
+    lp = swapped_logprobs(model, rows, layer, moved, index)
     n = rows.target.shape[1]
     logq = torch.log_softmax(lp[:, :n], dim=-1)
     target = torch.as_tensor(rows.target[index.cpu().numpy()], dtype=logq.dtype,
@@ -197,22 +271,21 @@ def train_basis(model: LoadedModel, rows: LayerRows, layer: int, recipe: Recipe,
     import torch
 
     pv = _pyvene()
-    d = int(rows.base.shape[-1])
+    d = int(rows.answer.shape[-1])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.seed)
         rotation = pv.LowRankRotatedSpaceIntervention(embed_dim=d,
                                                       low_rank_dimension=recipe.rank)
-    rotation.to(rows.base.device)
+    rotation.to(rows.answer.device)
     opt = torch.optim.Adam(rotation.parameters(), lr=recipe.lr)
     gen = torch.Generator().manual_seed(recipe.seed)
-    n = int(rows.base.shape[0])
+    n = int(rows.answer.shape[0])
     losses = np.zeros(recipe.steps)
     with frozen(model), torch.enable_grad():
         for step in range(recipe.steps):
-            index = torch.randperm(n, generator=gen)[: recipe.batch_pairs]
-            base, batch = rows.base[index], _sub_batch(rows.batch, index)
-            ans = at_answer(base, batch)
-            moved = with_answer(base, batch, rotation(ans, rows.source[index]))
+            index = torch.randperm(n, generator=gen)[: recipe.batch_pairs].to(
+                rows.answer.device)
+            moved = rotation(rows.answer[index], rows.source[index])
             loss = _loss(model, rows, layer, moved, index)
             opt.zero_grad()
             loss.backward()

@@ -326,10 +326,11 @@ def run_edited(model: LoadedModel, batch: RowBatch, layer: int, resid: Tensor,
 
 
 def _run_suffix(model: LoadedModel, layer: int, suffix: Tensor, cache: Any, start: int,
-                rows: Tensor | None, keep: list[int]) -> Tensor:
+                rows: Tensor | None, keep: list[int], *, grad: bool = False) -> Tensor:
     """Logits at the ``keep`` positions of ``suffix`` (the layer-``layer`` residual of
     positions ``start ..``), the first ``start`` positions read from ``cache`` (its rows
-    ``rows``; ``None``: all, in order); blocks ``0 .. layer-1`` are bypassed."""
+    ``rows``; ``None``: all, in order); blocks ``0 .. layer-1`` are bypassed. ``grad``: keep
+    the autograd graph from ``suffix`` (no ``inference_mode``)."""
     import torch
 
     from belieflens.model.kv_cache import prefix_cache
@@ -339,7 +340,8 @@ def _run_suffix(model: LoadedModel, layer: int, suffix: Tensor, cache: Any, star
     if start > 0 and layer < n_layers:  # at layer L no block attends to the past
         kwargs["past_key_values"] = prefix_cache(cache, start, rows)
     last = suffix if layer == n_layers else None
-    with torch.inference_mode(), bypass_blocks(model, layer, last), warnings.catch_warnings():
+    with torch.inference_mode(not grad), bypass_blocks(model, layer, last), \
+            warnings.catch_warnings():
         # transformers 5 renames GPT-2's `past_key_values`; the bridge still passes that name
         warnings.filterwarnings("ignore", message="`past_key_values` is deprecated")
         logits: Tensor = model.bridge(
@@ -400,4 +402,32 @@ def option_logprobs_from(model: LoadedModel, batch: RowBatch, layer: int, resid:
             at = torch.arange(k, k + len(cont), device=logp.device)
             out[r.query, r.option] = logp[at, torch.tensor(cont, device=logp.device)].sum()
             k += len(cont)
+    return out
+
+
+def answer_logprobs(model: LoadedModel, batch: RowBatch, layer: int, answer: Tensor,
+                    cache: Any, cache_rows: Tensor) -> Tensor:
+    """:func:`option_logprobs_from` for an edit of the answer position alone, through the
+    clean cache: the option log-probs ``[query, option]`` (a torch tensor, ``-inf`` past a
+    query's options, the autograd graph from ``answer``) of ``batch`` (one row per query:
+    single-token options) when each row's layer-``layer`` residual at its answer position is
+    ``answer [row, d_model]`` and every position before it is the clean run's, whose keys and
+    values are row ``cache_rows[row]`` of ``cache``. Only the answer positions run through
+    blocks ``layer .. L-1``, rows of one answer position in one forward."""
+    import torch
+
+    if len(batch.rows) != len(batch.queries):
+        raise ValueError("an answer edit through the cache reads single-token options")
+    starts = batch.answer_positions()
+    out = torch.full((len(batch.queries), batch.n_options), float("-inf"),
+                     device=answer.device)
+    for start in (int(x) for x in np.unique(starts)):
+        rows = np.flatnonzero(starts == start)
+        at = torch.as_tensor(rows, device=answer.device)
+        logits = _run_suffix(model, layer, answer[at][:, None, :], cache, start,
+                             cache_rows[at], [0], grad=True)
+        logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+        for k, r in enumerate(rows):
+            ids = [c[0] for c in batch.queries[int(r)].option_ids]
+            out[int(r), : len(ids)] = logp[k, torch.tensor(ids, device=logp.device)]
     return out

@@ -71,7 +71,9 @@ def provenance(kind: str, study: StudyReadouts, model: LoadedModel, options: Map
     return attrs
 
 
-def _attr(v: Any) -> Any:
+def attr_value(v: Any) -> Any:
+    """``v`` as an HDF5 attribute holds it: a bool as 0/1, ``None`` as "", a sequence as
+    comma-separated text."""
     if isinstance(v, bool):
         return int(v)
     if v is None:
@@ -97,7 +99,7 @@ def write_result(ds: xr.Dataset, out: Path) -> Path:
     tmp.unlink(missing_ok=True)
     space.require(out, int(ds.nbytes) + RESULT_METADATA_BYTES)
     ds = ds.copy()
-    ds.attrs = {k: _attr(v) for k, v in ds.attrs.items()}
+    ds.attrs = {k: attr_value(v) for k, v in ds.attrs.items()}
     for name in ds.variables:
         if ds[name].dtype == object or ds[name].dtype.kind == "U":
             ds[name] = ds[name].astype(str).astype(object)

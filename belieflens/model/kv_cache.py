@@ -13,6 +13,7 @@ writing it, for the interventions' edits (:mod:`belieflens.interventions.forward
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 _INSTALLED = False
@@ -126,4 +127,28 @@ def prefix_cache(cache: Any, length: int, rows: Any = None) -> Any:
     out = DynamicCache()
     out.layers = [_prefix_layer()(layer.keys, layer.values, length, rows)
                   for layer in cache.layers]
+    return out
+
+
+def stack_caches(caches: Sequence[Any], width: int) -> Any:
+    """One cache whose rows are those of ``caches`` in order, each layer's positions padded
+    to ``width`` (what the padding holds is never read: a prefix of a row is its own run's).
+    Each cache must keep every position (:func:`keeps_every_position`)."""
+    import torch
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    def padded(x: Any) -> Any:
+        return torch.nn.functional.pad(x, (0, 0, 0, width - x.shape[-2]))
+
+    out = DynamicCache()
+    layers: list[Any] = []
+    make: Any = DynamicLayer
+    for i in range(len(caches[0].layers)):
+        layer = make()
+        layer.keys = torch.cat([padded(c.layers[i].keys) for c in caches])
+        layer.values = torch.cat([padded(c.layers[i].values) for c in caches])
+        layer.is_initialized = True
+        layers.append(layer)
+    out.layers = layers
     return out

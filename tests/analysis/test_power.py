@@ -219,6 +219,11 @@ def test_power_on_a_toy_beside_its_untrained_networks(toy_pair: list[Path], tmp_
     assert again.exit_code == 0, again.output
     assert "running patch on toy.h5" not in again.output  # its file is reused
     assert "running patch on toy vs r0, r1, r2" in again.output
+    # a file run with other options (here: every layer, not layer 1) is refused, not read
+    other = CliRunner().invoke(app, ["power", "--pair", " ".join(map(str, toy_pair)),
+                                     "--out", str(out), "--tests", "patch", "--layers", "1"])
+    assert other.exit_code == 2 and "toy-patch.h5 was run with layers" in other.stderr
+    assert "Traceback" not in other.output
     # a result file of another study under a side's name is refused, not read
     (out / "r0-patch.h5").write_bytes((out / "toy-patch.h5").read_bytes())
     stale = CliRunner().invoke(app, ["power", "--pair", " ".join(map(str, toy_pair)),

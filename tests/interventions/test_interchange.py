@@ -282,3 +282,41 @@ def test_steering_gets_the_follow_scale(rrxor_study: Path, rrxor_toy: LoadedMode
     expect = summ["slope_mean"] / ds["fold_gain"].mean("fold")
     np.testing.assert_allclose(f["follow_mean"].values, expect.values)
     assert "follow: the slope divided by how far the decoder reads" in report(out).text
+
+
+def test_the_answer_alone_through_the_cache_is_the_whole_context_run_again(
+        tiny_model: LoadedModel, tiny_study: Path, one_thread: None) -> None:
+    """Where the model's cache can be reused, a swap runs only the answer position (the
+    context's keys and values come from one clean run of each distinct base); its option
+    log-probs and their gradient are those of running the whole context again."""
+    import dataclasses
+
+    import torch
+
+    st = read_study(tiny_study)
+    qs = [q for q in st.queries if len(q.option_ids) == 2][:9]
+    assert len({len(q.context_ids) for q in qs}) >= 2
+    base, source = qs[:5] * 2, (qs[4:] + qs[:5])[:10]  # repeated bases and sources
+    target = np.full((10, 2), 0.5)
+    plain = dataclasses.replace(tiny_model, info=dataclasses.replace(tiny_model.info,
+                                                                     prefix_reuse=False))
+    for layer in (1, 2):
+        fast = das.layer_rows(tiny_model, base, source, target, (layer,))[layer]
+        slow = das.layer_rows(plain, base, source, target, (layer,))[layer]
+        assert fast.cache is not None and fast.context is None
+        assert slow.cache is None and slow.context is not None
+        assert len({int(i) for i in fast.unique}) == 5
+        basis = das.random_basis(tiny_model.info.d_model, 2, np.random.default_rng(layer))
+        np.testing.assert_allclose(das.swap_logprobs(tiny_model, fast, layer, basis),
+                                   das.swap_logprobs(plain, slow, layer, basis),
+                                   atol=1e-5, rtol=1e-6)
+        grads = []
+        for rows, model in ((fast, tiny_model), (slow, plain)):
+            values = (rows.answer * 1.1).requires_grad_(True)
+            with das.frozen(model), torch.enable_grad():
+                lp = das.swapped_logprobs(model, rows, layer, values, torch.arange(10))
+                lp[:, 0].sum().backward()
+            assert values.grad is not None
+            grads.append(values.grad)
+        torch.testing.assert_close(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+        assert float(grads[0].abs().max()) > 0

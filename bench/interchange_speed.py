@@ -1,0 +1,122 @@
+"""Interchange training (DAS) two ways: the answer position alone through the clean cache,
+and every position of the base's context run again.
+
+A random Llama with the default model's shape (SmolLM2-135M: 30 layers, d_model 576; its
+tokenizer) extracts a coin-flip study (``--real``: the embedded model itself), multi-turn
+delivery, next-flip read-outs at the turns of ``--turns``; training pairs are every two
+episodes that differ at a turn (``interchange``'s ``any`` pairing). At each layer of
+``--layers`` a rank-1 subspace is trained for ``--steps`` steps of ``--batch-pairs`` pairs,
+the same seed on both paths:
+
+- **kv** (what ``interchange`` runs where the model's cache can be reused): one clean run of
+  each distinct base keeps its key/value cache, and a swap runs only the answer position
+  through blocks ``l .. L-1``
+  (:func:`belieflens.interventions.forward.answer_logprobs`);
+- **full** (the model's cache marked unusable, the path before): the base's residual at
+  every position runs again through blocks ``l .. L-1``.
+
+Each path is charged its clean runs and its training steps; the two alternate layer by layer
+in a rotating order. Printed per layer: each path's seconds, the largest difference of the
+two loss curves and of the learned subspaces' swapped log-probs on the training pairs, and
+the ratio. Last line: ``kv_vs_full=R loss_diff=D``.
+Run: ``.venv/bin/python -m bench.interchange_speed [--real] [--layers 26 10] [--steps 10]
+[--episodes 8] [--threads 1] [--results NAME]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench._lib import (
+    add_clock_options,
+    add_results_option,
+    apply_clock,
+    now,
+    smol_shaped_random,
+    start_results,
+    write_line_results,
+)
+
+
+def train(model: Any, study: Any, pairs: list[Any], layer: int, steps: int,
+          batch_pairs: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """Seconds to build the rows and train one subspace; the loss curve; the swapped
+    log-probs of the training pairs."""
+    from belieflens.interventions import das
+
+    oracle = np.asarray(study.table["oracle"].values)
+    outcome = np.asarray(study.table["outcome"].values)
+    target = np.stack([oracle[p.source][outcome[p.base][:2]] for p in pairs])
+    t0 = now()
+    rows = das.layer_rows(model, [study.queries[p.base] for p in pairs],
+                          [study.queries[p.source] for p in pairs], target, (layer,))[layer]
+    basis, loss = das.train_basis(model, rows, layer,
+                                  das.Recipe(rank=1, steps=steps, batch_pairs=batch_pairs))
+    seconds = now() - t0
+    return seconds, loss, das.swap_logprobs(model, rows, layer, basis)
+
+
+def main() -> None:
+    """Extract a study, train a subspace both ways at each layer, print the comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=8)
+    ap.add_argument("--turns", type=int, nargs="+", default=[3, 6, 9])
+    ap.add_argument("--layers", type=int, nargs="+", default=[26, 10])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch-pairs", type=int, default=64)
+    ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
+    add_clock_options(ap)
+    add_results_option(ap)
+    args = ap.parse_args()
+    recorder = start_results(args)
+
+    import belieflens.envs as envs
+    from belieflens.interventions.readouts import Selection, read_study
+    from belieflens.interventions.swaps import instance_pairs
+    from belieflens.model.load import load, quiet_libraries
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
+
+    apply_clock(args)
+    with quiet_libraries():
+        model = (load("smollm2-135m", kernels="default") if args.real
+                 else smol_shaped_random(narrow=False, kernels="default"))
+        plain = dataclasses.replace(model, info=dataclasses.replace(model.info,
+                                                                    prefix_reuse=False))
+        env = envs.get("coin-flip", turns=max(args.turns), delivery="multi-turn",
+                       probes="next-flip")
+        with tempfile.TemporaryDirectory() as tmp:
+            study = read_study(write_cache(env, model, Path(tmp) / "study.h5",
+                                           ExtractOptions(episodes=args.episodes, seed=0)))
+        pairs = instance_pairs(study, Selection(turns=tuple(args.turns)), "any")
+        tokens = np.mean([len(study.queries[p.base].context_ids) for p in pairs])
+        print(f"model {model.info.official_id}: prefix reuse {model.info.prefix_reuse}; "
+              f"{len(pairs)} training pairs of about {tokens:.0f} tokens; {args.steps} steps "
+              f"of {args.batch_pairs} pairs; clock {args.clock}, {args.threads} threads")
+        total = {"kv": 0.0, "full": 0.0}
+        worst = 0.0
+        for i, layer in enumerate(args.layers):
+            order = [("kv", model), ("full", plain)][:: 1 if i % 2 == 0 else -1]
+            got = {name: train(m, study, pairs, layer, args.steps, args.batch_pairs)
+                   for name, m in order}
+            loss_diff = float(np.abs(got["kv"][1] - got["full"][1]).max())
+            lp_diff = float(np.nanmax(np.abs(got["kv"][2] - got["full"][2])))
+            worst = max(worst, loss_diff)
+            for name in total:
+                total[name] += got[name][0]
+            print(f"layer {layer}: kv {got['kv'][0]:.1f} s, full {got['full'][0]:.1f} s "
+                  f"(ratio {got['full'][0] / got['kv'][0]:.2f}); max loss diff {loss_diff:.1e},"
+                  f" max swapped log-prob diff {lp_diff:.1e}")
+    line = f"kv_vs_full={total['full'] / total['kv']:.2f} loss_diff={worst:.1e}"
+    print(line)
+    write_line_results(recorder, args.results, line)
+
+
+if __name__ == "__main__":
+    main()
