@@ -228,6 +228,38 @@ def smol_shaped_random(*, narrow: bool, kernels: KernelName = "auto") -> LoadedM
     return bridge_from_hf(src, "cpu", "float32", hf, tok, "random", "", 0.0, kernels=kernels)
 
 
+def parse_timed(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, Recorder | None]:
+    """A timing benchmark's options parsed, with the clock's options and ``--results`` added,
+    the clock applied and the results recorder started."""
+    add_clock_options(ap)
+    add_results_option(ap)
+    args = ap.parse_args()
+    recorder = start_results(args)
+    apply_clock(args)
+    return args, recorder
+
+
+def intervention_bench(real: bool, episodes: int, **params: Any) -> tuple[LoadedModel, Any]:
+    """The model of an intervention benchmark (``real``: the embedded model; else the random
+    one of its full widths; default CPU kernels) and a coin-flip study it extracts (multi-turn
+    delivery, seed 0, ``params``) into a temporary folder, read back."""
+    import tempfile
+
+    import belieflens.envs as envs
+    from belieflens.interventions.readouts import read_study
+    from belieflens.model.load import load
+    from belieflens.run.extract import ExtractOptions
+    from belieflens.run.lifecycle import write_cache
+
+    model = (load("smollm2-135m", kernels="default") if real
+             else smol_shaped_random(narrow=False, kernels="default"))
+    env = envs.get("coin-flip", delivery="multi-turn", **params)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_cache(env, model, Path(tmp) / "study.h5",
+                           ExtractOptions(episodes=episodes, seed=0))
+        return model, read_study(path)
+
+
 # Extraction workloads and the compute floor -----------------------------------------------
 
 

@@ -27,19 +27,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench._lib import (
-    add_clock_options,
-    add_results_option,
-    apply_clock,
+    intervention_bench,
     now,
-    smol_shaped_random,
-    start_results,
+    parse_timed,
     write_line_results,
 )
 
@@ -71,29 +66,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-pairs", type=int, default=64)
     ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
-    add_clock_options(ap)
-    add_results_option(ap)
-    args = ap.parse_args()
-    recorder = start_results(args)
+    args, recorder = parse_timed(ap)
 
-    import belieflens.envs as envs
-    from belieflens.interventions.readouts import Selection, read_study
+    from belieflens.interventions.readouts import Selection
     from belieflens.interventions.swaps import instance_pairs
-    from belieflens.model.load import load, quiet_libraries
-    from belieflens.run.extract import ExtractOptions
-    from belieflens.run.lifecycle import write_cache
+    from belieflens.model.load import quiet_libraries
 
-    apply_clock(args)
     with quiet_libraries():
-        model = (load("smollm2-135m", kernels="default") if args.real
-                 else smol_shaped_random(narrow=False, kernels="default"))
+        model, study = intervention_bench(args.real, args.episodes, turns=max(args.turns),
+                                          probes="next-flip")
         plain = dataclasses.replace(model, info=dataclasses.replace(model.info,
                                                                     prefix_reuse=False))
-        env = envs.get("coin-flip", turns=max(args.turns), delivery="multi-turn",
-                       probes="next-flip")
-        with tempfile.TemporaryDirectory() as tmp:
-            study = read_study(write_cache(env, model, Path(tmp) / "study.h5",
-                                           ExtractOptions(episodes=args.episodes, seed=0)))
         pairs = instance_pairs(study, Selection(turns=tuple(args.turns)), "any")
         tokens = np.mean([len(study.queries[p.base].context_ids) for p in pairs])
         print(f"model {model.info.official_id}: prefix reuse {model.info.prefix_reuse}; "

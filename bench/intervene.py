@@ -39,28 +39,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from bench._lib import (
-    add_clock_options,
-    add_results_option,
-    apply_clock,
+    intervention_bench,
     now,
-    smol_shaped_random,
-    start_results,
+    parse_timed,
     write_line_results,
 )
 
 PATHS = ("kv", "from", "naive")
-
-
-def random_model() -> Any:
-    """SmolLM2-135M's shape with its real widths, random weights, default CPU kernels."""
-    return smol_shaped_random(narrow=False, kernels="default")
 
 
 class Tally:
@@ -185,28 +175,16 @@ def main() -> None:
     ap.add_argument("--alphas", type=float, nargs="+", default=[-2.0, 0.0, 2.0])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
-    add_clock_options(ap)
-    add_results_option(ap)
-    args = ap.parse_args()
-    recorder = start_results(args)
+    args, recorder = parse_timed(ap)
 
     import numpy as np
 
-    import belieflens.envs as envs
     from belieflens.interventions.pairs import pair_instances
-    from belieflens.interventions.readouts import Selection, read_study
-    from belieflens.model.load import load, quiet_libraries
-    from belieflens.run.extract import ExtractOptions
-    from belieflens.run.lifecycle import write_cache
+    from belieflens.interventions.readouts import Selection
+    from belieflens.model.load import quiet_libraries
 
-    apply_clock(args)
     with quiet_libraries():
-        model = load("smollm2-135m", kernels="default") if args.real else random_model()
-        env = envs.get("coin-flip", turns=args.turns, bins=2, delivery="multi-turn")
-        with tempfile.TemporaryDirectory() as tmp:
-            path = write_cache(env, model, Path(tmp) / "study.h5",
-                           ExtractOptions(episodes=args.episodes, seed=0))
-            study = read_study(path)
+        model, study = intervention_bench(args.real, args.episodes, turns=args.turns, bins=2)
         pairs = pair_instances(study, Selection(turns=(args.turns,)))[: args.pairs]
         rows = list(range(study.n_query))[: args.steer_rows]
         tokens = np.mean([len(study.queries[p.base].context_ids) for p in pairs])

@@ -50,13 +50,10 @@ from belieflens.model.load import LoadedModel, load
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run.rows import Row, forward_rows, pad_token_id, resid_hook_names
 from bench._lib import (
-    add_clock_options,
-    add_results_option,
-    apply_clock,
     bench_env,
     now,
+    parse_timed,
     queries,
-    start_results,
     write_line_results,
 )
 
@@ -221,11 +218,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="rows per call of the peers")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kernels", default="auto", help="belieflens's CPU kernels")
-    add_clock_options(ap)
-    add_results_option(ap)
-    args = ap.parse_args()
-    recorder = start_results(args)
-    apply_clock(args)
+    args, recorder = parse_timed(ap)
     loaded = load("smollm2-135m", kernels=args.kernels)
     env = bench_env("coin-flip", args.turns)
     tqs = queries(loaded, env, args.episodes)
