@@ -13,8 +13,8 @@ then each snapshot's adapted blocks give every read-out's option log-probabiliti
 1e-4 of what ``extract`` stores (``tests/train/test_teach_data.py``). Beliefs are debiased
 geometrically over the rotations, as ``analyze`` does, and measured by
 :func:`belieflens.analysis.updating.updating`. With ``--run DIR`` (the run's output folder)
-the LoRA's rank and blocks are the run's, and each line also gives the training loss logged
-between one snapshot and the next.
+the base model and the LoRA's rank and blocks are the run's, and each line also gives the
+training loss logged between one snapshot and the next.
 
 Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [DIR ...]
 [--run DIR] [--conditions FILE] [--threads 1] [--every 1] [--results NAME]``.
@@ -174,14 +174,15 @@ def training_loss(info: dict[str, Any], start: int, stop: int) -> float:
 
 
 def run_config(name: str, run: Path | None) -> tuple[TeachConfig, dict[str, Any] | None]:
-    """The shipped recipe ``name``, with the LoRA shape of the run in ``run`` if given (the
-    read-outs left out are then the run's own, from its ``prompts.txt``)."""
+    """The shipped recipe ``name``, with the base model and LoRA shape of the run in ``run``
+    if given (the read-outs left out are then the run's own, from its ``prompts.txt``)."""
     config = SHIPPED[name]
     if run is None:
         return config, None
     info: dict[str, Any] = json.loads((run / ADAPTER_INFO).read_text())
     opts = info["options"]
-    return dataclasses.replace(config, rank=int(opts["rank"]), alpha=float(opts["alpha"]),
+    return dataclasses.replace(config, model=str(opts.get("model", config.model)),
+                               rank=int(opts["rank"]), alpha=float(opts["alpha"]),
                                layers=tuple(int(x) for x in opts["layers"])), info
 
 

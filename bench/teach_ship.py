@@ -13,7 +13,7 @@ shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 19
 (``schedule=264``); ``--steps N`` alone is a whole N-step run (``--steps 264``: the run it was
 stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
-[--dest DIR] [--episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
+[--dest DIR] [--model NAME --episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
 --schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts]
 [--results NAME]``.
 """
@@ -49,7 +49,8 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
     ``schedule=264`` is not kept, so ``--steps 264`` is the full run it was stopped from)."""
     schedule = 0 if args.steps is not None and args.schedule is None else args.schedule
     changes: dict[str, object] = {k: v for k, v in (
-        ("episodes", args.episodes), ("steps", args.steps), ("weigh", args.weigh),
+        ("model", args.model), ("episodes", args.episodes), ("steps", args.steps),
+        ("weigh", args.weigh),
         ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", schedule),
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
@@ -119,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--snapshot-every", type=int, default=25)
     ap.add_argument("--dest", type=Path, default=None,
                     help="write DEST/<name>/ instead of the package's folder")
+    ap.add_argument("--model", default=None, help="an experiment: another base model (an "
+                    "embedded name; give its --layers)")
     ap.add_argument("--episodes", type=int, default=None, help="an experiment: training "
                     "episodes instead of the shipped recipe's (needs --dest)")
     ap.add_argument("--steps", type=int, default=None, help="an experiment: steps (the "
@@ -146,13 +149,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     unknown = [n for n in args.names if n not in SHIPPED]
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
-    changed = any(v is not None for v in (args.episodes, args.steps, args.batch, args.layers,
+    changed = any(v is not None for v in (args.model, args.episodes, args.steps, args.batch,
+                                          args.layers,
                                           args.weigh, args.rank, args.lr, args.schedule,
                                           args.stated_priors)) or (
         args.stated_copies, args.stated_as) != (1, "share")
     if changed and args.dest is None:
-        ap.error("--episodes, --steps, --batch, --layers, --rank, --lr, --schedule, --weigh "
-                 "and --stated-* change the recipe: give --dest")
+        ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
+                 "--weigh and --stated-* change the recipe: give --dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():

@@ -260,8 +260,8 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     from bench.teach_ship import recipe
 
     def args(**given: object) -> argparse.Namespace:
-        names = ("episodes", "steps", "weigh", "batch", "rank", "lr", "schedule", "layers",
-                 "stated_priors")
+        names = ("model", "episodes", "steps", "weigh", "batch", "rank", "lr", "schedule",
+                 "layers", "stated_priors")
         return argparse.Namespace(**{n: given.get(n) for n in names},
                                   stated_copies=given.get("stated_copies", 1),
                                   stated_as=given.get("stated_as", "share"))
