@@ -59,9 +59,9 @@ def main() -> None:
         hours[name] = cpu * total / 3600
         print(f"{name}: {cpu:.2f} s CPU, {wall:.2f} s wall a step; {total} steps: "
               f"{hours[name]:.2f} CPU hours", flush=True)
-    line = (f"cpu_ratio={hours[args.model] / hours['smollm2-135m']:.2f} "
-            f"model_cpu_hours={hours[args.model]:.2f} "
-            f"smollm2_cpu_hours={hours['smollm2-135m']:.2f}")
+    figures = {"cpu_ratio": hours[args.model] / hours["smollm2-135m"],
+               "model_cpu_hours": hours[args.model], "smollm2_cpu_hours": hours["smollm2-135m"]}
+    line = " ".join(f"{k}={v:.2f}" for k, v in figures.items())
     print(line)
     write_line_results(recorder, args.results, line)
 
