@@ -156,8 +156,7 @@ def layer_rows(model: LoadedModel, base: Sequence[TokenizedQuery],
                   for r, of in ((b_runs, b_of), (s_runs, s_of)))
     out = {}
     for la in layers:
-        context = None if cache is not None else torch.nn.functional.pad(
-            torch.cat(b_runs.context[la]), (0, 0, 0, batch.width - b_batch.width))
+        context = None if cache is not None else torch.cat(b_runs.context[la])
         out[la] = LayerRows(torch.cat(b_runs.answer[la])[bi], torch.cat(s_runs.answer[la])[si],
                             batch, target, b_lp, s_lp, bi, cache, context)
     return out
