@@ -248,9 +248,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(line(found), flush=True)
             table += found
     if recorder is not None:
-        recorder.write(args.results, COLUMNS, table, note=f"validation conditions of "
-                       f"{gates.path.name} (seed {gates.seed}), {n} read-outs, {dropped} taught "
-                       "and left out")
+        recorder.write(args.results, COLUMNS, table, note=f"base model {config.model}; validation "
+                       f"conditions of {gates.path.name} (seed {gates.seed}), {n} read-outs, "
+                       f"{dropped} taught and left out")
 
 
 if __name__ == "__main__":

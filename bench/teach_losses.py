@@ -7,8 +7,12 @@ The question it answers: is an early-stopped adapter (``teach_ship --steps 198 -
 (``git show REV:belieflens/data/adapters/NAME/teach.json > FILE``)? The curves are rounded to
 five decimals, so equal runs differ by at most about 5e-6 per window.
 
-Run: ``.venv/bin/python -m bench.teach_losses FIRST/teach.json SECOND/teach.json``
-(a folder holding ``teach.json`` works too).
+It also compares two recipes' training losses over the same steps: ``--window N`` (a
+multiple of both runs' ``loss_every``) chooses the windows, ``--results NAME`` writes the
+table for the docs.
+
+Run: ``.venv/bin/python -m bench.teach_losses FIRST/teach.json SECOND/teach.json [--window N]
+[--results NAME]`` (a folder holding ``teach.json`` works too).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from belieflens.model.load import ADAPTER_INFO
+from bench._lib import add_results_option, start_results
 
 #: The largest difference per window that rounding to five decimals can make.
 ROUNDING = 1e-5
@@ -38,12 +43,23 @@ def curve(path: Path) -> Curve:
             np.asarray(training["loss_curve"], dtype=float))
 
 
-def common_windows(first: Curve, second: Curve) -> tuple[int, np.ndarray, np.ndarray]:
-    """Both curves averaged over windows of the least common multiple of their windows,
-    over the whole windows both runs ran (a run's last window may be partial, and is left
-    out): (window, first's means, second's means)."""
+def label(path: Path) -> str:
+    """A run's name in the table: its folder's parent and name (``qwen/smollm2-135m-bayes``)."""
+    folder = path if path.is_dir() else path.parent
+    return f"{folder.parent.name}/{folder.name}"
+
+
+def common_windows(first: Curve, second: Curve, window: int = 0
+                   ) -> tuple[int, np.ndarray, np.ndarray]:
+    """Both curves averaged over windows of ``window`` steps (default: the least common
+    multiple of their windows; otherwise a multiple of it), over the whole windows both runs
+    ran (a run's last window may be partial, and is left out): (window, first's means,
+    second's means)."""
     (steps_a, every_a, a), (steps_b, every_b, b) = first, second
-    window = math.lcm(every_a, every_b)
+    least = math.lcm(every_a, every_b)
+    if window % least:
+        raise SystemExit(f"--window {window} is not a multiple of {least}, the runs' windows")
+    window = window or least
     n = min(steps_a, steps_b) // window
     means = [c[: n * window // e].reshape(n, window // e).mean(axis=1)
              for e, c in ((every_a, a), (every_b, b))]
@@ -55,11 +71,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("first", type=Path)
     parser.add_argument("second", type=Path)
+    parser.add_argument("--window", type=int, default=0, help="steps a window (0: the least "
+                        "common multiple of the runs' windows)")
+    add_results_option(parser)
     args = parser.parse_args()
-    window, a, b = common_windows(curve(args.first), curve(args.second))
-    print(f"steps      {args.first.name:>12} {args.second.name:>12}   difference")
+    recorder = start_results(args, threads=1)
+    window, a, b = common_windows(curve(args.first), curve(args.second), args.window)
+    names = [label(p) for p in (args.first, args.second)]
+    print(f"steps      {names[0]:>12} {names[1]:>12}   difference")
+    rows = []
     for i, (x, y) in enumerate(zip(a, b, strict=True)):
-        print(f"{i * window + 1:>4}-{(i + 1) * window:<4} {x:12.5f} {y:12.5f}   {y - x:+.6f}")
+        steps = f"{i * window + 1}-{(i + 1) * window}"
+        rows.append([steps, f"{x:.4f}", f"{y:.4f}", f"{y - x:+.4f}"])
+        print(f"{steps:<9} {x:12.5f} {y:12.5f}   {y - x:+.6f}")
+    if recorder is not None:
+        recorder.write(args.results, ["steps", *names, "difference"], rows,
+                       note=f"mean training loss over windows of {window} steps, from each "
+                            "run's teach.json")
     worst = float(np.abs(a - b).max()) if a.size else math.nan
     same = "the same run" if worst <= ROUNDING else "different runs"
     print(f"{a.size * window} steps in {a.size} windows of {window}: largest difference "

@@ -77,3 +77,45 @@ def test_a_gate_breakdown_without_its_run_is_one_line(
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
+
+
+def test_the_recipe_table_puts_each_readings_base_and_snapshot_side_by_side(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench.recipe_table`` reads two validation readings (results files) into one row per
+    base and step-440 line, multi-turn / single-turn in each cell; a reading without that
+    snapshot, or a missing file, is one line on stderr and exit 2."""
+    from belieflens import results
+    from bench.recipe_table import main
+
+    monkeypatch.setenv(results.FOLDER_VARIABLE, str(tmp_path))
+    columns = ["model", "condition", "delivery", "slope ± SE", "TVD to oracle",
+               "TVD to target", "step R²"]
+
+    def reading(name: str, tvd: float, step: int) -> None:
+        rows = [[model, c, d, f"{slope:.3f} ± 0.010", f"{tvd * k:.4f}", "0", "0"]
+                for model, slope, k in (("base", 0.05, 2.0),
+                                        (f"smollm2-135m-bayes step-{step:05d} (training "
+                                         "loss 0.05)", 0.9, 1.0))
+                for c in ("new-priors", "in-distribution", "new-sides")
+                for d in ("multi-turn", "single-turn")]
+        results.start("python -m bench.teach_curve", threads=1,
+                      folder=tmp_path).write(name, columns, rows)
+
+    reading("curve-a", 0.1, 440)
+    reading("curve-b", 0.05, 440)
+    main(["A=curve-a", "B=curve-b", "--results", "table"])
+    found = results.load(tmp_path / "table.json")
+    assert [r[:3] for r in found.rows] == [
+        ("A", "base", "0.2000 / 0.2000"), ("A", "step-00440", "0.1000 / 0.1000"),
+        ("B", "base", "0.1000 / 0.1000"), ("B", "step-00440", "0.0500 / 0.0500")]
+    assert found.rows[1][3] == "0.900 / 0.900"
+    reading("curve-c", 0.1, 880)
+    for argv, says in ((["C=curve-c"], "curve-c.json has no line for step-00440"),
+                       (["D=curve-d"], "no results file")):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1

@@ -303,6 +303,11 @@ def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> Non
     assert window == 15 and a.size == 13
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
     np.testing.assert_allclose(a, losses[:195].reshape(13, 15).mean(axis=1), atol=1e-12)
+    window, a, _ = common_windows(logged(3, 200), logged(5, 196), 30)
+    assert window == 30 and a.size == 6
+    np.testing.assert_allclose(a, losses[:180].reshape(6, 30).mean(axis=1), atol=1e-12)
+    with pytest.raises(SystemExit, match="not a multiple of 15"):
+        common_windows(logged(3, 200), logged(5, 196), 20)
     _, s1, s03 = common_windows(curve(adapter_folder("smollm2-135m-bayes")),
                                 curve(adapter_folder("smollm2-135m-bayes-0.3")))
     assert np.abs(s1 - s03).max() > 0.01
