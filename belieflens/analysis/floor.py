@@ -123,9 +123,34 @@ def study_difference(study: Mapping[str, Any], other: Mapping[str, Any]
     ``(what, other's value, the study's value)`` shortened for a message, or ``None``."""
     for key, what in STUDY_KEYS:
         u, v = study_attr(study, key), study_attr(other, key)
+        if key == "env_params" and _same_but_newer(u, v, study, other):
+            continue
         if u != v:
             return what, _short(v), _short(u)
     return None
+
+
+def _same_but_newer(u: object, v: object, study: Mapping[str, Any],
+                    other: Mapping[str, Any]) -> bool:
+    """Whether two files' environment parameters differ only by parameters one of them does
+    not record (it was written before they existed) while every prompt they rendered is the
+    same (equal ``queries_sha256`` in their study records): then the missing parameters had
+    the values that render those prompts, and the files are one study."""
+    if not (isinstance(u, dict) and isinstance(v, dict)) or u == v:
+        return False
+    shared = u.keys() & v.keys()
+    if any(u[k] != v[k] for k in shared):
+        return False
+    hashes = [_queries_sha256(a) for a in (study, other)]
+    return hashes[0] is not None and hashes[0] == hashes[1]
+
+
+def _queries_sha256(attrs: Mapping[str, Any]) -> str | None:
+    try:
+        found = json.loads(str(attrs.get("study", ""))).get("queries_sha256")
+    except (ValueError, AttributeError):
+        return None
+    return str(found) if found else None
 
 
 def check_floor(study: Mapping[str, Any], control: Mapping[str, Any], name: str) -> None:

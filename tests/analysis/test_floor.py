@@ -279,3 +279,29 @@ def test_too_few_episodes_or_controls_is_one_line_giving_the_minimum(
     with belieflens.open_cache(paths[0]) as ds, pytest.raises(ParameterError,
                                                               match="at least 7 episodes"):
         ds.bl.floor(paths[1:], decoders=False)
+
+
+@pytest.mark.parametrize(("newer", "hash_b", "same"), [
+    ({"turns": 10, "stated_as": "share"}, "q1", True),    # a parameter added since, same prompts
+    ({"turns": 10, "stated_as": "share"}, "q2", False),   # the prompts differ
+    ({"turns": 12, "stated_as": "share"}, "q1", False),   # a shared parameter differs
+])
+def test_a_file_written_before_a_parameter_existed_is_the_same_study_when_its_prompts_are(
+        newer: dict[str, object], hash_b: str, same: bool) -> None:
+    """A cache file written before a parameter existed lacks it in ``env_params``; it is the
+    same study as a newer file only if every prompt both rendered is the same (their
+    ``queries_sha256``) and every parameter both record is equal."""
+    def attrs(params: dict[str, object], queries: str) -> dict[str, Any]:
+        return {"env_name": "coin-flip", "env_params": json.dumps(params), "seed": "7",
+                "episodes": "24", "model_id": "m", "model_n_layers": "2",
+                "model_d_model": "8", "weights_hash": queries,
+                "study": json.dumps({"queries_sha256": queries})}
+
+    older, control = attrs({"turns": 10}, "q1"), attrs(newer, hash_b)
+    control["weights_hash"] = "untrained"
+    if same:
+        check_floor(older, control, "control.h5")
+        check_floor(control | {"weights_hash": "x"}, older | {"weights_hash": "y"}, "old.h5")
+    else:
+        with pytest.raises(ParameterError, match="its parameters differs"):
+            check_floor(older, control, "control.h5")
