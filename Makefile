@@ -226,21 +226,31 @@ floor-models: setup
 		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/$(m)-random$(s).h5)) \
 		--out $(FLOORS)/models/compare
 
-# The taught adapters on the same study beside their base's untrained networks (an untrained
-# network is drawn from the architecture alone; needs floor-models' smollm2-135m files), and
-# compare of the base and both adapters with those controls.
-TAUGHT := smollm2-135m-bayes smollm2-135m-bayes-0.3
+# The base and both adapters beside the base's untrained networks (an untrained network is
+# drawn from the architecture alone) on prompts never taught: the gates' new-sides study
+# (make gates writes the three models' files; face names from the word list never taught, so
+# no read-out is a taught prompt), its untrained networks extracted here with the gate file's
+# seed and parameters (reused when present), each model analysed with --floor:
+# docs/results/floor-taught-MODEL.md.
+TAUGHT_FLOOR := $(FLOORS)/taught
+TAUGHT_STUDY := --set probes=next-flip --set sides=random --set words=b --set turns=10 \
+	--seed 7001 --episodes 24
+TAUGHT_MODELS := base:smollm2-135m S_1:smollm2-135m-bayes S_0.3:smollm2-135m-bayes-0.3
 floor-taught: setup
-	for model in $(TAUGHT); do \
-		$(BL) extract coin-flip --set turns=10 --episodes $(FLOOR_MODEL_EPISODES) --seed 0 \
-			--model $$model --quiet --out $(FLOORS)/models/$$model-trained.h5 --overwrite \
-			|| exit 1; \
-		$(BL) analyze $(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
-			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/smollm2-135m-random$(s).h5) || exit 1; \
+	mkdir -p $(TAUGHT_FLOOR)
+	for s in $(FLOOR_SEEDS); do \
+		f=$(TAUGHT_FLOOR)/smollm2-135m-random$$s.h5; \
+		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m \
+			--init random:$$s --threads 1 --quiet --out $$f || exit 1; \
 	done
-	$(BL) compare $(foreach m,smollm2-135m $(TAUGHT),$(FLOORS)/models/$(m)-trained.h5) \
-		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/smollm2-135m-random$(s).h5) \
-		--out $(FLOORS)/models/compare-taught
+	for m in $(TAUGHT_MODELS); do \
+		slot=$${m%%:*}; name=$${m#*:}; \
+		OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make floor-taught" $(BL) analyze \
+			$(GATES)/$$slot/new-sides-0.h5 --no-html --out $(TAUGHT_FLOOR)/$$name \
+			--results floor-taught-$$name \
+			$(foreach s,$(FLOOR_SEEDS),--floor $(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5) \
+			|| exit 1; \
+	done
 
 # The coin flip's variants whose posterior is not a linear function of the token counts
 # (docs/environments/coin-flip.md), each on SmolLM2-135M beside three untrained networks
