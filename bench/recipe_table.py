@@ -47,10 +47,10 @@ def table(readings: Sequence[tuple[str, Path]], step: int
         columns += [f"{c}: TVD to oracle", f"{c}: slope"]
     rows: list[list[str]] = []
     commands: list[str] = []
+    snap = f"step-{step:05d}"
     for label, path in readings:
         res = results.load(path)
         commands.append(res.header.command)
-        snap = f"step-{step:05d}"
         models = sorted({r[0] for r in res.rows})
         wanted = ["base"] + [m for m in models if snap in m.split()]
         if len(wanted) < 2:
