@@ -17,7 +17,8 @@ the base model and the LoRA's rank and blocks are the run's, and each line also 
 training loss logged between one snapshot and the next.
 
 Run: ``.venv/bin/python -m bench.teach_curve smollm2-135m-bayes --snapshots DIR [DIR ...]
-[--run DIR] [--conditions FILE] [--threads 1] [--every 1] [--results NAME]``.
+[--run DIR] [--conditions FILE] [--threads 1] [--every 1] [--by-turn] [--shortcuts]
+[--results NAME]``.
 Last line: the last snapshot's line.
 """
 
@@ -81,6 +82,10 @@ class Part:
     taught: np.ndarray
     """Per read-out: whether its prompt was taught."""
     target: dict[tuple[str, str, int, int], np.ndarray]
+    env: Any = None
+    """The environment the read-outs are of."""
+    seed: int = 0
+    episodes: int = 0
     trunks: list[Any] = dataclasses.field(default_factory=list)
 
 
@@ -97,7 +102,7 @@ def part(tok: Any, gates: GateFile, params: dict[str, Any], seed: int, episodes:
     assert isinstance(env, Temperable)
     target = {(str(r.delivery), r.probe, r.episode, r.turn): np.asarray(r.oracle)
               for r in records(env.tempered(temper), episodes, seed)}
-    return Part(recs, tree_list, np.isin(taught, list(keys)), target)
+    return Part(recs, tree_list, np.isin(taught, list(keys)), target, env, seed, episodes)
 
 
 def beliefs(parts: Sequence[Part], lps: Sequence[Sequence[np.ndarray]], probe: str
@@ -141,12 +146,20 @@ COLUMNS = ("model", "condition", "delivery", "slope ± SE", "TVD to oracle", "TV
            "step R²")
 
 
-def rows(name: str, gates: GateFile, conditions: dict[str, list[Part]],
-         lps: dict[str, list[list[np.ndarray]]]) -> list[list[str]]:
+Read = dict[str, tuple[xr.Dataset, xr.DataArray]]
+"""Per condition, a model's beliefs (with the oracle) and its target on the same grid."""
+
+
+def read_beliefs(gates: GateFile, conditions: dict[str, list[Part]],
+                 lps: dict[str, list[list[np.ndarray]]]) -> Read:
+    """Every condition's :func:`beliefs` from one model's option log-probs."""
+    return {c: beliefs(parts, lps[c], gates.probe) for c, parts in conditions.items()}
+
+
+def rows(name: str, gates: GateFile, read: Read) -> list[list[str]]:
     """One model's measures per condition and delivery (:data:`COLUMNS`)."""
     out = []
-    for cond, parts in conditions.items():
-        b, t = beliefs(parts, lps[cond], gates.probe)
+    for cond, (b, t) in read.items():
         m = updating(b, t).sel({PROBE: gates.probe})
         for d in m[DELIVERY].values:
             v = m.sel({DELIVERY: d})
@@ -155,6 +168,65 @@ def rows(name: str, gates: GateFile, conditions: dict[str, list[Part]],
                         f"{float(v['tvd_oracle']):.4f}", f"{float(v['tvd_target']):.4f}",
                         f"{float(v['step_r2']):.3f}"])
     return out
+
+
+def shortcut_read(conditions: dict[str, list[Part]], like: Read, shortcut: Any,
+                  strength: float) -> Read:
+    """What ``shortcut`` (:mod:`belieflens.envs.coin_flip.shortcuts`) answers on the cells
+    ``like`` (a model's read) holds, in both deliveries alike."""
+    from belieflens.envs.coin_flip.env import draw_episode
+
+    out: Read = {}
+    for cond, parts in conditions.items():
+        b, t = like[cond]
+        p_first = np.full((b.sizes[EPISODE], b.sizes[TURN]), np.nan)
+        row = 0
+        for p in parts:
+            for i in range(p.episodes):
+                x = shortcut(p.env, draw_episode(p.env.params, p.seed, i), strength)
+                p_first[row, : len(x)] = x
+                row += 1
+        grid = np.stack([p_first, 1 - p_first], axis=-1)[None, None]
+        found = b["belief"].copy(data=np.broadcast_to(grid, b["belief"].shape).copy())
+        out[cond] = (b.assign(belief=found.where(b["belief"].notnull())), t)
+    return out
+
+
+TURN_BINS = ((0, 0, "before any flip"), (1, 3, "after 1-3 flips"), (4, 10**6, "after 4 or more"))
+"""The turns of the ``--by-turn`` table's columns: where on an episode a model misses."""
+
+
+def baselines(conditions: dict[str, list[Part]], base: Read, temper: float, shortcuts: bool
+              ) -> list[tuple[str, Read]]:
+    """The base model's read, then (``shortcuts``) each coin-flip shortcut's on its cells."""
+    named = [("base", base)]
+    if shortcuts:
+        from belieflens.envs.coin_flip.env import CoinFlip
+        from belieflens.envs.coin_flip.shortcuts import SHORTCUTS
+
+        env = next(p.env for ps in conditions.values() for p in ps)
+        if not isinstance(env, CoinFlip):
+            raise SystemExit(f"error: --shortcuts: the shortcuts are the coin flip's, not "
+                             f"{env.name}'s")
+        named += [(f"shortcut: {k}", shortcut_read(conditions, base, f, temper))
+                  for k, f in SHORTCUTS.items()]
+    return named
+
+
+def tvd_by_turn(b: xr.Dataset, probe: str) -> dict[str, list[float]]:
+    """Per delivery, the mean TVD of ``b``'s belief to its oracle over each of
+    :data:`TURN_BINS`' turns (NaN where a bin has no cell)."""
+    tv = 0.5 * abs(b["belief"] - b["oracle"]).sum(OUTCOME, skipna=False)
+    tv = tv.sel({PROBE: probe})
+    return {str(d): [float(tv.sel({DELIVERY: d}).isel({TURN: slice(lo, hi + 1)}).mean())
+                     for lo, hi, _ in TURN_BINS] for d in tv[DELIVERY].values}
+
+
+def turn_rows(name: str, gates: GateFile, read: Read) -> list[list[str]]:
+    """One model's :func:`tvd_by_turn` per condition and delivery."""
+    return [[name, cond, d, *(f"{x:.4f}" for x in tvds)]
+            for cond, (b, _) in read.items()
+            for d, tvds in tvd_by_turn(b, gates.probe).items()]
 
 
 def line(found: list[list[str]]) -> str:
@@ -199,6 +271,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--run", type=Path, default=None,
                     help="the run's output folder (its teach.json): the training loss between "
                     "snapshots, and the LoRA's rank and blocks")
+    ap.add_argument("--shortcuts", action="store_true",
+                    help="also the coin flip's shortcut updaters (belieflens.envs.coin_flip."
+                    "shortcuts) on the base's read-outs: what a model that did not learn the "
+                    "update would score")
+    ap.add_argument("--by-turn", action="store_true",
+                    help="also the TVD to the oracle by turn (results NAME-by-turn): before "
+                    "any flip (the stated prior read alone), after 1-3 flips, after 4 or more")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -228,8 +307,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         return {c: [option_logprobs(stack, p.trees, p.trunks) for p in ps]
                 for c, ps in conditions.items()}
 
-    table = rows("base", gates, conditions, read())
-    print(line(table), flush=True)
+    table: list[list[str]] = []
+    by_turn: list[list[str]] = []
+    for name, found_read in baselines(conditions, read_beliefs(gates, conditions, read()),
+                                      config.temper, args.shortcuts):
+        found = rows(name, gates, found_read)
+        print(line(found), flush=True)
+        table += found
+        if args.by_turn:
+            by_turn += turn_rows(name, gates, found_read)
     params = dict(stack.model.named_parameters())
     from safetensors.torch import load_file
 
@@ -244,13 +330,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             if info is not None:
                 head += f" (training loss {training_loss(info, last, step):.4f})"
             last = step
-            found = rows(head, gates, conditions, read())
+            snap_read = read_beliefs(gates, conditions, read())
+            found = rows(head, gates, snap_read)
             print(line(found), flush=True)
             table += found
+            if args.by_turn:
+                by_turn += turn_rows(head, gates, snap_read)
+                print("; ".join(f"{r[1]}/{r[2]}: " + " / ".join(r[3:])
+                                for r in by_turn[-len(found):]), flush=True)
     if recorder is not None:
-        recorder.write(args.results, COLUMNS, table, note=f"base model {config.model}; validation "
-                       f"conditions of {gates.path.name} (seed {gates.seed}), {n} read-outs, "
-                       f"{dropped} taught and left out")
+        note = (f"base model {config.model}; validation conditions of {gates.path.name} (seed "
+                f"{gates.seed}), {n} read-outs, {dropped} taught and left out")
+        recorder.write(args.results, COLUMNS, table, note=note)
+        if args.by_turn:
+            recorder.write(f"{args.results}-by-turn",
+                           ("model", "condition", "delivery",
+                            *(f"TVD to oracle {b[2]}" for b in TURN_BINS)), by_turn, note=note)
 
 
 if __name__ == "__main__":

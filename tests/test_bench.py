@@ -119,3 +119,24 @@ def test_the_recipe_table_puts_each_readings_base_and_snapshot_side_by_side(
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1
+
+
+def test_the_curve_by_turn_says_where_on_an_episode_a_model_misses() -> None:
+    import numpy as np
+    import xarray as xr
+
+    from bench.teach_curve import TURN_BINS, tvd_by_turn
+
+    # one episode of 6 turns: the belief misses by 0.1 before any flip, by 0.2 after 1-3 flips
+    # and by 0.3 after 4 or more; the other delivery by 0.05 throughout
+    miss = np.array([[0.1, 0.2, 0.2, 0.2, 0.3, 0.3], [0.05] * 6])
+    oracle = np.full((2, 1, 1, 6), 0.5)
+    stacked = np.stack([oracle + miss[:, None, None], 1 - oracle - miss[:, None, None]], -1)
+    dims = ("delivery", "probe", "episode", "turn", "outcome")
+    b = xr.Dataset({"belief": (dims, stacked),
+                    "oracle": (dims, np.stack([oracle, 1 - oracle], -1))},
+                   coords={"delivery": ["multi-turn", "single-turn"], "probe": ["next-flip"]})
+    found = tvd_by_turn(b, "next-flip")
+    assert len(TURN_BINS) == 3
+    assert found["multi-turn"] == pytest.approx([0.1, 0.2, 0.3])
+    assert found["single-turn"] == pytest.approx([0.05, 0.05, 0.05])

@@ -5,7 +5,6 @@ exact posterior passes it."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,15 @@ import xarray as xr
 
 from belieflens.analysis.updating import step_fit, updating
 from belieflens.dims import DELIVERY, EPISODE, OUTCOME, PROBE, TURN
-from belieflens.envs.coin_flip.env import CoinFlip, Draw, draw_episode
+from belieflens.envs.coin_flip.env import CoinFlip, draw_episode
+from belieflens.envs.coin_flip.shortcuts import (
+    Shortcut,
+    constant,
+    exact,
+    flat_counts,
+    last_flip,
+    worth_blind,
+)
 from belieflens.errors import ParameterError
 from belieflens.train.gates import (
     CONDITION,
@@ -28,32 +35,6 @@ from belieflens.train.gates import (
 )
 
 SHIPPED_GATES = Path(__file__).resolve().parents[2] / "gates" / "coin-flip-teaching.toml"
-
-# A shortcut maps an episode (its environment and draw) and the evidence weight of its slot to
-# P(first face next) at every turn.
-Shortcut = Callable[[CoinFlip, Draw, float], list[float]]
-
-
-def last_flip(env: CoinFlip, draw: Draw, strength: float) -> list[float]:
-    """0.5 ± 0.05 from the last flip told: no accumulation."""
-    return [0.5, *(0.55 if r.face == 1 else 0.45 for r in draw.reports)]
-
-
-def constant(env: CoinFlip, draw: Draw, strength: float) -> list[float]:
-    """One half, whatever is told."""
-    return [0.5] * (env.params.turns + 1)
-
-
-def flat_counts(env: CoinFlip, draw: Draw, strength: float) -> list[float]:
-    """A count look-up with the wrong prior: Beta(1, 1) whatever prior the prompt states."""
-    faces = np.cumsum([0] + [r.face for r in draw.reports])
-    return [(1 + strength * h) / (2 + strength * t) for t, h in enumerate(faces)]
-
-
-def exact(env: CoinFlip, draw: Draw, strength: float) -> list[float]:
-    """The slot's own target: the oracle weighting the evidence by ``strength``."""
-    return [o[0][0] for o in env.tempered(strength).oracles(draw)]
-
 
 def beliefs_of(gates: GateFile, condition: str, model: Shortcut, strength: float
                ) -> tuple[xr.Dataset, xr.DataArray]:
@@ -236,3 +217,19 @@ def test_the_shipped_gate_file_reads_every_condition_the_issue_names(shipped: Ga
                                        "twenty-flips", "summary-off", "noisy", "changepoint"}
     assert all(c.episodes * len(c.param_sets) >= 24 for c in shipped.conditions.values())
     assert shipped.seed > 1000  # above every validation seed
+
+
+def test_the_shipped_gates_do_not_fail_an_updater_blind_to_the_stated_worth(
+        shipped: GateFile) -> None:
+    """A known weakness of the shipped file, said on the teaching page: an updater that reads a
+    stated prior's mean but takes its worth as 2 flips (exact wherever the prior is unstated)
+    meets every S = 1 gate, since the new priors' worths (3 and 6) are too near 2 for the
+    slope and TVD bounds to tell. The validation file by worth tells it by its slope, which
+    grows with the worth stated (a gate file after the shipped one needs such a condition)."""
+    slots: Slots = {"base": (constant, 1.0), "S=1": (worth_blind(2.0), 1.0),
+                    "S=0.3": (exact, 0.3)}
+    assert _failed(shipped, measures_of(shipped, slots), "S=1") == []
+    by_worth = load_gate_file(SHIPPED_GATES.with_name("coin-flip-validation-prior-weights.toml"))
+    m = measures_of(by_worth, slots)["slope"].sel({MODEL: "S=1"})
+    assert float(m.sel({CONDITION: "worth-2"}).min()) == pytest.approx(1.0)
+    assert float(m.sel({CONDITION: "worth-16"}).min()) > 2.0
