@@ -14,7 +14,8 @@ shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 19
 stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--model NAME --episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
---schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts]
+--schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts
+--prior-drills 120]
 [--results NAME]``.
 """
 
@@ -55,19 +56,23 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
-    if (args.stated_copies, args.stated_priors, args.stated_as) == (1, None, "share"):
+    if (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills) == (
+            1, None, "share", 0):
         return config
     return dataclasses.replace(config, mix=stated_mix(config.mix, args.stated_copies,
-                                                      args.stated_priors, args.stated_as))
+                                                      args.stated_priors, args.stated_as,
+                                                      args.prior_drills))
 
 
 def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
-               priors: str | None, form: str = "share"
+               priors: str | None, form: str = "share", drills: int = 0
                ) -> tuple[tuple[tuple[str, Any], ...], ...]:
     """``mix`` with each stated-prior condition taught ``copies`` times (each copy at its own
     seed, as every condition of a mix is) and, with ``priors`` (``MEANS/WEIGHTS``), its priors
     drawn from those means and weights; ``form`` other than ``share``: told in that form
-    (the coin flip's ``stated_as``).
+    (the coin flip's ``stated_as``). ``drills`` more conditions (each at its own seed) state a
+    prior and flip once, so that half their read-outs are the prior read alone, before any
+    flip: the faces heads/tails and named in turn.
 
     Examples:
         >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
@@ -75,6 +80,8 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
         [{'prior': 'unstated'},
          {'prior': 'stated', 'prior_means': '0.3,0.7', 'prior_weights': '2,5'},
          {'prior': 'stated', 'prior_means': '0.3,0.7', 'prior_weights': '2,5'}]
+        >>> [dict(c)["sides"] for c in stated_mix(mix, 1, None, drills=3)[2:]]
+        ['heads-tails', 'random', 'heads-tails']
     """
     extra: dict[str, str] = {}
     if priors is not None:
@@ -88,6 +95,10 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
             out.append(c)
             continue
         out += [tuple(sorted({**dict(c), **extra}.items()))] * copies
+    for i in range(drills):
+        drill = {"prior": "stated", "sides": ("heads-tails", "random")[i % 2], "summary": "on",
+                 "turns": 1}
+        out.append(tuple(sorted({**drill, **extra}.items())))
     return tuple(out)
 
 
@@ -142,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "priors taught, MEANS/WEIGHTS (0.3,0.7/2,5)")
     ap.add_argument("--stated-as", choices=("share", "counts"), default="share",
                     help="an experiment: how the stated priors taught are told")
+    ap.add_argument("--prior-drills", type=int, default=0, help="an experiment: this many "
+                    "more conditions that state a prior and flip once (the prior read alone)")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -153,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                           args.layers,
                                           args.weigh, args.rank, args.lr, args.schedule,
                                           args.stated_priors)) or (
-        args.stated_copies, args.stated_as) != (1, "share")
+        args.stated_copies, args.stated_as, args.prior_drills) != (1, "share", 0)
     if changed and args.dest is None:
         ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
                  "--weigh and --stated-* change the recipe: give --dest")
