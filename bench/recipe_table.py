@@ -26,6 +26,7 @@ READINGS: tuple[tuple[str, str], ...] = (
     ("stated priors told as counts", "teaching-curve-counts"),
     ("shipped recipe on Qwen2.5-Coder-0.5B", "teaching-curve-qwen"),
     ("Qwen2.5-Coder-0.5B at a quarter of the rate", "teaching-curve-qwen-lr"),
+    ("the prior read alone, 1,440 more trees", "teaching-curve-drills"),
 )
 """(label, results file) of each reading, the shipped recipe first."""
 
