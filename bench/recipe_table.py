@@ -27,6 +27,7 @@ READINGS: tuple[tuple[str, str], ...] = (
     ("shipped recipe on Qwen2.5-Coder-0.5B", "teaching-curve-qwen"),
     ("Qwen2.5-Coder-0.5B at a quarter of the rate", "teaching-curve-qwen-lr"),
     ("the prior read alone, 1,440 more trees", "teaching-curve-drills"),
+    ("the prior read alone, every mean 0.05-0.95", "teaching-curve-drills-means"),
 )
 """(label, results file) of each reading, the shipped recipe first."""
 
