@@ -15,14 +15,12 @@ Last line: each snapshot's mean distance from the stated mean.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench._lib import add_results_option, start_results
+from bench._lib import start_results
 
 SEED = 301
 COLUMNS = ("model", "stated mean", "worth (flips)", "prompt taught", "single-turn",
@@ -73,38 +71,27 @@ def priors_alone(model: Any, tok: Any, label: str, means: Sequence[str], worths:
 def main(argv: Sequence[str] | None = None) -> None:
     """Print and (``--results``) write the table, the base model first."""
     import torch
-    from safetensors.torch import load_file
 
     from belieflens.model.load import load_transformers
-    from belieflens.train.teach import SHIPPED, taught_trees, trained_prompts, with_lora
-    from bench.teach_curve import run_config
+    from belieflens.train.teach import with_lora
+    from bench.teach_curve import load_snapshot, run_config, run_keys, snapshot_parser
 
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("name", choices=list(SHIPPED))
-    ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
-                    help="adapter weights (step-NNNNN.safetensors) to read in turn")
-    ap.add_argument("--run", type=Path, default=None,
-                    help="the run's output folder: its base model, LoRA and taught prompts")
+    ap = snapshot_parser(__doc__, "adapter weights (step-NNNNN.safetensors) to read in turn")
     ap.add_argument("--means", default="0.2,0.35,0.5,0.65,0.8,0.25,0.9")
     ap.add_argument("--worths", default="2,3,8")
-    ap.add_argument("--threads", type=int, default=1)
-    add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
     torch.set_num_threads(args.threads)
     config, _ = run_config(args.name, args.run)
     model, tok, _, _ = load_transformers(config.model)
-    keys = (trained_prompts(args.run, tok) if args.run is not None
-            else frozenset(taught_trees(config, tok)[1]))
+    keys = run_keys(config, args.run, tok)
     means, worths = args.means.split(","), args.worths.split(",")
     table = priors_alone(model, tok, "base", means, worths, keys)
     model = with_lora(model, config, config.layers).eval()
     params = dict(model.named_parameters())
     summary = []
     for snap in args.snapshots:
-        with torch.no_grad():
-            for k, v in load_file(str(snap)).items():
-                params[k].copy_(v)
+        load_snapshot(params, snap)
         found = priors_alone(model, tok, f"{snap.parent.name} {snap.stem}", means, worths,
                              keys)
         table += found

@@ -258,19 +258,43 @@ def run_config(name: str, run: Path | None) -> tuple[TeachConfig, dict[str, Any]
                                layers=tuple(int(x) for x in opts["layers"])), info
 
 
+def run_keys(config: TeachConfig, run: Path | None, tok: Any) -> frozenset[str]:
+    """The prompt keys a run was taught: its own record where given (an experiment's mix is
+    not the shipped one), else the shipped recipe's read-outs rebuilt."""
+    return (trained_prompts(run, tok) if run is not None
+            else frozenset(taught_trees(config, tok)[1]))
+
+
+def load_snapshot(params: dict[str, Any], snapshot: Path) -> None:
+    """Copy a snapshot's adapter weights into a LoRA model's ``named_parameters()``."""
+    from safetensors.torch import load_file
+
+    with torch.no_grad():
+        for k, v in load_file(str(snapshot)).items():
+            params[k].copy_(v)
+
+
+def snapshot_parser(doc: str | None, snapshots: str) -> argparse.ArgumentParser:
+    """A parser of what every reading of a teach run's snapshots takes: the shipped recipe's
+    name, ``--snapshots`` (``snapshots``: what they are), ``--run``, ``--threads`` and
+    ``--results``."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    ap.add_argument("name", choices=list(SHIPPED))
+    ap.add_argument("--snapshots", type=Path, nargs="+", required=True, help=snapshots)
+    ap.add_argument("--run", type=Path, default=None,
+                    help="the run's output folder (its teach.json and prompts.txt): its base "
+                    "model, LoRA's rank and blocks, taught prompts and training loss")
+    ap.add_argument("--threads", type=int, default=1)
+    add_results_option(ap)
+    return ap
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the base's line, then each snapshot's."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("name", choices=list(SHIPPED))
-    ap.add_argument("--snapshots", type=Path, nargs="+", required=True,
-                    help="folders of step-NNNNN.safetensors (each evaluated in turn)")
+    ap = snapshot_parser(__doc__, "folders of step-NNNNN.safetensors (each evaluated in turn)")
     ap.add_argument("--conditions", type=Path, default=DEFAULT_CONDITIONS,
                     help="a gate-format file whose conditions and seed are read")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--every", type=int, default=1, help="read every N-th snapshot")
-    ap.add_argument("--run", type=Path, default=None,
-                    help="the run's output folder (its teach.json): the training loss between "
-                    "snapshots, and the LoRA's rank and blocks")
     ap.add_argument("--shortcuts", action="store_true",
                     help="also the coin flip's shortcut updaters (belieflens.envs.coin_flip."
                     "shortcuts) on the base's read-outs: what a model that did not learn the "
@@ -278,17 +302,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--by-turn", action="store_true",
                     help="also the TVD to the oracle by turn (results NAME-by-turn): before "
                     "any flip (the stated prior read alone), after 1-3 flips, after 4 or more")
-    add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
     torch.set_num_threads(args.threads)
     config, info = run_config(args.name, args.run)
     gates = load_gate_file(args.conditions)
     model, tok, _, _ = load_transformers(config.model)
-    # the run's own record where given (an experiment's mix is not the shipped one), else the
-    # shipped recipe's read-outs rebuilt
-    keys = (trained_prompts(args.run, tok) if args.run is not None
-            else frozenset(taught_trees(config, tok)[1]))
+    keys = run_keys(config, args.run, tok)
     t0 = time.process_time()
     conditions = {c: [part(tok, gates, *x, config.temper, keys) for x in gates.episodes_of(c)]
                   for c in gates.conditions}
@@ -317,14 +337,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.by_turn:
             by_turn += turn_rows(name, gates, found_read)
     params = dict(stack.model.named_parameters())
-    from safetensors.torch import load_file
-
     for folder in args.snapshots:
         last = 0
         for snap in sorted(folder.glob("step-*.safetensors"))[args.every - 1:: args.every]:
-            with torch.no_grad():
-                for k, v in load_file(str(snap)).items():
-                    params[k].copy_(v)
+            load_snapshot(params, snap)
             step = int(snap.stem.removeprefix("step-"))
             head = f"{folder.name} {snap.stem}"
             if info is not None:
