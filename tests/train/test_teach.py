@@ -264,7 +264,8 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
                  "layers", "stated_priors")
         return argparse.Namespace(**{n: given.get(n) for n in names},
                                   stated_copies=given.get("stated_copies", 1),
-                                  stated_as=given.get("stated_as", "share"))
+                                  stated_as=given.get("stated_as", "share"),
+                                  prior_drills=given.get("prior_drills", 0))
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
@@ -286,6 +287,12 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert len(told) == len(SHIPPED[name].mix)
     assert all(c.get("stated_as") == ("counts" if c["prior"] == "stated" else None)
                for c in told)
+    drilled = recipe(name, args(prior_drills=4))
+    drills = [dict(c) for c in drilled.mix[len(SHIPPED[name].mix):]]
+    assert drilled.mix[: len(SHIPPED[name].mix)] == SHIPPED[name].mix
+    assert [(c["prior"], c["turns"], c["sides"]) for c in drills] == [
+        ("stated", 1, "heads-tails"), ("stated", 1, "random")] * 2
+    assert len({c.seed for c in drilled.conditions()}) == len(drilled.mix)
 
 
 def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> None:
