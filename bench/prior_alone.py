@@ -27,30 +27,31 @@ COLUMNS = ("model", "stated mean", "worth (flips)", "prompt taught", "single-tur
            "multi-turn")
 
 
-def first_face(model: Any, tok: Any, queries: Sequence[Any]) -> float:
+def first_face(model: Any, tok: Any, queries: Sequence[Any], keys: frozenset[str]
+               ) -> tuple[float, bool]:
     """P(first face next) of ``queries`` (one read-out's rotations), debiased geometrically
-    over the rotations as ``analyze`` does."""
+    over the rotations as ``analyze`` does, and whether any of their prompts is in ``keys``."""
     import torch
 
-    from belieflens.readouts.render import bos_policy, render
+    from belieflens.readouts.render import bos_policy, prompt_key, render
 
-    rows = []
+    rows, taught, bos = [], False, bos_policy(tok)
     for q in queries:
-        tq = render(tok, q, bos=bos_policy(tok))
+        tq = render(tok, q, bos=bos)
+        taught |= prompt_key(tq.context_text) in keys
         with torch.no_grad():
             lp = torch.log_softmax(model(torch.tensor([tq.context_ids])).logits[0, -1], -1)
         by = np.empty(len(q.outcome))
         by[list(q.outcome)] = [float(lp[o[0]]) for o in tq.option_ids]
         rows.append(by)
     m = np.mean(rows, axis=0)
-    return float(np.exp(m[0] - np.logaddexp.reduce(m)))
+    return float(np.exp(m[0] - np.logaddexp.reduce(m))), taught
 
 
 def priors_alone(model: Any, tok: Any, label: str, means: Sequence[str], worths: Sequence[str],
                  keys: frozenset[str]) -> list[list[str]]:
     """One row per stated prior (:data:`COLUMNS`)."""
     from belieflens.envs import get
-    from belieflens.readouts.render import bos_policy, prompt_key, render
     from belieflens.run.extract import records
 
     out = []
@@ -59,12 +60,11 @@ def priors_alone(model: Any, tok: Any, label: str, means: Sequence[str], worths:
             env = get("coin-flip", probes="next-flip", prior="stated", prior_means=mean,
                       prior_weights=worth, turns=1)
             recs = [r for r in records(env, 1, SEED) if r.turn == 0]
-            taught = any(prompt_key(render(tok, r.query, bos=bos_policy(tok)).context_text)
-                         in keys for r in recs)
-            p = {d: first_face(model, tok, [r.query for r in recs if r.delivery == d])
+            p = {d: first_face(model, tok, [r.query for r in recs if r.delivery == d], keys)
                  for d in ("single-turn", "multi-turn")}
+            taught = any(t for _, t in p.values())
             out.append([label, mean, worth, "yes" if taught else "no",
-                        f"{p['single-turn']:.3f}", f"{p['multi-turn']:.3f}"])
+                        f"{p['single-turn'][0]:.3f}", f"{p['multi-turn'][0]:.3f}"])
     return out
 
 
