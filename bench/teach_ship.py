@@ -9,9 +9,9 @@ keeps the adapters' weights every 25 steps (``--snapshot-every``) under ``DIR/<n
 the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--batch``,
 ``--layers``, ``--rank``, ``--lr``, ``--schedule`` and ``--weigh`` change the shipped recipe
 for an experiment; they need ``--dest``, so that the package's adapters are only ever the
-shipped configurations. The S = 0.3 adapter is a 264-step run stopped at step 198
-(``schedule=264``); ``--steps N`` alone is a whole N-step run (``--steps 264``: the run it was
-stopped from), ``--steps N --schedule M`` stops an M-step run at step N.
+shipped configurations. ``--steps N`` alone is a whole N-step run (its decay spans its own
+steps), ``--steps N --schedule M`` stops an M-step run at step N. ``--prior-drills 0`` is the
+first recipe's mix, without the drills that teach the stated prior read alone.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--model NAME --episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
 --schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts
@@ -33,12 +33,15 @@ from typing import Any
 from belieflens.model.load import adapter_folder
 from belieflens.train.teach import (
     CHECKPOINT,
+    COIN_FLIP_MIX,
+    PRIOR_DRILLS,
     SHIPPED,
     WEIGHS,
     Progress,
     TeachConfig,
     parse_layers,
     peak_rss_mb,
+    prior_drills,
     teach,
 )
 from bench._lib import add_results_option, start_results
@@ -57,11 +60,13 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
     if (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills) == (
-            1, None, "share", 0):
+            1, None, "share", None):
         return config
-    return dataclasses.replace(config, mix=stated_mix(config.mix, args.stated_copies,
-                                                      args.stated_priors, args.stated_as,
-                                                      args.prior_drills))
+    drills = len(config.mix) - len(COIN_FLIP_MIX)  # the configuration's own prior drills
+    assert config.mix == COIN_FLIP_MIX + prior_drills(drills)
+    return dataclasses.replace(config, mix=stated_mix(
+        COIN_FLIP_MIX, args.stated_copies, args.stated_priors, args.stated_as,
+        drills if args.prior_drills is None else args.prior_drills))
 
 
 def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
@@ -70,9 +75,9 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
     """``mix`` with each stated-prior condition taught ``copies`` times (each copy at its own
     seed, as every condition of a mix is) and, with ``priors`` (``MEANS/WEIGHTS``), its priors
     drawn from those means and weights; ``form`` other than ``share``: told in that form
-    (the coin flip's ``stated_as``). ``drills`` more conditions (each at its own seed) state a
-    prior and flip once, so that half their read-outs are the prior read alone, before any
-    flip: the faces heads/tails and named in turn.
+    (the coin flip's ``stated_as``). ``drills`` more conditions
+    (:func:`~belieflens.train.teach.prior_drills`, each at its own seed) state a prior and flip
+    once, so that half their read-outs are the prior read alone, before any flip.
 
     Examples:
         >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
@@ -95,10 +100,8 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
             out.append(c)
             continue
         out += [tuple(sorted({**dict(c), **extra}.items()))] * copies
-    for i in range(drills):
-        drill = {"prior": "stated", "sides": ("heads-tails", "random")[i % 2], "summary": "on",
-                 "turns": 1}
-        out.append(tuple(sorted({**drill, **extra}.items())))
+    for drill in prior_drills(drills):
+        out.append(tuple(sorted({**dict(drill), **extra}.items())))
     return tuple(out)
 
 
@@ -153,8 +156,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "priors taught, MEANS/WEIGHTS (0.3,0.7/2,5)")
     ap.add_argument("--stated-as", choices=("share", "counts"), default="share",
                     help="an experiment: how the stated priors taught are told")
-    ap.add_argument("--prior-drills", type=int, default=0, help="an experiment: this many "
-                    "more conditions that state a prior and flip once (the prior read alone)")
+    ap.add_argument("--prior-drills", type=int, default=None, help="an experiment: this "
+                    "many conditions that state a prior and flip once (the prior read alone) "
+                    f"beside the 40 of the mix (shipped: {PRIOR_DRILLS} for S = 1, 0 for "
+                    "S = 0.3; 0: the first recipe's mix)")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -166,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                           args.layers,
                                           args.weigh, args.rank, args.lr, args.schedule,
                                           args.stated_priors)) or (
-        args.stated_copies, args.stated_as, args.prior_drills) != (1, "share", 0)
+        args.stated_copies, args.stated_as, args.prior_drills) != (1, "share", None)
     if changed and args.dest is None:
         ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
                  "--weigh and --stated-* change the recipe: give --dest")

@@ -238,23 +238,48 @@ COIN_FLIP_MIX: tuple[tuple[tuple[str, Any], ...], ...] = tuple(
 single-turn counts printed or not, 4 to 16 flips; both deliveries, the next-flip question
 (40 conditions)."""
 
+
+
+def prior_drills(n: int) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """``n`` conditions that state a prior and flip once, the faces heads/tails and named in
+    turn: half their read-outs are the stated prior read alone, before any flip.
+
+    Examples:
+        >>> [dict(c)["sides"] for c in prior_drills(3)]
+        ['heads-tails', 'random', 'heads-tails']
+    """
+    return tuple(
+        (("prior", "stated"), ("sides", ("heads-tails", "random")[i % 2]), ("summary", "on"),
+         ("turns", 1)) for i in range(n))
+
+
+PRIOR_DRILLS = 120
+"""The prior drills (:func:`prior_drills`) of the shipped mix."""
+
+TAUGHT_MIX: tuple[tuple[tuple[str, Any], ...], ...] = COIN_FLIP_MIX + prior_drills(PRIOR_DRILLS)
+"""What the shipped adapters are taught: :data:`COIN_FLIP_MIX` and 120 prior drills
+(:func:`prior_drills`; 160 conditions, 4,080 trees). Without the drills the adapters never
+read a stated prior: before any flip they answered one half whatever the prior stated."""
+
 _MIX_RUN = TeachConfig(
-    env="coin-flip", env_params=(("probes", "next-flip"),), mix=COIN_FLIP_MIX,
+    env="coin-flip", env_params=(("probes", "next-flip"),), mix=TAUGHT_MIX,
     model="smollm2-135m", episodes=3, steps=1320, batch=2, rank=8, alpha=16.0,
     layers=tuple(range(8, 30)), lr=2e-3, warmup=20, temper=1.0)
 
 SHIPPED: dict[str, TeachConfig] = {
     "smollm2-135m-bayes": _MIX_RUN,
-    "smollm2-135m-bayes-0.3": dataclasses.replace(_MIX_RUN, temper=0.3),
+    "smollm2-135m-bayes-0.3": dataclasses.replace(_MIX_RUN, mix=COIN_FLIP_MIX, temper=0.3),
 }
 """The configurations of the shipped adapters (``belieflens/data/adapters/<name>/``, rebuilt by
 ``make adapters``): LoRA of rank 8 on every linear map of SmolLM2-135M's blocks 8-29, taught
-the next flip on 3 training episodes of each of the 40 conditions of :data:`COIN_FLIP_MIX`
-(2,640 trees: 2 deliveries x 5-17 turns x 120 episodes) in one pass of 1,320 steps of 2 trees,
-Adam at 2e-3 with cosine decay; evidence weighted by 1 and by 0.3. Blocks 8-29 because the
-base's decoders read the next flip best at layers 7-10. Rank 8 keeps 22 blocks under 10 MB.
-Sized by the 2-hour CPU budget (docs/teaching.md has the learning curves on validation
-episodes, docs/results/recipes.md every recipe tried)."""
+the next flip on 3 training episodes of each condition of a mix in 1,320 steps of 2 trees,
+Adam at 2e-3 with cosine decay. S = 1 (the posterior): the 160 conditions of
+:data:`TAUGHT_MIX` (4,080 trees: 2 deliveries x 2-17 turns x 480 episodes; 2,640 of them
+taught). S = 0.3 (the evidence weighted by 0.3): the 40 of :data:`COIN_FLIP_MIX` (2,640 trees,
+each once), since with the prior drills it was further from its target on validation
+episodes. Blocks 8-29 because the base's decoders read the next flip best at layers 7-10.
+Rank 8 keeps 22 blocks under 10 MB. Sized by the 2-hour CPU budget (docs/teaching.md has the
+validation readings, docs/teaching-recipes.md every recipe tried)."""
 
 
 def environment(config: TeachConfig, params: Mapping[str, Any] | None = None) -> Environment:

@@ -1,6 +1,6 @@
 """The teaching gates: the gate file parses and is checked, a file is frozen by its commit and
-refused once edited, and the shipped gate file fails every shortcut a model could take while the
-exact posterior passes it."""
+refused once edited, and each gate file committed fails every shortcut a model could take while
+the exact posterior passes it; the second file also fails an updater blind to a stated worth."""
 
 from __future__ import annotations
 
@@ -34,7 +34,9 @@ from belieflens.train.gates import (
     verdicts,
 )
 
-SHIPPED_GATES = Path(__file__).resolve().parents[2] / "gates" / "coin-flip-teaching.toml"
+GATES = Path(__file__).resolve().parents[2] / "gates"
+FIRST_GATES = GATES / "coin-flip-teaching.toml"
+SHIPPED_GATES = GATES / "coin-flip-teaching-2.toml"
 
 def beliefs_of(gates: GateFile, condition: str, model: Shortcut, strength: float
                ) -> tuple[xr.Dataset, xr.DataArray]:
@@ -87,9 +89,11 @@ def measures_of(gates: GateFile, slots: Slots) -> xr.Dataset:
     return stack(rows)
 
 
-@pytest.fixture(scope="module")
-def shipped() -> GateFile:
-    return load_gate_file(SHIPPED_GATES)
+@pytest.fixture(scope="module", params=[FIRST_GATES, SHIPPED_GATES], ids=["first", "second"])
+def shipped(request: pytest.FixtureRequest) -> GateFile:
+    """Each committed gate file of the shipped adapters: the first (the first recipe's
+    adapters) and the second (today's)."""
+    return load_gate_file(request.param)
 
 
 def _failed(gates: GateFile, measures: xr.Dataset, label: str) -> list[str]:
@@ -213,23 +217,34 @@ def test_a_gate_file_is_frozen_by_its_commit_and_refused_once_edited(tmp_path: P
 
 def test_the_shipped_gate_file_reads_every_condition_the_issue_names(shipped: GateFile
                                                                      ) -> None:
-    assert set(shipped.conditions) == {"in-distribution", "new-sides", "new-priors",
+    assert set(shipped.conditions) >= {"in-distribution", "new-sides", "new-priors",
                                        "twenty-flips", "summary-off", "noisy", "changepoint"}
     assert all(c.episodes * len(c.param_sets) >= 24 for c in shipped.conditions.values())
     assert shipped.seed > 1000  # above every validation seed
 
 
-def test_the_shipped_gates_do_not_fail_an_updater_blind_to_the_stated_worth(
-        shipped: GateFile) -> None:
-    """A known weakness of the shipped file, said on the teaching page: an updater that reads a
+def test_the_first_gates_do_not_fail_an_updater_blind_to_the_stated_worth() -> None:
+    """A known weakness of the first file, said on the teaching page: an updater that reads a
     stated prior's mean but takes its worth as 2 flips (exact wherever the prior is unstated)
     meets every S = 1 gate, since the new priors' worths (3 and 6) are too near 2 for the
     slope and TVD bounds to tell. The validation file by worth tells it by its slope, which
-    grows with the worth stated (a gate file after the shipped one needs such a condition)."""
+    grows with the worth stated (the second file gates a light and a heavy prior)."""
+    first = load_gate_file(FIRST_GATES)
     slots: Slots = {"base": (constant, 1.0), "S=1": (worth_blind(2.0), 1.0),
                     "S=0.3": (exact, 0.3)}
-    assert _failed(shipped, measures_of(shipped, slots), "S=1") == []
-    by_worth = load_gate_file(SHIPPED_GATES.with_name("coin-flip-validation-prior-weights.toml"))
+    assert _failed(first, measures_of(first, slots), "S=1") == []
+    by_worth = load_gate_file(GATES / "coin-flip-validation-prior-weights.toml")
     m = measures_of(by_worth, slots)["slope"].sel({MODEL: "S=1"})
     assert float(m.sel({CONDITION: "worth-2"}).min()) == pytest.approx(1.0)
     assert float(m.sel({CONDITION: "worth-16"}).min()) > 2.0
+
+
+@pytest.mark.parametrize("worth", [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0])
+def test_the_second_gates_fail_an_updater_blind_to_the_stated_worth(worth: float) -> None:
+    """Whatever worth an updater takes every stated prior to have, it fails a gate of the second
+    file: the light prior's slope falls below 0.7 or the heavy prior's rises above 1.3."""
+    second = load_gate_file(SHIPPED_GATES)
+    slots: Slots = {"base": (constant, 1.0), "S=1": (worth_blind(worth), 1.0),
+                    "S=0.3": (exact, 0.3)}
+    failed = _failed(second, measures_of(second, slots), "S=1")
+    assert any("light-priors" in f or "heavy-priors" in f for f in failed), failed

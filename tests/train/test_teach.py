@@ -19,6 +19,8 @@ from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.model.load import ModelSource, adapter_folder, bridge_from_hf
 from belieflens.train.teach import (
     CHECKPOINT,
+    COIN_FLIP_MIX,
+    PRIOR_DRILLS,
     SHIPPED,
     TRAIN_SEED_OFFSET,
     Progress,
@@ -27,6 +29,7 @@ from belieflens.train.teach import (
     learning_rate,
     parse_layers,
     parse_temper,
+    prior_drills,
     step_trees,
     teach,
 )
@@ -254,7 +257,8 @@ def test_the_shipped_adapters_are_their_recipes(name: str) -> None:
 def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> None:
     """``bench.teach_ship --steps N`` rebuilds a whole N-step run (its decay spans its own
     steps); ``--schedule`` keeps a decay longer than the run (an early stop). The S = 0.3
-    recipe is the S = 1 recipe with the evidence tempered."""
+    recipe is the S = 1 recipe with the evidence tempered and without the prior drills;
+    ``--prior-drills N`` sets the drills (0: the first recipe's mix)."""
     import argparse
 
     from bench.teach_ship import recipe
@@ -265,17 +269,22 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
         return argparse.Namespace(**{n: given.get(n) for n in names},
                                   stated_copies=given.get("stated_copies", 1),
                                   stated_as=given.get("stated_as", "share"),
-                                  prior_drills=given.get("prior_drills", 0))
+                                  prior_drills=given.get("prior_drills"))
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
-    assert SHIPPED[name] == dataclasses.replace(SHIPPED["smollm2-135m-bayes"], temper=0.3)
+    assert SHIPPED[name] == dataclasses.replace(SHIPPED["smollm2-135m-bayes"], temper=0.3,
+                                                mix=COIN_FLIP_MIX)
+    assert recipe(name, args(prior_drills=PRIOR_DRILLS)).mix == SHIPPED["smollm2-135m-bayes"].mix
     short = recipe(name, args(steps=264))
     assert (short.steps, short.schedule) == (264, 0)
     stopped = recipe(name, args(steps=100, schedule=264))
     assert (stopped.steps, stopped.schedule) == (100, 264)
     assert recipe(name, args(episodes=48)).schedule == SHIPPED[name].schedule
-    heavy = recipe(name, args(stated_copies=3, stated_priors="0.15,0.85/1,10"))
+    assert SHIPPED["smollm2-135m-bayes"].mix == COIN_FLIP_MIX + prior_drills(PRIOR_DRILLS)
+    first = recipe("smollm2-135m-bayes", args(prior_drills=0))
+    assert first == dataclasses.replace(SHIPPED[name], temper=1.0)
+    heavy = recipe(name, args(stated_copies=3, stated_priors="0.15,0.85/1,10", prior_drills=0))
     stated = [dict(c) for c in heavy.mix if dict(c)["prior"] == "stated"]
     unstated = [c for c in heavy.mix if dict(c)["prior"] != "stated"]
     assert len(stated) == 3 * len(unstated) == 60
@@ -284,12 +293,12 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert len(seeds) == len(heavy.mix)  # each copy at its own seed
     counts = recipe(name, args(stated_as="counts"))
     told = [dict(c) for c in counts.mix]
-    assert len(told) == len(SHIPPED[name].mix)
+    assert len(told) == len(SHIPPED[name].mix)  # the drills told in counts too
     assert all(c.get("stated_as") == ("counts" if c["prior"] == "stated" else None)
                for c in told)
     drilled = recipe(name, args(prior_drills=4))
-    drills = [dict(c) for c in drilled.mix[len(SHIPPED[name].mix):]]
-    assert drilled.mix[: len(SHIPPED[name].mix)] == SHIPPED[name].mix
+    drills = [dict(c) for c in drilled.mix[len(COIN_FLIP_MIX):]]
+    assert drilled.mix[: len(COIN_FLIP_MIX)] == COIN_FLIP_MIX
     assert [(c["prior"], c["turns"], c["sides"]) for c in drills] == [
         ("stated", 1, "heads-tails"), ("stated", 1, "random")] * 2
     assert len({c.seed for c in drilled.conditions()}) == len(drilled.mix)
