@@ -93,24 +93,30 @@ positive-control: setup
 adapters: setup
 	$(PY) -m bench.teach_ship --overwrite --threads 2
 
-# The recipe's learning curve on validation episodes (gates/coin-flip-validation.toml), for
-# snapshots kept by `python -m bench.teach_ship NAME --snapshots DIR --dest DIR`.
+# The first recipe's learning curve on validation episodes (gates/coin-flip-validation.toml):
+# the runs in FIRST_RUNS (`python -m bench.teach_ship NAME --prior-drills 0 --dest DIR
+# --snapshots DIR`; their adapters were shipped until the prior drills replaced them), their
+# snapshots in SNAPSHOTS.
 SNAPSHOTS ?= runs/teach/snaps
+FIRST_RUNS ?= runs/teach/adapters
 EVERY ?= 4
 curve: setup
 	for m in smollm2-135m-bayes smollm2-135m-bayes-0.3; do \
 		OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make curve EVERY=$(EVERY)" $(PY) -m \
-			bench.teach_curve $$m --snapshots $(SNAPSHOTS)/$$m --every $(EVERY) \
-			--results teaching-curve-$$m || exit 1; \
+			bench.teach_curve $$m --snapshots $(SNAPSHOTS)/$$m --run $(FIRST_RUNS)/$$m \
+			--every $(EVERY) --results teaching-curve-$$m || exit 1; \
 	done
 
-# The teaching gates: gates/coin-flip-teaching.toml, frozen in git before its data was read;
-# the base and both adapters on every held-out condition, the read-outs the adapters were taught
-# left out (docs/results/teaching-gates.md and -verdicts.md; exit 1 if a gate is not met).
-GATES ?= runs/gates
+# The teaching gates: GATE_FILE, frozen in git before its data was read (the second file; the
+# first, gates/coin-flip-teaching.toml, judged the first recipe's adapters, which the package no
+# longer holds); the base and both adapters on every held-out condition, the read-outs the
+# adapters were taught left out (docs/results/teaching-gates-2.md and -verdicts.md; exit 1 if
+# a gate is not met).
+GATE_FILE := gates/coin-flip-teaching-2.toml
+GATES ?= runs/gates-2
 gates: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make gates" $(BL) gates \
-		gates/coin-flip-teaching.toml --out $(GATES) --results teaching-gates
+		$(GATE_FILE) --out $(GATES) --results teaching-gates-2
 
 # The causal check on the taught model beside its base: steering along the
 # decoder's direction and patching between episodes, on the next-flip multi-turn read-outs of
@@ -232,9 +238,10 @@ floor-models: setup
 # no read-out is a taught prompt), its untrained networks extracted here with the gate file's
 # seed and parameters (reused when present), each model analysed with --floor:
 # docs/results/floor-taught-MODEL.md.
-TAUGHT_FLOOR := $(FLOORS)/taught
+TAUGHT_SEED := 9001
+TAUGHT_FLOOR := $(FLOORS)/taught-$(TAUGHT_SEED)
 TAUGHT_STUDY := --set probes=next-flip --set sides=random --set words=b --set turns=10 \
-	--seed 7001 --episodes 24
+	--seed $(TAUGHT_SEED) --episodes 24
 TAUGHT_MODELS := base:smollm2-135m S_1:smollm2-135m-bayes S_0.3:smollm2-135m-bayes-0.3
 floor-taught: setup
 	mkdir -p $(TAUGHT_FLOOR)

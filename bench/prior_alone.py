@@ -4,9 +4,9 @@ the stated mean (there the oracle) and whether the prompt was taught.
 
 With nothing flipped yet the belief is the stated mean, whatever the worth: a model that reads
 the prior says it, one that does not says about one half. The prompts are those of episode 0
-of seed 301 (validation: apart from the gate seeds, 7001 and up, and the training seeds), the
-faces heads/tails; a taught prompt is marked, not left out, since what the adapter gives on
-its own training prompts is the point.
+of seed 301 (validation: apart from the gate seeds, 7001 and up and 9001 and up, and the
+training seeds), the faces heads/tails; a taught prompt is marked, not left out, since what
+the adapter gives on its own training prompts is the point.
 
 Run: ``.venv/bin/python -m bench.prior_alone smollm2-135m-bayes --snapshots FILE [FILE ...]
 [--run DIR] [--means 0.2,0.35,0.5,0.65,0.8,0.25,0.9] [--worths 2,3,8] [--results NAME]``.

@@ -21,15 +21,15 @@ from belieflens.errors import ParameterError
 from bench._lib import add_results_option, start_results
 
 READINGS: tuple[tuple[str, str], ...] = (
-    ("shipped recipe (SmolLM2-135M)", "teaching-curve-smollm2-135m-bayes"),
+    ("first recipe (SmolLM2-135M)", "teaching-curve-smollm2-135m-bayes"),
     ("stated priors three times, wider set", "teaching-curve-stated-heavy"),
     ("stated priors told as counts", "teaching-curve-counts"),
-    ("shipped recipe on Qwen2.5-Coder-0.5B", "teaching-curve-qwen"),
+    ("first recipe on Qwen2.5-Coder-0.5B", "teaching-curve-qwen"),
     ("Qwen2.5-Coder-0.5B at a quarter of the rate", "teaching-curve-qwen-lr"),
-    ("the prior read alone, 1,440 more trees", "teaching-curve-drills"),
+    ("the prior read alone, 1,440 more trees (shipped)", "teaching-curve-drills"),
     ("the prior read alone, every mean 0.05-0.95", "teaching-curve-drills-means"),
 )
-"""(label, results file) of each reading, the shipped recipe first."""
+"""(label, results file) of each reading, the first recipe first."""
 
 CONDITIONS: tuple[str, ...] = ("new-priors", "in-distribution", "new-sides")
 DELIVERIES: tuple[str, ...] = ("multi-turn", "single-turn")
