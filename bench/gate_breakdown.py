@@ -7,7 +7,7 @@ out the taught read-outs as the gates do, and measures each value of the factor 
 numbers do not change a verdict, and a recipe changed after reading them needs new gate
 seeds.
 
-Run: ``.venv/bin/python -m bench.gate_breakdown gates/coin-flip-teaching.toml --out runs/gates
+Run: ``.venv/bin/python -m bench.gate_breakdown gates/coin-flip-teaching-2.toml --out runs/gates-2
 --condition in-distribution --by prior [--results NAME]``.
 """
 

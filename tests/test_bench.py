@@ -71,7 +71,7 @@ def test_a_gate_breakdown_without_its_run_is_one_line(
     from bench.gate_breakdown import main
 
     with pytest.raises(SystemExit) as e:
-        main(["gates/coin-flip-teaching.toml", "--out", str(tmp_path / "run"),
+        main(["gates/coin-flip-teaching-2.toml", "--out", str(tmp_path / "run"),
               "--condition", condition, "--by", by])
     assert e.value.code == 2
     err = capsys.readouterr().err
