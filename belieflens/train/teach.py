@@ -239,7 +239,6 @@ single-turn counts printed or not, 4 to 16 flips; both deliveries, the next-flip
 (40 conditions)."""
 
 
-
 def prior_drills(n: int) -> tuple[tuple[tuple[str, Any], ...], ...]:
     """``n`` conditions that state a prior and flip once, the faces heads/tails and named in
     turn: half their read-outs are the stated prior read alone, before any flip.
@@ -257,9 +256,9 @@ PRIOR_DRILLS = 120
 """The prior drills (:func:`prior_drills`) of the shipped mix."""
 
 TAUGHT_MIX: tuple[tuple[tuple[str, Any], ...], ...] = COIN_FLIP_MIX + prior_drills(PRIOR_DRILLS)
-"""What the shipped adapters are taught: :data:`COIN_FLIP_MIX` and 120 prior drills
-(:func:`prior_drills`; 160 conditions, 4,080 trees). Without the drills the adapters never
-read a stated prior: before any flip they answered one half whatever the prior stated."""
+"""What the shipped S = 1 adapter is taught: :data:`COIN_FLIP_MIX` and 120 prior drills
+(:func:`prior_drills`; 160 conditions, 4,080 trees). Without the drills the first adapters
+never read a stated prior: before any flip they answered one half whatever the prior stated."""
 
 _MIX_RUN = TeachConfig(
     env="coin-flip", env_params=(("probes", "next-flip"),), mix=TAUGHT_MIX,
