@@ -43,6 +43,7 @@ from belieflens.train.teach import (
     peak_rss_mb,
     prior_drills,
     teach,
+    with_priors,
 )
 from bench._lib import add_results_option, start_results
 
@@ -88,21 +89,16 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
         >>> [dict(c)["sides"] for c in stated_mix(mix, 1, None, drills=3)[2:]]
         ['heads-tails', 'random', 'heads-tails']
     """
-    extra: dict[str, str] = {}
+    out: tuple[tuple[tuple[str, Any], ...], ...] = tuple(
+        c for c in mix for _ in range(copies if dict(c).get("prior") == "stated" else 1)
+    ) + prior_drills(drills)
     if priors is not None:
         means, _, weights = priors.partition("/")
-        extra = {"prior_means": means, "prior_weights": weights}
-    if form != "share":
-        extra["stated_as"] = form
-    out: list[tuple[tuple[str, Any], ...]] = []
-    for c in mix:
-        if dict(c).get("prior") != "stated":
-            out.append(c)
-            continue
-        out += [tuple(sorted({**dict(c), **extra}.items()))] * copies
-    for drill in prior_drills(drills):
-        out.append(tuple(sorted({**dict(drill), **extra}.items())))
-    return tuple(out)
+        out = with_priors(out, means, weights)
+    if form == "share":
+        return out
+    return tuple(tuple(sorted({**dict(c), "stated_as": form}.items()))
+                 if dict(c).get("prior") == "stated" else c for c in out)
 
 
 COLUMNS = ("adapter", "target", "LoRA", "training data", "steps", "wall time", "CPU time",
