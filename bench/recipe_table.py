@@ -28,6 +28,7 @@ READINGS: tuple[tuple[str, str], ...] = (
     ("Qwen2.5-Coder-0.5B at a quarter of the rate", "teaching-curve-qwen-lr"),
     ("the prior read alone, 1,440 more trees (shipped)", "teaching-curve-drills"),
     ("the prior read alone, every mean 0.05-0.95", "teaching-curve-drills-means"),
+    ("the prior read alone, told as counts", "teaching-curve-drills-counts"),
 )
 """(label, results file) of each reading, the first recipe first."""
 
