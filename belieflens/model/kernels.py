@@ -8,7 +8,9 @@ extraction up there; on Intel CPUs MKL takes its tuned path and oneDNN gains not
 ``auto`` (the default) uses oneDNN on a CPU that is not Intel's when the op exists and
 reproduces the default kernels on a random layer within 1e-5 relative (checked at load),
 and the default kernels otherwise (Intel CPUs, other devices, torch builds without
-oneDNN). The file's provenance records which kernels ran (``model_kernels``).
+oneDNN). oneDNN's op has no backward, so a forward that records gradients (interchange
+training) runs the default kernel. The file's provenance records which kernels ran
+(``model_kernels``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,14 @@ from belieflens.types import KernelName
 
 
 def _onednn_forward(self: Any, x: Any) -> Any:
+    """oneDNN's linear where no gradient is recorded; the default kernel where one is, since
+    oneDNN's op has no autograd formula (a backward through it would silently drop the
+    gradient: interchange training and steering fits backpropagate through the model)."""
     import torch
 
+    if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad or (
+            self.bias is not None and self.bias.requires_grad)):
+        return torch.nn.functional.linear(x, self.weight, self.bias)
     return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
 

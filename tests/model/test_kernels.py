@@ -66,6 +66,38 @@ def test_kernels_changes_every_linear_layer_and_only_on_cpu(
         use_kernels(hf, "onednn", "cuda:0")
 
 
+def test_a_onednn_layer_passes_gradients_back_as_the_default_kernel_does() -> None:
+    """oneDNN's linear has no backward: a forward that records gradients runs the default
+    kernel, so a gradient through the layer (interchange training) is the default's, not
+    dropped; without gradients the layer still runs oneDNN's op."""
+    gen = torch.Generator().manual_seed(0)
+    plain = torch.nn.Linear(16, 8)
+    fast = copy.deepcopy(plain)
+    assert use_kernels(fast, "onednn", "cpu") == "onednn"
+    x = torch.randn(3, 16, generator=gen)
+    grads = []
+    for layer in (plain, fast):
+        xi = x.clone().requires_grad_(True)
+        (layer(xi) ** 2).sum().backward()
+        assert xi.grad is not None and layer.weight.grad is not None
+        grads.append((xi.grad, layer.weight.grad))
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+    calls: list[str] = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def spy(*args: object) -> torch.Tensor:
+        calls.append("onednn")
+        return real(*args)  # type: ignore[no-any-return]
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+        with torch.no_grad():
+            torch.testing.assert_close(fast(x), plain(x), rtol=1e-5, atol=1e-5)
+        fast(x.clone().requires_grad_(True))
+    assert calls == ["onednn"]
+
+
 def test_auto_leaves_a_dtype_without_a_onednn_primitive_on_the_default_kernels(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
