@@ -43,7 +43,6 @@ from belieflens.train.teach import (
     peak_rss_mb,
     prior_drills,
     teach,
-    with_priors,
 )
 from bench._lib import add_results_option, start_results
 
@@ -92,12 +91,15 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
     out: tuple[tuple[tuple[str, Any], ...], ...] = tuple(
         c for c in mix for _ in range(copies if dict(c).get("prior") == "stated" else 1)
     ) + prior_drills(drills)
+    extra: dict[str, str] = {}
     if priors is not None:
         means, _, weights = priors.partition("/")
-        out = with_priors(out, means, weights)
-    if form == "share":
+        extra = {"prior_means": means, "prior_weights": weights}
+    if form != "share":
+        extra["stated_as"] = form
+    if not extra:
         return out
-    return tuple(tuple(sorted({**dict(c), "stated_as": form}.items()))
+    return tuple(tuple(sorted({**dict(c), **extra}.items()))
                  if dict(c).get("prior") == "stated" else c for c in out)
 
 

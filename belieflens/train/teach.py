@@ -255,22 +255,6 @@ def prior_drills(n: int) -> tuple[tuple[tuple[str, Any], ...], ...]:
 PRIOR_DRILLS = 120
 """The prior drills (:func:`prior_drills`) of the shipped mix."""
 
-
-def with_priors(mix: Sequence[tuple[tuple[str, Any], ...]], means: str, weights: str
-                ) -> tuple[tuple[tuple[str, Any], ...], ...]:
-    """``mix`` with every stated-prior condition's prior drawn from ``means`` x ``weights``
-    (the coin flip's ``prior_means`` and ``prior_weights``); the other conditions as they are.
-
-    Examples:
-        >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
-        >>> [dict(c) for c in with_priors(mix, "0.3,0.7", "2,5")]  # doctest: +NORMALIZE_WHITESPACE
-        [{'prior': 'unstated'},
-         {'prior': 'stated', 'prior_means': '0.3,0.7', 'prior_weights': '2,5'}]
-    """
-    extra = {"prior_means": means, "prior_weights": weights}
-    return tuple(tuple(sorted({**dict(c), **extra}.items()))
-                 if dict(c).get("prior") == "stated" else c for c in mix)
-
 TAUGHT_MIX: tuple[tuple[tuple[str, Any], ...], ...] = COIN_FLIP_MIX + prior_drills(PRIOR_DRILLS)
 """What the shipped S = 1 adapter is taught: :data:`COIN_FLIP_MIX` and 120 prior drills
 (:func:`prior_drills`; 160 conditions, 4,080 trees). Without the drills the first adapters
