@@ -11,11 +11,12 @@ the learning curve, ``bench.teach_curve``). ``--episodes``, ``--steps``, ``--bat
 for an experiment; they need ``--dest``, so that the package's adapters are only ever the
 shipped configurations. ``--steps N`` alone is a whole N-step run (its decay spans its own
 steps), ``--steps N --schedule M`` stops an M-step run at step N. ``--prior-drills 0`` is the
-first recipe's mix, without the drills that teach the stated prior read alone.
+first recipe's mix, without the drills that teach the stated prior read alone;
+``--drill-turns 3`` makes each drill flip three times after the prior instead of once.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--model NAME --episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
 --schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts
---prior-drills 120]
+--prior-drills 120 --drill-turns 3]
 [--results NAME]``.
 """
 
@@ -59,25 +60,26 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
-    if (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills) == (
-            1, None, "share", None):
+    if (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills,
+            args.drill_turns) == (1, None, "share", None, 1):
         return config
     drills = len(config.mix) - len(COIN_FLIP_MIX)  # the configuration's own prior drills
     assert config.mix == COIN_FLIP_MIX + prior_drills(drills)
     return dataclasses.replace(config, mix=stated_mix(
         COIN_FLIP_MIX, args.stated_copies, args.stated_priors, args.stated_as,
-        drills if args.prior_drills is None else args.prior_drills))
+        drills if args.prior_drills is None else args.prior_drills, args.drill_turns))
 
 
 def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
-               priors: str | None, form: str = "share", drills: int = 0
-               ) -> tuple[tuple[tuple[str, Any], ...], ...]:
+               priors: str | None, form: str = "share", drills: int = 0,
+               drill_turns: int = 1) -> tuple[tuple[tuple[str, Any], ...], ...]:
     """``mix`` with each stated-prior condition taught ``copies`` times (each copy at its own
     seed, as every condition of a mix is) and, with ``priors`` (``MEANS/WEIGHTS``), its priors
     drawn from those means and weights; ``form`` other than ``share``: told in that form
     (the coin flip's ``stated_as``). ``drills`` more conditions
     (:func:`~belieflens.train.teach.prior_drills`, each at its own seed) state a prior and flip
-    once, so that half their read-outs are the prior read alone, before any flip.
+    ``drill_turns`` times (shipped: once, so that half their read-outs are the prior read
+    alone, before any flip).
 
     Examples:
         >>> mix = ((("prior", "unstated"),), (("prior", "stated"),))
@@ -90,7 +92,7 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
     """
     out: tuple[tuple[tuple[str, Any], ...], ...] = tuple(
         c for c in mix for _ in range(copies if dict(c).get("prior") == "stated" else 1)
-    ) + prior_drills(drills)
+    ) + prior_drills(drills, drill_turns)
     extra: dict[str, str] = {}
     if priors is not None:
         means, _, weights = priors.partition("/")
@@ -158,6 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "many conditions that state a prior and flip once (the prior read alone) "
                     f"beside the 40 of the mix (shipped: {PRIOR_DRILLS} for S = 1, 0 for "
                     "S = 0.3; 0: the first recipe's mix)")
+    ap.add_argument("--drill-turns", type=int, default=1, help="an experiment: the flips "
+                    "after the stated prior in each prior drill (shipped: 1)")
     add_results_option(ap)
     args = ap.parse_args(argv)
     recorder = start_results(args)
@@ -169,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                           args.layers,
                                           args.weigh, args.rank, args.lr, args.schedule,
                                           args.stated_priors)) or (
-        args.stated_copies, args.stated_as, args.prior_drills) != (1, "share", None)
+        args.stated_copies, args.stated_as, args.prior_drills, args.drill_turns) != (
+            1, "share", None, 1)
     if changed and args.dest is None:
         ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
                  "--weigh and --stated-* change the recipe: give --dest")

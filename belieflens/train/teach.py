@@ -239,17 +239,20 @@ single-turn counts printed or not, 4 to 16 flips; both deliveries, the next-flip
 (40 conditions)."""
 
 
-def prior_drills(n: int) -> tuple[tuple[tuple[str, Any], ...], ...]:
-    """``n`` conditions that state a prior and flip once, the faces heads/tails and named in
-    turn: half their read-outs are the stated prior read alone, before any flip.
+def prior_drills(n: int, turns: int = 1) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """``n`` conditions that state a prior and flip ``turns`` times (shipped: once), the faces
+    heads/tails and named in turn: one read-out in ``turns + 1`` is the stated prior read
+    alone, before any flip; the others the first steps from it.
 
     Examples:
         >>> [dict(c)["sides"] for c in prior_drills(3)]
         ['heads-tails', 'random', 'heads-tails']
+        >>> {dict(c)["turns"] for c in prior_drills(2, turns=3)}
+        {3}
     """
     return tuple(
         (("prior", "stated"), ("sides", ("heads-tails", "random")[i % 2]), ("summary", "on"),
-         ("turns", 1)) for i in range(n))
+         ("turns", turns)) for i in range(n))
 
 
 PRIOR_DRILLS = 120

@@ -258,7 +258,8 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     """``bench.teach_ship --steps N`` rebuilds a whole N-step run (its decay spans its own
     steps); ``--schedule`` keeps a decay longer than the run (an early stop). The S = 0.3
     recipe is the S = 1 recipe with the evidence tempered and without the prior drills;
-    ``--prior-drills N`` sets the drills (0: the first recipe's mix)."""
+    ``--prior-drills N`` sets the drills (0: the first recipe's mix), ``--drill-turns`` their
+    flips after the prior."""
     import argparse
 
     from bench.teach_ship import recipe
@@ -269,7 +270,8 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
         return argparse.Namespace(**{n: given.get(n) for n in names},
                                   stated_copies=given.get("stated_copies", 1),
                                   stated_as=given.get("stated_as", "share"),
-                                  prior_drills=given.get("prior_drills"))
+                                  prior_drills=given.get("prior_drills"),
+                                  drill_turns=given.get("drill_turns", 1))
 
     name = "smollm2-135m-bayes-0.3"
     assert recipe(name, args()) == SHIPPED[name]
@@ -302,6 +304,9 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert [(c["prior"], c["turns"], c["sides"]) for c in drills] == [
         ("stated", 1, "heads-tails"), ("stated", 1, "random")] * 2
     assert len({c.seed for c in drilled.conditions()}) == len(drilled.mix)
+    longer = recipe("smollm2-135m-bayes", args(drill_turns=3))
+    assert longer.mix[: len(COIN_FLIP_MIX)] == COIN_FLIP_MIX
+    assert [dict(c)["turns"] for c in longer.mix[len(COIN_FLIP_MIX):]] == [3] * PRIOR_DRILLS
 
 
 def test_two_loss_curves_of_one_run_logged_over_different_windows_agree() -> None:
