@@ -83,6 +83,27 @@ def tiny_llama(tokenizer: PreTrainedTokenizerBase, seed: int = 0) -> LlamaForCau
     return model
 
 
+def tiny_gemma(tokenizer: PreTrainedTokenizerBase, seed: int = 0, window: int = 4) -> Any:
+    """A 3-layer random Gemma 3 with the embedded tokenizer's vocabulary (no download): its
+    first and last layers slide over ``window`` positions, its final logits are soft-capped."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    cfg = Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=window,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        final_logit_softcapping=5.0, max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(cfg)
+    model.eval()  # type: ignore[no-untyped-call]  # as in tiny_llama
+    with torch.no_grad():  # as tiny_llama: beliefs not all uniform
+        model.model.embed_tokens.weight.mul_(5.0)
+    return model
+
+
 @pytest.fixture(scope="session")
 def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
     """A LoadedModel wrapping a tiny random Llama through the TransformerBridge."""

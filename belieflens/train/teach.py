@@ -312,7 +312,11 @@ def chosen_layers(config: TeachConfig, n_layers: int) -> tuple[int, ...]:
 @dataclass
 class Stack:
     """A Llama-family model's parts, run block by block under any mask (the trunk below the
-    lowest adapted block, the adapted blocks above it, the unembedding at read positions)."""
+    lowest adapted block, the adapted blocks above it, the unembedding at read positions).
+    Gemma 3's blocks too: each block gets the rotary embedding of its layer type, and its
+    sliding-window layers the mask narrowed to the window (by position, as the model's own
+    sliding mask is by index in an unpacked sequence); the final logits soft-capped where the
+    model's configuration says."""
 
     model: Any
     first: int
@@ -324,10 +328,21 @@ class Stack:
             self.model
         return base.model
 
-    def _blocks(self, h: Any, positions: Any, mask: Any, blocks: Sequence[Any]) -> Any:
-        rot = self.inner.rotary_emb(h, positions)
-        for block in blocks:
-            out = block(h, attention_mask=mask, position_ids=positions, position_embeddings=rot)
+    def _blocks(self, h: Any, positions: Any, mask: Any, layers: range) -> Any:
+        config = self.inner.config
+        types = getattr(config, "layer_types", None)
+        if not types or set(types) == {"full_attention"}:  # one rotary embedding, one mask
+            rot = self.inner.rotary_emb(h, positions)
+            kinds = {None: (rot, mask)}
+            types = [None] * len(self.inner.layers)
+        else:
+            kinds = {t: (self.inner.rotary_emb(h, positions, t),
+                         window_mask(mask, positions, config.sliding_window)
+                         if t == "sliding_attention" else mask) for t in set(types)}
+        for i in layers:
+            rot, m = kinds[types[i]]
+            out = self.inner.layers[i](h, attention_mask=m, position_ids=positions,
+                                       position_embeddings=rot)
             h = out[0] if isinstance(out, tuple) else out
         return h
 
@@ -337,16 +352,30 @@ class Stack:
 
         with torch.no_grad():
             h = self.inner.embed_tokens(ids)
-            return self._blocks(h, positions, mask, self.inner.layers[: self.first])
+            return self._blocks(h, positions, mask, range(self.first))
 
     def top(self, h: Any, positions: Any, mask: Any, reads: Any) -> Any:
         """Full-vocabulary log-probs ``[read, vocab]`` at the read positions."""
         import torch
 
-        h = self._blocks(h, positions, mask, self.inner.layers[self.first:])
+        h = self._blocks(h, positions, mask, range(self.first, len(self.inner.layers)))
         x = self.inner.norm(h[0, reads])
         logits = x @ self.model.get_output_embeddings().weight.T
+        cap = getattr(self.inner.config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
         return torch.log_softmax(logits.float(), dim=-1)
+
+
+def window_mask(mask: Any, positions: Any, window: int) -> Any:
+    """``mask`` (additive ``[1, 1, token, token]``) with attention further back than
+    ``window`` positions forbidden (a sliding-window layer's: key position > query position
+    - window)."""
+    import torch
+
+    pos = positions[0]
+    far = (pos[:, None] - pos[None, :]) >= window
+    return mask.masked_fill(far[None, None], torch.finfo(mask.dtype).min)
 
 
 def additive_mask(allowed: np.ndarray) -> torch.Tensor:
@@ -377,8 +406,8 @@ def check_stack(model: Any, spec: str) -> None:
         ok = False
     if not ok:
         raise ParameterError(f"option '--model' = {spec!r} is not allowed: teach runs "
-                             "Llama-family decoders block by block and this model's blocks "
-                             "do not reproduce its logits")
+                             "Llama-family and Gemma 3 decoders block by block and this "
+                             "model's blocks do not reproduce its logits")
 
 
 def with_lora(model: Any, config: TeachConfig, layers: Sequence[int]) -> Any:
