@@ -47,6 +47,16 @@ from belieflens.train.teach import (
 )
 from bench._lib import add_results_option, start_results
 
+SHIPPED_MIX: tuple[object, ...] = (1, None, "share", None, 1)
+"""The mix options' values that keep the shipped mix: :func:`mix_options`."""
+
+
+def mix_options(args: argparse.Namespace) -> tuple[object, ...]:
+    """The options that change the mix: ``--stated-copies``, ``--stated-priors``,
+    ``--stated-as``, ``--prior-drills`` and ``--drill-turns``."""
+    return (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills,
+            args.drill_turns)
+
 
 def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
     """The shipped configuration ``name`` with the options' changes. ``--steps`` without
@@ -60,8 +70,7 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
     config = dataclasses.replace(SHIPPED[name], **changes)  # type: ignore[arg-type]
-    if (args.stated_copies, args.stated_priors, args.stated_as, args.prior_drills,
-            args.drill_turns) == (1, None, "share", None, 1):
+    if mix_options(args) == SHIPPED_MIX:
         return config
     drills = len(config.mix) - len(COIN_FLIP_MIX)  # the configuration's own prior drills
     assert config.mix == COIN_FLIP_MIX + prior_drills(drills)
@@ -157,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--stated-as", choices=("share", "counts"), default="share",
                     help="an experiment: how the stated priors taught are told")
     ap.add_argument("--prior-drills", type=int, default=None, help="an experiment: this "
-                    "many conditions that state a prior and flip once (the prior read alone) "
+                    "many conditions that state a prior and flip --drill-turns times "
                     f"beside the 40 of the mix (shipped: {PRIOR_DRILLS} for S = 1, 0 for "
                     "S = 0.3; 0: the first recipe's mix)")
     ap.add_argument("--drill-turns", type=int, default=1, help="an experiment: the flips "
@@ -170,11 +179,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if unknown:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     changed = any(v is not None for v in (args.model, args.episodes, args.steps, args.batch,
-                                          args.layers,
-                                          args.weigh, args.rank, args.lr, args.schedule,
-                                          args.stated_priors)) or (
-        args.stated_copies, args.stated_as, args.prior_drills, args.drill_turns) != (
-            1, "share", None, 1)
+                                          args.layers, args.weigh, args.rank, args.lr,
+                                          args.schedule)) or mix_options(args) != SHIPPED_MIX
     if changed and args.dest is None:
         ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
                  "--weigh and --stated-* change the recipe: give --dest")

@@ -40,6 +40,7 @@ from belieflens.errors import BeliefLensError
 from belieflens.model.attention import AttentionName, fast_modules, sdpa_attention
 from belieflens.model.load import LoadedModel
 from belieflens.model.norms import native_modules, native_norms
+from belieflens.model.unembed import final_logits
 from belieflens.readouts.render import TokenizedQuery
 from belieflens.run.rows import ReadOut, forward_rows, pad_token_id, resid_hook_names
 from belieflens.run.trie import Row, Trie, build, pack, schedule_rows
@@ -291,18 +292,6 @@ def _capture_hooks(names: list[str], at: _At, into: dict[int, Any]) -> list[Any]
         return tensor
 
     return [(name, make(i)) for i, name in enumerate(names)] + [(FINAL_HOOK, final)]
-
-
-def _unembed(model: LoadedModel, h: Any) -> Any:
-    """Logits (float32) of final-norm outputs ``h``: the model's own unembedding and cap."""
-    import torch
-
-    hf = model.bridge.original_model
-    logits = hf.get_output_embeddings()(h).float()
-    cap = getattr(hf.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
 
 
 def _ancestry(trie: Trie, row: Row) -> Any:
@@ -600,7 +589,7 @@ class _Forward:
             finally:
                 at.active = False
             if unembed:
-                sel = _unembed(self.model, self.captured[FINAL])
+                sel = final_logits(self.model.bridge.original_model, self.captured[FINAL])
                 logp = torch.log_softmax(sel, dim=-1).cpu()
                 lse = torch.logsumexp(sel, dim=-1).cpu()
         return logp, lse

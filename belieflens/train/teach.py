@@ -53,6 +53,7 @@ from belieflens.episodes.base import Environment
 from belieflens.episodes.capabilities import Temperable
 from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.model.load import ADAPTER_INFO, load_transformers
+from belieflens.model.unembed import final_logits
 from belieflens.run import signals
 from belieflens.store.provenance import dist_version, git_commit
 from belieflens.train.teach_data import Tree, taught, taught_records
@@ -330,12 +331,11 @@ class Stack:
 
     def _blocks(self, h: Any, positions: Any, mask: Any, layers: range) -> Any:
         config = self.inner.config
-        types = getattr(config, "layer_types", None)
-        if not types or set(types) == {"full_attention"}:  # one rotary embedding, one mask
-            rot = self.inner.rotary_emb(h, positions)
-            kinds = {None: (rot, mask)}
-            types = [None] * len(self.inner.layers)
-        else:
+        types = getattr(config, "layer_types", None) or ["full_attention"] * len(
+            self.inner.layers)
+        if set(types) == {"full_attention"}:  # Llama, Qwen2: one rotary embedding, one mask
+            kinds = {"full_attention": (self.inner.rotary_emb(h, positions), mask)}
+        else:  # Gemma 3: a rotary embedding per layer type, the sliding layers' window
             kinds = {t: (self.inner.rotary_emb(h, positions, t),
                          window_mask(mask, positions, config.sliding_window)
                          if t == "sliding_attention" else mask) for t in set(types)}
@@ -359,12 +359,7 @@ class Stack:
         import torch
 
         h = self._blocks(h, positions, mask, range(self.first, len(self.inner.layers)))
-        x = self.inner.norm(h[0, reads])
-        logits = x @ self.model.get_output_embeddings().weight.T
-        cap = getattr(self.inner.config, "final_logit_softcapping", None)
-        if cap:
-            logits = torch.tanh(logits / cap) * cap
-        return torch.log_softmax(logits.float(), dim=-1)
+        return torch.log_softmax(final_logits(self.model, self.inner.norm(h[0, reads])), dim=-1)
 
 
 def window_mask(mask: Any, positions: Any, window: int) -> Any:
