@@ -31,6 +31,7 @@ READINGS: tuple[tuple[str, str], ...] = (
     ("the prior read alone, told as counts", "teaching-curve-drills-counts"),
     ("the prior drills flipping three times", "teaching-curve-drills-turns"),
     ("the shipped recipe on Gemma-3-270m", "teaching-curve-gemma"),
+    ("Gemma-3-270m at a quarter of the rate", "teaching-curve-gemma-lr"),
 )
 """(label, results file) of each reading, the first recipe first."""
 
