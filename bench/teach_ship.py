@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from belieflens.errors import InterruptedRunError, ParameterError
 from belieflens.model.load import adapter_folder
 from belieflens.train.teach import (
     CHECKPOINT,
@@ -195,8 +196,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         t0 = time.perf_counter()
         snaps = None if args.snapshots is None else args.snapshots / name
-        result = teach(recipe(name, args), folder, threads=args.threads, on_step=report,
-                       snapshots=snaps, snapshot_every=args.snapshot_every)
+        try:
+            result = teach(recipe(name, args), folder, threads=args.threads, on_step=report,
+                           snapshots=snaps, snapshot_every=args.snapshot_every)
+        except InterruptedRunError as e:  # the checkpoint is saved: one line, 130 or 143
+            print(f"interrupted: {e}", file=sys.stderr)
+            raise SystemExit(e.exit_code) from None
+        except ParameterError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
         tr = result.info["training"]
         size = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
         print(f"{name}: wall {time.perf_counter() - t0:.1f} s; training {tr['seconds']} s "

@@ -79,6 +79,22 @@ def test_a_gate_breakdown_without_its_run_is_one_line(
     assert not (tmp_path / "run").exists()
 
 
+def test_teaching_an_adapter_into_a_file_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench.teach_ship`` with an adapter folder that is a file: one line on stderr, exit 2,
+    the file untouched (a run a signal stops is one line too: ``interrupted: ...``)."""
+    from bench.teach_ship import main
+
+    taken = tmp_path / "smollm2-135m-bayes"
+    taken.write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        main(["smollm2-135m-bayes", "--dest", str(tmp_path), "--steps", "1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "is a file" in err and err.count("\n") == 1
+    assert taken.read_text() == "mine"
+
+
 def test_the_recipe_table_puts_each_readings_base_and_snapshot_side_by_side(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
