@@ -12,11 +12,12 @@ for an experiment; they need ``--dest``, so that the package's adapters are only
 shipped configurations. ``--steps N`` alone is a whole N-step run (its decay spans its own
 steps), ``--steps N --schedule M`` stops an M-step run at step N. ``--prior-drills 0`` is the
 first recipe's mix, without the drills that teach the stated prior read alone;
-``--drill-turns 3`` makes each drill flip three times after the prior instead of once.
+``--drill-turns 3`` makes each drill flip three times after the prior instead of once;
+``--step-loss 1`` adds the step loss (``TeachConfig.step_loss``) beside the KL.
 Run: ``.venv/bin/python -m bench.teach_ship [NAME ...] [--threads 1] [--snapshots DIR]
 [--dest DIR] [--model NAME --episodes N --steps N --batch N --layers 20-29 --rank 8 --lr 1e-3
 --schedule 264 --weigh question --stated-copies 3 --stated-priors MEANS/WEIGHTS --stated-as counts
---prior-drills 120 --drill-turns 3]
+--prior-drills 120 --drill-turns 3 --step-loss 1]
 [--results NAME]``.
 """
 
@@ -66,7 +67,7 @@ def recipe(name: str, args: argparse.Namespace) -> TeachConfig:
     schedule = 0 if args.steps is not None and args.schedule is None else args.schedule
     changes: dict[str, object] = {k: v for k, v in (
         ("model", args.model), ("episodes", args.episodes), ("steps", args.steps),
-        ("weigh", args.weigh),
+        ("weigh", args.weigh), ("step_loss", args.step_loss),
         ("batch", args.batch), ("rank", args.rank), ("lr", args.lr), ("schedule", schedule),
         ("alpha", None if args.rank is None else 2.0 * args.rank),  # the shipped scale, 2
         ("layers", parse_layers(args.layers) if args.layers else None)) if v is not None}
@@ -160,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="an experiment: the steps the decay spans (above --steps: stop early)")
     ap.add_argument("--weigh", choices=WEIGHS, default=None, help="an experiment: the loss's "
                     "weight per read-out")
+    ap.add_argument("--step-loss", type=float, default=None, help="an experiment: the "
+                    "weight of the step loss beside the KL (each read-out's turn-to-turn step "
+                    "against its target's; shipped: 0)")
     ap.add_argument("--stated-copies", type=int, default=1, help="an experiment: each "
                     "stated-prior condition taught this many times, each at its own seed")
     ap.add_argument("--stated-priors", default=None, help="an experiment: the stated "
@@ -181,10 +185,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         ap.error(f"unknown adapter {unknown[0]!r}: choose from " + ", ".join(SHIPPED))
     changed = any(v is not None for v in (args.model, args.episodes, args.steps, args.batch,
                                           args.layers, args.weigh, args.rank, args.lr,
-                                          args.schedule)) or mix_options(args) != SHIPPED_MIX
+                                          args.schedule, args.step_loss)) or \
+        mix_options(args) != SHIPPED_MIX
     if changed and args.dest is None:
         ap.error("--model, --episodes, --steps, --batch, --layers, --rank, --lr, --schedule, "
-                 "--weigh and --stated-* change the recipe: give --dest")
+                 "--weigh, --step-loss and --stated-* change the recipe: give --dest")
     for name in args.names:
         folder = adapter_folder(name) if args.dest is None else args.dest / name
         if args.overwrite and folder.exists() and not (folder / CHECKPOINT).exists():

@@ -56,7 +56,7 @@ from belieflens.model.load import ADAPTER_INFO, load_transformers
 from belieflens.model.unembed import final_logits
 from belieflens.run import signals
 from belieflens.store.provenance import dist_version, git_commit
-from belieflens.train.teach_data import Tree, taught, taught_records
+from belieflens.train.teach_data import Tree, predecessors, taught, taught_records
 from belieflens.train.toy import atomic_torch_save, torch_threads
 
 if TYPE_CHECKING:
@@ -106,6 +106,10 @@ class TeachConfig:
         weigh: each read-out's weight in the loss: ``readout`` (every read-out 1) or
             ``question`` (each belief question of a tree the same total, however many
             rotations render it; :meth:`~belieflens.train.teach_data.Tree.weights`).
+        step_loss: the weight of the step loss beside the KL (0: none): for each read-out
+            whose tree has a predecessor (:func:`~belieflens.train.teach_data.predecessors`),
+            the squared error of the model's turn-to-turn step in centred option log-probs
+            against its target's (:func:`step_error`), the predecessor read without gradient.
         mix: conditions taught together, each a set of parameters over ``env_params``
             (``(name, value)`` pairs; mappings are accepted): ``episodes`` episodes of each,
             condition ``j`` at seed ``train_seed + j`` (:meth:`conditions`). Empty:
@@ -128,6 +132,7 @@ class TeachConfig:
     weigh: Weigh = "readout"
     schedule: int = 0
     mix: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    step_loss: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_params", _pairs(self.env_params))
@@ -149,6 +154,8 @@ class TeachConfig:
                                  f"{', '.join(WEIGHS)}")
         _positive("--lr", self.lr)
         _positive("--alpha", self.alpha)
+        if self.step_loss != 0:
+            _positive("--step-loss", self.step_loss)
 
     def as_dict(self) -> dict[str, Any]:
         """The configuration as JSON-ready values (``env_params`` as a dict)."""
@@ -161,7 +168,7 @@ class TeachConfig:
     def fingerprint(self) -> str:
         """SHA-256 of the configuration: a checkpoint resumes only under the same one."""
         d = self.as_dict()
-        for name in ("schedule", "mix"):  # defaults are left out: earlier runs keep theirs
+        for name in ("schedule", "mix", "step_loss"):  # defaults left out: runs keep theirs
             if not d[name]:
                 del d[name]
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
@@ -423,11 +430,9 @@ def with_lora(model: Any, config: TeachConfig, layers: Sequence[int]) -> Any:
     return peft_model
 
 
-def tree_loss(stack: Stack, tree: Tree, trunk: Any,
-              weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
-    """KL(target ‖ model's option distribution) summed over the tree's read-outs, each
-    times its ``weights`` (1 when ``None``; a tensor with gradient), and each read-out's
-    KL."""
+def option_logprobs(stack: Stack, tree: Tree, trunk: Any) -> Any:
+    """``[readout, option]`` the model's log-probabilities over each read-out's options
+    (whole continuations; -inf past its options)."""
     import torch
 
     pos = torch.from_numpy(tree.positions)[None]
@@ -436,14 +441,58 @@ def tree_loss(stack: Stack, tree: Tree, trunk: Any,
     idx = torch.from_numpy(tree.option_read)
     tok_lp = lp[idx.clamp(min=0), torch.from_numpy(tree.option_token)]
     opt_lp = torch.where(idx >= 0, tok_lp, torch.zeros_like(tok_lp)).sum(-1)
-    k = torch.arange(opt_lp.shape[1])[None]
-    valid = k < torch.from_numpy(tree.n_options)[:, None]
-    logq = torch.log_softmax(opt_lp.masked_fill(~valid, float("-inf")), dim=-1)
-    t = torch.from_numpy(tree.target).float()
-    logt = torch.log(t.clamp(min=1e-30))
-    kl = torch.where(t > 0, t * (logt - logq), torch.zeros_like(t)).sum(-1)
+    return torch.log_softmax(opt_lp.masked_fill(~_valid(tree), float("-inf")), dim=-1)
+
+
+def _valid(tree: Tree) -> Any:
+    import torch
+
+    k = torch.arange(tree.target.shape[1])[None]
+    return k < torch.from_numpy(tree.n_options)[:, None]
+
+
+def tree_loss(stack: Stack, tree: Tree, trunk: Any,
+              weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
+    """KL(target ‖ model's option distribution) summed over the tree's read-outs, each
+    times its ``weights`` (1 when ``None``; a tensor with gradient), and each read-out's
+    KL."""
+    import torch
+
+    kl = readout_kl(option_logprobs(stack, tree, trunk), tree)
     w = kl.new_ones(kl.shape) if weights is None else torch.from_numpy(weights).to(kl.dtype)
     return (w * kl).sum(), kl.detach().numpy()
+
+
+def readout_kl(logq: Any, tree: Tree) -> Any:
+    """``[readout]`` KL(target ‖ ``logq``'s distribution) of each of the tree's read-outs."""
+    import torch
+
+    t = torch.from_numpy(tree.target).to(logq.dtype)
+    logt = torch.log(t.clamp(min=1e-30))
+    return torch.where(t > 0, t * (logt - logq), torch.zeros_like(t)).sum(-1)
+
+
+def step_error(logq: Any, logq_before: Any, tree: Tree, before: Tree) -> Any:
+    """``[readout]`` the mean over options of the squared error of the model's step from
+    ``before`` (the predecessor tree, its read-outs lined up) to ``tree`` against the
+    target's, in log-probabilities centred over each read-out's options (for two options,
+    a quarter of the squared error of the step in log-odds); targets below 1e-6 are read as
+    1e-6."""
+    import torch
+
+    valid = _valid(tree)
+    n = torch.from_numpy(tree.n_options).to(logq.dtype)
+
+    def centred(x: Any) -> Any:
+        x = torch.where(valid, x, torch.zeros_like(x))
+        return torch.where(valid, x - x.sum(-1, keepdim=True) / n[:, None], torch.zeros_like(x))
+
+    def log_target(t: Tree) -> Any:
+        return torch.log(torch.from_numpy(t.target).to(logq.dtype).clamp(min=1e-6))
+
+    err = (centred(logq) - centred(logq_before)) - (
+        centred(log_target(tree)) - centred(log_target(before)))
+    return (err ** 2).sum(-1) / n
 
 
 # ---------------------------------------------------------------------------- training
@@ -512,6 +561,7 @@ class Trainer:
         self.model = with_lora(model, config, layers)
         self.stack = Stack(self.model, min(layers))
         self.trees = list(tree_list)
+        self.before = predecessors(self.trees)
         self.trunks: dict[int, Any] = {}
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optim = torch.optim.Adam(params, lr=config.lr)
@@ -537,11 +587,29 @@ class Trainer:
         self.optim.zero_grad(set_to_none=True)
         total = 0.0
         for i, w in zip(idx, weights, strict=True):
-            loss, _ = tree_loss(self.stack, self.trees[i], self.trunk(i), w)
+            loss, kl = self.tree_loss(i, w)
             (loss / n).backward()
-            total += float(loss.detach())
+            total += kl
         self.optim.step()
         return total / n
+
+    def tree_loss(self, i: int, weights: np.ndarray) -> tuple[Any, float]:
+        """Tree ``i``'s loss (with gradient): its read-outs' KL times ``weights``, and with a
+        step loss each read-out's :func:`step_error` from the tree's predecessor (read without
+        gradient) times ``step_loss`` and its weight; and the weighted KL alone."""
+        import torch
+
+        tree = self.trees[i]
+        logq = option_logprobs(self.stack, tree, self.trunk(i))
+        w = torch.from_numpy(weights).to(logq.dtype)
+        kl = (w * readout_kl(logq, tree)).sum()
+        j = int(self.before[i])
+        if not self.config.step_loss or j < 0:
+            return kl, float(kl.detach())
+        with torch.no_grad():
+            before = option_logprobs(self.stack, self.trees[j], self.trunk(j))
+        err = step_error(logq, before, tree, self.trees[j])
+        return kl + self.config.step_loss * (w * err).sum(), float(kl.detach())
 
     def adapter_state(self) -> dict[str, Any]:
         """The adapters' weights (by parameter name)."""
@@ -840,9 +908,9 @@ def taught_trees(config: TeachConfig, tokenizer: Any) -> tuple[list[Tree], set[s
     read-outs (:func:`~belieflens.readouts.render.prompt_key`)."""
     out: list[Tree] = []
     keys: set[str] = set()
-    for c in config.conditions():
+    for j, c in enumerate(config.conditions()):
         recs = taught_records(environment(config, c.params), c.episodes, c.seed)
         found, k = taught(tokenizer, recs)
-        out += found
+        out += [dataclasses.replace(t, condition=j) for t in found]
         keys |= k
     return out, keys

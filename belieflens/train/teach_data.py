@@ -48,7 +48,10 @@ class Tree:
         n_options: ``[readout]`` how many options each read-out has.
         question: ``[readout]`` each read-out's belief question (probe), numbered in the
             order they first appear in the tree.
+        outcome: ``[readout, option]`` the outcome each option position shows (-1 past the
+            read-out's options): its rotation.
         key: ``(episode, delivery, turn)``.
+        condition: the taught condition the episode belongs to (its index in a mix).
     """
 
     ids: np.ndarray
@@ -61,7 +64,9 @@ class Tree:
     target: np.ndarray
     n_options: np.ndarray
     question: np.ndarray
+    outcome: np.ndarray
     key: tuple[int, str, int]
+    condition: int = 0
 
     @property
     def tokens(self) -> int:
@@ -88,6 +93,29 @@ class Tree:
         allowed = np.asarray(self.ancestors[self.edge[:, None], self.edge[None, :]], dtype=bool)
         out: np.ndarray = allowed & np.tri(self.tokens, dtype=bool)
         return out
+
+
+def predecessors(trees: Sequence[Tree]) -> np.ndarray:
+    """``[tree]`` the index of each tree's predecessor, the tree of the same condition,
+    episode and delivery one turn earlier whose read-outs are the same questions under the same
+    rotations in the same order, or -1 (the first turn, or read-outs that do not line up): the
+    pairs whose turn-to-turn step a step loss compares with the target's.
+
+    Examples:
+        >>> z = np.zeros((1, 1), dtype=np.int64)
+        >>> first, second = (Tree(*(z,) * 11, key=(0, "multi-turn", turn)) for turn in (0, 1))
+        >>> predecessors([first, second]).tolist()
+        [-1, 0]
+    """
+    at = {(t.condition, *t.key): i for i, t in enumerate(trees)}
+    out = np.full(len(trees), -1, dtype=np.int64)
+    for i, t in enumerate(trees):
+        episode, delivery, turn = t.key
+        j = at.get((t.condition, episode, delivery, turn - 1))
+        if j is not None and np.array_equal(trees[j].question, t.question) and \
+                np.array_equal(trees[j].outcome, t.outcome):
+            out[i] = j
+    return out
 
 
 def target_on_positions(oracle: Sequence[float], outcome: Sequence[int]) -> np.ndarray:
@@ -122,6 +150,7 @@ def build_tree(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Tr
     option_read = np.full((len(tqs), k_max, l_max), -1, dtype=np.int64)
     option_token = np.zeros((len(tqs), k_max, l_max), dtype=np.int64)
     target = np.zeros((len(tqs), k_max), dtype=np.float64)
+    outcome = np.full((len(tqs), k_max), -1, dtype=np.int64)
     reads: dict[int, int] = {}
 
     def read(ri: int, pos: int) -> int:
@@ -141,6 +170,7 @@ def build_tree(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Tr
     for q, (rec, tq) in enumerate(zip(recs, tqs, strict=True)):
         assert rec.oracle is not None
         target[q, : len(tq.outcome)] = target_on_positions(rec.oracle, tq.outcome)
+        outcome[q, : len(tq.outcome)] = tq.outcome
     first = recs[0]
     order = list(dict.fromkeys(r.probe for r in recs))
     return Tree(
@@ -149,7 +179,7 @@ def build_tree(recs: Sequence[QueryRecord], tqs: Sequence[TokenizedQuery]) -> Tr
         option_read=option_read, option_token=option_token, target=target,
         n_options=np.asarray([len(tq.option_ids) for tq in tqs], dtype=np.int64),
         question=np.asarray([order.index(r.probe) for r in recs], dtype=np.int64),
-        key=(first.episode, first.delivery, first.turn),
+        outcome=outcome, key=(first.episode, first.delivery, first.turn),
     )
 
 

@@ -222,6 +222,22 @@ def test_weighing_by_question_changes_the_adapter(tiny_dir: Path, tmp_path: Path
         config(tiny_dir, weigh="episode")
 
 
+def test_a_step_loss_changes_the_adapter_and_leaves_the_kl_reported(
+        tiny_dir: Path, tmp_path: Path, taught: TeachResult) -> None:
+    """With a step loss the trees of turn 1 also learn their step from turn 0: the adapter
+    changes from the second step on, while the first step's reported loss is still the KL
+    alone; a default run's fingerprint does not name it."""
+    result = teach(config(tiny_dir, step_loss=1.0), tmp_path / "steps")
+    ours, theirs = (r.info["training"]["loss_curve"] for r in (result, taught))
+    assert ours[0] == theirs[0] and ours[1:] != theirs[1:]
+    assert result.info["options"]["step_loss"] == 1.0
+    assert config(tiny_dir).fingerprint() == config(tiny_dir, step_loss=0.0).fingerprint()
+    assert result.info["fingerprint"] != taught.info["fingerprint"]
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ParameterError, match="'--step-loss'"):
+            config(tiny_dir, step_loss=bad)
+
+
 def test_options_parse_and_schedule() -> None:
     assert parse_layers("2-4, 7") == (2, 3, 4, 7) and parse_layers("") == ()
     assert parse_temper("0.3") == 0.3
@@ -266,7 +282,7 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
 
     def args(**given: object) -> argparse.Namespace:
         names = ("model", "episodes", "steps", "weigh", "batch", "rank", "lr", "schedule",
-                 "layers", "stated_priors")
+                 "layers", "stated_priors", "step_loss")
         return argparse.Namespace(**{n: given.get(n) for n in names},
                                   stated_copies=given.get("stated_copies", 1),
                                   stated_as=given.get("stated_as", "share"),
@@ -282,6 +298,7 @@ def test_an_experiments_steps_are_a_whole_run_unless_it_gives_a_schedule() -> No
     assert (short.steps, short.schedule) == (264, 0)
     stopped = recipe(name, args(steps=100, schedule=264))
     assert (stopped.steps, stopped.schedule) == (100, 264)
+    assert recipe(name, args(step_loss=1.0)).step_loss == 1.0
     assert recipe(name, args(episodes=48)).schedule == SHIPPED[name].schedule
     assert SHIPPED["smollm2-135m-bayes"].mix == COIN_FLIP_MIX + prior_drills(PRIOR_DRILLS)
     first = recipe("smollm2-135m-bayes", args(prior_drills=0))

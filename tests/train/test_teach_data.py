@@ -1,8 +1,10 @@
 """Teaching's training data: read-out trees reproduce each read-out's own forward, targets sit
-on the rotation's positions, environments without oracles are refused."""
+on the rotation's positions, each tree knows the tree of the turn before (the step loss's
+pairs), environments without oracles are refused."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,8 +13,14 @@ import pytest
 from belieflens import envs
 from belieflens.errors import ParameterError
 from belieflens.readouts.render import bos_policy, render
-from belieflens.train.teach import Stack, additive_mask
-from belieflens.train.teach_data import target_on_positions, taught_records, trees
+from belieflens.train.teach import Stack, additive_mask, step_error
+from belieflens.train.teach_data import (
+    Tree,
+    predecessors,
+    target_on_positions,
+    taught_records,
+    trees,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -81,3 +89,50 @@ def test_a_tree_reads_what_each_prompt_reads(smol_tokenizer: PreTrainedTokenizer
         k = int(tree.n_options[q])
         got = lp[tree.option_read[q, :k, 0], tree.option_token[q, :k, 0]]
         assert torch.allclose(got, want, atol=1e-4), (q, got, want)
+
+
+def test_each_tree_steps_from_the_turn_before(smol_tokenizer: PreTrainedTokenizerBase) -> None:
+    """A tree's predecessor is its episode's and delivery's tree one turn earlier, its
+    read-outs the same questions under the same rotations; a mix's conditions are apart."""
+    recs = taught_records(envs.get("coin-flip", turns=2), 2, 0)
+    got = trees(smol_tokenizer, recs)
+    before = predecessors(got)
+    for i, t in enumerate(got):
+        episode, delivery, turn = t.key
+        if turn == 0:
+            assert before[i] == -1
+            continue
+        prev = got[before[i]]
+        assert prev.key == (episode, delivery, turn - 1)
+        assert np.array_equal(prev.outcome, t.outcome) and np.array_equal(prev.question,
+                                                                          t.question)
+    bos = bos_policy(smol_tokenizer)
+    for q, rec in enumerate(r for r in recs if (r.episode, r.delivery, r.turn) == got[0].key):
+        assert got[0].outcome[q, : got[0].n_options[q]].tolist() == list(
+            render(smol_tokenizer, rec.query, bos=bos).outcome)
+    other = [dataclasses.replace(t, condition=1) for t in got]
+    assert (predecessors(got + other)[len(got):] == np.where(before >= 0,
+                                                              before + len(got), -1)).all()
+
+
+def test_the_step_error_is_the_steps_difference(smol_tokenizer: PreTrainedTokenizerBase
+                                                ) -> None:
+    """Zero when the model's option log-probs are the targets' up to a constant per
+    read-out; with the model standing still, a quarter of the target's squared step in
+    log-odds for two options."""
+    import torch
+
+    recs = taught_records(envs.get("coin-flip", turns=1, probes="next-flip"), 1, 0)
+    got = trees(smol_tokenizer, recs)
+    i = int(np.flatnonzero(predecessors(got) >= 0)[0])
+    tree, prev = got[i], got[int(predecessors(got)[i])]
+
+    def logs(t: Tree, shift: float) -> torch.Tensor:
+        return torch.log(torch.from_numpy(t.target)) + shift
+
+    assert torch.allclose(step_error(logs(tree, 0.3), logs(prev, -1.0), tree, prev),
+                          torch.zeros(tree.readouts, dtype=torch.float64))
+    still = step_error(logs(prev, 0.0), logs(prev, 0.0), tree, prev)
+    odds = np.log(tree.target[:, 0] / tree.target[:, 1]) - np.log(
+        prev.target[:, 0] / prev.target[:, 1])
+    assert np.allclose(still.numpy(), odds ** 2 / 4) and (odds != 0).all()
