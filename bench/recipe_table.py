@@ -30,6 +30,7 @@ READINGS: tuple[tuple[str, str], ...] = (
     ("the prior read alone, every mean 0.05-0.95", "teaching-curve-drills-means"),
     ("the prior read alone, told as counts", "teaching-curve-drills-counts"),
     ("the prior drills flipping three times", "teaching-curve-drills-turns"),
+    ("the drills with a step loss", "teaching-curve-steploss"),
     ("the shipped recipe on Gemma-3-270m", "teaching-curve-gemma"),
     ("Gemma-3-270m at a quarter of the rate", "teaching-curve-gemma-lr"),
 )
