@@ -451,18 +451,6 @@ def _valid(tree: Tree) -> Any:
     return k < torch.from_numpy(tree.n_options)[:, None]
 
 
-def tree_loss(stack: Stack, tree: Tree, trunk: Any,
-              weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
-    """KL(target ‖ model's option distribution) summed over the tree's read-outs, each
-    times its ``weights`` (1 when ``None``; a tensor with gradient), and each read-out's
-    KL."""
-    import torch
-
-    kl = readout_kl(option_logprobs(stack, tree, trunk), tree)
-    w = kl.new_ones(kl.shape) if weights is None else torch.from_numpy(weights).to(kl.dtype)
-    return (w * kl).sum(), kl.detach().numpy()
-
-
 def readout_kl(logq: Any, tree: Tree) -> Any:
     """``[readout]`` KL(target ‖ ``logq``'s distribution) of each of the tree's read-outs."""
     import torch
