@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters curve gates causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -89,9 +89,13 @@ positive-control: setup
 # The taught adapters shipped in the package (belieflens/data/adapters/): SmolLM2-135M taught
 # the coin flip's posterior with LoRA on the mix of its variants (train.teach.SHIPPED), evidence
 # weighted by 1 and by 0.3, rebuilt from scratch (bench.teach_ship prints each one's CPU time,
-# peak memory, size and loss curve).
+# peak memory, size and loss curve). adapter-gemma: the S = 1 adapter over Gemma-3-270m (its
+# base installed first; about 83 minutes on two threads).
 adapters: setup
-	$(PY) -m bench.teach_ship --overwrite --threads 2
+	$(PY) -m bench.teach_ship smollm2-135m-bayes smollm2-135m-bayes-0.3 --overwrite --threads 2
+
+adapter-gemma: model-gemma3-270m
+	$(PY) -m bench.teach_ship gemma3-270m-bayes --overwrite --threads 2
 
 # The first recipe's learning curve on validation episodes (gates/coin-flip-validation.toml):
 # the runs in FIRST_RUNS (`python -m bench.teach_ship NAME --prior-drills 0 --dest DIR
@@ -117,6 +121,13 @@ GATES ?= runs/gates-2
 gates: setup
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make gates" $(BL) gates \
 		$(GATE_FILE) --out $(GATES) --results teaching-gates-2
+
+# The third gate file: the S = 1 adapter over Gemma-3-270m beside its base, on the second
+# file's conditions and gates at new seeds (docs/results/teaching-gates-3.md and -verdicts.md;
+# exit 1 if a gate is not met).
+gates-gemma: model-gemma3-270m
+	BELIEFLENS_RESULTS_COMMAND="make gates-gemma" $(BL) gates \
+		gates/coin-flip-teaching-3.toml --out runs/gates-3 --threads 2 --results teaching-gates-3
 
 # The causal check on the taught model beside its base: steering along the
 # decoder's direction and patching between episodes, on the next-flip multi-turn read-outs of

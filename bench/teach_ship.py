@@ -116,7 +116,7 @@ def stated_mix(mix: Sequence[tuple[tuple[str, Any], ...]], copies: int,
                  if dict(c).get("prior") == "stated" else c for c in out)
 
 
-COLUMNS = ("adapter", "target", "LoRA", "training data", "steps", "wall time", "CPU time",
+COLUMNS = ("adapter", "base", "target", "LoRA", "training data", "steps", "wall time", "CPU time",
            "peak memory", "final loss", "size")
 
 
@@ -124,7 +124,7 @@ def row(name: str, info: dict[str, Any], size_mb: float) -> list[str]:
     """One adapter's line of the results table, from its ``teach.json``."""
     o, tr = info["options"], info["training"]
     blocks = o["layers"]
-    return [f"`{name}`", info["target"],
+    return [f"`{name}`", f"`{info['base']['spec']}`", info["target"],
             f"rank {o['rank']} (alpha {o['alpha']:g}) on blocks {blocks[0]}-{blocks[-1]}",
             f"{len(info['conditions'])} conditions x {o['episodes']} episodes: "
             f"{tr['trees']:,} trees, {tr['readouts']:,} read-outs",

@@ -32,9 +32,10 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from belieflens.errors import ModelNotFoundError, ParameterError
@@ -479,7 +480,8 @@ def catalogue() -> list[ModelStatus]:
         cached = (cache_root() / "dequantised" / em.sha256 / "config.json").is_file()
         out.append(ModelStatus(name, em.official_id, em.layers, em.size, installed, cached,
                                em.install, em.description))
-    return (out + [adapter_status(name, out[0]) for name in ADAPTERS]
+    bases = {m.name: m for m in out}
+    return (out + [adapter_status(name, bases[base]) for name, base in ADAPTERS.items()]
             + [_toy_status(name) for name in TOY_MODELS])
 
 
@@ -789,9 +791,15 @@ ADAPTER_INFO = "teach.json"
 """The file that marks a folder as a taught adapter (``belieflens teach``): its base model,
 environment, options, training seeds and provenance."""
 
-ADAPTERS: tuple[str, ...] = ("smollm2-135m-bayes", "smollm2-135m-bayes-0.3")
-"""The taught adapters shipped in the package (``belieflens/data/adapters/<name>/``): LoRA
-adapters over ``smollm2-135m`` taught the coin flip's posterior (evidence weight 1 and 0.3)."""
+ADAPTERS: Mapping[str, str] = MappingProxyType({
+    "smollm2-135m-bayes": "smollm2-135m",
+    "smollm2-135m-bayes-0.3": "smollm2-135m",
+    "gemma3-270m-bayes": "gemma3-270m",
+})
+"""The taught adapters shipped in the package (``belieflens/data/adapters/<name>/``), each with
+its base model: LoRA adapters taught the coin flip's posterior, over ``smollm2-135m``
+(evidence weight 1 and 0.3) and over ``gemma3-270m`` (evidence weight 1; its base is an
+optional install, ``make model-gemma3-270m``)."""
 
 
 def adapter_folder(name: str) -> Path:
@@ -851,7 +859,7 @@ def adapter_status(name: str, base: ModelStatus) -> ModelStatus:
     return ModelStatus(name, base.official_id, base.layers,
                        weights.stat().st_size if weights.is_file() else 0,
                        weights.is_file() and base.installed, base.weights_cached,
-                       "make adapters", what, "adapter")
+                       "make adapters" if base.installed else base.install, what, "adapter")
 
 
 def refuse_adapter_init(spec: str, init: Init) -> None:

@@ -279,6 +279,8 @@ _MIX_RUN = TeachConfig(
 SHIPPED: dict[str, TeachConfig] = {
     "smollm2-135m-bayes": _MIX_RUN,
     "smollm2-135m-bayes-0.3": dataclasses.replace(_MIX_RUN, mix=COIN_FLIP_MIX, temper=0.3),
+    "gemma3-270m-bayes": dataclasses.replace(
+        _MIX_RUN, model="gemma3-270m", layers=tuple(range(4, 18)), lr=5e-4, schedule=1320),
 }
 """The configurations of the shipped adapters (``belieflens/data/adapters/<name>/``, rebuilt by
 ``make adapters``): LoRA of rank 8 on every linear map of SmolLM2-135M's blocks 8-29, taught
@@ -289,7 +291,10 @@ taught). S = 0.3 (the evidence weighted by 0.3): the 40 of :data:`COIN_FLIP_MIX`
 each once), since with the prior drills it was further from its target on validation
 episodes. Blocks 8-29 because the base's decoders read the next flip best at layers 7-10.
 Rank 8 keeps 22 blocks under 10 MB. Sized by the 2-hour CPU budget (docs/teaching.md has the
-validation readings, docs/teaching-recipes.md every recipe tried)."""
+validation readings, docs/teaching-recipes.md every recipe tried). ``gemma3-270m-bayes``: the
+S = 1 recipe on Gemma-3-270m, LoRA on its blocks 4-17 (the top three quarters) at a quarter of
+the rate (at 2e-3 its adapter answered near a constant); its schedule is written out because it
+was taught with snapshots along it (docs/teaching-larger.md)."""
 
 
 def environment(config: TeachConfig, params: Mapping[str, Any] | None = None) -> Environment:

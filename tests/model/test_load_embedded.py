@@ -158,14 +158,19 @@ def test_assemble_checks_each_chunk_against_its_package_record(
 def test_catalogue_lists_every_name_with_size_and_install_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _hide(monkeypatch, {c.module for c in EMBEDDED["qwen2.5-coder-0.5b"].chunks})
+    _hide(monkeypatch, {c.module for m in ("qwen2.5-coder-0.5b", "gemma3-270m")
+                        for c in EMBEDDED[m].chunks})
     rows = {m.name: m for m in catalogue()}
     assert list(rows) == ["smollm2-135m", *PACKAGED, *ADAPTERS, *TOY_MODELS]
     assert {m.kind for m in rows.values()} == {"embedded", "adapter", "toy"}
-    for name in ADAPTERS:  # the shipped adapters are installed with their base
-        a = rows[name]
-        assert a.installed and a.layers == 30 and 0 < a.size < 10e6, a
-        assert a.official_id == rows["smollm2-135m"].official_id
+    for name, base in ADAPTERS.items():  # the shipped adapters are installed with their base
+        a, b = rows[name], rows[base]
+        assert a.installed == b.installed and a.layers == b.layers and 0 < a.size < 10e6, a
+        assert a.official_id == b.official_id
+        assert a.install == ("make adapters" if b.installed else b.install)
+    assert rows["smollm2-135m-bayes"].installed and rows["smollm2-135m-bayes"].layers == 30
+    gemma = rows["gemma3-270m-bayes"]  # shipped, its base an optional install
+    assert not gemma.installed and gemma.install == "make model-gemma3-270m"
     assert rows["smollm2-135m"].installed
     q = rows["qwen2.5-coder-0.5b"]
     assert not q.installed and q.size == 491_400_064 and q.layers == 24
