@@ -77,6 +77,19 @@ def test_cli_missing_model_exit_2_one_line(monkeypatch: pytest.MonkeyPatch,
     assert not (tmp_path / "x.h5").exists()
 
 
+def test_a_shipped_adapter_over_a_missing_base_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    """The adapter over Gemma-3-270m ships with the package; without its base installed a
+    study of it stops in one line with the base's install command, and writes nothing."""
+    _hide(monkeypatch, {c.module for c in EMBEDDED["gemma3-270m"].chunks})
+    r = CliRunner().invoke(app, ["extract", "coin-flip", "--model", "gemma3-270m-bayes",
+                                 "--out", str(tmp_path / "x.h5"), "--quiet"])
+    assert r.exit_code == 2
+    assert r.output.strip() == ("error: model 'gemma3-270m' is not installed: run "
+                                "`make model-gemma3-270m`")
+    assert not (tmp_path / "x.h5").exists()
+
+
 def test_default_model_still_resolves_to_its_shipped_file() -> None:
     src = resolve("smollm2-135m")
     assert src.kind == "embedded" and (src.path / str(src.gguf_file)).is_file()
