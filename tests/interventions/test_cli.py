@@ -134,3 +134,28 @@ def test_patch_and_erase_write_files_that_analyze_reads(
     with xr.open_dataset(eout, engine="h5netcdf") as ds:
         assert ds.attrs["kind"] == "intervention-erase"
         assert ds["erased_logprob"].dims == ("query", "layer", "option")
+
+
+def test_sigterm_during_an_intervention_is_one_line_and_writes_nothing(
+    tiny_model: Any, tiny_study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command with no checkpoints of its own (here ``intervene patch``) stopped by SIGTERM
+    says so in one line, exit 143, and leaves no result file, whole or partial."""
+    import os
+    import signal
+
+    mod = importlib.import_module("belieflens.interventions.run")
+    monkeypatch.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
+    write = mod.write_result
+
+    def sigterm_then_write(ds: xr.Dataset, out: Path) -> Path:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return write(ds, out)
+
+    monkeypatch.setattr(mod, "write_result", sigterm_then_write)
+    out = tmp_path / "patch.h5"
+    r = runner.invoke(app, ["patch", str(tiny_study), "--out", str(out), "--turn", "2",
+                            "--layers", "0,2", "--quiet"])
+    assert r.exit_code == 143, r.output
+    assert r.output.strip() == "interrupted: stopped by SIGTERM"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
