@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def test_sigterm_during_an_intervention_is_one_line_and_writes_nothing(
 
     mod = importlib.import_module("belieflens.interventions.run")
     monkeypatch.setattr(mod, "model_for", lambda model, study, **kw: tiny_model)
-    write = mod.write_result
+    write: Callable[[xr.Dataset, Path], Path] = mod.write_result
 
     def sigterm_then_write(ds: xr.Dataset, out: Path) -> Path:
         os.kill(os.getpid(), signal.SIGTERM)
