@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, Unpack
@@ -77,6 +78,7 @@ from belieflens.run.extract import ExtractKeywords, ExtractOptions, Progress
 from belieflens.run.generation_log import GenerationRecord
 from belieflens.run.job import ExtractJob, Models, Runtime
 from belieflens.run.lifecycle import ExtractEvent, Extraction, ModelLoaded, set_threads
+from belieflens.run.signals import Stop, handled
 from belieflens.store.cache import merge, open_cache
 from belieflens.store.info import describe as info
 from belieflens.store.info import rerun_command
@@ -880,6 +882,13 @@ def interchange(
         ('model', 'pair', 'layer', 'option')
     """
     return intervene(study, options or InterchangeOptions(), out=out, **run)
+
+
+def signals_handled() -> AbstractContextManager[Stop]:
+    """SIGINT and SIGTERM handled for a block, as every CLI command runs: a signal raises
+    :class:`~belieflens.errors.InterruptedRunError` (a run that saves as it goes finishes its
+    batch first), where the default handler would end the process without a word."""
+    return handled()
 
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
+from belieflens.api import signals_handled
 from belieflens.errors import BeliefLensError, InterruptedRunError
-from belieflens.run import signals
 from belieflens.types import DebiasMethod, DeviceName
 
 
@@ -25,11 +25,11 @@ def one_line_errors() -> Iterator[None]:
     """A :class:`BeliefLensError` raised inside becomes ``error: <message>`` on stderr and
     exit code 2; no traceback. A run stopped by SIGINT or SIGTERM
     (:class:`InterruptedRunError`) becomes ``interrupted: <message>`` and exit code 130 or
-    143: every command handles both signals for its length (:func:`belieflens.run.signals.handled`;
+    143: every command handles both signals for its length (``belieflens.run.signals.handled``;
     a command that saves as it goes, ``extract`` or ``teach``, says what it saved), so none
     dies silently, and what it writes atomically is left whole or not at all."""
     try:
-        with signals.handled():
+        with signals_handled():
             yield
     except InterruptedRunError as e:
         typer.echo(f"interrupted: {e}", err=True)
