@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught power-taught-gemma belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -219,6 +219,23 @@ power-taught: setup
 		--tests $(POWER_LM_TESTS) --probe next-flip --delivery multi-turn \
 		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_LM_LAYERS) \
 		--out $(POWER)/smollm2 --results power-taught --record
+
+# The same for the S = 1 adapter over Gemma-3-270m beside its base, on the third gate file's
+# new-sides studies (make gates-gemma writes them), linked under names of their own so that its
+# pair is recorded beside SmolLM2's (docs/results/power-taught-gemma.md). Interchange is left
+# out by default: its subspaces' training on Gemma took more than half an hour a side on one
+# thread here (add it to POWER_GEMMA_TESTS to run it at POWER_GEMMA_LAYERS too).
+POWER_GEMMA_TESTS ?= logit-lens,decoder,steer,patch
+POWER_GEMMA_LAYERS ?= 6,10,14,17
+power-taught-gemma: model-gemma3-270m
+	mkdir -p $(POWER)/gemma
+	ln -sf $(abspath runs/gates-3/S_1/new-sides-0.h5) $(POWER)/gemma/gemma3-270m-bayes-new-sides.h5
+	ln -sf $(abspath runs/gates-3/base/new-sides-0.h5) $(POWER)/gemma/gemma3-270m-new-sides.h5
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-gemma" $(BL) power \
+		--pair "$(POWER)/gemma/gemma3-270m-bayes-new-sides.h5 $(POWER)/gemma/gemma3-270m-new-sides.h5" \
+		--tests $(POWER_GEMMA_TESTS) --probe next-flip --delivery multi-turn \
+		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_GEMMA_LAYERS) \
+		--out $(POWER)/gemma --results power-taught-gemma --record
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
 # FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the
