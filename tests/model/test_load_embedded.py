@@ -66,23 +66,14 @@ def test_some_chunks_missing_says_incomplete(monkeypatch: pytest.MonkeyPatch) ->
         resolve("qwen2.5-coder-1.5b")
 
 
-def test_cli_missing_model_exit_2_one_line(monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("name", ["gemma3-270m", "gemma3-270m-bayes"])
+def test_cli_missing_model_exit_2_one_line(name: str, monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
+    """A missing embedded model, or the base of a shipped adapter over it (the Gemma adapter
+    ships with the package, its base does not): one line, the install command, nothing
+    written."""
     _hide(monkeypatch, {c.module for c in EMBEDDED["gemma3-270m"].chunks})
-    r = CliRunner().invoke(app, ["extract", "coin-flip", "--model", "gemma3-270m",
-                                 "--out", str(tmp_path / "x.h5"), "--quiet"])
-    assert r.exit_code == 2
-    assert r.output.strip() == ("error: model 'gemma3-270m' is not installed: run "
-                                "`make model-gemma3-270m`")
-    assert not (tmp_path / "x.h5").exists()
-
-
-def test_a_shipped_adapter_over_a_missing_base_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path) -> None:
-    """The adapter over Gemma-3-270m ships with the package; without its base installed a
-    study of it stops in one line with the base's install command, and writes nothing."""
-    _hide(monkeypatch, {c.module for c in EMBEDDED["gemma3-270m"].chunks})
-    r = CliRunner().invoke(app, ["extract", "coin-flip", "--model", "gemma3-270m-bayes",
+    r = CliRunner().invoke(app, ["extract", "coin-flip", "--model", name,
                                  "--out", str(tmp_path / "x.h5"), "--quiet"])
     assert r.exit_code == 2
     assert r.output.strip() == ("error: model 'gemma3-270m' is not installed: run "
