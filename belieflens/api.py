@@ -810,7 +810,7 @@ def steer(
         >>> out = belieflens.steer("study.h5", out="steer.h5", model=model,
         ...                        options=belieflens.SteerOptions(layers=(15,), alphas=(0.0, 2.0),
         ...                                                        n_folds=2),
-        ...                        select=belieflens.Selection(probes=("next-flip",),
+        ...                        select=belieflens.Selection(turns=(1, 2), probes=("next-flip",),
         ...                                                    deliveries=("multi-turn",)))
         >>> import xarray as xr
         >>> xr.open_dataset(out, engine="h5netcdf")["steered_logprob"].dims

@@ -433,26 +433,88 @@ def test_api_examples_run(docs_study: Path, smol_model: LoadedModel, tmp_path: P
 @pytest.mark.real_model
 @pytest.mark.slow
 @pytest.mark.parametrize("page", run_pages(), ids=lambda p: str(p.relative_to(DOCS)))
-def test_page_blocks_run(page: Path, docs_study: Path, tmp_path: Path,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_page_blocks_run(page: Path, docs_study: Path, smol_model: LoadedModel,
+                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every unmarked Python and shell block of ``page``, in order, as a reader would run
-    them after Getting started."""
+    them after Getting started. A shell block of ``belieflens`` commands alone runs them in
+    this process (:func:`belieflens_lines`), the embedded model loaded once for the session
+    rather than once per command; any other shell block runs in ``bash``."""
     import matplotlib
 
     matplotlib.use("Agg")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.chdir(tmp_path)
     _in_folder(docs_study, tmp_path)
+    _reuse_loaded(smol_model, monkeypatch)
     env = dict(os.environ,
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     namespace: dict[str, object] = {}
     run: dict[str, Callable[[Block], None]] = {
         "python": lambda b: exec(compile(b.body, b.where(), "exec"), namespace),
-        "bash": lambda b: _shell(b, tmp_path, env),
+        "bash": lambda b: _cli(b) if belieflens_lines(b.body) else _shell(b, tmp_path, env),
     }
     for b in blocks(page):
         if b.language in CODE and b.mark is None:
             run["python" if b.language in ("python", "py") else "bash"](b)
+
+
+SHELL_SYNTAX = re.compile(r"[|&;<>$`(){}*?~]")
+"""Characters that make a shell line more than one command with its arguments."""
+
+
+def belieflens_lines(body: str) -> list[list[str]] | None:
+    """The argument lists of ``body``'s commands where each is ``belieflens`` with plain
+    arguments (no pipes, redirections, variables or globs); else ``None``."""
+    lines = []
+    for line in body.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0] != "belieflens" or any(SHELL_SYNTAX.search(w) for w in words):
+            return None
+        lines.append(words[1:])
+    return lines or None
+
+
+def test_belieflens_lines_take_plain_commands_only() -> None:
+    body = ("belieflens intervene steer study.h5 --out s.h5 \\\n    --alphas=-2,0,2  # a comment\n"
+            "\nbelieflens analyze s.h5 --out 'my report/'\n")
+    assert belieflens_lines(body) == [
+        ["intervene", "steer", "study.h5", "--out", "s.h5", "--alphas=-2,0,2"],
+        ["analyze", "s.h5", "--out", "my report/"]]
+    for other in ("belieflens info study.h5 | head", "belieflens info $STUDY",
+                  "python -m bench.x", "belieflens info a.h5 > out.txt", "# nothing\n"):
+        assert belieflens_lines(other) is None, other
+
+
+def _reuse_loaded(model: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Interventions asked for ``model`` as loaded (its spec, trained, its kernels) get it."""
+    from belieflens.interventions import model as chooser
+    from belieflens.model.load import load
+
+    def cached(spec: str, **kw: object) -> LoadedModel:
+        same = (spec == model.info.spec and kw.get("init") in (None, "trained")
+                and kw.get("kernels", "auto") in ("auto", model.info.kernels)
+                and kw.get("device", "cpu") == "cpu" and kw.get("dtype", "float32") == "float32")
+        return model if same else load(spec, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chooser, "load", cached)
+
+
+def _cli(block: Block) -> None:
+    import torch
+    from typer.testing import CliRunner
+
+    from belieflens.cli.main import app
+
+    for words in belieflens_lines(block.body) or []:
+        threads = torch.get_num_threads()
+        try:
+            r = CliRunner().invoke(app, words)
+        finally:
+            torch.set_num_threads(threads)
+        assert r.exit_code == 0, f"{block.where()}: belieflens {shlex.join(words)} failed:\n" \
+            f"{r.output[-3000:]}"
 
 
 def _shell(block: Block, folder: Path, env: dict[str, str]) -> None:
