@@ -60,6 +60,10 @@ def test_cli_walkthrough_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "study.h5").is_file()
     assert (tmp_path / "report" / "report.md").is_file()
+    for figure in ("trajectory.png", "lens_tvd.png"):
+        assert (tmp_path / "report" / figure).stat().st_size > 1000
+    assert "next-flip" in done.stdout and "TVD" in done.stdout  # analyze's tables
+    assert "weights_hash" in done.stdout  # `belieflens info`: provenance
     assert "coin-flip" in done.stdout  # `belieflens envs` and `info` name it
     assert "ok: study.h5 passed every consistency check" in done.stdout
     assert "belieflens extract coin-flip" in done.stdout.splitlines()[-1]

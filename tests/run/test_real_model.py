@@ -76,24 +76,3 @@ def test_beliefs_are_distributions(small_file: Path) -> None:
     s = b["belief"].sum("outcome", skipna=True)
     assert np.allclose(s.values[np.isfinite(b["belief"].isel(outcome=0).values)], 1.0)
     ds.close()
-
-
-def test_cli_extract_analyze_info(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from belieflens.cli.main import app
-
-    runner = CliRunner()
-    out = tmp_path / "study.h5"
-    r = runner.invoke(app, ["extract", "coin-flip", "--set", "turns=1", "--set",
-                            "delivery=multi-turn", "--episodes", "2", "--out", str(out),
-                            "--quiet"])
-    assert r.exit_code == 0, r.output
-    assert out.is_file()
-    r = runner.invoke(app, ["analyze", str(out), "--out", str(tmp_path / "rep")])
-    assert r.exit_code == 0, r.output
-    assert "next-flip" in r.output and "TVD" in r.output
-    for f in ("trajectory.png", "lens_tvd.png", "report.md"):
-        assert (tmp_path / "rep" / f).stat().st_size > 1000
-    r = runner.invoke(app, ["info", str(out)])
-    assert r.exit_code == 0 and "weights_hash" in r.output
