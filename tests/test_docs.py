@@ -8,7 +8,8 @@
      ``tests/test_readme.py``);
    - no mark (docs pages only): run here, by :func:`test_page_blocks_run`, every block of the
      page in order in one folder holding the study of Getting started (``study.h5``), Python
-     blocks in one namespace, shell blocks with ``bash -euo pipefail``.
+     blocks in one namespace, shell blocks with ``bash -euo pipefail`` (a block of plain
+     ``belieflens`` commands alone: in the test process, with the session's model).
 
    Every fenced block names its language (``text`` for output), so none escapes the rule.
 2. Every public name has a docstring with an example (an ``Example`` section or ``>>>``):
@@ -451,7 +452,7 @@ def test_page_blocks_run(page: Path, docs_study: Path, smol_model: LoadedModel,
     namespace: dict[str, object] = {}
     run: dict[str, Callable[[Block], None]] = {
         "python": lambda b: exec(compile(b.body, b.where(), "exec"), namespace),
-        "bash": lambda b: _cli(b) if belieflens_lines(b.body) else _shell(b, tmp_path, env),
+        "bash": lambda b: _shell(b, tmp_path, env),
     }
     for b in blocks(page):
         if b.language in CODE and b.mark is None:
@@ -501,13 +502,13 @@ def _reuse_loaded(model: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(chooser, "load", cached)
 
 
-def _cli(block: Block) -> None:
+def _cli(block: Block, commands: list[list[str]]) -> None:
     import torch
     from typer.testing import CliRunner
 
     from belieflens.cli.main import app
 
-    for words in belieflens_lines(block.body) or []:
+    for words in commands:
         threads = torch.get_num_threads()
         try:
             r = CliRunner().invoke(app, words)
@@ -518,6 +519,10 @@ def _cli(block: Block) -> None:
 
 
 def _shell(block: Block, folder: Path, env: dict[str, str]) -> None:
+    commands = belieflens_lines(block.body)
+    if commands:
+        _cli(block, commands)
+        return
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.body], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, f"{block.where()} failed:\n{done.stderr[-3000:]}"
