@@ -60,7 +60,7 @@ from belieflens.interventions import (
 )
 from belieflens.interventions.results import attr_value
 from belieflens.model.load import LoadedModel
-from belieflens.store.cache import open_cache
+from belieflens.store.cache import cache_attrs, open_cache
 from belieflens.types import DebiasMethod
 
 OnProgress = Callable[[str], None]
@@ -104,8 +104,7 @@ class Recipe:
 def _attrs(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise ParameterError(f"option '--pair': {path} does not exist")
-    with open_cache(path) as ds:
-        return dict(ds.attrs)
+    return cache_attrs(path)
 
 
 def _same_study(name: str, first: Path, a: dict[str, Any], other: Path,

@@ -549,15 +549,14 @@ def check_floors(study: Mapping[str, Any], paths: Sequence[str | os.PathLike[str
     there are at least :data:`~belieflens.analysis.floor_test.MIN_CONTROLS` of them and the
     study has enough episodes (:func:`check_episodes`); else one line. Only the files'
     attributes are read."""
-    from belieflens.store.cache import open_cache
+    from belieflens.store.cache import cache_attrs
 
     if not paths:
         return
     for p in paths:
         if not Path(p).exists():
             raise ParameterError(f"option '--floor' = '{p}' is not allowed: no such file")
-        with open_cache(p) as c:
-            check_floor(study, c.attrs, os.fspath(p))
+        check_floor(study, cache_attrs(p), os.fspath(p))
     if len(paths) < MIN_CONTROLS:
         raise ParameterError(f"--floor needs at least {MIN_CONTROLS} control files (their "
                              f"spread is the seeds' part of every interval), got {len(paths)}")

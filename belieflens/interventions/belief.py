@@ -33,15 +33,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import h5py
 import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
 from belieflens.analysis.decoders.estimator import RidgeMap, ridge_map
 from belieflens.dims import FOLD, LAYER, OUTCOME, PAIR, QUERY, STATE
-from belieflens.errors import ParameterError
+from belieflens.errors import CacheFileError, ParameterError
 from belieflens.interventions.directions import episode_folds
 from belieflens.interventions.readouts import StudyReadouts, oracle_mean, study_resid
+from belieflens.store.integrity import damage_line
 
 F64 = NDArray[np.float64]
 
@@ -58,18 +60,24 @@ SEED = 0
 
 def has_beliefs(study: StudyReadouts) -> bool:
     """Whether the study file holds ``belief_state`` (a token-level study)."""
-    with xr.open_dataset(study.path, engine="h5netcdf") as ds:
-        return "belief_state" in ds.variables
+    try:
+        with h5py.File(study.path, "r") as f:
+            return "belief_state" in f
+    except OSError as e:
+        raise CacheFileError(f"{study.path} is corrupt or unreadable: {e}") from None
 
 
 def study_beliefs(study: StudyReadouts) -> F64:
     """The study's exact beliefs ``[query, state]``; one line for a study without them."""
-    with xr.open_dataset(study.path, engine="h5netcdf") as ds:
-        if "belief_state" not in ds.variables:
-            raise ParameterError(
-                f"{study.path} has no belief_state: the belief direction and the belief check "
-                "need a token-level study (one that stores belief_state)")
-        return np.asarray(ds["belief_state"].values, dtype=np.float64)
+    if not has_beliefs(study):
+        raise ParameterError(
+            f"{study.path} has no belief_state: the belief direction and the belief check "
+            "need a token-level study (one that stores belief_state)")
+    try:
+        with h5py.File(study.path, "r") as f:
+            return np.asarray(f["belief_state"][...], dtype=np.float64)
+    except OSError as e:
+        raise CacheFileError(damage_line(study.path, "belief_state", e)) from None
 
 
 def state_emission(beliefs: F64, oracle: F64) -> tuple[F64, float]:

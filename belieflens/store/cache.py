@@ -37,6 +37,7 @@ from belieflens.store.file import (
     partial_path,
     text_bytes,
 )
+from belieflens.store.file import cache_attrs as file_attrs
 from belieflens.store.file import open_cache as open_file
 from belieflens.store.fingerprint import FINGERPRINT_ATTR, STUDY_ATTR
 from belieflens.store.integrity import verify_file
@@ -188,6 +189,16 @@ def open_cache(
         return open_study(p, chunks=chunks)
     return open_file(p, chunks=chunks)
 
+
+
+def cache_attrs(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The root attributes ``open_cache(path).attrs`` holds, read without opening the
+    variables of a cache file (a study directory is opened)."""
+    p = Path(path)
+    if p.is_dir():
+        with open_study(p) as ds:
+            return dict(ds.attrs)
+    return file_attrs(p)
 
 def _spec_of(name: str, var: Any) -> VarSpec:
     dtype = var.dtype

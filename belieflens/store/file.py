@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+import h5netcdf
 import h5py
 import numpy as np
 import xarray as xr
@@ -635,6 +636,33 @@ def open_cache(
     the variable and its damaged rows (:mod:`belieflens.store.integrity`).
     """
     p = Path(path)
+    texts = _checked_header(p, read_texts=True)
+    try:
+        ds = open_checked(p, chunks=dict(chunks) if chunks else None)
+    except _READ_ERRORS as e:
+        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
+    try:
+        for text, values in texts.items():
+            if text in ds.variables:
+                ds.variables[text].data = values if text in LONG_TEXT else values.astype(str)
+        _load_eager(ds, p)
+        problem = _check_values(ds)
+    except CacheFileError:
+        ds.close()
+        raise
+    except _READ_ERRORS as e:
+        ds.close()
+        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
+    if problem:
+        ds.close()
+        raise CacheFileError(f"{p} is corrupt: {problem}")
+    return ds
+
+
+def _checked_header(p: Path, *, read_texts: bool) -> dict[str, np.ndarray]:
+    """Refuse in one line (:class:`CacheFileError`) a file that is missing, not HDF5, corrupt,
+    of another schema version, incomplete or lacking required variables; its small text
+    variables, read and checked against their CRC-32 (none unless ``read_texts``)."""
     if not p.exists():
         raise CacheFileError(f"no such cache file: {p}{_partial_hint(p)}")
     if not p.is_file():
@@ -651,7 +679,8 @@ def open_cache(
             # text is read here, through a file closed after: read through the file xarray
             # keeps open, its heap would stay in that file's HDF5 metadata cache
             texts = {name: read_text(h, name, p) for name, dset in variables(h)
-                     if h5py.check_string_dtype(dset.dtype) is not None and name not in LAZY}
+                     if read_texts and h5py.check_string_dtype(dset.dtype) is not None
+                     and name not in LAZY}
     except CacheFileError:
         raise
     except _READ_ERRORS as e:
@@ -675,26 +704,23 @@ def open_cache(
         )
     if missing:
         raise CacheFileError(f"{p} lacks required variables: {', '.join(missing)}")
+    return texts
+
+
+def cache_attrs(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The root attributes of a cache file as :func:`open_cache` gives them (``ds.attrs``),
+    without opening its variables (a fraction of a second each, mostly resolving their
+    dimensions): a missing, foreign, incomplete or unreadable file is refused in one line as
+    :func:`open_cache` refuses it."""
+    p = Path(path)
+    _checked_header(p, read_texts=False)
     try:
-        ds = open_checked(p, chunks=dict(chunks) if chunks else None)
+        with h5netcdf.File(p, "r") as f:
+            raw = dict(f.attrs)
     except _READ_ERRORS as e:
         raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
-    try:
-        for text, values in texts.items():
-            if text in ds.variables:
-                ds.variables[text].data = values if text in LONG_TEXT else values.astype(str)
-        _load_eager(ds, p)
-        problem = _check_values(ds)
-    except CacheFileError:
-        ds.close()
-        raise
-    except _READ_ERRORS as e:
-        ds.close()
-        raise CacheFileError(f"{p} is corrupt or unreadable: {_first_line(e)}") from None
-    if problem:
-        ds.close()
-        raise CacheFileError(f"{p} is corrupt: {problem}")
-    return ds
+    return {k: v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+            for k, v in raw.items()}
 
 
 def _load_eager(ds: xr.Dataset, path: Path) -> None:

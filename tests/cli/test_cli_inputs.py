@@ -22,6 +22,7 @@ from belieflens.errors import CacheFileError
 from belieflens.model.load import LoadedModel
 from belieflens.run.extract import ExtractOptions
 from belieflens.run.lifecycle import write_cache
+from belieflens.store.cache import cache_attrs
 from belieflens.store.file import partial_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -140,16 +141,28 @@ def test_damaged_cache_files(
         edit(h)
     with pytest.raises(CacheFileError, match=fragment):
         open_cache(bad)
+    if edit is not _out_of_range:  # values are checked by open_cache only
+        with pytest.raises(CacheFileError, match=fragment):
+            cache_attrs(bad)
     for cmd in ("info", "analyze"):
         r = runner.invoke(app, [cmd, str(bad)])
         assert r.exit_code == 2 and fragment in r.output and r.output.count("\n") == 1
 
 
+def test_attributes_read_alone_equal_the_opened_files(small: Path) -> None:
+    with open_cache(small) as ds:
+        want = dict(ds.attrs)
+    got = cache_attrs(small)
+    assert list(got) == list(want)
+    assert all(type(got[k]) is type(want[k]) and np.array_equal(got[k], want[k]) for k in want)
+
+
 def test_truncated_and_partial_files(small: Path, tmp_path: Path) -> None:
     cut = tmp_path / "cut.h5"
     cut.write_bytes(small.read_bytes()[:5000])
-    with pytest.raises(CacheFileError, match="corrupt or unreadable"):
-        open_cache(cut)
+    for read in (open_cache, cache_attrs):
+        with pytest.raises(CacheFileError, match="corrupt or unreadable"):
+            read(cut)
     out = tmp_path / "run.h5"
     shutil.copy(small, partial_path(out))
     with h5py.File(partial_path(out), "r+") as h:

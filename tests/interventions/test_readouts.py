@@ -1,0 +1,53 @@
+"""The study file an intervention reads: residuals read through h5py equal xarray's reading of
+the same selection, in any order and with repeats, and a damaged chunk is refused in one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from belieflens.errors import CacheFileError
+from belieflens.interventions.readouts import read_study, study_resid
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_study_resid_equals_the_dataset_selection(tiny_study: Path, data: st.DataObject) -> None:
+    study = read_study(tiny_study)
+    n_query, n_layer = len(study.queries), study.n_layers + 1
+    layers = data.draw(st.lists(st.integers(0, n_layer - 1), min_size=1, max_size=4))
+    rows = data.draw(st.none() | st.lists(st.integers(0, n_query - 1), max_size=n_query + 3))
+    got = study_resid(study, layers, rows)
+    with xr.open_dataset(tiny_study, engine="h5netcdf") as ds:
+        want = ds["resid"].isel(layer=layers)
+        if rows is not None:
+            want = want.isel(query=rows)
+        expected = np.asarray(want.values, dtype=np.float64)
+    assert got.dtype == np.float64 and got.shape == expected.shape
+    assert np.array_equal(got, expected, equal_nan=True)
+
+
+def test_damaged_residuals_are_refused_in_one_line(tiny_study: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.h5"
+    shutil.copy(tiny_study, bad)
+    study = read_study(tiny_study)
+    with h5py.File(bad, "r") as h:
+        info = h["resid"].id.get_chunk_info(0)
+    with open(bad, "r+b") as f:  # a few float32 values of the first chunk, made other finite ones
+        f.seek(int(info.byte_offset) + 64)
+        values = np.frombuffer(f.read(32), dtype=np.float32) * 0.5 + 1.0
+        f.seek(int(info.byte_offset) + 64)
+        f.write(values.astype(np.float32).tobytes())
+    moved = dataclasses.replace(study, path=bad)
+    with pytest.raises(CacheFileError) as e:
+        study_resid(moved, [0])
+    assert str(e.value).startswith(f"{bad}: variable 'resid' rows 0")
+    assert "damaged (checksum mismatch)" in str(e.value) and "\n" not in str(e.value)
