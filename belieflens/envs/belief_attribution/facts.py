@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -224,8 +225,10 @@ NEIGHBOURHOOD_KM: Final = 20.0
 neighbourhood or suburb of it, and is no distractor."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _norm(text: str) -> str:
-    """Lower case, accents and typographic apostrophes removed."""
+    """Lower case, accents and typographic apostrophes removed (cached: the set's build asks
+    for the same names many times)."""
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold().strip()
@@ -487,12 +490,14 @@ def state_cities(abbr: str, capital: str, cities: Sequence[Mapping[str, Any]]) -
                   key=lambda c: (-int(c["population"]), str(c["name"])))
     names = [str(c["name"]) for c in mine]
     where = [(float(c["latitude"]), float(c["longitude"])) for c in mine]
+    norm = {o: _norm(o) for o in (*names, capital)}
     out = []
     for k, name in enumerate(names):
-        others = [o for o in (*names, capital) if o != name]
+        mine_ = norm[name]
         if name == capital or name in NOT_CITIES or any(
-                re.search(r"(?<!\w)" + re.escape(_norm(o)) + r"(?!\w)", _norm(name))
-                for o in others):
+                norm[o] in mine_  # a cheap test first: whole words are substrings too
+                and re.search(r"(?<!\w)" + re.escape(norm[o]) + r"(?!\w)", mine_)
+                for o in (*names, capital) if o != name):
             continue
         if any(_distance(where[k], where[j]) < NEIGHBOURHOOD_KM for j in range(k)):
             continue

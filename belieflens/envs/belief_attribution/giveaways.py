@@ -32,6 +32,7 @@ The pickers, by what they read:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -74,8 +75,10 @@ def _number(text: str) -> float | None:
         return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def plain(text: str) -> str:
-    """Lower case, accents removed."""
+    """Lower case, accents removed (cached: the pickers ask for the same options' forms
+    once per candidate pair and picker)."""
     decomposed = unicodedata.normalize("NFKD", text.strip())
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
@@ -151,9 +154,10 @@ def _holding(item: Shown, letters: str) -> tuple[int, ...]:
     return hit or _all(item)
 
 
-def _pairs(text: str) -> set[str]:
+@functools.lru_cache(maxsize=1 << 16)
+def _pairs(text: str) -> frozenset[str]:
     t = re.sub(r"[^a-z0-9]", "", plain(text))
-    return {t[i:i + 2] for i in range(len(t) - 1)} or {t}
+    return frozenset({t[i:i + 2] for i in range(len(t) - 1)} or {t})
 
 
 def _similarity(a: str, b: str) -> float:
