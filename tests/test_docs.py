@@ -4,8 +4,9 @@
    is run by a test or marked, on the line before it, as not run with a reason:
 
    - ``<!-- not run: REASON -->``: not run (REASON says why: a cluster, minutes of work, ...);
-   - ``<!-- run by: tests/FILE.py -->``: run by that test (the README's walk-throughs,
-     ``tests/test_readme.py``);
+   - ``<!-- run by: tests/FILE.py -->``: run by that test (the README's walk-throughs, by
+     this module, in this process: the command-line one's study is the study of Getting
+     started);
    - no mark (docs pages only): run here, by :func:`test_page_blocks_run`, every block of the
      page in order in one folder holding the study of Getting started (``study.h5``), Python
      blocks in one namespace, shell blocks with ``bash -euo pipefail`` (a block of plain
@@ -397,15 +398,91 @@ def test_environment_examples_run() -> None:
 # --- what needs the embedded model ----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def docs_study(smol_model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The study of Getting started: ``belieflens extract coin-flip --set turns=4 --episodes 2
-    --seed 0 --out study.h5`` on the embedded model."""
-    import belieflens
+README = ROOT / "README.md"
+README_MARK = ("run by", "tests/test_docs.py")
+"""The README's walk-throughs carry this mark; they run here."""
 
-    out = tmp_path_factory.mktemp("docs-study") / "study.h5"
-    return belieflens.extract("coin-flip", params={"turns": 4}, episodes=2, seed=0, out=out,
-                              model=smol_model)
+
+def readme_block(language: str) -> Block:
+    """The one ``language`` block that the README marks as run by this module."""
+    found = [b for b in blocks(README) if b.language == language and b.mark == README_MARK]
+    assert len(found) == 1, f"README marks {len(found)} {language} blocks for this module"
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Walkthrough:
+    """The README's command-line walk-through, run: its folder and what it printed."""
+
+    folder: Path
+    stdout: str
+
+
+@pytest.fixture(scope="module")
+def getting_started(smol_model: LoadedModel,
+                    tmp_path_factory: pytest.TempPathFactory) -> Walkthrough:
+    """Every command of the README's command-line walk-through, in order, in a new folder (in
+    this process, with the session's model: :func:`belieflens_lines`). Its ``study.h5``
+    (``belieflens extract coin-flip --set turns=4 --episodes 2 --seed 0 --out study.h5``) is
+    the study of Getting started that the docs' blocks and examples run next to."""
+    block = readme_block("bash")
+    commands = belieflens_lines(block.body)
+    assert commands, f"{block.where()}: the walk-through is no longer plain belieflens commands"
+    folder = tmp_path_factory.mktemp("getting-started")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(folder)
+        mp.setenv("MPLBACKEND", "Agg")
+        _reuse_loaded(smol_model, mp)
+        stdout = _cli(block, commands)
+    return Walkthrough(folder, stdout)
+
+
+@pytest.fixture(scope="module")
+def docs_study(getting_started: Walkthrough) -> Path:
+    """The study of Getting started (the README walk-through's ``study.h5``)."""
+    return getting_started.folder / "study.h5"
+
+
+@pytest.mark.real_model
+def test_readme_cli_walkthrough_runs(getting_started: Walkthrough) -> None:
+    """Every command of the README's command-line walk-through succeeds and does what the
+    README says of it."""
+    folder, out = getting_started.folder, getting_started.stdout
+    assert (folder / "study.h5").is_file()
+    assert (folder / "report" / "report.md").is_file()
+    for figure in ("trajectory.png", "lens_tvd.png"):
+        assert (folder / "report" / figure).stat().st_size > 1000
+    assert "next-flip" in out and "TVD" in out  # analyze's tables
+    assert "weights_hash" in out  # `belieflens info`: provenance
+    assert "coin-flip" in out  # `belieflens envs` and `info` name it
+    assert "ok: study.h5 passed every consistency check" in out
+    assert "belieflens extract coin-flip" in out.strip().splitlines()[-1]
+
+
+@pytest.mark.real_model
+def test_readme_python_walkthrough_runs(smol_model: LoadedModel, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's Python walk-through runs as written (the session's model stands in for
+    the one its ``extract`` would load) and gives what its comments say."""
+    import matplotlib
+    import xarray as xr
+
+    matplotlib.use("Agg")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    _reuse_loaded(smol_model, monkeypatch)
+    block = readme_block("python")
+    namespace: dict[str, object] = {}
+    exec(compile(block.body, block.where(), "exec"), namespace)
+    assert (tmp_path / "study.h5").is_file()
+    assert (tmp_path / "tvd_per_layer.png").stat().st_size > 1000
+    beliefs, tvd = namespace["beliefs"], namespace["tvd"]
+    assert isinstance(beliefs, xr.DataArray) and isinstance(tvd, xr.DataArray)
+    assert beliefs.dims == ("delivery", "probe", "episode", "turn", "outcome")
+    assert tvd.dims == ("delivery", "probe", "episode", "turn", "layer")
+    assert tvd.sizes["turn"] == 5 and tvd.sizes["layer"] == 31
+    assert float(tvd.min()) >= 0.0 and float(tvd.max()) <= 1.0
+    assert os.path.basename(str(namespace["path"])) == "study.h5"
 
 
 def _in_folder(study: Path, folder: Path) -> None:
@@ -489,25 +566,33 @@ def test_belieflens_lines_take_plain_commands_only() -> None:
 
 
 def _reuse_loaded(model: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Interventions asked for ``model`` as loaded (its spec, trained, its kernels) get it."""
+    """Extraction and interventions asking for ``model`` as loaded (its spec, trained, its
+    kernels, on the CPU in float32) get it instead of loading it again."""
     from belieflens.interventions import model as chooser
-    from belieflens.model.load import load
+    from belieflens.model import load as loader
 
-    def cached(spec: str, **kw: object) -> LoadedModel:
-        same = (spec == model.info.spec and kw.get("init") in (None, "trained")
+    load = loader.load
+
+    def cached(spec: str = loader.DEFAULT_MODEL, **kw: object) -> LoadedModel:
+        init = kw.get("init")
+        same = (spec == model.info.spec
+                and (init is None or init == "trained" or getattr(init, "trained", False))
                 and kw.get("kernels", "auto") in ("auto", model.info.kernels)
                 and kw.get("device", "cpu") == "cpu" and kw.get("dtype", "float32") == "float32")
         return model if same else load(spec, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(chooser, "load", cached)
+    monkeypatch.setattr(loader, "load", cached)
 
 
-def _cli(block: Block, commands: list[list[str]]) -> None:
+def _cli(block: Block, commands: list[list[str]]) -> str:
+    """Run ``commands`` in this process, in order; what they printed (stdout)."""
     import torch
     from typer.testing import CliRunner
 
     from belieflens.cli.main import app
 
+    printed = []
     for words in commands:
         threads = torch.get_num_threads()
         try:
@@ -516,6 +601,8 @@ def _cli(block: Block, commands: list[list[str]]) -> None:
             torch.set_num_threads(threads)
         assert r.exit_code == 0, f"{block.where()}: belieflens {shlex.join(words)} failed:\n" \
             f"{r.output[-3000:]}"
+        printed.append(r.stdout)
+    return "".join(printed)
 
 
 def _shell(block: Block, folder: Path, env: dict[str, str]) -> None:
