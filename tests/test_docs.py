@@ -496,12 +496,13 @@ def test_api_examples_run(docs_study: Path, smol_model: LoadedModel, tmp_path: P
                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The examples of the facade and of ``ds.bl``, next to the study of Getting started
     (``study.h5``; ``ds`` is it, opened; ``model`` is the embedded model, loaded once for the
-    session rather than once per example)."""
+    session rather than once per example, and given to the examples that load it)."""
     import belieflens
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.chdir(tmp_path)
     _in_folder(docs_study, tmp_path)
+    _reuse_loaded(smol_model, monkeypatch)
     objects = [(n, o) for n, o in public_objects() if not n.startswith("belieflens.envs.")]
     objects += [(m.__name__, m) for m in rendered_modules()]
     with belieflens.open_cache("study.h5") as ds:
