@@ -158,6 +158,28 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def unrendered_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Figures are built (every plotting call runs) but not rasterised: each is written as a
+    one-pixel PNG. For tests of what is not a figure (tables, reports, shards, sections),
+    where rasterising was a third to a half of an analysis's time; the figures themselves are
+    rendered where they are tested (tests/report/test_figures.py, the README's walk-through,
+    the viewer's browser tests)."""
+    import io
+
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buffer, format="PNG")
+    pixel = buffer.getvalue()
+
+    def savefig(self: Figure, fname: Any, *args: Any, **kwargs: Any) -> None:
+        Path(fname).write_bytes(pixel)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+
+
 @pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Debian's headless Chromium on a fresh profile (tests/report/browser.py); the test is

@@ -87,7 +87,7 @@ def extracted(
 
 @pytest.mark.parametrize("name", list(RUNS))
 def test_every_delivery_is_extracted_and_analysed(
-    name: str, extracted: Callable[[str], Path], tmp_path: Path
+    name: str, extracted: Callable[[str], Path], tmp_path: Path, unrendered_figures: None
 ) -> None:
     path = extracted(name)
     ds = belieflens.open_cache(path)

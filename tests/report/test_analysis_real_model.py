@@ -21,7 +21,8 @@ from belieflens.run.lifecycle import write_cache
 pytestmark = pytest.mark.real_model
 
 
-def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
+def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path,
+                               unrendered_figures: None) -> None:
     from belieflens.api import analyze
 
     # the yes-no read-out: the words Yes/No with their lower-case variants summed
@@ -51,7 +52,8 @@ def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
     assert "Dutch-book coherence" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
+def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path,
+                                  unrendered_figures: None) -> None:
     from belieflens.run.generate import bind_model
 
     # the published protocol: the model chooses the experiment and states its posterior

@@ -333,7 +333,7 @@ def test_merge_refuses_a_damaged_shard(study: Path, tmp_path: Path) -> None:
 
 
 def test_analysis_of_a_study_directory_equals_the_single_file(
-    study: Path, reference: Path, tmp_path: Path
+    study: Path, reference: Path, tmp_path: Path, unrendered_figures: None
 ) -> None:
     """`analyze DIR` reads the dask-backed study; its tables and report equal those of the
     file one process wrote (the report's provenance header aside)."""
@@ -347,7 +347,7 @@ def test_analysis_of_a_study_directory_equals_the_single_file(
 
 
 def test_analysis_on_the_cluster_equals_the_local_one(
-    study: Path, client: Any, tmp_path: Path
+    study: Path, client: Any, tmp_path: Path, unrendered_figures: None
 ) -> None:
     """`analyze DIR --cluster`: the workers verify the shards, score the lens chunk by chunk
     and fit the decoders layer group by layer group; the tables and the report equal those of

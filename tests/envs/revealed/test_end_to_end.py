@@ -39,7 +39,7 @@ CASES: list[tuple[str, dict[str, object], int, list[str], bool, bool]] = [
                          ids=[c[0] for c in CASES])
 def test_extract_and_analyse(
     smol_model: LoadedModel, tmp_path: Path, name: str, params: dict[str, object], n: int,
-    variants: list[str], has_mode: bool, has_uniform: bool,
+    variants: list[str], has_mode: bool, has_uniform: bool, unrendered_figures: None,
 ) -> None:
     env = envs.get(name, **params)
     path = write_cache(env, smol_model, tmp_path / f"{name}.h5", ExtractOptions(episodes=n))
