@@ -363,12 +363,13 @@ setup-browser:
 
 # The whole suite: pytest on TEST_WORKERS workers, and beside it the static checks (mypy
 # --strict, ruff, the strict docs build), which take about a minute and a half of one core
-# and so fill the core that pytest's last file leaves idle. Fails where either fails.
+# and so fill the core that pytest's last file leaves idle. Fails where either fails. The 25
+# slowest tests are listed at the end (where the suite's time goes).
 test: setup setup-docs setup-browser
 	$(MAKE) --no-print-directory -j2 test-pytest test-static
 
 test-pytest: setup setup-docs setup-browser
-	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-static: setup setup-docs
 	$(VENV)/bin/mypy --strict belieflens tests bench
