@@ -52,8 +52,7 @@ def test_dutch_book_end_to_end(smol_model: LoadedModel, tmp_path: Path,
     assert "Dutch-book coherence" in (tmp_path / "report" / "report.md").read_text()
 
 
-def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path,
-                                  unrendered_figures: None) -> None:
+def test_protein_world_end_to_end(smol_model: LoadedModel, tmp_path: Path) -> None:
     from belieflens.run.generate import bind_model
 
     # the published protocol: the model chooses the experiment and states its posterior
