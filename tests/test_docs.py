@@ -430,9 +430,7 @@ def getting_started(smol_model: LoadedModel,
     assert commands, f"{block.where()}: the walk-through is no longer plain belieflens commands"
     folder = tmp_path_factory.mktemp("getting-started")
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(folder)
-        mp.setenv("MPLBACKEND", "Agg")
-        _reuse_loaded(smol_model, mp)
+        _as_reader(folder, smol_model, mp)
         stdout = _cli(block, commands)
     return Walkthrough(folder, stdout)
 
@@ -464,13 +462,9 @@ def test_readme_python_walkthrough_runs(smol_model: LoadedModel, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's Python walk-through runs as written (the session's model stands in for
     the one its ``extract`` would load) and gives what its comments say."""
-    import matplotlib
     import xarray as xr
 
-    matplotlib.use("Agg")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    _reuse_loaded(smol_model, monkeypatch)
+    _as_reader(tmp_path, smol_model, monkeypatch)
     block = readme_block("python")
     namespace: dict[str, object] = {}
     exec(compile(block.body, block.where(), "exec"), namespace)
@@ -483,6 +477,17 @@ def test_readme_python_walkthrough_runs(smol_model: LoadedModel, tmp_path: Path,
     assert tvd.sizes["turn"] == 5 and tvd.sizes["layer"] == 31
     assert float(tvd.min()) >= 0.0 and float(tvd.max()) <= 1.0
     assert os.path.basename(str(namespace["path"])) == "study.h5"
+
+
+def _as_reader(folder: Path, model: LoadedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in ``folder`` as a reader would, figures to files (Agg), and with ``model``, the
+    session's, wherever the docs' code loads it (:func:`_reuse_loaded`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(folder)
+    _reuse_loaded(model, monkeypatch)
 
 
 def _in_folder(study: Path, folder: Path) -> None:
@@ -499,10 +504,8 @@ def test_api_examples_run(docs_study: Path, smol_model: LoadedModel, tmp_path: P
     session rather than once per example, and given to the examples that load it)."""
     import belieflens
 
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.chdir(tmp_path)
+    _as_reader(tmp_path, smol_model, monkeypatch)
     _in_folder(docs_study, tmp_path)
-    _reuse_loaded(smol_model, monkeypatch)
     objects = [(n, o) for n, o in public_objects() if not n.startswith("belieflens.envs.")]
     objects += [(m.__name__, m) for m in rendered_modules()]
     with belieflens.open_cache("study.h5") as ds:
@@ -518,13 +521,8 @@ def test_page_blocks_run(page: Path, docs_study: Path, smol_model: LoadedModel,
     them after Getting started. A shell block of ``belieflens`` commands alone runs them in
     this process (:func:`belieflens_lines`), the embedded model loaded once for the session
     rather than once per command; any other shell block runs in ``bash``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.chdir(tmp_path)
+    _as_reader(tmp_path, smol_model, monkeypatch)
     _in_folder(docs_study, tmp_path)
-    _reuse_loaded(smol_model, monkeypatch)
     env = dict(os.environ,
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     namespace: dict[str, object] = {}

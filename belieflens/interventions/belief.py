@@ -69,12 +69,12 @@ def has_beliefs(study: StudyReadouts) -> bool:
 
 def study_beliefs(study: StudyReadouts) -> F64:
     """The study's exact beliefs ``[query, state]``; one line for a study without them."""
-    if not has_beliefs(study):
-        raise ParameterError(
-            f"{study.path} has no belief_state: the belief direction and the belief check "
-            "need a token-level study (one that stores belief_state)")
     try:
         with h5py.File(study.path, "r") as f:
+            if "belief_state" not in f:
+                raise ParameterError(
+                    f"{study.path} has no belief_state: the belief direction and the belief "
+                    "check need a token-level study (one that stores belief_state)")
             return np.asarray(f["belief_state"][...], dtype=np.float64)
     except OSError as e:
         raise CacheFileError(damage_line(study.path, "belief_state", e)) from None

@@ -183,7 +183,9 @@ def study_resid(study: StudyReadouts, layers: Sequence[int], rows: Sequence[int]
             want_rows = list(range(n_query)) if rows is None else [int(r) for r in rows]
             if not want_rows or not want_layers:
                 return np.zeros((len(want_rows), len(want_layers), int(dset.shape[2])))
-            if len(want_rows) * n_layer <= n_query * len(want_layers):
+            if rows is None:
+                block = _read_along(dset, 1, want_layers)
+            elif len(want_rows) * n_layer <= n_query * len(want_layers):
                 block = _read_along(dset, 0, want_rows)[:, want_layers, :]
             else:
                 block = _read_along(dset, 1, want_layers)[want_rows]

@@ -190,7 +190,6 @@ def open_cache(
     return open_file(p, chunks=chunks)
 
 
-
 def cache_attrs(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The root attributes ``open_cache(path).attrs`` holds, read without opening the
     variables of a cache file (a study directory is opened)."""
@@ -199,6 +198,7 @@ def cache_attrs(path: str | os.PathLike[str]) -> dict[str, Any]:
         with open_study(p) as ds:
             return dict(ds.attrs)
     return file_attrs(p)
+
 
 def _spec_of(name: str, var: Any) -> VarSpec:
     dtype = var.dtype

@@ -4,10 +4,8 @@ the same selection, in any order and with repeats, and a damaged chunk is refuse
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
 import xarray as xr
@@ -41,16 +39,11 @@ def test_study_resid_equals_the_dataset_selection(read: tuple[StudyReadouts, np.
 
 
 def test_damaged_residuals_are_refused_in_one_line(tiny_study: Path, tmp_path: Path) -> None:
+    from tests.store.test_checksums import _damage
+
     bad = tmp_path / "bad.h5"
-    shutil.copy(tiny_study, bad)
+    _damage(tiny_study, bad, "resid", 0)
     study = read_study(tiny_study)
-    with h5py.File(bad, "r") as h:
-        info = h["resid"].id.get_chunk_info(0)
-    with open(bad, "r+b") as f:  # a few float32 values of the first chunk, made other finite ones
-        f.seek(int(info.byte_offset) + 64)
-        values = np.frombuffer(f.read(32), dtype=np.float32) * 0.5 + 1.0
-        f.seek(int(info.byte_offset) + 64)
-        f.write(values.astype(np.float32).tobytes())
     moved = dataclasses.replace(study, path=bad)
     with pytest.raises(CacheFileError) as e:
         study_resid(moved, [0])

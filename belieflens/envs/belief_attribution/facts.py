@@ -490,13 +490,12 @@ def state_cities(abbr: str, capital: str, cities: Sequence[Mapping[str, Any]]) -
                   key=lambda c: (-int(c["population"]), str(c["name"])))
     names = [str(c["name"]) for c in mine]
     where = [(float(c["latitude"]), float(c["longitude"])) for c in mine]
-    norm = {o: _norm(o) for o in (*names, capital)}
     out = []
     for k, name in enumerate(names):
-        mine_ = norm[name]
+        own = _norm(name)
         if name == capital or name in NOT_CITIES or any(
-                norm[o] in mine_  # a cheap test first: whole words are substrings too
-                and re.search(r"(?<!\w)" + re.escape(norm[o]) + r"(?!\w)", mine_)
+                _norm(o) in own  # a cheap test first: whole words are substrings too
+                and re.search(r"(?<!\w)" + re.escape(_norm(o)) + r"(?!\w)", own)
                 for o in (*names, capital) if o != name):
             continue
         if any(_distance(where[k], where[j]) < NEIGHBOURHOOD_KM for j in range(k)):
