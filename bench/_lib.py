@@ -239,10 +239,12 @@ def parse_timed(ap: argparse.ArgumentParser) -> tuple[argparse.Namespace, Record
     return args, recorder
 
 
-def intervention_bench(real: bool, episodes: int, **params: Any) -> tuple[LoadedModel, Any]:
-    """The model of an intervention benchmark (``real``: the embedded model; else the random
-    one of its full widths; default CPU kernels) and a coin-flip study it extracts (multi-turn
-    delivery, seed 0, ``params``) into a temporary folder, read back."""
+def intervention_bench(real: bool | str, episodes: int, **params: Any
+                       ) -> tuple[LoadedModel, Any]:
+    """The model of an intervention benchmark (``real``: the embedded model, or the model of
+    that name; else the random one of the embedded model's full widths; default CPU kernels)
+    and a coin-flip study it extracts (multi-turn delivery, seed 0, ``params``) into a
+    temporary folder, read back."""
     import tempfile
 
     import belieflens.envs as envs
@@ -251,7 +253,8 @@ def intervention_bench(real: bool, episodes: int, **params: Any) -> tuple[Loaded
     from belieflens.run.extract import ExtractOptions
     from belieflens.run.lifecycle import write_cache
 
-    model = (load("smollm2-135m", kernels="default") if real
+    name = real if isinstance(real, str) else "smollm2-135m"
+    model = (load(name, kernels="default") if real
              else smol_shaped_random(narrow=False, kernels="default"))
     env = envs.get("coin-flip", delivery="multi-turn", **params)
     with tempfile.TemporaryDirectory() as tmp:

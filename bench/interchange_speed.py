@@ -2,7 +2,9 @@
 and every position of the base's context run again.
 
 A random Llama with the default model's shape (SmolLM2-135M: 30 layers, d_model 576; its
-tokenizer) extracts a coin-flip study (``--real``: the embedded model itself), multi-turn
+tokenizer) extracts a coin-flip study (``--real``: the embedded model itself; ``--model
+NAME``: that model, e.g. ``gemma3-270m``, whose sliding layers' cache keeps every position
+for this), multi-turn
 delivery, next-flip read-outs at the turns of ``--turns``; training pairs are every two
 episodes that differ at a turn (``interchange``'s ``any`` pairing). At each layer of
 ``--layers`` a rank-1 subspace is trained for ``--steps`` steps of ``--batch-pairs`` pairs,
@@ -21,8 +23,8 @@ curves and of the learned subspaces' swapped log-probs on the training pairs, an
 training's ratio. Last line: ``step_kv_vs_full=R kv_s_per_step=S full_s_per_step=S
 runs_kv_vs_full=R loss_diff=D`` (the training steps' ratio, each path's seconds per step,
 the clean runs' ratio, the largest loss difference).
-Run: ``.venv/bin/python -m bench.interchange_speed [--real] [--layers 26 10] [--steps 10]
-[--episodes 4] [--threads 1] [--results NAME]``.
+Run: ``.venv/bin/python -m bench.interchange_speed [--real | --model NAME] [--layers 26 10]
+[--steps 10] [--episodes 4] [--threads 1] [--results NAME]``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--batch-pairs", type=int, default=64)
     ap.add_argument("--real", action="store_true", help="the embedded model, not a random one")
+    ap.add_argument("--model", default=None,
+                    help="this model (e.g. gemma3-270m, an optional install), not the embedded "
+                         "one")
     args, recorder = parse_timed(ap)
 
     from belieflens.interventions.readouts import Selection
@@ -75,7 +80,8 @@ def main() -> None:
     from belieflens.model.load import quiet_libraries
 
     with quiet_libraries():
-        model, study = intervention_bench(args.real, args.episodes, turns=max(args.turns),
+        model, study = intervention_bench(args.model or args.real, args.episodes,
+                                          turns=max(args.turns),
                                           probes="next-flip")
         plain = dataclasses.replace(model, info=dataclasses.replace(model.info,
                                                                     prefix_reuse=False))

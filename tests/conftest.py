@@ -115,6 +115,17 @@ def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
 
 
 @pytest.fixture(scope="session")
+def tiny_gemma_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
+    """A LoadedModel wrapping :func:`tiny_gemma` (layers sliding over 4 positions) through
+    the TransformerBridge."""
+    from belieflens.model.load import ModelSource, bridge_from_hf
+
+    src = ModelSource("tiny-gemma", "directory", Path("."), "tiny-gemma")
+    return bridge_from_hf(src, "cpu", "float32", tiny_gemma(smol_tokenizer), smol_tokenizer,
+                          "random", "", 0.0)
+
+
+@pytest.fixture(scope="session")
 def smol_model() -> LoadedModel:
     """The real embedded model (SmolLM2-135M-Instruct), loaded once per session."""
     from belieflens.model.load import load

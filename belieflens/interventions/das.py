@@ -116,14 +116,14 @@ def _clean_runs(model: LoadedModel, queries: Sequence[TokenizedQuery], layers: S
     runs = _Runs({la: [] for la in layers}, {la: [] for la in layers}, [], [])
     for start in range(0, len(queries), chunk):
         part = RowBatch.of(queries[start : start + chunk])
-        run = clean_run(model, part, keep_cache=context)
+        run = clean_run(model, part, keep_cache=context, layers=layers)
         if run.cache is not None:
             runs.caches.append(run.cache)
         for la in layers:
             runs.answer[la].append(at_answer(run.resid[la], part))
             if context and run.cache is None:
                 runs.context[la].append(torch.nn.functional.pad(
-                    run.resid[la], (0, 0, 0, batch.width - run.resid.shape[2])))
+                    run.resid[la], (0, 0, 0, batch.width - run.resid[la].shape[1])))
         lp = np.full((len(part.queries), batch.n_options), np.nan)
         lp[:, : run.logprob.shape[1]] = run.logprob
         runs.logprob.append(lp)

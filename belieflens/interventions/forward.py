@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,11 +170,13 @@ def bypass_blocks(model: LoadedModel, n: int, last: Tensor | None = None) -> Ite
 
 @dataclass(frozen=True)
 class CleanRun:
-    """A clean run: residuals at every layer and position, the option log-probs, and the
-    key/value cache that :func:`run_edited` reuses for each row's unedited prefix."""
+    """A clean run: residuals at every position of the layers asked for, the option
+    log-probs, and the key/value cache that :func:`run_edited` reuses for each row's unedited
+    prefix."""
 
-    resid: Tensor
-    """``[layer, row, position, d_model]`` on the model's device (layer 0 = embeddings)."""
+    resid: Mapping[int, Tensor]
+    """Per layer asked for (0 = embeddings), ``[row, position, d_model]`` on the model's
+    device."""
     logprob: NDArray[np.float64]
     """``[query, option]`` log P(option) (NaN past a query's options)."""
     batch: RowBatch
@@ -185,12 +187,14 @@ class CleanRun:
     layer does not keep every position)."""
 
 
-def clean_run(model: LoadedModel, batch: RowBatch, *, keep_cache: bool = True) -> CleanRun:
-    """Run ``batch`` unedited, keeping the residual stream of every layer at every position
-    and (``keep_cache``, where the model allows it) the key/value cache."""
+def clean_run(model: LoadedModel, batch: RowBatch, *, keep_cache: bool = True,
+              layers: Collection[int] | None = None) -> CleanRun:
+    """Run ``batch`` unedited, keeping the residual stream of ``layers`` (default: every
+    layer, ``0 .. L``) at every position and (``keep_cache``, where the model allows it) the
+    key/value cache."""
     import torch
 
-    from belieflens.model.kv_cache import keeps_every_position
+    from belieflens.model.kv_cache import full_cache, keeps_every_position
 
     n_layers = model.info.n_layers
     captured: dict[int, Tensor] = {}
@@ -202,17 +206,24 @@ def clean_run(model: LoadedModel, batch: RowBatch, *, keep_cache: bool = True) -
 
         return hook
 
-    hooks = [(name, make_hook(i)) for i, name in enumerate(resid_hook_names(n_layers))]
+    wanted = range(n_layers + 1) if layers is None else sorted(set(layers))
+    names = resid_hook_names(n_layers)
+    hooks = [(names[i], make_hook(i)) for i in wanted]
     plan = _read_plan(batch)
     keep = keep_cache and model.info.prefix_reuse
-    kwargs: dict[str, Any] = {"return_type": "logits_and_cache", "use_cache": True} if keep else {}
+    kwargs: dict[str, Any] = {}
+    if keep:
+        # a cache of plain layers keeps every position even where a layer slides (Gemma 3):
+        # the window is the attention mask's, drawn from the positions, not the cache's
+        kwargs = {"return_type": "logits_and_cache", "use_cache": True,
+                  "past_key_values": full_cache()}
     with torch.inference_mode():
         out = model.bridge.run_with_hooks(
             _ids(model, batch), fwd_hooks=hooks,
             logits_to_keep=torch.tensor(plan[2], device=_device(model)), **kwargs,
         )
         logits, cache = out if keep else (out, None)
-        resid = torch.stack([captured[i] for i in range(n_layers + 1)])
+        resid = {i: captured[i] for i in wanted}
     if cache is not None and not keeps_every_position(cache):
         cache = None
     return CleanRun(resid=resid, logprob=_option_logprobs(_select(logits, plan), batch),

@@ -168,8 +168,8 @@ def patch_logprobs(
         base = RowBatch.of([study.queries[p.base] for p in chunk])
         source = RowBatch.of([study.queries[p.source] for p in chunk])
         masks, where = position_masks(base, source)
-        cb = clean_run(model, base, keep_cache=options.reuse)
-        cs = clean_run(model, source, keep_cache=False)
+        cb = clean_run(model, base, keep_cache=options.reuse, layers=layers)
+        cs = clean_run(model, source, keep_cache=False, layers=layers)
         base_lp[sl, : cb.logprob.shape[1]] = cb.logprob
         source_lp[sl, : cs.logprob.shape[1]] = cs.logprob
         first_row = _first_rows(base)
@@ -179,10 +179,11 @@ def patch_logprobs(
             n_patched[sl, j] = (m & (np.arange(base.width)[None, :] < lengths[first_row, None])
                                 ).sum(axis=1)
         tiled = base.tile(len(sets))
+        device = cb.resid[layers[0]].device
         mask = torch.tensor(np.concatenate([masks[s] for s in sets]),
-                            device=cb.resid.device)[:, :, None]
-        rows_ = torch.arange(where.shape[0], device=cb.resid.device)[:, None]
-        at = torch.as_tensor(np.maximum(where, 0), device=cb.resid.device)
+                            device=device)[:, :, None]
+        rows_ = torch.arange(where.shape[0], device=device)[:, None]
+        at = torch.as_tensor(np.maximum(where, 0), device=device)
         for li, layer in enumerate(layers):
             b_res = cb.resid[layer].repeat(len(sets), 1, 1)
             s_res = cs.resid[layer][rows_, at].repeat(len(sets), 1, 1)

@@ -288,10 +288,10 @@ def steer_logprobs(
         chunk = rows[start : start + options.batch_size]
         sl = slice(start, start + chunk.size)
         batch = RowBatch.of([study.queries[q] for q in chunk])
-        run = clean_run(model, batch)
+        run = clean_run(model, batch, layers=layers)
         clean[sl, : run.logprob.shape[1]] = run.logprob
         tiled = batch.tile(2 * n_a)
-        mask = None if ends is None else _after_mask(batch, ends[sl], run.resid.shape[2])
+        mask = None if ends is None else _after_mask(batch, ends[sl], batch.width)
         for li, layer in enumerate(layers):
             res = run.resid[layer]
             vecs = _row_vectors(fit, li, fit.folds[sl], controls[li], res)

@@ -72,6 +72,16 @@ def prefix_reuse_works(bridge: Any, *, tol: float = 1e-3) -> bool:
     return bool((full - part.float()).abs().max().item() < tol)
 
 
+def full_cache() -> Any:
+    """An empty ``DynamicCache`` whose every layer keeps every position
+    (:func:`keeps_every_position`), a sliding one too: a forward fed it attends as the model
+    does (a sliding layer's window is its attention mask's), and a prefix of what it keeps is
+    a whole past (:func:`prefix_cache`)."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
 def keeps_every_position(cache: Any) -> bool:
     """Whether ``cache`` (a ``DynamicCache``) holds every position of every layer: plain
     ``DynamicLayer`` layers, none sliding or offloaded, so a prefix of it is a whole past."""

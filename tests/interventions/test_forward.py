@@ -84,6 +84,16 @@ def test_reusing_the_cache_equals_full_forwards_on_the_tiny_model(tiny_model: An
     _check_every_layer(tiny_model, _mixed_batch(read_study(tiny_study)))
 
 
+def test_reusing_the_cache_equals_full_forwards_where_layers_slide(
+        tiny_gemma_model: LoadedModel, tiny_study: Path) -> None:
+    """Gemma 3's sliding layers keep only their window in the model's own cache; the clean
+    run keeps every position instead (the window is the mask's), so its cache is reused
+    and every context, far longer than the window of 4, gives the full forwards' numbers."""
+    batch = _mixed_batch(read_study(tiny_study))
+    assert int(batch.lengths().min()) > 4 * 4
+    _check_every_layer(tiny_gemma_model, batch)
+
+
 @pytest.fixture(scope="module")
 def mess3_toy() -> LoadedModel:
     from belieflens.model.load import load

@@ -284,15 +284,20 @@ def test_steering_gets_the_follow_scale(rrxor_study: Path, rrxor_toy: LoadedMode
     assert "follow: the slope divided by how far the decoder reads" in report(out).text
 
 
+@pytest.mark.parametrize("kind", ["llama", "gemma"])
 def test_the_answer_alone_through_the_cache_is_the_whole_context_run_again(
-        tiny_model: LoadedModel, tiny_study: Path, one_thread: None) -> None:
+        kind: str, request: pytest.FixtureRequest, tiny_study: Path,
+        one_thread: None) -> None:
     """Where the model's cache can be reused, a swap runs only the answer position (the
     context's keys and values come from one clean run of each distinct base); its option
-    log-probs and their gradient are those of running the whole context again."""
+    log-probs and their gradient are those of running the whole context again. Gemma 3's
+    layers that slide over 4 positions too: the clean run keeps every position."""
     import dataclasses
 
     import torch
 
+    tiny_model: LoadedModel = request.getfixturevalue(
+        "tiny_model" if kind == "llama" else "tiny_gemma_model")
     st = read_study(tiny_study)
     qs = [q for q in st.queries if len(q.option_ids) == 2][:9]
     assert len({len(q.context_ids) for q in qs}) >= 2
