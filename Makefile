@@ -24,7 +24,7 @@ FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught power-taught-gemma belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught power-taught-floor power-taught-gemma belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -223,6 +223,32 @@ power-taught: setup
 		--tests $(POWER_LM_TESTS) --probe next-flip --delivery multi-turn \
 		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_LM_LAYERS) \
 		--out $(POWER)/smollm2 --results power-taught --record
+
+# The same adapter beside its base's untrained networks (a trained-untrained pair: the floor
+# the toys' interventions have, on a language model), on the same new-sides study: the
+# adapter's study is make gates' where it is there, else extracted with the gate file's seed
+# and parameters; the untrained networks are make floor-taught's (each extracted here if
+# missing). The interventions run at layer 26 alone, where patching and interchange separate
+# the adapter from its base (interchange at four layers took more than 40 minutes a side here,
+# four sides); steering is left out (it separated the adapter from its base at no layer):
+# docs/results/power-taught-untrained.md.
+POWER_FLOOR_TESTS ?= logit-lens,decoder,patch,interchange
+POWER_FLOOR_LAYERS ?= 26
+power-taught-floor: setup
+	mkdir -p $(TAUGHT_FLOOR) $(POWER)/smollm2-untrained
+	f=$(GATES)/S_1/new-sides-0.h5; test -f $$f || { f=$(TAUGHT_FLOOR)/smollm2-135m-bayes.h5; \
+		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m-bayes \
+			--threads 1 --quiet --out $$f || exit 1; }; \
+	for s in $(FLOOR_SEEDS); do \
+		g=$(TAUGHT_FLOOR)/smollm2-135m-random$$s.h5; \
+		test -f $$g || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m \
+			--init random:$$s --threads 1 --quiet --out $$g || exit 1; \
+	done; \
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-floor" $(BL) power \
+		--pair "$$f $(foreach s,$(FLOOR_SEEDS),$(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5)" \
+		--tests $(POWER_FLOOR_TESTS) --probe next-flip --delivery multi-turn \
+		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_FLOOR_LAYERS) \
+		--out $(POWER)/smollm2-untrained --results power-taught-untrained --record
 
 # The same for the S = 1 adapter over Gemma-3-270m beside its base, on the third gate file's
 # new-sides studies (make gates-gemma writes them), linked under names of their own so that its
