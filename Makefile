@@ -224,32 +224,6 @@ power-taught: setup
 		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_LM_LAYERS) \
 		--out $(POWER)/smollm2 --results power-taught --record
 
-# The same adapter beside its base's untrained networks (a trained-untrained pair: the floor
-# the toys' interventions have, on a language model), on the same new-sides study: the
-# adapter's study is make gates' where it is there, else extracted with the gate file's seed
-# and parameters; the untrained networks are make floor-taught's (each extracted here if
-# missing). The interventions run at layer 26 alone, where patching and interchange separate
-# the adapter from its base (interchange at four layers took more than 40 minutes a side here,
-# four sides); steering is left out (it separated the adapter from its base at no layer):
-# docs/results/power-taught-untrained.md.
-POWER_FLOOR_TESTS ?= logit-lens,decoder,patch,interchange
-POWER_FLOOR_LAYERS ?= 26
-power-taught-floor: setup
-	mkdir -p $(TAUGHT_FLOOR) $(POWER)/smollm2-untrained
-	f=$(GATES)/S_1/new-sides-0.h5; test -f $$f || { f=$(TAUGHT_FLOOR)/smollm2-135m-bayes.h5; \
-		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m-bayes \
-			--threads 1 --quiet --out $$f || exit 1; }; \
-	for s in $(FLOOR_SEEDS); do \
-		g=$(TAUGHT_FLOOR)/smollm2-135m-random$$s.h5; \
-		test -f $$g || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m \
-			--init random:$$s --threads 1 --quiet --out $$g || exit 1; \
-	done; \
-	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-floor" $(BL) power \
-		--pair "$$f $(foreach s,$(FLOOR_SEEDS),$(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5)" \
-		--tests $(POWER_FLOOR_TESTS) --probe next-flip --delivery multi-turn \
-		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_FLOOR_LAYERS) \
-		--out $(POWER)/smollm2-untrained --results power-taught-untrained --record
-
 # The same for the S = 1 adapter over Gemma-3-270m beside its base, on the third gate file's
 # new-sides studies (make gates-gemma writes them), linked under names of their own so that its
 # pair is recorded beside SmolLM2's (docs/results/power-taught-gemma.md). Interchange is left
@@ -301,21 +275,41 @@ TAUGHT_FLOOR := $(FLOORS)/taught-$(TAUGHT_SEED)
 TAUGHT_STUDY := --set probes=next-flip --set sides=random --set words=b --set turns=10 \
 	--seed $(TAUGHT_SEED) --episodes 24
 TAUGHT_MODELS := base:smollm2-135m S_1:smollm2-135m-bayes S_0.3:smollm2-135m-bayes-0.3
-floor-taught: setup
+TAUGHT_CONTROLS := $(foreach s,$(FLOOR_SEEDS),$(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5)
+$(TAUGHT_FLOOR)/smollm2-135m-random%.h5: | $(STAMP)
 	mkdir -p $(TAUGHT_FLOOR)
-	for s in $(FLOOR_SEEDS); do \
-		f=$(TAUGHT_FLOOR)/smollm2-135m-random$$s.h5; \
-		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m \
-			--init random:$$s --threads 1 --quiet --out $$f || exit 1; \
-	done
+	$(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m --init random:$* --threads 1 \
+		--quiet --out $@
+
+floor-taught: setup $(TAUGHT_CONTROLS)
 	for m in $(TAUGHT_MODELS); do \
 		slot=$${m%%:*}; name=$${m#*:}; \
 		OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make floor-taught" $(BL) analyze \
 			$(GATES)/$$slot/new-sides-0.h5 --no-html --out $(TAUGHT_FLOOR)/$$name \
 			--results floor-taught-$$name \
-			$(foreach s,$(FLOOR_SEEDS),--floor $(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5) \
-			|| exit 1; \
+			$(addprefix --floor ,$(TAUGHT_CONTROLS)) || exit 1; \
 	done
+
+# The taught S = 1 adapter (make power-taught) beside its base's untrained networks (a
+# trained-untrained pair: the floor the toys' interventions have, on a language model), on
+# the same new-sides study: the adapter's study is make gates' where it is there, else
+# extracted with the gate file's seed and parameters; the untrained networks are make
+# floor-taught's (extracted if missing). The interventions run at layer 26 alone, where
+# patching and interchange separate the adapter from its base (four layers cost four times as
+# much, on each of four networks); steering is left out (it separated the adapter from its
+# base at no layer): docs/results/power-taught-untrained.md.
+POWER_FLOOR_TESTS ?= logit-lens,decoder,patch,interchange
+POWER_FLOOR_LAYERS ?= 26
+power-taught-floor: setup $(TAUGHT_CONTROLS)
+	mkdir -p $(TAUGHT_FLOOR) $(POWER)/smollm2-untrained
+	f=$(GATES)/S_1/new-sides-0.h5; test -f $$f || { f=$(TAUGHT_FLOOR)/smollm2-135m-bayes.h5; \
+		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m-bayes \
+			--threads 1 --quiet --out $$f || exit 1; }; \
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-floor" $(BL) power \
+		--pair "$$f $(TAUGHT_CONTROLS)" \
+		--tests $(POWER_FLOOR_TESTS) --probe next-flip --delivery multi-turn \
+		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_FLOOR_LAYERS) \
+		--out $(POWER)/smollm2-untrained --results power-taught-untrained --record
 
 # The coin flip's variants whose posterior is not a linear function of the token counts
 # (docs/environments/coin-flip.md), each on SmolLM2-135M beside three untrained networks

@@ -107,22 +107,22 @@ def tiny_gemma(tokenizer: PreTrainedTokenizerBase, seed: int = 0, window: int = 
 @pytest.fixture(scope="session")
 def tiny_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
     """A LoadedModel wrapping a tiny random Llama through the TransformerBridge."""
-    from belieflens.model.load import ModelSource, bridge_from_hf
-
-    src = ModelSource("tiny-random", "directory", Path("."), "tiny-random")
-    return bridge_from_hf(src, "cpu", "float32", tiny_llama(smol_tokenizer), smol_tokenizer,
-                          "random", "", 0.0)
+    return _bridged("tiny-random", tiny_llama(smol_tokenizer), smol_tokenizer)
 
 
 @pytest.fixture(scope="session")
 def tiny_gemma_model(smol_tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
     """A LoadedModel wrapping :func:`tiny_gemma` (layers sliding over 4 positions) through
     the TransformerBridge."""
+    return _bridged("tiny-gemma", tiny_gemma(smol_tokenizer), smol_tokenizer)
+
+
+def _bridged(name: str, hf: Any, tokenizer: PreTrainedTokenizerBase) -> LoadedModel:
+    """The random HF model ``hf`` as a LoadedModel named ``name`` (CPU, float32)."""
     from belieflens.model.load import ModelSource, bridge_from_hf
 
-    src = ModelSource("tiny-gemma", "directory", Path("."), "tiny-gemma")
-    return bridge_from_hf(src, "cpu", "float32", tiny_gemma(smol_tokenizer), smol_tokenizer,
-                          "random", "", 0.0)
+    src = ModelSource(name, "directory", Path("."), name)
+    return bridge_from_hf(src, "cpu", "float32", hf, tokenizer, "random", "", 0.0)
 
 
 @pytest.fixture(scope="session")

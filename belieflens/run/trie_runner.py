@@ -193,9 +193,9 @@ def _prealloc_layer() -> type:
 
 def _empty_cache(n_layers: int, prealloc: bool) -> Any:
     """A cache for a call without past (root edges whose children need their keys)."""
-    from transformers import DynamicCache
+    from belieflens.model.kv_cache import full_cache
 
-    cache = DynamicCache()
+    cache = full_cache()
     if prealloc:
         cache.layers = [_prealloc_layer()() for _ in range(n_layers)]
     return cache
