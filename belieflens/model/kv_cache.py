@@ -82,6 +82,17 @@ def full_cache() -> Any:
     return DynamicCache()
 
 
+def windowed(config: Any) -> bool:
+    """Whether some layer of the HF model configured by ``config`` attends over a window, not
+    the whole past (a ``layer_types`` entry other than full attention; without
+    ``layer_types``, a ``sliding_window`` set): its mask then counts slots in the cache, so
+    a row's tokens must be contiguous there."""
+    types = getattr(config, "layer_types", None)
+    if types:
+        return any(t != "full_attention" for t in types)
+    return getattr(config, "sliding_window", None) is not None
+
+
 def keeps_every_position(cache: Any) -> bool:
     """Whether ``cache`` (a ``DynamicCache``) holds every position of every layer: plain
     ``DynamicLayer`` layers, none sliding or offloaded, so a prefix of it is a whole past."""

@@ -11,9 +11,14 @@ that row's keys and values for the common prefix (:meth:`PrefixStore.match`), an
 remaining tokens run.
 
 :func:`start` runs the prompts of one batch: rows whose prefix was found start from it,
-their pasts left-padded into one cache and their new tokens left-padded after it, each token
-at its true position and masked from every padding; rows without one run whole. The
-logits agree with a whole prompt's to float tolerance (as the radix-tree runner's do).
+their pasts left-padded into one cache and their new tokens after it, each token at its true
+position and masked from every padding; rows without one run whole. Where a layer's
+attention is windowed (:func:`~belieflens.model.kv_cache.windowed`), whose window the mask
+draws from slots in the cache, each row's tokens are made contiguous instead: all its
+padding on the left, a row with fewer new tokens than the widest reusing that many fewer
+stored ones. The cache is :func:`~belieflens.model.kv_cache.full_cache`'s, which keeps every
+position of a sliding layer too, so a finished row can be stored. The logits agree with a
+whole prompt's to float tolerance (as the radix-tree runner's do).
 """
 
 from __future__ import annotations
@@ -79,8 +84,13 @@ def start(bridge: Any, rows: Sequence[list[int]], pasts: Sequence[tuple[int, Sto
     first ``pasts[i][0]`` tokens of ``pasts[i][1]`` where one is given."""
     import torch
 
+    from belieflens.model.kv_cache import full_cache, windowed
+
+    width = max(len(r) - p for r, (p, _) in zip(rows, pasts, strict=True))
     lengths = [p for p, _ in pasts]
-    width = max(len(r) - p for r, p in zip(rows, lengths, strict=True))
+    if windowed(bridge.original_model.config):  # each row's tokens contiguous
+        lengths = [min(p, max(len(r) - width, 0)) for r, p in zip(rows, lengths, strict=True)]
+        pasts = [(p, row) for p, (_, row) in zip(lengths, pasts, strict=True)]
     past = max(lengths)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), past + width), dtype=torch.long)
@@ -92,13 +102,9 @@ def start(bridge: Any, rows: Sequence[list[int]], pasts: Sequence[tuple[int, Sto
         mask[b, past + width - len(new):] = 1
         pos[b, width - len(new):] = torch.arange(p, len(r))
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    if past == 0:
-        logits, cache = bridge(ids, return_type="logits_and_cache", use_cache=True,
-                               logits_to_keep=1, attention_mask=mask, position_ids=pos)
-    else:
-        cache = _past_cache(pasts, past, device)
-        logits = bridge(ids, past_key_values=cache, use_cache=True, logits_to_keep=1,
-                        attention_mask=mask, position_ids=pos)
+    cache = full_cache() if past == 0 else _past_cache(pasts, past, device)
+    logits = bridge(ids, past_key_values=cache, use_cache=True, logits_to_keep=1,
+                    attention_mask=mask, position_ids=pos)
     return logits, cache, mask, pos[:, -1]
 
 
