@@ -226,10 +226,9 @@ power-taught: setup
 
 # The same for the S = 1 adapter over Gemma-3-270m beside its base, on the third gate file's
 # new-sides studies (make gates-gemma writes them), linked under names of their own so that its
-# pair is recorded beside SmolLM2's (docs/results/power-taught-gemma.md). Interchange is left
-# out by default: its subspaces' training on Gemma took more than half an hour a side on one
-# thread here (add it to POWER_GEMMA_TESTS to run it at POWER_GEMMA_LAYERS too).
-POWER_GEMMA_TESTS ?= logit-lens,decoder,steer,patch
+# pair is recorded beside SmolLM2's (docs/results/power-taught-gemma.md). The interventions'
+# files already in the output folder are reused.
+POWER_GEMMA_TESTS ?= logit-lens,decoder,steer,patch,interchange
 POWER_GEMMA_LAYERS ?= 6,10,14,17
 power-taught-gemma: model-gemma3-270m
 	mkdir -p $(POWER)/gemma
