@@ -20,11 +20,18 @@ FLOOR_EPISODES ?= 2000
 # 24 by default; the controls and the studies beside them must share it.
 FLOOR_MODEL_EPISODES ?= 24
 FLOOR_MODELS ?= smollm2-135m gemma3-270m
+# Untrained networks beside a language model's read-outs of every layer (make floor-taught,
+# power-taught-seeds): one more seed's deviation is Student's t with C - 1 degrees of freedom,
+# whose tails set the max-T critical value where the seeds' spread is most of the noise; with
+# three, the logit lens missed the taught adapter at every layer
+# (docs/results/power-taught-untrained.md), with eight it found it (power-taught-seeds.md).
+# make floor-models and the demo read FLOOR_SEEDS (an extraction of the demo's study per seed).
+LM_SEEDS ?= 0 1 2 3 4 5 6 7
 FLOOR_TOYS ?= coin-tokens:coin-toy mess3:mess3-toy rrxor:rrxor-toy
 BL ?= $(VENV)/bin/belieflens
 DOCS_STAMP := $(VENV)/.belieflens-docs-installed
 
-.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught power-taught-floor power-taught-gemma belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
+.PHONY: setup setup-docs setup-browser demo positive-control adapters adapter-gemma curve gates gates-gemma causal-taught floor-toys floor-models floor-taught floor-variants transfer-models power-toys power-taught power-taught-floor power-taught-seeds power-taught-gemma belief-check-rrxor gate-interchange toy-seeds test test-pytest test-static test-fast docs lint typecheck bench clean models
 
 setup: $(STAMP)
 
@@ -265,28 +272,35 @@ floor-models: setup
 
 # The base and both adapters beside the base's untrained networks (an untrained network is
 # drawn from the architecture alone) on prompts never taught: the gates' new-sides study
-# (make gates writes the three models' files; face names from the word list never taught, so
-# no read-out is a taught prompt), its untrained networks extracted here with the gate file's
-# seed and parameters (reused when present), each model analysed with --floor:
-# docs/results/floor-taught-MODEL.md.
+# (make gates writes the three models' files, else each is extracted here; face names from the
+# word list never taught, so no read-out is a taught prompt), beside LM_SEEDS untrained
+# networks extracted here with the gate file's seed and parameters (reused when present),
+# each model analysed with --floor: docs/results/floor-taught-MODEL.md.
 TAUGHT_SEED := 9001
 TAUGHT_FLOOR := $(FLOORS)/taught-$(TAUGHT_SEED)
 TAUGHT_STUDY := --set probes=next-flip --set sides=random --set words=b --set turns=10 \
 	--seed $(TAUGHT_SEED) --episodes 24
 TAUGHT_MODELS := base:smollm2-135m S_1:smollm2-135m-bayes S_0.3:smollm2-135m-bayes-0.3
 TAUGHT_CONTROLS := $(foreach s,$(FLOOR_SEEDS),$(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5)
+TAUGHT_WIDE := $(foreach s,$(LM_SEEDS),$(TAUGHT_FLOOR)/smollm2-135m-random$(s).h5)
 $(TAUGHT_FLOOR)/smollm2-135m-random%.h5: | $(STAMP)
 	mkdir -p $(TAUGHT_FLOOR)
 	$(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m --init random:$* --threads 1 \
 		--quiet --out $@
 
-floor-taught: setup $(TAUGHT_CONTROLS)
+# The shell line that sets f to model $(2)'s study (make gates' slot $(1) where it is there,
+# else extracted here with the gate file's seed and parameters).
+TAUGHT_STUDY_OF = f=$(GATES)/$(1)/new-sides-0.h5; test -f $$f || { \
+	f=$(TAUGHT_FLOOR)/$(2).h5; test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) \
+	--model $(2) --threads 1 --quiet --out $$f || exit 1; }
+
+floor-taught: setup $(TAUGHT_WIDE)
 	for m in $(TAUGHT_MODELS); do \
-		slot=$${m%%:*}; name=$${m#*:}; \
+		slot=$${m%%:*}; name=$${m#*:}; $(call TAUGHT_STUDY_OF,$$slot,$$name); \
 		OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make floor-taught" $(BL) analyze \
-			$(GATES)/$$slot/new-sides-0.h5 --no-html --out $(TAUGHT_FLOOR)/$$name \
+			$$f --no-html --out $(TAUGHT_FLOOR)/$$name \
 			--results floor-taught-$$name \
-			$(addprefix --floor ,$(TAUGHT_CONTROLS)) || exit 1; \
+			$(addprefix --floor ,$(TAUGHT_WIDE)) || exit 1; \
 	done
 
 # The taught S = 1 adapter (make power-taught) beside its base's untrained networks (a
@@ -301,14 +315,21 @@ POWER_FLOOR_TESTS ?= logit-lens,decoder,patch,interchange
 POWER_FLOOR_LAYERS ?= 26
 power-taught-floor: setup $(TAUGHT_CONTROLS)
 	mkdir -p $(TAUGHT_FLOOR) $(POWER)/smollm2-untrained
-	f=$(GATES)/S_1/new-sides-0.h5; test -f $$f || { f=$(TAUGHT_FLOOR)/smollm2-135m-bayes.h5; \
-		test -f $$f || $(BL) extract coin-flip $(TAUGHT_STUDY) --model smollm2-135m-bayes \
-			--threads 1 --quiet --out $$f || exit 1; }; \
+	$(call TAUGHT_STUDY_OF,S_1,smollm2-135m-bayes); \
 	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-floor" $(BL) power \
 		--pair "$$f $(TAUGHT_CONTROLS)" \
 		--tests $(POWER_FLOOR_TESTS) --probe next-flip --delivery multi-turn \
 		$(foreach t,$(POWER_LM_TURNS),--turn $(t)) --layers $(POWER_FLOOR_LAYERS) \
 		--out $(POWER)/smollm2-untrained --results power-taught-untrained --record
+
+# The read-outs of every layer (logit lens, decoder) of the same adapter beside LM_SEEDS
+# untrained networks, not three (docs/results/power-taught-seeds.md).
+power-taught-seeds: setup $(TAUGHT_WIDE)
+	mkdir -p $(POWER)/smollm2-seeds
+	$(call TAUGHT_STUDY_OF,S_1,smollm2-135m-bayes); \
+	OMP_NUM_THREADS=1 BELIEFLENS_RESULTS_COMMAND="make power-taught-seeds" $(BL) power \
+		--pair "$$f $(TAUGHT_WIDE)" --tests logit-lens,decoder --probe next-flip \
+		--delivery multi-turn --out $(POWER)/smollm2-seeds --results power-taught-seeds --record
 
 # The coin flip's variants whose posterior is not a linear function of the token counts
 # (docs/environments/coin-flip.md), each on SmolLM2-135M beside three untrained networks
