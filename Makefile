@@ -248,26 +248,28 @@ power-taught-gemma: model-gemma3-270m
 		--out $(POWER)/gemma --results power-taught-gemma --record
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
-# FLOOR_MODEL_EPISODES episodes beside three untrained seeds each, and compare with the
-# controls beside the models (runs/floors/models/compare/); each model's comparisons beside
-# its floor go to docs/results/floor-MODEL.md and its floor figure to
-# docs/models/floor-MODEL.png (the README's figure is SmolLM2-135M's).
-floor-models: setup
+# FLOOR_MODEL_EPISODES episodes beside three untrained seeds each (FLOOR_SEEDS), and compare
+# with the controls beside the models (runs/floors/models/compare/); each model's comparisons
+# beside its floor go to docs/results/floor-MODEL.md and its floor figure to
+# docs/models/floor-MODEL.png (the README's figure is SmolLM2-135M's). Each network's study is
+# a file of its own, reused when there (delete it to extract it again; `OMP_NUM_THREADS=1
+# make -j2` extracts two at once); an interrupted
+# extraction resumes.
+MODEL_FILES = $(foreach i,trained $(addprefix random,$(FLOOR_SEEDS)),$(FLOORS)/models/$(1)-$(i).h5)
+$(FLOORS)/models/%.h5: | $(STAMP)
 	mkdir -p $(FLOORS)/models
+	stem=$*; init=$${stem##*-}; test $$init = trained || init=random:$${init#random}; \
+	$(BL) extract coin-flip --set turns=10 --episodes $(FLOOR_MODEL_EPISODES) --seed 0 \
+		--model $${stem%-*} --init $$init --quiet --out $@
+floor-models: setup $(foreach m,$(FLOOR_MODELS),$(call MODEL_FILES,$(m)))
 	for model in $(FLOOR_MODELS); do \
-		for init in trained $(addprefix random:,$(FLOOR_SEEDS)); do \
-			$(BL) extract coin-flip --set turns=10 --episodes $(FLOOR_MODEL_EPISODES) --seed 0 \
-				--model $$model --init $$init --quiet --out $(FLOORS)/models/$$model-$$(echo $$init | tr -d :).h5 \
-				--overwrite || exit 1; \
-		done; \
 		BELIEFLENS_RESULTS_COMMAND="make floor-models FLOOR_MODELS=$$model" $(BL) analyze \
 			$(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
 			--results floor-$$model \
 			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/$$model-random$(s).h5) || exit 1; \
 		cp $(FLOORS)/models/$$model/floor.png docs/models/floor-$$model.png || exit 1; \
 	done
-	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(FLOORS)/models/$(m)-trained.h5 \
-		$(foreach s,$(FLOOR_SEEDS),$(FLOORS)/models/$(m)-random$(s).h5)) \
+	$(BL) compare $(foreach m,$(FLOOR_MODELS),$(call MODEL_FILES,$(m))) \
 		--out $(FLOORS)/models/compare
 
 # The base and both adapters beside the base's untrained networks (an untrained network is
