@@ -252,9 +252,8 @@ power-taught-gemma: model-gemma3-270m
 # with the controls beside the models (runs/floors/models/compare/); each model's comparisons
 # beside its floor go to docs/results/floor-MODEL.md and its floor figure to
 # docs/models/floor-MODEL.png (the README's figure is SmolLM2-135M's). Each network's study is
-# a file of its own, reused when there (delete it to extract it again; `OMP_NUM_THREADS=1
-# make -j2` extracts two at once); an interrupted
-# extraction resumes.
+# a file of its own, reused when there (delete it to extract it again), resumed when
+# interrupted; `OMP_NUM_THREADS=1 make -j2` extracts two at once.
 MODEL_FILES = $(foreach i,trained $(addprefix random,$(FLOOR_SEEDS)),$(FLOORS)/models/$(1)-$(i).h5)
 $(FLOORS)/models/%.h5: | $(STAMP)
 	mkdir -p $(FLOORS)/models
