@@ -111,10 +111,10 @@ def start(bridge: Any, rows: Sequence[list[int]], pasts: Sequence[tuple[int, Sto
 def _past_cache(pasts: Sequence[tuple[int, StoredRow | None]], past: int, device: Any) -> Any:
     """A cache of ``past`` positions: row ``i`` the first ``pasts[i][0]`` positions of its
     stored row, left-padded with zeros (masked)."""
-    from transformers import DynamicCache
+    from belieflens.model.kv_cache import full_cache
 
     ref = next(row for _, row in pasts if row is not None)
-    cache = DynamicCache()
+    cache = full_cache()
     for layer, (k_ref, v_ref) in enumerate(ref.layers):
         keys = k_ref.new_zeros((len(pasts), k_ref.shape[0], past, k_ref.shape[-1]))
         values = v_ref.new_zeros((len(pasts), v_ref.shape[0], past, v_ref.shape[-1]))
@@ -130,12 +130,8 @@ def _past_cache(pasts: Sequence[tuple[int, StoredRow | None]], past: int, device
 def keep_rows(store: PrefixStore, cache: Any, mask: Any, batch_rows: Sequence[int],
               fed: Sequence[Sequence[int]]) -> None:
     """Store the rows at batch positions ``batch_rows``: ``fed[j]`` the tokens their cache
-    holds (the masked-in positions, in order). Nothing is stored from a cache that does not
-    keep every position (a sliding window)."""
-    from belieflens.model.kv_cache import keeps_every_position
-
-    if not keeps_every_position(cache):
-        return
+    holds (the masked-in positions, in order): ``cache`` is :func:`start`'s, which keeps every
+    position."""
     for b, ids in zip(batch_rows, fed, strict=True):
         keep = mask[b].bool()
         layers = tuple((layer.keys[b][:, keep].clone(), layer.values[b][:, keep].clone())

@@ -89,7 +89,7 @@ def test_rows_started_from_stored_prefixes_give_whole_prompts_log_probs(
         model: LoadedModel) -> None:
     """Rows reusing stored prefixes of 40, 30 and 20 tokens for prompts of 45, 50 and 60: the
     widest row's new tokens outnumber the others', whose past would otherwise end in a gap
-    that a sliding window counts (on the tiny Gemma it moved log-probs by up to 0.58)."""
+    that a sliding window counts."""
     from belieflens.run.gen_prefix import keep_rows, start
 
     bridge = model.bridge
