@@ -276,7 +276,8 @@ floor-models: setup $(foreach m,$(FLOOR_MODELS),$(call MODEL_FILES,$(m)))
 # (make gates writes the three models' files, else each is extracted here; face names from the
 # word list never taught, so no read-out is a taught prompt), beside LM_SEEDS untrained
 # networks extracted here with the gate file's seed and parameters (reused when present),
-# each model analysed with --floor: docs/results/floor-taught-MODEL.md.
+# each model analysed with --floor: docs/results/floor-taught-MODEL.md and its figure
+# docs/models/floor-taught-MODEL.png.
 TAUGHT_SEED := 9001
 TAUGHT_FLOOR := $(FLOORS)/taught-$(TAUGHT_SEED)
 TAUGHT_STUDY := --set probes=next-flip --set sides=random --set words=b --set turns=10 \
@@ -302,6 +303,7 @@ floor-taught: setup $(TAUGHT_WIDE)
 			$$f --no-html --out $(TAUGHT_FLOOR)/$$name \
 			--results floor-taught-$$name \
 			$(addprefix --floor ,$(TAUGHT_WIDE)) || exit 1; \
+		cp $(TAUGHT_FLOOR)/$$name/floor.png docs/models/floor-taught-$$name.png || exit 1; \
 	done
 
 # The taught S = 1 adapter (make power-taught) beside its base's untrained networks (a
