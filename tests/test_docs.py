@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-GENERATED = {DOCS / "models" / "compare.md", DOCS / "models" / "compare_floor.md"}
+GENERATED = {DOCS / "models" / "compare.md"}
 """Pages a command wrote (``belieflens compare``): their blocks are its output."""
 CODE = {"python", "py", "pycon", "bash", "sh", "shell", "console"}
 FENCE = re.compile(r"^(?P<fence>`{3,})(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
