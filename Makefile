@@ -262,7 +262,7 @@ $(FLOORS)/models/%.h5: | $(STAMP)
 		--model $${stem%-*} --init $$init --quiet --out $@
 floor-models: setup $(foreach m,$(FLOOR_MODELS),$(call MODEL_FILES,$(m)))
 	for model in $(FLOOR_MODELS); do \
-		BELIEFLENS_RESULTS_COMMAND="make floor-models FLOOR_MODELS=$$model" $(BL) analyze \
+		BELIEFLENS_RESULTS_COMMAND="make floor-models FLOOR_MODELS=$$model FLOOR_SEEDS='$(FLOOR_SEEDS)'" $(BL) analyze \
 			$(FLOORS)/models/$$model-trained.h5 --no-html --out $(FLOORS)/models/$$model \
 			--results floor-$$model \
 			$(foreach s,$(FLOOR_SEEDS),--floor $(FLOORS)/models/$$model-random$(s).h5) || exit 1; \
