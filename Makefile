@@ -248,11 +248,12 @@ power-taught-gemma: model-gemma3-270m
 		--out $(POWER)/gemma --results power-taught-gemma --record
 
 # The language models on the demo's study (ten flips, both deliveries, seed 0) at
-# FLOOR_MODEL_EPISODES episodes beside three untrained seeds each (FLOOR_SEEDS), and compare
-# with the controls beside the models (runs/floors/models/compare/); each model's comparisons
-# beside its floor go to docs/results/floor-MODEL.md and its floor figure to
-# docs/models/floor-MODEL.png (the README's figure is SmolLM2-135M's). Each network's study is
-# a file of its own, reused when there (delete it to extract it again), resumed when
+# FLOOR_MODEL_EPISODES episodes beside untrained seeds (FLOOR_SEEDS, three by default; the
+# docs' SmolLM2 floor reads eight), and compare with the controls beside the models
+# (runs/floors/models/compare/); each model's comparisons beside its floor go to
+# docs/results/floor-MODEL.md, whose command names the seeds, and its floor figure to
+# docs/models/floor-MODEL.png (the README's figure is make floor-taught's). Each network's
+# study is a file of its own, reused when there (delete it to extract it again), resumed when
 # interrupted; `OMP_NUM_THREADS=1 make -j2` extracts two at once.
 MODEL_FILES = $(foreach i,trained $(addprefix random,$(FLOOR_SEEDS)),$(FLOORS)/models/$(1)-$(i).h5)
 $(FLOORS)/models/%.h5: | $(STAMP)
